@@ -1,0 +1,141 @@
+"""The contract every driver meets, and the small values drivers return.
+
+Drivers take plans and return attrs values: engine dicts and Kubernetes model objects never cross
+this boundary. Every driver drains with the same event types (:mod:`asyncdeploy.events`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+import attrs
+
+from asyncdeploy.events import DrainEvent, DrainSummary
+from asyncdeploy.plan import WorkloadPlan
+
+__all__ = [
+    "LABEL_CONTAINER",
+    "LABEL_GRACE",
+    "LABEL_PLAN_DIGEST",
+    "LABEL_ROLE",
+    "LABEL_WORKLOAD",
+    "ApplyResult",
+    "ContainerStatus",
+    "Driver",
+    "Emit",
+    "EngineInfo",
+    "ExecResult",
+    "WorkloadStatus",
+]
+
+# Labels that identify what asyncdeploy created (container labels, Pod labels and annotations).
+LABEL_WORKLOAD = "asyncdeploy.io/workload"
+LABEL_ROLE = "asyncdeploy.io/role"
+LABEL_CONTAINER = "asyncdeploy.io/container"
+LABEL_GRACE = "asyncdeploy.io/termination-grace-period-seconds"
+LABEL_PLAN_DIGEST = "asyncdeploy.io/plan-digest"
+
+Emit = Callable[[DrainEvent], None]
+"""Hands an event to the consumer without ever waiting for it (a slow consumer never delays a kill)."""
+
+
+@attrs.frozen(kw_only=True)
+class EngineInfo:
+    driver: str
+    version: str
+    api_version: str
+
+
+@attrs.frozen(kw_only=True)
+class ContainerStatus:
+    name: str
+    role: Literal["pause", "init", "run", "autoheal"]
+    image: str
+    state: str  # created, running, exited, ... as the engine says it
+    exit_code: int | None = None
+    health: str | None = None  # healthy, unhealthy, starting, or None without a check
+
+
+@attrs.frozen(kw_only=True)
+class WorkloadStatus:
+    name: str
+    driver: str
+    labels: Mapping[str, str]
+    grace_period_seconds: int
+    plan_digest: str | None
+    containers: tuple[ContainerStatus, ...]
+
+    @property
+    def state(self) -> str:
+        """``running`` when every run container runs, else the first run container's state."""
+        runs = [c for c in self.containers if c.role == "run"]
+        if runs and all(c.state == "running" for c in runs):
+            return "running"
+        return runs[0].state if runs else "unknown"
+
+
+@attrs.frozen(kw_only=True)
+class ApplyResult:
+    """What ``apply`` did: ``created``, ``unchanged`` or ``replaced``."""
+
+    action: Literal["created", "unchanged", "replaced"]
+    status: WorkloadStatus
+    replaced: DrainSummary | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ExecResult:
+    exit_code: int
+    output: str
+
+
+class Driver(Protocol):
+    """What a deployer needs from an engine. All methods map engine errors to ``EngineError``."""
+
+    name: str
+
+    async def ping(self) -> EngineInfo:
+        """Check the engine answers; raise ``EngineUnavailable`` when it does not."""
+        ...
+
+    async def apply(self, plan: WorkloadPlan, *, emit: Emit | None = None) -> ApplyResult:
+        """Create the workload; a no-op for an unchanged plan, a graceful replacement otherwise."""
+        ...
+
+    async def get(self, name: str) -> WorkloadStatus:
+        """Raise ``WorkloadNotFound`` when there is no such workload."""
+        ...
+
+    async def list(self, selector: Mapping[str, str] | None = None) -> list[WorkloadStatus]: ...
+
+    async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
+        """Wait until every run container passes its readiness check (or runs, without one).
+
+        Raise ``EngineTimeout`` when ``timeout`` seconds pass first.
+        """
+        ...
+
+    def logs(
+        self, name: str, *, container: str | None = None, follow: bool = False
+    ) -> AsyncIterator[str]: ...
+
+    async def exec(
+        self, name: str, command: Sequence[str], *, container: str | None = None
+    ) -> ExecResult: ...
+
+    async def inspect(self, name: str) -> dict[str, Any]:
+        """Engine detail for people, with secret-looking env values masked."""
+        ...
+
+    async def drain(
+        self, names: Sequence[str], *, grace_period_seconds: int | None, emit: Emit
+    ) -> list[DrainSummary]:
+        """Drain the named workloads concurrently under one deadline and remove them.
+
+        Emits every step; returns one summary per workload. A missing name raises
+        ``WorkloadNotFound`` before anything is touched.
+        """
+        ...
+
+    async def aclose(self) -> None: ...

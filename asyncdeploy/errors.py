@@ -1,0 +1,123 @@
+"""The whole exception tree of asyncdeploy.
+
+::
+
+    AsyncDeployError
+    ├── PlanError(ValueError)            an invalid plan; ``.path`` names the field
+    ├── DriverNotFound(LookupError)      an unknown driver name
+    ├── EngineError                      ``.engine`` names the driver
+    │   ├── EngineUnavailable            the socket or API server cannot be reached
+    │   ├── EngineAPIError               the engine refused a call; ``.status``
+    │   │   ├── WorkloadNotFound         (404) no such workload or container
+    │   │   └── WorkloadConflict         (409) a name or state conflict
+    │   └── EngineTimeout(TimeoutError)  a call did not answer in time
+    ├── CreateError                      a create failed (init container, start) and was rolled back
+    └── DrainError                       a drain finished, but some steps failed; ``.summaries``
+
+Engine-specific exceptions are translated at each driver's edge, always ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from asyncdeploy.events import DrainSummary
+
+__all__ = [
+    "AsyncDeployError",
+    "CreateError",
+    "DrainError",
+    "DriverNotFound",
+    "EngineAPIError",
+    "EngineError",
+    "EngineTimeout",
+    "EngineUnavailable",
+    "PlanError",
+    "WorkloadConflict",
+    "WorkloadNotFound",
+]
+
+
+class AsyncDeployError(Exception):
+    """The root of every error asyncdeploy raises on purpose."""
+
+
+class PlanError(AsyncDeployError, ValueError):
+    """A plan (or one of its values) is invalid; ``path`` names the field, e.g. ``containers[1].image``."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}" if path else message)
+
+    def within(self, prefix: str) -> PlanError:
+        """The same error, with its path nested under ``prefix``."""
+        if not prefix:
+            return self
+        if not self.path:
+            path = prefix
+        elif self.path.startswith("["):
+            path = f"{prefix}{self.path}"
+        else:
+            path = f"{prefix}.{self.path}"
+        return PlanError(path, self.message)
+
+
+class DriverNotFound(AsyncDeployError, LookupError):
+    """No driver has this name."""
+
+
+class EngineError(AsyncDeployError):
+    """Something went wrong talking to an engine."""
+
+    def __init__(self, message: str, *, engine: str) -> None:
+        self.engine = engine
+        self.message = message
+        super().__init__(f"{message} (engine={engine})")
+
+
+class EngineUnavailable(EngineError):
+    """The engine's socket or API server cannot be reached."""
+
+
+class EngineAPIError(EngineError):
+    """The engine answered a call with an error status."""
+
+    def __init__(self, message: str, *, engine: str, status: int) -> None:
+        self.status = status
+        super().__init__(f"[{status}] {message}", engine=engine)
+
+
+class WorkloadNotFound(EngineAPIError):
+    """The workload (or one of its containers) does not exist."""
+
+
+class WorkloadConflict(EngineAPIError):
+    """A name is taken, or the object is in a state that forbids the call."""
+
+
+class EngineTimeout(EngineError, TimeoutError):
+    """An engine call did not answer in time."""
+
+
+class CreateError(AsyncDeployError):
+    """Creating a workload failed; what had been created was removed again."""
+
+    def __init__(self, message: str, *, exit_code: int | None = None, logs: str = "") -> None:
+        self.exit_code = exit_code
+        self.logs = logs
+        detail = f"{message} (exit code {exit_code})" if exit_code is not None else message
+        if logs:
+            detail = f"{detail}\n--- logs ---\n{logs.rstrip()}"
+        super().__init__(detail)
+
+
+class DrainError(AsyncDeployError):
+    """A drain ran to the end, but some of its steps failed; everything that could be was cleaned."""
+
+    def __init__(self, summaries: Sequence[DrainSummary]) -> None:
+        self.summaries = tuple(summaries)
+        problems = [f"{s.workload}: {e}" for s in self.summaries for e in s.errors]
+        super().__init__("drain finished with errors: " + "; ".join(problems))

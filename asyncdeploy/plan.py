@@ -1,0 +1,471 @@
+"""The declarative workload plan: frozen, validated attrs values.
+
+A plan is built in Python (``WorkloadPlan(name=..., containers=[...])``) or from a mapping or a
+YAML/JSON file whose keys are exactly the attribute names (``WorkloadPlan.from_file(path)``).
+Every invalid value raises :class:`~asyncdeploy.errors.PlanError` naming the field path, e.g.
+``containers[1].resources.memory``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import attrs
+
+from asyncdeploy.errors import PlanError
+from asyncdeploy.quantity import canonical_quantity
+
+__all__ = [
+    "DEFAULT_GRACE_PERIOD_SECONDS",
+    "DEFAULT_PAUSE_IMAGE",
+    "Autoheal",
+    "Checks",
+    "Container",
+    "FrozenMap",
+    "HTTPGet",
+    "Mount",
+    "Port",
+    "Probe",
+    "Resources",
+    "WorkloadPlan",
+    "plan_digest",
+    "plan_to_mapping",
+]
+
+DEFAULT_GRACE_PERIOD_SECONDS = 30
+DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+Role = Literal["init", "run"]
+RestartPolicy = Literal["no", "always", "on-failure", "unless-stopped"]
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*", re.ASCII)
+_LABEL_KEY = re.compile(r"([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", re.ASCII)
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", re.ASCII)
+_SIGNAL = re.compile(r"(SIG)?[A-Z0-9+-]+|[0-9]+", re.ASCII)
+
+T = TypeVar("T")
+
+
+class FrozenMap(Mapping[str, str]):
+    """A read-only, hashable ``str → str`` mapping, so frozen plans stay hashable."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, str] | None = None) -> None:
+        self._data = dict(sorted((data or {}).items()))
+
+    def __getitem__(self, key: str) -> str:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._data.items()))
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({self._data!r})"
+
+
+# --- validators and converters ---------------------------------------------------------------
+# attrs runs converters first, then validators. Both raise PlanError with the attribute's name;
+# parents prefix the path when they build children from a mapping.
+
+
+def _fail(attribute: attrs.Attribute[Any], message: str) -> PlanError:
+    return PlanError(attribute.name, message)
+
+
+def _dns_label(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.fullmatch(value):
+        raise _fail(
+            attribute,
+            f"{value!r} is not a DNS-1123 label (lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit, at most 63 characters)",
+        )
+
+
+def _non_empty_str(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    if not isinstance(value, str) or not value.strip() or value != value.strip():
+        raise _fail(attribute, f"must be a non-empty string without surrounding spaces, got {value!r}")
+
+
+def _grace(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _fail(attribute, f"must be a whole number of seconds >= 0, got {value!r}")
+
+
+def _positive_int(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _fail(attribute, f"must be a whole number >= 1, got {value!r}")
+
+
+def _port_number(_: Any, attribute: attrs.Attribute[Any], value: int | None) -> None:
+    if value is None and attribute.name != "container_port":
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise _fail(attribute, f"must be a port number 1-65535, got {value!r}")
+
+
+def _one_of(*choices: str) -> Callable[[Any, attrs.Attribute[Any], str], None]:
+    def check(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+        if value not in choices:
+            raise _fail(attribute, f"must be one of {', '.join(choices)}; got {value!r}")
+
+    return check
+
+
+def _strings(field: str) -> Callable[[Sequence[str] | str | None], tuple[str, ...] | None]:
+    """A command or argument list; a bare string is one argument, never split on spaces."""
+
+    def convert(value: Sequence[str] | str | None) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list | tuple):
+            raise PlanError(field, f"must be a list of strings, got {value!r}")
+        return tuple(value)
+
+    return convert
+
+
+def _check_str_tuple(_: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...] | None) -> None:
+    if value is None:
+        return
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise PlanError(f"{attribute.name}[{i}]", f"must be a string, got {item!r}")
+    if attribute.name in ("command", "pre_stop", "exec") and not value:
+        raise _fail(attribute, "must not be empty")
+
+
+def _frozen_map(value: Mapping[str, Any] | None) -> FrozenMap:
+    if isinstance(value, FrozenMap):
+        return value
+    if value is None:
+        return FrozenMap()
+    if not isinstance(value, Mapping):
+        raise PlanError("", f"must be a mapping, got {type(value).__name__}")
+    return FrozenMap({str(k): v for k, v in value.items()})
+
+
+def _env_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:
+    for key, item in value.items():
+        if not _ENV_NAME.fullmatch(key):
+            raise PlanError(f"{attribute.name}.{key}", "is not a valid environment variable name")
+        if not isinstance(item, str):
+            raise PlanError(f"{attribute.name}.{key}", f"must be a string, got {item!r}")
+
+
+def _label_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:
+    for key, item in value.items():
+        if not _LABEL_KEY.fullmatch(key) or key.startswith("asyncdeploy.io/"):
+            raise PlanError(
+                f"{attribute.name}.{key}",
+                "is not a valid label key (the asyncdeploy.io/ prefix is reserved)",
+            )
+        if not isinstance(item, str) or not _LABEL_VALUE.fullmatch(item):
+            raise PlanError(f"{attribute.name}.{key}", f"is not a valid label value: {item!r}")
+
+
+def _tuple_of(kind: type[T]) -> Callable[[Any, attrs.Attribute[Any], tuple[Any, ...]], None]:
+    def check(_: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
+        for i, item in enumerate(value):
+            if not isinstance(item, kind):
+                raise PlanError(f"{attribute.name}[{i}]", f"must be a {kind.__name__}, got {item!r}")
+
+    return check
+
+
+def _quantity(field: str, kind: str) -> Callable[[str | int | float | None], str | None]:
+    def convert(value: str | int | float | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return canonical_quantity(value, kind=kind)
+        except ValueError as exc:
+            raise PlanError(field, str(exc)) from None
+
+    return convert
+
+
+def _signal(_: Any, attribute: attrs.Attribute[Any], value: str | None) -> None:
+    if value is not None and (not isinstance(value, str) or not _SIGNAL.fullmatch(value)):
+        raise _fail(attribute, f"is not a signal name like SIGTERM or a number: {value!r}")
+
+
+def _nested(kind: type[Any]) -> dict[str, Any]:
+    return {"nested": kind}
+
+
+# --- the value types -------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Port:
+    """A container port, published on the host through the pause container."""
+
+    container_port: int = attrs.field(validator=_port_number)
+    host_port: int | None = attrs.field(default=None, validator=_port_number)
+    protocol: str = attrs.field(default="tcp", validator=_one_of("tcp", "udp"))
+    host_ip: str = attrs.field(default="")
+    name: str | None = attrs.field(default=None)
+
+
+@attrs.frozen(kw_only=True)
+class Mount:
+    """A bind mount (``source`` is a host path), a named volume, or a tmpfs."""
+
+    target: str = attrs.field(validator=_non_empty_str)
+    source: str | None = attrs.field(default=None)
+    type: str = attrs.field(default="bind", validator=_one_of("bind", "volume", "tmpfs"))
+    read_only: bool = attrs.field(default=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.target.startswith("/"):
+            raise PlanError("target", f"must be an absolute path, got {self.target!r}")
+        if self.type == "bind" and not (self.source or "").startswith("/"):
+            raise PlanError("source", "a bind mount needs an absolute host path")
+        if self.type == "volume" and not self.source:
+            raise PlanError("source", "a volume mount needs a volume name")
+
+
+@attrs.frozen(kw_only=True)
+class Resources:
+    """CPU and memory as Kubernetes quantities, kept in canonical form (``0.5`` → ``500m``)."""
+
+    cpu: str | None = attrs.field(default=None, converter=_quantity("cpu", "cpu"))
+    memory: str | None = attrs.field(default=None, converter=_quantity("memory", "memory"))
+
+
+@attrs.frozen(kw_only=True)
+class HTTPGet:
+    path: str = attrs.field(default="/")
+    port: int = attrs.field(validator=_port_number)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.path.startswith("/"):
+            raise PlanError("path", f"must start with '/', got {self.path!r}")
+
+
+@attrs.frozen(kw_only=True)
+class Probe:
+    """A health check: exactly one of ``exec``, ``http`` or ``tcp`` (a port)."""
+
+    exec: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_strings("exec"), validator=_check_str_tuple
+    )
+    http: HTTPGet | None = attrs.field(default=None, metadata=_nested(HTTPGet))
+    tcp: int | None = attrs.field(default=None)
+    period_seconds: int = attrs.field(default=10, validator=_positive_int)
+    timeout_seconds: int = attrs.field(default=1, validator=_positive_int)
+    failure_threshold: int = attrs.field(default=3, validator=_positive_int)
+    initial_delay_seconds: int = attrs.field(default=0, validator=_grace)
+
+    def __attrs_post_init__(self) -> None:
+        given = [k for k in ("exec", "http", "tcp") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise PlanError("", f"needs exactly one of exec, http, tcp; got {given or 'none'}")
+        if self.tcp is not None:
+            _port_number(None, attrs.fields(Probe).tcp, self.tcp)
+
+
+@attrs.frozen(kw_only=True)
+class Checks:
+    """Startup, readiness and liveness checks, kept apart as Kubernetes keeps them."""
+
+    startup: Probe | None = attrs.field(default=None, metadata=_nested(Probe))
+    readiness: Probe | None = attrs.field(default=None, metadata=_nested(Probe))
+    liveness: Probe | None = attrs.field(default=None, metadata=_nested(Probe))
+
+
+@attrs.frozen(kw_only=True)
+class Container:
+    """One init or run container of a workload."""
+
+    name: str = attrs.field(validator=_dns_label)
+    image: str = attrs.field(validator=_non_empty_str)
+    role: Role = attrs.field(default="run", validator=_one_of("init", "run"))
+    command: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_strings("command"), validator=_check_str_tuple
+    )
+    args: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_strings("args"), validator=_check_str_tuple
+    )
+    env: FrozenMap = attrs.field(factory=FrozenMap, converter=_frozen_map, validator=_env_map)
+    ports: tuple[Port, ...] = attrs.field(
+        default=(), converter=tuple, validator=_tuple_of(Port), metadata=_nested(Port)
+    )
+    mounts: tuple[Mount, ...] = attrs.field(
+        default=(), converter=tuple, validator=_tuple_of(Mount), metadata=_nested(Mount)
+    )
+    resources: Resources = attrs.field(factory=Resources, metadata=_nested(Resources))
+    stop_signal: str | None = attrs.field(default=None, validator=_signal)
+    pre_stop: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_strings("pre_stop"), validator=_check_str_tuple
+    )
+    checks: Checks = attrs.field(factory=Checks, metadata=_nested(Checks))
+    restart_policy: RestartPolicy = attrs.field(
+        default="no", validator=_one_of("no", "always", "on-failure", "unless-stopped")
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.role == "init" and self.restart_policy != "no":
+            raise PlanError("restart_policy", "an init container runs once: use 'no'")
+        if self.role == "init" and (self.pre_stop or self.checks != Checks()):
+            raise PlanError("role", "an init container takes no pre_stop hook and no checks")
+
+
+@attrs.frozen(kw_only=True)
+class Autoheal:
+    """A sidecar that restarts unhealthy containers through the engine socket."""
+
+    image: str = attrs.field(validator=_non_empty_str)
+    command: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_strings("command"), validator=_check_str_tuple
+    )
+    interval_seconds: int = attrs.field(default=5, validator=_positive_int)
+
+
+def _containers(_: Any, attribute: attrs.Attribute[Any], value: tuple[Container, ...]) -> None:
+    _tuple_of(Container)(None, attribute, value)
+    if not any(c.role == "run" for c in value):
+        raise _fail(attribute, "needs at least one container with role 'run'")
+    seen: set[str] = set()
+    for i, container in enumerate(value):
+        if container.name in seen:
+            raise PlanError(f"containers[{i}].name", f"{container.name!r} is used twice")
+        if container.name in ("pause", "autoheal"):
+            raise PlanError(f"containers[{i}].name", f"{container.name!r} is reserved")
+        seen.add(container.name)
+
+
+@attrs.frozen(kw_only=True)
+class WorkloadPlan:
+    """Everything asyncdeploy needs to create, replace and drain one workload."""
+
+    name: str = attrs.field(validator=_dns_label)
+    labels: FrozenMap = attrs.field(factory=FrozenMap, converter=_frozen_map, validator=_label_map)
+    containers: tuple[Container, ...] = attrs.field(
+        converter=tuple, validator=_containers, metadata=_nested(Container)
+    )
+    termination_grace_period_seconds: int = attrs.field(
+        default=DEFAULT_GRACE_PERIOD_SECONDS, validator=_grace
+    )
+    host_network: bool = attrs.field(default=False)
+    pid_shared: bool = attrs.field(default=True)
+    shm_size: str | None = attrs.field(default=None, converter=_quantity("shm_size", "memory"))
+    pause_image: str = attrs.field(default=DEFAULT_PAUSE_IMAGE, validator=_non_empty_str)
+    autoheal: Autoheal | None = attrs.field(default=None, metadata=_nested(Autoheal))
+    namespace: str | None = attrs.field(default=None)
+
+    @property
+    def init_containers(self) -> tuple[Container, ...]:
+        return tuple(c for c in self.containers if c.role == "init")
+
+    @property
+    def run_containers(self) -> tuple[Container, ...]:
+        return tuple(c for c in self.containers if c.role == "run")
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> WorkloadPlan:
+        """Build a plan from plain data whose keys are exactly the attribute names."""
+        return _structure(cls, data, "")
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> WorkloadPlan:
+        """Read a YAML or JSON plan file (JSON is YAML, so one parser reads both)."""
+        import yaml
+
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise PlanError("", f"cannot read plan file {str(path)!r}: {exc.strerror}") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise PlanError("", f"plan file {str(path)!r} is not valid YAML or JSON: {exc}") from None
+        return cls.from_mapping(data)
+
+
+# --- mapping <-> plan ------------------------------------------------------------------------
+
+_BOOL_FIELDS = {"host_network", "pid_shared", "read_only"}
+
+
+def _structure(cls: type[T], data: Any, path: str) -> T:
+    """Build ``cls`` from ``data``, recursing into nested plan types, with field paths in errors."""
+    if not isinstance(data, Mapping):
+        raise PlanError(path, f"must be a mapping, got {type(data).__name__}")
+    fields = {f.name: f for f in attrs.fields(cls)}  # type: ignore[misc]
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise PlanError(_join(path, str(unknown[0])), "unknown field")
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        field = fields[key]
+        nested = field.metadata.get("nested")
+        here = _join(path, key)
+        if key in _BOOL_FIELDS and not isinstance(value, bool):
+            raise PlanError(here, f"must be true or false, got {value!r}")
+        if nested is not None and value is not None:
+            if _is_sequence_field(field):
+                if not isinstance(value, list | tuple):
+                    raise PlanError(here, f"must be a list, got {type(value).__name__}")
+                value = tuple(_structure(nested, item, f"{here}[{i}]") for i, item in enumerate(value))
+            else:
+                value = _structure(nested, value, here)
+        kwargs[key] = value
+    try:
+        return cls(**kwargs)
+    except PlanError as exc:
+        raise exc.within(path) from None
+    except TypeError as exc:
+        missing = re.search(r"missing .*'(\w+)'", str(exc))
+        if missing is None:
+            raise PlanError(path, str(exc)) from None
+        raise PlanError(_join(path, missing.group(1)), "is required") from None
+
+
+def _is_sequence_field(field: attrs.Attribute[Any]) -> bool:
+    return field.converter is tuple
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def plan_to_mapping(plan: Any) -> Any:
+    """Plain data for a plan (or a part of one): the inverse of ``WorkloadPlan.from_mapping``."""
+    if attrs.has(type(plan)):
+        out = {}
+        for field in attrs.fields(type(plan)):
+            value = getattr(plan, field.name)
+            default = field.default
+            if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                default = default.factory()  # type: ignore[attr-defined]
+            if default is not attrs.NOTHING and value == default:
+                continue
+            out[field.name] = plan_to_mapping(value)
+        return out
+    if isinstance(plan, Mapping):
+        return {k: plan_to_mapping(v) for k, v in plan.items()}
+    if isinstance(plan, tuple | list):
+        return [plan_to_mapping(v) for v in plan]
+    return plan
+
+
+def plan_digest(plan: WorkloadPlan) -> str:
+    """A short hash of everything the plan declares; equal plans have equal digests."""
+    text = json.dumps(plan_to_mapping(plan), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
