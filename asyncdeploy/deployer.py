@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import builtins
+
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -90,7 +92,9 @@ class Deployer:
     async def get(self, name: str) -> WorkloadStatus:
         return await self.driver.get(name)
 
-    async def list(self, selector: Mapping[str, str] | None = None) -> list[WorkloadStatus]:
+    async def list(
+        self, selector: Mapping[str, str] | None = None
+    ) -> builtins.list[WorkloadStatus]:
         return await self.driver.list(selector)
 
     async def wait_ready(self, name: str, *, timeout: float = 60) -> WorkloadStatus:
@@ -146,7 +150,7 @@ class Deployer:
         selector: Mapping[str, str] | None = None,
         *,
         grace_period_seconds: int | None = None,
-    ) -> list[DrainSummary]:
+    ) -> builtins.list[DrainSummary]:
         """Drain and remove every matching workload; none matching is not an error."""
         async with self.terminate_all(
             selector, grace_period_seconds=grace_period_seconds
@@ -158,7 +162,7 @@ class Deployer:
         self, names: Sequence[str], grace_period_seconds: int | None
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
         relay = _EventRelay()
-        summaries: list[DrainSummary] = []
+        summaries: builtins.list[DrainSummary] = []
 
         async def run() -> None:
             try:

@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import attrs
 
@@ -45,7 +45,9 @@ RestartPolicy = Literal["no", "always", "on-failure", "unless-stopped"]
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*", re.ASCII)
-_LABEL_KEY = re.compile(r"([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", re.ASCII)
+_LABEL_KEY = re.compile(
+    r"([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", re.ASCII
+)
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", re.ASCII)
 _SIGNAL = re.compile(r"(SIG)?[A-Z0-9+-]+|[0-9]+", re.ASCII)
 
@@ -85,7 +87,7 @@ def _fail(attribute: attrs.Attribute[Any], message: str) -> PlanError:
     return PlanError(attribute.name, message)
 
 
-def _dns_label(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+def _dns_label(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         raise _fail(
             attribute,
@@ -94,17 +96,19 @@ def _dns_label(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
         )
 
 
-def _non_empty_str(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+def _non_empty_str(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or not value.strip() or value != value.strip():
-        raise _fail(attribute, f"must be a non-empty string without surrounding spaces, got {value!r}")
+        raise _fail(
+            attribute, f"must be a non-empty string without surrounding spaces, got {value!r}"
+        )
 
 
-def _grace(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+def _grace(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise _fail(attribute, f"must be a whole number of seconds >= 0, got {value!r}")
 
 
-def _positive_int(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+def _positive_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise _fail(attribute, f"must be a whole number >= 1, got {value!r}")
 
@@ -124,22 +128,37 @@ def _one_of(*choices: str) -> Callable[[Any, attrs.Attribute[Any], str], None]:
     return check
 
 
-def _strings(field: str) -> Callable[[Sequence[str] | str | None], tuple[str, ...] | None]:
+def _strings(field: str, value: Sequence[str] | str | None) -> tuple[str, ...] | None:
     """A command or argument list; a bare string is one argument, never split on spaces."""
-
-    def convert(value: Sequence[str] | str | None) -> tuple[str, ...] | None:
-        if value is None:
-            return None
-        if isinstance(value, str):
-            return (value,)
-        if not isinstance(value, list | tuple):
-            raise PlanError(field, f"must be a list of strings, got {value!r}")
-        return tuple(value)
-
-    return convert
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list | tuple):
+        raise PlanError(field, f"must be a list of strings, got {value!r}")
+    return tuple(value)
 
 
-def _check_str_tuple(_: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...] | None) -> None:
+# Named converters, one per field, so that errors name the field (and mypy can read them).
+def _exec(value: Sequence[str] | str | None) -> tuple[str, ...] | None:
+    return _strings("exec", value)
+
+
+def _command(value: Sequence[str] | str | None) -> tuple[str, ...] | None:
+    return _strings("command", value)
+
+
+def _args(value: Sequence[str] | str | None) -> tuple[str, ...] | None:
+    return _strings("args", value)
+
+
+def _pre_stop(value: Sequence[str] | str | None) -> tuple[str, ...] | None:
+    return _strings("pre_stop", value)
+
+
+def _check_str_tuple(
+    _: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...] | None
+) -> None:
     if value is None:
         return
     for i, item in enumerate(value):
@@ -161,6 +180,7 @@ def _frozen_map(value: Mapping[str, Any] | None) -> FrozenMap:
 
 def _env_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:
     for key, item in value.items():
+        item = cast(Any, item)
         if not _ENV_NAME.fullmatch(key):
             raise PlanError(f"{attribute.name}.{key}", "is not a valid environment variable name")
         if not isinstance(item, str):
@@ -169,6 +189,7 @@ def _env_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:
 
 def _label_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:
     for key, item in value.items():
+        item = cast(Any, item)  # plan files may carry any value
         if not _LABEL_KEY.fullmatch(key) or key.startswith("asyncdeploy.io/"):
             raise PlanError(
                 f"{attribute.name}.{key}",
@@ -182,24 +203,35 @@ def _tuple_of(kind: type[T]) -> Callable[[Any, attrs.Attribute[Any], tuple[Any, 
     def check(_: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
         for i, item in enumerate(value):
             if not isinstance(item, kind):
-                raise PlanError(f"{attribute.name}[{i}]", f"must be a {kind.__name__}, got {item!r}")
+                raise PlanError(
+                    f"{attribute.name}[{i}]", f"must be a {kind.__name__}, got {item!r}"
+                )
 
     return check
 
 
-def _quantity(field: str, kind: str) -> Callable[[str | int | float | None], str | None]:
-    def convert(value: str | int | float | None) -> str | None:
-        if value is None:
-            return None
-        try:
-            return canonical_quantity(value, kind=kind)
-        except ValueError as exc:
-            raise PlanError(field, str(exc)) from None
-
-    return convert
+def _quantity(field: str, kind: str, value: str | float | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return canonical_quantity(value, kind=kind)
+    except ValueError as exc:
+        raise PlanError(field, str(exc)) from None
 
 
-def _signal(_: Any, attribute: attrs.Attribute[Any], value: str | None) -> None:
+def _cpu(value: str | float | None) -> str | None:
+    return _quantity("cpu", "cpu", value)
+
+
+def _memory(value: str | float | None) -> str | None:
+    return _quantity("memory", "memory", value)
+
+
+def _shm_size(value: str | float | None) -> str | None:
+    return _quantity("shm_size", "memory", value)
+
+
+def _signal(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and (not isinstance(value, str) or not _SIGNAL.fullmatch(value)):
         raise _fail(attribute, f"is not a signal name like SIGTERM or a number: {value!r}")
 
@@ -244,8 +276,8 @@ class Mount:
 class Resources:
     """CPU and memory as Kubernetes quantities, kept in canonical form (``0.5`` → ``500m``)."""
 
-    cpu: str | None = attrs.field(default=None, converter=_quantity("cpu", "cpu"))
-    memory: str | None = attrs.field(default=None, converter=_quantity("memory", "memory"))
+    cpu: str | None = attrs.field(default=None, converter=_cpu)
+    memory: str | None = attrs.field(default=None, converter=_memory)
 
 
 @attrs.frozen(kw_only=True)
@@ -263,7 +295,7 @@ class Probe:
     """A health check: exactly one of ``exec``, ``http`` or ``tcp`` (a port)."""
 
     exec: tuple[str, ...] | None = attrs.field(
-        default=None, converter=_strings("exec"), validator=_check_str_tuple
+        default=None, converter=_exec, validator=_check_str_tuple
     )
     http: HTTPGet | None = attrs.field(default=None, metadata=_nested(HTTPGet))
     tcp: int | None = attrs.field(default=None)
@@ -297,10 +329,10 @@ class Container:
     image: str = attrs.field(validator=_non_empty_str)
     role: Role = attrs.field(default="run", validator=_one_of("init", "run"))
     command: tuple[str, ...] | None = attrs.field(
-        default=None, converter=_strings("command"), validator=_check_str_tuple
+        default=None, converter=_command, validator=_check_str_tuple
     )
     args: tuple[str, ...] | None = attrs.field(
-        default=None, converter=_strings("args"), validator=_check_str_tuple
+        default=None, converter=_args, validator=_check_str_tuple
     )
     env: FrozenMap = attrs.field(factory=FrozenMap, converter=_frozen_map, validator=_env_map)
     ports: tuple[Port, ...] = attrs.field(
@@ -312,7 +344,7 @@ class Container:
     resources: Resources = attrs.field(factory=Resources, metadata=_nested(Resources))
     stop_signal: str | None = attrs.field(default=None, validator=_signal)
     pre_stop: tuple[str, ...] | None = attrs.field(
-        default=None, converter=_strings("pre_stop"), validator=_check_str_tuple
+        default=None, converter=_pre_stop, validator=_check_str_tuple
     )
     checks: Checks = attrs.field(factory=Checks, metadata=_nested(Checks))
     restart_policy: RestartPolicy = attrs.field(
@@ -332,7 +364,7 @@ class Autoheal:
 
     image: str = attrs.field(validator=_non_empty_str)
     command: tuple[str, ...] | None = attrs.field(
-        default=None, converter=_strings("command"), validator=_check_str_tuple
+        default=None, converter=_command, validator=_check_str_tuple
     )
     interval_seconds: int = attrs.field(default=5, validator=_positive_int)
 
@@ -364,7 +396,7 @@ class WorkloadPlan:
     )
     host_network: bool = attrs.field(default=False)
     pid_shared: bool = attrs.field(default=True)
-    shm_size: str | None = attrs.field(default=None, converter=_quantity("shm_size", "memory"))
+    shm_size: str | None = attrs.field(default=None, converter=_shm_size)
     pause_image: str = attrs.field(default=DEFAULT_PAUSE_IMAGE, validator=_non_empty_str)
     autoheal: Autoheal | None = attrs.field(default=None, metadata=_nested(Autoheal))
     namespace: str | None = attrs.field(default=None)
@@ -394,7 +426,9 @@ class WorkloadPlan:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise PlanError("", f"plan file {str(path)!r} is not valid YAML or JSON: {exc}") from None
+            raise PlanError(
+                "", f"plan file {str(path)!r} is not valid YAML or JSON: {exc}"
+            ) from None
         return cls.from_mapping(data)
 
 
@@ -407,7 +441,7 @@ def _structure(cls: type[T], data: Any, path: str) -> T:
     """Build ``cls`` from ``data``, recursing into nested plan types, with field paths in errors."""
     if not isinstance(data, Mapping):
         raise PlanError(path, f"must be a mapping, got {type(data).__name__}")
-    fields = {f.name: f for f in attrs.fields(cls)}  # type: ignore[misc]
+    fields = {f.name: f for f in attrs.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise PlanError(_join(path, str(unknown[0])), "unknown field")
@@ -422,7 +456,9 @@ def _structure(cls: type[T], data: Any, path: str) -> T:
             if _is_sequence_field(field):
                 if not isinstance(value, list | tuple):
                     raise PlanError(here, f"must be a list, got {type(value).__name__}")
-                value = tuple(_structure(nested, item, f"{here}[{i}]") for i, item in enumerate(value))
+                value = tuple(
+                    _structure(nested, item, f"{here}[{i}]") for i, item in enumerate(value)
+                )
             else:
                 value = _structure(nested, value, here)
         kwargs[key] = value
@@ -438,7 +474,7 @@ def _structure(cls: type[T], data: Any, path: str) -> T:
 
 
 def _is_sequence_field(field: attrs.Attribute[Any]) -> bool:
-    return field.converter is tuple
+    return field.converter is tuple  # type: ignore[comparison-overlap]
 
 
 def _join(path: str, key: str) -> str:
@@ -453,7 +489,7 @@ def plan_to_mapping(plan: Any) -> Any:
             value = getattr(plan, field.name)
             default = field.default
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-                default = default.factory()  # type: ignore[attr-defined]
+                default = default.factory()
             if default is not attrs.NOTHING and value == default:
                 continue
             out[field.name] = plan_to_mapping(value)

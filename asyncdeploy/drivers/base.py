@@ -6,6 +6,8 @@ this boundary. Every driver drains with the same event types (:mod:`asyncdeploy.
 
 from __future__ import annotations
 
+import builtins
+
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
@@ -107,7 +109,9 @@ class Driver(Protocol):
         """Raise ``WorkloadNotFound`` when there is no such workload."""
         ...
 
-    async def list(self, selector: Mapping[str, str] | None = None) -> list[WorkloadStatus]: ...
+    async def list(
+        self, selector: Mapping[str, str] | None = None
+    ) -> builtins.list[WorkloadStatus]: ...
 
     async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
         """Wait until every run container passes its readiness check (or runs, without one).
@@ -130,7 +134,7 @@ class Driver(Protocol):
 
     async def drain(
         self, names: Sequence[str], *, grace_period_seconds: int | None, emit: Emit
-    ) -> list[DrainSummary]:
+    ) -> builtins.list[DrainSummary]:
         """Drain the named workloads concurrently under one deadline and remove them.
 
         Emits every step; returns one summary per workload. A missing name raises

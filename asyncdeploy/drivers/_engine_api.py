@@ -1,0 +1,498 @@
+"""The one Engine API driver behind Docker and Podman, on aiodocker.
+
+Engine-specific parts (socket discovery, Podman's status codes) live in ``docker.py`` and
+``podman.py``; everything else is here. Engine errors are translated in :meth:`_errors` only.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import json
+import re
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, ClassVar, Self
+
+import aiodocker
+import aiohttp
+import anyio
+
+from asyncdeploy.drain import ContainerRef, WorkloadSnapshot, drain_workloads
+from asyncdeploy.drivers import _engine_spec as spec
+from asyncdeploy.drivers.base import (
+    LABEL_CONTAINER,
+    LABEL_GRACE,
+    LABEL_PLAN_DIGEST,
+    LABEL_ROLE,
+    LABEL_WORKLOAD,
+    ApplyResult,
+    ContainerStatus,
+    Emit,
+    EngineInfo,
+    ExecResult,
+    WorkloadStatus,
+)
+from asyncdeploy.errors import (
+    CreateError,
+    EngineAPIError,
+    EngineError,
+    EngineTimeout,
+    EngineUnavailable,
+    WorkloadConflict,
+    WorkloadNotFound,
+)
+from asyncdeploy.events import DrainSummary
+from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS, WorkloadPlan, plan_digest
+
+__all__ = ["EngineAPIDriver"]
+
+PING_TIMEOUT = 5.0
+_SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH|PRIVATE", re.IGNORECASE)
+_EXITED = re.compile(r"Exited \((-?\d+)\)")
+_HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)")
+_ROLE_ORDER = {"pause": 0, "init": 1, "run": 2, "autoheal": 3}
+
+
+def _nothing(_: object) -> None:
+    """An emit for drains nobody listens to."""
+
+
+class EngineAPIDriver:
+    """Docker Engine API driver; subclasses say how to find the socket and read quirks."""
+
+    name: ClassVar[str]
+
+    def __init__(self, client: aiodocker.Docker, url: str) -> None:
+        self._client = client
+        self.url = url
+
+    # --- engine-specific hooks ---------------------------------------------------------------
+
+    @classmethod
+    def discover_url(cls) -> str:
+        raise NotImplementedError
+
+    def _conflict(self, exc: aiodocker.DockerError) -> bool:
+        """Whether an error means "wrong state / name taken" (Docker answers 409)."""
+        return bool(exc.status == 409)
+
+    # --- life cycle --------------------------------------------------------------------------
+
+    @classmethod
+    async def connect(cls, *, url: str | None = None) -> Self:
+        """Open the engine at ``url`` (else discovered) and check that it answers."""
+        url = url or cls.discover_url()
+        client = aiodocker.Docker(url=url)
+        driver = cls(client, url)
+        try:
+            await driver.ping()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await client.close()
+            raise
+        return driver
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """Translate aiodocker and transport errors into asyncdeploy's, naming the call."""
+        try:
+            yield
+        except aiodocker.DockerError as exc:
+            message = f"{what}: {exc.message}"
+            if exc.status == 900:
+                raise EngineUnavailable(message, engine=self.name) from exc
+            if exc.status == 404:
+                raise WorkloadNotFound(message, engine=self.name, status=404) from exc
+            if self._conflict(exc):
+                raise WorkloadConflict(message, engine=self.name, status=exc.status) from exc
+            raise EngineAPIError(message, engine=self.name, status=exc.status) from exc
+        except (aiohttp.ClientConnectionError, ConnectionError, FileNotFoundError) as exc:
+            raise EngineUnavailable(f"{what}: {exc} at {self.url}", engine=self.name) from exc
+        except aiohttp.ClientError as exc:
+            raise EngineAPIError(f"{what}: {exc}", engine=self.name, status=0) from exc
+        except TimeoutError as exc:
+            raise EngineTimeout(f"{what}: no answer in time", engine=self.name) from exc
+
+    async def ping(self) -> EngineInfo:
+        try:
+            with self._errors("ping"), anyio.fail_after(PING_TIMEOUT):
+                version = await self._client.version()
+        except EngineError as exc:
+            raise EngineUnavailable(
+                f"no {self.name} engine answers at {self.url}: {exc.message}", engine=self.name
+            ) from exc
+        return EngineInfo(
+            driver=self.name,
+            version=str(version.get("Version", "")),
+            api_version=str(version.get("ApiVersion", "")),
+        )
+
+    # --- reading state -----------------------------------------------------------------------
+
+    async def _containers(self, selector: Mapping[str, str]) -> builtins.list[dict[str, Any]]:
+        labels = [LABEL_WORKLOAD] + [f"{k}={v}" for k, v in selector.items()]
+        with self._errors("list containers"):
+            found = await self._client.containers.list(all=True, filters={"label": labels})
+        return [c._container for c in found]
+
+    def _status(self, name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadStatus:
+        items = sorted(items, key=lambda c: _ROLE_ORDER.get(c["Labels"].get(LABEL_ROLE), 9))
+        first = items[0]["Labels"]
+        user_labels = {k: v for k, v in first.items() if not k.startswith("asyncdeploy.io/")}
+        containers = []
+        for item in items:
+            exited = _EXITED.search(item.get("Status", ""))
+            health = _HEALTH.search(item.get("Status", ""))
+            containers.append(
+                ContainerStatus(
+                    name=item["Labels"].get(LABEL_CONTAINER, ""),
+                    role=item["Labels"].get(LABEL_ROLE, "run"),
+                    image=item.get("Image", ""),
+                    state=item.get("State", "unknown"),
+                    exit_code=int(exited.group(1)) if exited else None,
+                    health=health.group(1).replace("health: ", "") if health else None,
+                )
+            )
+        return WorkloadStatus(
+            name=name,
+            driver=self.name,
+            labels=user_labels,
+            grace_period_seconds=int(first.get(LABEL_GRACE, DEFAULT_GRACE_PERIOD_SECONDS)),
+            plan_digest=first.get(LABEL_PLAN_DIGEST),
+            containers=tuple(containers),
+        )
+
+    async def _by_workload(
+        self, selector: Mapping[str, str] | None = None
+    ) -> dict[str, builtins.list[dict[str, Any]]]:
+        grouped: dict[str, builtins.list[dict[str, Any]]] = {}
+        for item in await self._containers(selector or {}):
+            grouped.setdefault(item["Labels"][LABEL_WORKLOAD], []).append(item)
+        return grouped
+
+    async def get(self, name: str) -> WorkloadStatus:
+        items = await self._containers({LABEL_WORKLOAD: name})
+        if not items:
+            raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
+        return self._status(name, items)
+
+    async def list(
+        self, selector: Mapping[str, str] | None = None
+    ) -> builtins.list[WorkloadStatus]:
+        grouped = await self._by_workload(selector)
+        return [self._status(name, items) for name, items in sorted(grouped.items())]
+
+    async def _container_id(self, name: str, container: str | None) -> str:
+        items = await self._containers({LABEL_WORKLOAD: name})
+        if not items:
+            raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
+        for item in items:
+            labels = item["Labels"]
+            if (container is None and labels.get(LABEL_ROLE) == "run") or labels.get(
+                LABEL_CONTAINER
+            ) == container:
+                return str(item["Id"])
+        raise WorkloadNotFound(
+            f"workload {name!r} has no container {container!r}", engine=self.name, status=404
+        )
+
+    def logs(
+        self, name: str, *, container: str | None = None, follow: bool = False
+    ) -> AsyncIterator[str]:
+        return self._logs(name, container, follow)
+
+    async def _logs(self, name: str, container: str | None, follow: bool) -> AsyncIterator[str]:
+        ident = await self._container_id(name, container)
+        handle = self._client.containers.container(ident)
+        with self._errors(f"logs of {name}"):
+            if not follow:
+                for chunk in await handle.log(stdout=True, stderr=True):
+                    yield chunk
+                return
+            async for chunk in handle.log(stdout=True, stderr=True, follow=True):
+                yield chunk
+
+    async def exec(
+        self, name: str, command: Sequence[str], *, container: str | None = None
+    ) -> ExecResult:
+        ident = await self._container_id(name, container)
+        return await self._exec(ident, command, f"exec in {name}")
+
+    async def _exec(self, ident: str, command: Sequence[str], what: str) -> ExecResult:
+        output: builtins.list[str] = []
+        with self._errors(what):
+            execution = await self._client.containers.container(ident).exec(list(command))
+            async with execution.start(detach=False) as stream:
+                while (message := await stream.read_out()) is not None:
+                    output.append(message.data.decode(errors="replace"))
+            exit_code = (await execution.inspect())["ExitCode"]
+        return ExecResult(
+            exit_code=int(exit_code if exit_code is not None else -1), output="".join(output)
+        )
+
+    async def inspect(self, name: str) -> dict[str, Any]:
+        items = await self._containers({LABEL_WORKLOAD: name})
+        if not items:
+            raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
+        details = {}
+        for item in items:
+            with self._errors(f"inspect {name}"):
+                data = await self._client.containers.container(item["Id"]).show()
+            config = data.get("Config") or {}
+            config["Env"] = [_mask(entry) for entry in config.get("Env") or []]
+            details[item["Labels"].get(LABEL_CONTAINER, item["Id"])] = data
+        return {"workload": name, "driver": self.name, "containers": details}
+
+    async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
+        """Poll until every run container runs and passes its readiness check."""
+        try:
+            with anyio.fail_after(timeout):
+                while True:
+                    status = await self.get(name)
+                    if await self._ready(name, status):
+                        return status
+                    await anyio.sleep(0.25)
+        except TimeoutError:
+            raise EngineTimeout(
+                f"workload {name!r} was not ready within {timeout:g} s", engine=self.name
+            ) from None
+
+    async def _ready(self, name: str, status: WorkloadStatus) -> bool:
+        items = await self._containers({LABEL_WORKLOAD: name, LABEL_ROLE: "run"})
+        for item in items:
+            if item.get("State") != "running":
+                if item.get("State") == "exited":
+                    raise CreateError(
+                        f"container {item['Labels'].get(LABEL_CONTAINER)} of {name!r} exited "
+                        "while waiting for it to become ready"
+                    )
+                return False
+            readiness = item["Labels"].get(spec.LABEL_READINESS)
+            if readiness is not None:
+                command = json.loads(readiness)
+                result = await self._exec(str(item["Id"]), command, f"readiness of {name}")
+                if result.exit_code != 0:
+                    return False
+        return True
+
+    # --- the drain (ContainerOps for asyncdeploy.drain) ---------------------------------------
+
+    async def drain(
+        self, names: Sequence[str], *, grace_period_seconds: int | None, emit: Emit
+    ) -> builtins.list[DrainSummary]:
+        grouped = await self._by_workload()
+        missing = [n for n in names if n not in grouped]
+        if missing:
+            raise WorkloadNotFound(
+                f"no workload named {', '.join(map(repr, missing))}", engine=self.name, status=404
+            )
+        snapshots = [_snapshot(name, grouped[name]) for name in names]
+        return await drain_workloads(
+            self, snapshots, grace_period_seconds=grace_period_seconds, emit=emit
+        )
+
+    async def signal(self, ref: ContainerRef, signal: str) -> bool:
+        try:
+            with self._errors(f"signal {ref.name}"):
+                await self._client.containers.container(ref.id).kill(signal=signal)
+        except WorkloadConflict:
+            return False  # not running (Docker 409, Podman 500)
+        return True
+
+    async def wait_exit(self, ref: ContainerRef) -> int | None:
+        with self._errors(f"wait for {ref.name}"):
+            result = await self._client.containers.container(ref.id).wait()
+        code = result.get("StatusCode")
+        return None if code is None else int(code)
+
+    async def remove(self, ref: ContainerRef) -> None:
+        if ref.role in ("pause", "autoheal") and ref.running:
+            # Nothing to drain in these; Podman's force-delete would otherwise stop gracefully.
+            await self.signal(ref, "SIGKILL")
+        with self._errors(f"remove {ref.name}"):
+            await self._client.containers.container(ref.id).delete(force=True, v=True)
+
+    async def run_hook(self, ref: ContainerRef, command: Sequence[str]) -> int:
+        return (await self._exec(ref.id, command, f"pre_stop of {ref.name}")).exit_code
+
+    async def remove_volumes(self, workload: str) -> None:
+        """Remove the volumes asyncdeploy created for this workload (never pre-existing ones)."""
+        with self._errors(f"list volumes of {workload}"):
+            found = await self._client.volumes.list(  # type: ignore[no-untyped-call]
+                filters={"label": [f"{LABEL_WORKLOAD}={workload}"]}
+            )
+        for volume in found.get("Volumes") or []:
+            try:
+                with self._errors(f"remove volume {volume['Name']}"):
+                    volume_handle = aiodocker.volumes.DockerVolume(self._client, volume["Name"])  # type: ignore[no-untyped-call]
+                    await volume_handle.delete()  # type: ignore[no-untyped-call]
+            except WorkloadNotFound:
+                pass
+
+    # --- create ------------------------------------------------------------------------------
+
+    async def apply(self, plan: WorkloadPlan, *, emit: Emit | None = None) -> ApplyResult:
+        """Create the workload; unchanged → no call that writes; changed → drain, then create."""
+        grouped = await self._by_workload({LABEL_WORKLOAD: plan.name})
+        existing = grouped.get(plan.name)
+        replaced = None
+        if existing:
+            digests = {c["Labels"].get(LABEL_PLAN_DIGEST) for c in existing}
+            names = {c["Labels"].get(LABEL_CONTAINER) for c in existing}
+            wanted = {"pause", *(c.name for c in plan.containers)}
+            if plan.autoheal is not None:
+                wanted.add("autoheal")
+            if digests == {plan_digest(plan)} and names == wanted:
+                return ApplyResult(action="unchanged", status=self._status(plan.name, existing))
+            [replaced] = await self.drain(
+                [plan.name], grace_period_seconds=None, emit=emit or _nothing
+            )
+        await self._create(plan)
+        return ApplyResult(
+            action="replaced" if existing else "created",
+            status=await self.get(plan.name),
+            replaced=replaced,
+        )
+
+    async def _create(self, plan: WorkloadPlan) -> None:
+        created: builtins.list[ContainerRef] = []
+        try:
+            await self._create_volumes(plan)
+            pause = await self._create_one(plan, "pause", spec.pause_config(plan), "pause", created)
+            await self._start(pause)
+            for container in plan.init_containers:
+                ref = await self._create_one(
+                    plan,
+                    container.name,
+                    spec.container_config(plan, container, pause.id),
+                    "init",
+                    created,
+                )
+                await self._run_init(plan, ref)
+            runs = [
+                await self._create_one(
+                    plan,
+                    container.name,
+                    spec.container_config(plan, container, pause.id),
+                    "run",
+                    created,
+                )
+                for container in plan.run_containers
+            ]
+            async with anyio.create_task_group() as tg:
+                for ref in runs:
+                    tg.start_soon(self._start, ref)
+            if plan.autoheal is not None:
+                config = spec.autoheal_config(plan, _socket_path(self.url))
+                sidecar = await self._create_one(plan, "autoheal", config, "autoheal", created)
+                await self._start(sidecar)
+        except BaseException:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+                await self._roll_back(plan.name, created)
+            raise
+
+    async def _create_one(
+        self,
+        plan: WorkloadPlan,
+        container: str,
+        config: dict[str, Any],
+        role: Any,
+        created: builtins.list[ContainerRef],
+    ) -> ContainerRef:
+        name = spec.container_name(plan.name, container)
+        try:
+            with self._errors(f"create {name}"):
+                handle = await self._client.containers.create(config, name=name)
+        except WorkloadNotFound as exc:
+            raise CreateError(
+                f"image {config['Image']!r} for {name} is not on the {self.name} engine "
+                f"(asyncdeploy does not pull): {exc.message}"
+            ) from exc
+        ref = ContainerRef(id=handle.id, name=container, role=role, running=True)
+        created.append(ref)
+        return ref
+
+    async def _start(self, ref: ContainerRef) -> None:
+        with self._errors(f"start {ref.name}"):
+            await self._client.containers.container(ref.id).start()
+
+    async def _run_init(self, plan: WorkloadPlan, ref: ContainerRef) -> None:
+        """Init containers run one after another, each to completion, before any run container."""
+        await self._start(ref)
+        exit_code = await self.wait_exit(ref)
+        if exit_code != 0:
+            logs = ""
+            with self._errors(f"logs of {ref.name}"):
+                logs = "".join(
+                    await self._client.containers.container(ref.id).log(stdout=True, stderr=True)
+                )
+            raise CreateError(
+                f"init container {ref.name} of {plan.name!r} failed", exit_code=exit_code, logs=logs
+            )
+
+    async def _create_volumes(self, plan: WorkloadPlan) -> None:
+        names = {m.source for c in plan.containers for m in c.mounts if m.type == "volume"}
+        for volume in sorted(n for n in names if n):
+            try:
+                with self._errors(f"inspect volume {volume}"):
+                    await self._client.volumes.get(volume)  # type: ignore[no-untyped-call]
+                continue  # it existed before: it is not the workload's to remove
+            except WorkloadNotFound:
+                pass
+            with self._errors(f"create volume {volume}"):
+                await self._client.volumes.create(  # type: ignore[no-untyped-call]
+                    {"Name": volume, "Labels": {LABEL_WORKLOAD: plan.name}}
+                )
+
+    async def _roll_back(self, workload: str, created: Sequence[ContainerRef]) -> None:
+        """Remove what a failed create made: everything else first, the pause container last."""
+        for ref in sorted(created, key=lambda r: r.role == "pause"):
+            try:
+                await self.signal(ref, "SIGKILL")
+                with self._errors(f"remove {ref.name}"):
+                    await self._client.containers.container(ref.id).delete(force=True, v=True)
+            except EngineError:
+                pass  # best effort: the original error is what the caller needs
+        try:
+            await self.remove_volumes(workload)
+        except EngineError:
+            pass
+
+
+def _snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
+    refs = []
+    for item in items:
+        labels = item["Labels"]
+        exited = _EXITED.search(item.get("Status", ""))
+        pre_stop = labels.get(spec.LABEL_PRE_STOP)
+        refs.append(
+            ContainerRef(
+                id=str(item["Id"]),
+                name=labels.get(LABEL_CONTAINER, str(item["Id"])[:12]),
+                role=labels.get(LABEL_ROLE, "run"),
+                running=item.get("State") in ("running", "restarting", "paused"),
+                exit_code=int(exited.group(1)) if exited else None,
+                pre_stop=tuple(json.loads(pre_stop)) if pre_stop else None,
+                stop_signal=labels.get(spec.LABEL_STOP_SIGNAL, "SIGTERM"),
+            )
+        )
+    refs.sort(key=lambda r: _ROLE_ORDER.get(r.role, 9))
+    grace = int(items[0]["Labels"].get(LABEL_GRACE, DEFAULT_GRACE_PERIOD_SECONDS))
+    return WorkloadSnapshot(name=name, grace_period_seconds=grace, containers=tuple(refs))
+
+
+def _socket_path(url: str) -> str:
+    if not url.startswith("unix://"):
+        raise CreateError(f"an autoheal sidecar needs a local engine socket, not {url}")
+    return url.removeprefix("unix://")
+
+
+def _mask(entry: str) -> str:
+    key, sep, value = entry.partition("=")
+    if sep and value and _SECRET_NAME.search(key):
+        return f"{key}=****"
+    return entry

@@ -1,0 +1,228 @@
+"""Pure translation of a plan into Engine API create configs (Docker and Podman alike).
+
+No I/O here: tests call these functions without an engine.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from asyncdeploy.drivers.base import (
+    LABEL_CONTAINER,
+    LABEL_GRACE,
+    LABEL_PLAN_DIGEST,
+    LABEL_ROLE,
+    LABEL_WORKLOAD,
+)
+from asyncdeploy.plan import Container, Mount, Probe, WorkloadPlan, plan_digest
+from asyncdeploy.quantity import parse_quantity
+
+__all__ = [
+    "LABEL_PRE_STOP",
+    "LABEL_READINESS",
+    "LABEL_STOP_SIGNAL",
+    "autoheal_config",
+    "autoheal_label",
+    "container_config",
+    "container_name",
+    "pause_config",
+    "probe_command",
+    "volume_name",
+]
+
+LABEL_PRE_STOP = "asyncdeploy.io/pre-stop"  # JSON list: the hook a later delete runs
+LABEL_STOP_SIGNAL = "asyncdeploy.io/stop-signal"
+LABEL_READINESS = "asyncdeploy.io/readiness"  # JSON list: the readiness probe as a command
+SOCKET_IN_SIDECAR = "/var/run/docker.sock"
+_SECOND_NS = 1_000_000_000
+
+
+def container_name(workload: str, container: str) -> str:
+    """Engine name of a workload's container: ``<workload>-<container>``, ``<workload>-pause``."""
+    return f"{workload}-{container}"
+
+
+def volume_name(workload: str, mount: Mount) -> str:
+    assert mount.source is not None
+    return mount.source
+
+
+def autoheal_label(workload: str) -> str:
+    """The label (value ``true``) that tells this workload's autoheal sidecar what it may restart."""
+    return f"asyncdeploy.io/autoheal-{workload}"
+
+
+def _labels(plan: WorkloadPlan, role: str, container: str) -> dict[str, str]:
+    return {
+        **plan.labels,
+        LABEL_WORKLOAD: plan.name,
+        LABEL_ROLE: role,
+        LABEL_CONTAINER: container,
+        LABEL_GRACE: str(plan.termination_grace_period_seconds),
+        LABEL_PLAN_DIGEST: plan_digest(plan),
+    }
+
+
+def _port_key(container_port: int, protocol: str) -> str:
+    return f"{container_port}/{protocol}"
+
+
+def pause_config(plan: WorkloadPlan) -> dict[str, Any]:
+    """The pause container: owns the network, IPC and PID namespaces and publishes the ports."""
+    ports = [p for c in plan.containers for p in c.ports]
+    host_config: dict[str, Any] = {
+        # Docker's default IPC mode is private; others can only join a shareable one.
+        "IpcMode": "shareable",
+        "RestartPolicy": {"Name": "no"},
+    }
+    if plan.host_network:
+        host_config["NetworkMode"] = "host"
+    else:
+        host_config["PortBindings"] = {
+            _port_key(p.container_port, p.protocol): [
+                {"HostIp": p.host_ip, "HostPort": str(p.host_port or "")}
+            ]
+            for p in ports
+        }
+    if plan.shm_size is not None:
+        host_config["ShmSize"] = int(parse_quantity(plan.shm_size))
+    return {
+        "Image": plan.pause_image,
+        "Labels": _labels(plan, "pause", "pause"),
+        "ExposedPorts": {_port_key(p.container_port, p.protocol): {} for p in ports},
+        "StopSignal": "SIGTERM",
+        "StopTimeout": 1,
+        "HostConfig": host_config,
+    }
+
+
+def probe_command(probe: Probe) -> list[str]:
+    """The probe as a command run inside the container (busybox wget/nc, else python3)."""
+    if probe.exec is not None:
+        return list(probe.exec)
+    if probe.http is not None:
+        url = f"http://127.0.0.1:{probe.http.port}{probe.http.path}"
+        py = (
+            "import sys,urllib.request;"
+            f"urllib.request.urlopen(sys.argv[1],timeout={probe.timeout_seconds})"
+        )
+        script = (
+            f"wget -q -O /dev/null -T {probe.timeout_seconds} {shlex.quote(url)} 2>/dev/null"
+            f" || python3 -c {shlex.quote(py)} {shlex.quote(url)} 2>/dev/null"
+        )
+    else:
+        py = (
+            "import socket,sys;"
+            f"socket.create_connection(('127.0.0.1',int(sys.argv[1])),{probe.timeout_seconds})"
+        )
+        script = (
+            f"nc -z 127.0.0.1 {probe.tcp} 2>/dev/null"
+            f" || python3 -c {shlex.quote(py)} {probe.tcp} 2>/dev/null"
+        )
+    return ["sh", "-c", script]
+
+
+def _healthcheck(container: Container) -> dict[str, Any] | None:
+    """The engine health check carries liveness (what autoheal acts on), never readiness:
+    a draining server fails readiness on purpose and must not be restarted for it."""
+    probe = container.checks.liveness
+    if probe is None:
+        return None
+    startup = container.checks.startup
+    start_period = probe.initial_delay_seconds
+    if startup is not None:
+        start_period += startup.period_seconds * startup.failure_threshold
+    return {
+        "Test": ["CMD", *probe_command(probe)],
+        "Interval": probe.period_seconds * _SECOND_NS,
+        "Timeout": probe.timeout_seconds * _SECOND_NS,
+        "Retries": probe.failure_threshold,
+        "StartPeriod": start_period * _SECOND_NS,
+    }
+
+
+def _mounts(plan: WorkloadPlan, container: Container) -> list[dict[str, Any]]:
+    mounts = []
+    for mount in container.mounts:
+        spec: dict[str, Any] = {"Target": mount.target, "ReadOnly": mount.read_only}
+        if mount.type == "tmpfs":
+            spec["Type"] = "tmpfs"
+        elif mount.type == "volume":
+            spec.update(Type="volume", Source=volume_name(plan.name, mount))
+        else:
+            spec.update(Type="bind", Source=mount.source)
+        mounts.append(spec)
+    return mounts
+
+
+def container_config(plan: WorkloadPlan, container: Container, pause_id: str) -> dict[str, Any]:
+    """An init or run container that joins the pause container's namespaces."""
+    joined = f"container:{pause_id}"
+    host_config: dict[str, Any] = {
+        "NetworkMode": joined,
+        "IpcMode": joined,
+        "RestartPolicy": {"Name": container.restart_policy},
+        "Mounts": _mounts(plan, container),
+    }
+    if plan.pid_shared:
+        host_config["PidMode"] = joined
+    if container.resources.cpu is not None:
+        host_config["NanoCpus"] = int(parse_quantity(container.resources.cpu) * Decimal(1e9))
+    if container.resources.memory is not None:
+        host_config["Memory"] = int(parse_quantity(container.resources.memory))
+    labels = _labels(plan, container.role, container.name)
+    if container.pre_stop:
+        labels[LABEL_PRE_STOP] = json.dumps(list(container.pre_stop))
+    stop_signal = container.stop_signal or "SIGTERM"
+    labels[LABEL_STOP_SIGNAL] = stop_signal
+    if container.checks.readiness is not None:
+        labels[LABEL_READINESS] = json.dumps(probe_command(container.checks.readiness))
+    if plan.autoheal is not None and container.role == "run":
+        labels[autoheal_label(plan.name)] = "true"
+    config: dict[str, Any] = {
+        "Image": container.image,
+        "Labels": labels,
+        "Env": [f"{k}={v}" for k, v in container.env.items()],
+        "StopSignal": stop_signal,
+        "StopTimeout": plan.termination_grace_period_seconds,
+        "HostConfig": host_config,
+    }
+    if container.command is not None:
+        config["Entrypoint"] = list(container.command)
+    if container.args is not None:
+        config["Cmd"] = list(container.args)
+    healthcheck = _healthcheck(container)
+    if healthcheck is not None:
+        config["Healthcheck"] = healthcheck
+    return config
+
+
+def autoheal_config(plan: WorkloadPlan, socket_path: str) -> dict[str, Any]:
+    """The autoheal sidecar, with the engine socket mounted as willfarrell/autoheal expects."""
+    assert plan.autoheal is not None
+    config: dict[str, Any] = {
+        "Image": plan.autoheal.image,
+        "Labels": _labels(plan, "autoheal", "autoheal"),
+        "Env": [
+            f"AUTOHEAL_CONTAINER_LABEL={autoheal_label(plan.name)}",
+            f"AUTOHEAL_INTERVAL={plan.autoheal.interval_seconds}",
+            f"DOCKER_SOCK={SOCKET_IN_SIDECAR}",
+        ],
+        "HostConfig": {
+            "Binds": [f"{socket_path}:{SOCKET_IN_SIDECAR}"],
+            "NetworkMode": "none",
+            "RestartPolicy": {"Name": "always"},
+        },
+    }
+    if plan.autoheal.command is not None:
+        config["Entrypoint"] = list(plan.autoheal.command)
+        config["Cmd"] = []
+    return config
+
+
+def labels_match(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())

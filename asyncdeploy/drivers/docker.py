@@ -1,0 +1,27 @@
+"""Docker: the shared Engine API driver, found through ``DOCKER_HOST`` or the usual sockets."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import ClassVar
+
+from asyncdeploy.drivers._engine_api import EngineAPIDriver
+
+__all__ = ["DockerDriver"]
+
+SOCKETS = ("/var/run/docker.sock", "/run/docker.sock")
+
+
+class DockerDriver(EngineAPIDriver):
+    name: ClassVar[str] = "docker"
+
+    @classmethod
+    def discover_url(cls) -> str:
+        """``DOCKER_HOST``, else the first Docker socket that exists, else the default one."""
+        if host := os.environ.get("DOCKER_HOST"):
+            return host
+        for path in (*SOCKETS, str(Path.home() / ".docker/run/docker.sock")):
+            if Path(path).is_socket():
+                return f"unix://{path}"
+        return f"unix://{SOCKETS[0]}"
