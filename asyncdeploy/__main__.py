@@ -1,0 +1,3 @@
+from asyncdeploy.cli import main
+
+main()

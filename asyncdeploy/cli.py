@@ -1,0 +1,301 @@
+"""The ``asyncdeploy`` command line: thin click commands over the async API.
+
+Exit codes: 0 success, 1 the operation failed, 2 usage (bad arguments or an invalid plan),
+3 no engine answers.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, ParamSpec, TypeVar
+
+import anyio
+import attrs
+import click
+
+from asyncdeploy.deployer import open_deployer
+from asyncdeploy.drivers import DRIVERS
+from asyncdeploy.drivers.base import WorkloadStatus
+from asyncdeploy.errors import (
+    AsyncDeployError,
+    DriverNotFound,
+    EngineUnavailable,
+    PlanError,
+)
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, event_to_dict
+from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.render import EventRenderer
+
+__all__ = ["main"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 1, 2, 3
+
+
+class CommandFailed(click.ClickException):
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@attrs.frozen
+class Settings:
+    driver: str | None
+
+
+pass_settings = click.make_pass_decorator(Settings)
+
+
+def run(function: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run one command's coroutine, mapping asyncdeploy's errors onto exit codes."""
+    try:
+        return anyio.run(functools.partial(function, *args, **kwargs))
+    except EngineUnavailable as exc:
+        raise CommandFailed(str(exc), EXIT_UNAVAILABLE) from exc
+    except (PlanError, DriverNotFound) as exc:
+        raise CommandFailed(str(exc), EXIT_USAGE) from exc
+    except AsyncDeployError as exc:
+        raise CommandFailed(str(exc), EXIT_FAILED) from exc
+
+
+def output_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--output",
+        "-o",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="Human-readable text, or JSON (one object per event for delete and delete-all).",
+    )(function)
+
+
+def grace_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--grace-period-seconds",
+        type=click.IntRange(min=0),
+        default=None,
+        help="Override the workload's termination grace period for this delete (0 kills at once).",
+    )(function)
+
+
+def parse_selector(value: str | None) -> dict[str, str]:
+    selector: dict[str, str] = {}
+    for part in filter(None, (value or "").split(",")):
+        key, sep, item = part.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{part!r} is not key=value", param_hint="--selector")
+        selector[key.strip()] = item.strip()
+    return selector
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, sort_keys=False, default=str))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--driver",
+    type=click.Choice(sorted(DRIVERS)),
+    envvar="ASYNCDEPLOY_DRIVER",
+    default=None,
+    help="Engine to use [env ASYNCDEPLOY_DRIVER; default: the first of docker, podman, "
+    "kubernetes that answers].",
+)
+@click.version_option(package_name="asyncdeploy")
+@click.pass_context
+def main(ctx: click.Context, driver: str | None) -> None:
+    """Deploy inference workloads and take them down without losing a request."""
+    ctx.obj = Settings(driver=driver)
+
+
+@click.command()
+@click.option("-f", "--file", "plan_file", required=True, type=click.Path(dir_okay=False))
+@output_option
+@pass_settings
+def create(settings: Settings, plan_file: str, output: str) -> None:
+    """Create a workload from a YAML or JSON plan (a no-op when it is unchanged)."""
+
+    async def impl() -> None:
+        plan = WorkloadPlan.from_file(plan_file)
+        async with open_deployer(settings.driver) as deployer:
+            result = await deployer.create(plan)
+        if output == "json":
+            emit_json({"action": result.action, "workload": status_dict(result.status)})
+        else:
+            click.echo(f"{result.action}: {plan.name} on {result.status.driver}")
+
+    run(impl)
+
+
+@click.command()
+@click.argument("name")
+@grace_option
+@output_option
+@pass_settings
+def delete(settings: Settings, name: str, grace_period_seconds: int | None, output: str) -> None:
+    """Drain a workload gracefully, then remove it, showing every step."""
+
+    async def impl() -> None:
+        async with open_deployer(settings.driver) as deployer:
+            await stream_drain(
+                deployer.terminate(name, grace_period_seconds=grace_period_seconds), output
+            )
+
+    run(impl)
+
+
+@click.command("delete-all")
+@click.option("--selector", "-l", default=None, help="Only workloads with these labels: k=v,...")
+@grace_option
+@output_option
+@pass_settings
+def delete_all(
+    settings: Settings, selector: str | None, grace_period_seconds: int | None, output: str
+) -> None:
+    """Drain every matching workload at once, under one deadline."""
+    labels = parse_selector(selector)
+
+    async def impl() -> None:
+        async with open_deployer(settings.driver) as deployer:
+            await stream_drain(
+                deployer.terminate_all(labels, grace_period_seconds=grace_period_seconds), output
+            )
+
+    run(impl)
+
+
+async def stream_drain(drain: Any, output: str) -> None:
+    """Print a drain's events as they come (JSON lines, or text on stderr), then the result."""
+    summaries: list[DrainSummary] = []
+    renderer = EventRenderer(sys.stderr) if output == "text" else None
+    try:
+        async with drain as events:
+            event: DrainEvent
+            async for event in events:
+                if isinstance(event, DrainFinished):
+                    summaries.append(event.summary)
+                if renderer is None:
+                    emit_json(event_to_dict(event))
+                else:
+                    renderer.show(event)
+    finally:
+        if renderer is not None:
+            renderer.close()
+    if renderer is not None:
+        for summary in summaries:
+            click.echo(renderer.summary_table(summary))
+
+
+@click.command("list")
+@click.option("--selector", "-l", default=None, help="Only workloads with these labels: k=v,...")
+@output_option
+@pass_settings
+def list_(settings: Settings, selector: str | None, output: str) -> None:
+    """List workloads."""
+    labels = parse_selector(selector)
+
+    async def impl() -> None:
+        async with open_deployer(settings.driver) as deployer:
+            found = await deployer.list(labels)
+        if output == "json":
+            emit_json([status_dict(s) for s in found])
+            return
+        click.echo(f"{'NAME':<24} {'STATE':<10} {'GRACE':>5} CONTAINERS")
+        for status in found:
+            names = ", ".join(f"{c.name}:{c.state}" for c in status.containers)
+            click.echo(
+                f"{status.name:<24} {status.state:<10} {status.grace_period_seconds:>5} {names}"
+            )
+
+    run(impl)
+
+
+@click.command()
+@click.argument("name")
+@output_option
+@pass_settings
+def get(settings: Settings, name: str, output: str) -> None:
+    """Show one workload and its containers."""
+
+    async def impl() -> None:
+        async with open_deployer(settings.driver) as deployer:
+            status = await deployer.get(name)
+        if output == "json":
+            emit_json(status_dict(status))
+            return
+        click.echo(
+            f"{status.name} ({status.driver}): {status.state}, "
+            f"grace {status.grace_period_seconds} s"
+        )
+        for c in status.containers:
+            extra = f" exit={c.exit_code}" if c.exit_code is not None else ""
+            health = f" health={c.health}" if c.health else ""
+            click.echo(f"  {c.role:<8} {c.name:<20} {c.state:<10} {c.image}{extra}{health}")
+
+    run(impl)
+
+
+@click.command()
+@click.argument("name")
+@click.option("-f", "--follow", is_flag=True, help="Keep streaming new output.")
+@click.option("--container", "-c", default=None, help="Container name (default: the first run).")
+@output_option
+@pass_settings
+def logs(settings: Settings, name: str, follow: bool, container: str | None, output: str) -> None:
+    """Print a container's logs."""
+
+    async def impl() -> None:
+        async with open_deployer(settings.driver) as deployer:
+            async for chunk in deployer.logs(name, container=container, follow=follow):
+                if output == "json":
+                    emit_json({"workload": name, "container": container, "text": chunk})
+                else:
+                    click.echo(chunk, nl=False)
+
+    run(impl)
+
+
+@click.command()
+@click.argument("name")
+@output_option
+@pass_settings
+def inspect(settings: Settings, name: str, output: str) -> None:
+    """Engine detail of a workload (secret-looking env values masked)."""
+
+    async def impl() -> None:
+        async with open_deployer(settings.driver) as deployer:
+            details = await deployer.inspect(name)
+        click.echo(json.dumps(details, indent=None if output == "json" else 2, default=str))
+
+    run(impl)
+
+
+def status_dict(status: WorkloadStatus) -> dict[str, Any]:
+    data = attrs.asdict(status, recurse=True)
+    data["labels"] = dict(status.labels)
+    data["state"] = status.state
+    return data
+
+
+def _register(group: click.Group, commands: Mapping[str, click.Command]) -> None:
+    for name, command in commands.items():
+        group.add_command(command, name)
+
+
+_register(
+    main,
+    {
+        "create": create,
+        "delete": delete,
+        "delete-all": delete_all,
+        "list": list_,
+        "get": get,
+        "logs": logs,
+        "inspect": inspect,
+    },
+)

@@ -1,0 +1,65 @@
+"""Real-engine fixtures: one deployer per engine, every workload labelled with the run's id.
+
+An engine that does not answer skips its tests, unless ``ASYNCDEPLOY_REQUIRE_ENGINES`` names it
+(CI sets ``docker,podman``): then the test fails, so a suite never vanishes silently.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from asyncdeploy import Container, Deployer, EngineUnavailable, Mount, WorkloadPlan, open_deployer
+
+BUSYBOX = "asyncdeploy-test/busybox:latest"
+PYTHON = "asyncdeploy-test/python:latest"
+PAUSE = "asyncdeploy-test/pause:latest"
+RUN_ID = secrets.token_hex(3)
+RUN_LABEL = "asyncdeploy-test-run"
+
+ENGINES = [
+    pytest.param("docker", marks=[pytest.mark.docker, pytest.mark.engine]),
+    pytest.param("podman", marks=[pytest.mark.podman, pytest.mark.engine]),
+]
+
+
+def required_engines() -> set[str]:
+    return {e for e in os.environ.get("ASYNCDEPLOY_REQUIRE_ENGINES", "").split(",") if e}
+
+
+@pytest.fixture(params=ENGINES)
+async def deployer(request: pytest.FixtureRequest) -> AsyncIterator[Deployer]:
+    """A deployer on a real engine; what the test leaves behind is removed at once afterwards."""
+    engine = request.param
+    try:
+        async with open_deployer(engine) as opened:
+            yield opened
+            with anyio.CancelScope(shield=True):
+                await opened.delete_all({RUN_LABEL: RUN_ID}, grace_period_seconds=0)
+    except EngineUnavailable as exc:
+        if engine in required_engines():
+            pytest.fail(f"{engine} is required but does not answer: {exc}")
+        pytest.skip(f"{engine} does not answer: {exc}")
+
+
+@pytest.fixture
+def name() -> Callable[[str], str]:
+    """Unique workload names for this run."""
+
+    def make(short: str) -> str:
+        return f"t{RUN_ID}-{short}-{secrets.token_hex(2)}"
+
+    return make
+
+
+@pytest.fixture
+def markers(tmp_path: Path) -> Path:
+    """A host directory the test containers write their markers into (mounted on /out)."""
+    tmp_path.chmod(0o777)
+    return tmp_path

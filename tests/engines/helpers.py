@@ -1,0 +1,46 @@
+"""Plans and markers for the real-engine tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from asyncdeploy import Container, Mount, WorkloadPlan
+from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
+
+
+def graceful(
+    name: str, drain: float, markers: Path, *, ignore: bool = False, **kw: Any
+) -> Container:
+    """A run container that appends start / got-TERM / drained-ok markers and drains ``drain`` s."""
+    command = ["graceful", name, str(drain)] + (["ignore"] if ignore else [])
+    return Container(
+        name=name,
+        image=BUSYBOX,
+        command=command,
+        env={"MARKER_FILE": "/out/markers"},
+        mounts=[Mount(source=str(markers), target="/out")],
+        **kw,
+    )
+
+
+def plan(
+    name: str,
+    containers: list[Container],
+    extra_labels: dict[str, str] | None = None,
+    **kw: Any,
+) -> WorkloadPlan:
+    return WorkloadPlan(
+        name=name,
+        labels={RUN_LABEL: RUN_ID, **(extra_labels or {})},
+        pause_image=PAUSE,
+        containers=containers,
+        **kw,
+    )
+
+
+def read_markers(markers: Path) -> list[tuple[str, str]]:
+    path = markers / "markers"
+    if not path.exists():
+        return []
+    return [tuple(line.split()[:2]) for line in path.read_text().splitlines() if line.strip()]  # type: ignore[misc]

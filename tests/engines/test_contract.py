@@ -1,0 +1,324 @@
+"""The driver contract, run against every real container engine."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import attrs
+import pytest
+
+from asyncdeploy import (
+    Autoheal,
+    Container,
+    ContainerExited,
+    ContainerForceKilled,
+    CreateError,
+    Deployer,
+    DrainEvent,
+    DrainFinished,
+    DrainStarted,
+    PauseRemoved,
+    SidecarRemoved,
+    SignalSent,
+    WorkloadNotFound,
+)
+from asyncdeploy.drivers.base import LABEL_WORKLOAD
+from tests.engines.conftest import BUSYBOX, PYTHON
+from tests.engines.helpers import graceful, plan, read_markers
+
+pytestmark = pytest.mark.anyio
+
+AUTOHEAL_SCRIPT = (Path(__file__).parent.parent / "images" / "autoheal.py").read_text()
+
+
+async def drain_events(
+    deployer: Deployer, name: str, grace: int | None = None
+) -> tuple[list[DrainEvent], float]:
+    started = time.monotonic()
+    async with deployer.terminate(name, grace_period_seconds=grace) as events:
+        collected = [event async for event in events]
+    return collected, time.monotonic() - started
+
+
+def outcomes(events: list[DrainEvent]) -> dict[str, tuple[str, int | None]]:
+    [finished] = [e for e in events if isinstance(e, DrainFinished)]
+    return {c.name: (c.outcome, c.exit_code) for c in finished.summary.containers}
+
+
+async def leftovers(deployer: Deployer, name: str) -> list[str]:
+    try:
+        status = await deployer.get(name)
+    except WorkloadNotFound:
+        return []
+    return [c.name for c in status.containers]
+
+
+async def test_sigterm_handler_completes(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """The seed's reproduction, inverted: the TERM handler runs to its end before removal."""
+    workload = name("marker")
+    await deployer.create(
+        plan(workload, [graceful("app", 1, markers)], termination_grace_period_seconds=10)
+    )
+    await deployer.wait_ready(workload, timeout=30)
+    events, _ = await drain_events(deployer, workload)
+    assert [m for _, m in read_markers(markers)] == ["start", "got-TERM", "drained-ok"]
+    assert outcomes(events) == {"app": ("exited", 0)}
+    assert await leftovers(deployer, workload) == []
+
+
+async def test_containers_drain_concurrently_under_one_deadline(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """Three containers needing 2 s each, grace 5: all drain, in about 2 s rather than 6."""
+    workload = name("three")
+    containers = [graceful(f"r{i}", 2, markers) for i in range(3)]
+    await deployer.create(plan(workload, containers, termination_grace_period_seconds=5))
+    await deployer.wait_ready(workload, timeout=30)
+    events, seconds = await drain_events(deployer, workload)
+    assert outcomes(events) == {f"r{i}": ("exited", 0) for i in range(3)}
+    assert sorted(m for m in read_markers(markers) if m[1] == "drained-ok") == [
+        (f"r{i}", "drained-ok") for i in range(3)
+    ]
+    assert 1.9 < seconds < 4.5, f"a concurrent drain of 2 s took {seconds:.2f} s (serial: 6 s)"
+
+
+async def test_container_ignoring_sigterm_is_killed_at_the_deadline(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """A container that ignores SIGTERM with grace 2 is killed at about 2 s and reported killed."""
+    workload = name("stubborn")
+    await deployer.create(
+        plan(
+            workload, [graceful("app", 1, markers, ignore=True)], termination_grace_period_seconds=2
+        )
+    )
+    await deployer.wait_ready(workload, timeout=30)
+    events, seconds = await drain_events(deployer, workload)
+    assert outcomes(events) == {"app": ("killed", 137)}
+    [kill] = [e for e in events if isinstance(e, ContainerForceKilled)]
+    assert kill.reason == "deadline"
+    assert 1.9 <= kill.elapsed < 3.5
+    assert seconds < 6
+
+
+async def test_grace_zero_kills_at_once(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """Grace 0 sends SIGKILL straight away: no TERM, no handler."""
+    workload = name("now")
+    await deployer.create(
+        plan(workload, [graceful("app", 5, markers)], termination_grace_period_seconds=30)
+    )
+    await deployer.wait_ready(workload, timeout=30)
+    events, seconds = await drain_events(deployer, workload, grace=0)
+    assert outcomes(events) == {"app": ("killed", 137)}
+    assert not [e for e in events if isinstance(e, SignalSent)]
+    assert [m for _, m in read_markers(markers)] == ["start"]
+    assert seconds < 3
+
+
+async def test_grace_comes_from_the_plan_when_the_call_gives_none(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """The plan's grace period is recorded at create time and used by a delete without one."""
+    workload = name("label")
+    await deployer.create(
+        plan(workload, [graceful("app", 1, markers)], termination_grace_period_seconds=7)
+    )
+    status = await deployer.get(workload)
+    assert status.grace_period_seconds == 7
+    events, _ = await drain_events(deployer, workload)
+    [started] = [e for e in events if isinstance(e, DrainStarted)]
+    assert started.grace_period_seconds == 7
+
+
+async def test_exited_init_and_vanished_container_are_no_error(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """Init containers that already exited, and one removed behind the driver's back."""
+    workload = name("gone")
+    init = Container(
+        name="setup", role="init", image=BUSYBOX, command=["sh", "-c", "echo init-done"]
+    )
+    p = plan(
+        workload,
+        [init, graceful("app", 1, markers), graceful("doomed", 1, markers)],
+        termination_grace_period_seconds=5,
+    )
+    await deployer.create(p)
+    await deployer.wait_ready(workload, timeout=30)
+    assert "init-done" in "".join([c async for c in deployer.logs(workload, container="setup")])
+    # Remove "doomed" behind the deployer's back, between its listing and its signal.
+    driver = deployer.driver
+    original_signal = driver.signal  # type: ignore[attr-defined]
+
+    async def signal_after_removal(ref, sig):  # type: ignore[no-untyped-def]
+        if ref.name == "doomed":
+            await driver._client.containers.container(ref.id).delete(force=True)  # type: ignore[attr-defined]
+        return await original_signal(ref, sig)
+
+    driver.signal = signal_after_removal  # type: ignore[attr-defined]
+    try:
+        summary = await deployer.delete(workload)
+    finally:
+        del driver.signal  # type: ignore[attr-defined]
+    got = {c.name: c.outcome for c in summary.containers}
+    assert got == {"setup": "already-exited", "app": "exited", "doomed": "missing"}
+    assert summary.errors == ()
+    assert await leftovers(deployer, workload) == []
+
+
+async def test_autoheal_is_removed_before_any_signal_and_pause_last(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """A real autoheal sidecar resurrects a container that exits under it; the drain removes it
+    first, so the draining container is not resurrected, and the pause container goes last."""
+    workload = name("heal")
+    sidecar = Autoheal(image=PYTHON, command=["python3", "-c", AUTOHEAL_SCRIPT], interval_seconds=1)
+    p = plan(
+        workload,
+        [graceful("app", 2, markers)],
+        termination_grace_period_seconds=10,
+        autoheal=sidecar,
+    )
+    await deployer.create(p)
+    await deployer.wait_ready(workload, timeout=30)
+    status = await deployer.get(workload)
+    assert {c.role for c in status.containers} == {"pause", "run", "autoheal"}
+
+    # The negative control: with the sidecar running, an exit is undone.
+    app_id = await deployer.driver._container_id(workload, "app")  # type: ignore[attr-defined]
+    await deployer.driver._client.containers.container(app_id).kill(signal="SIGTERM")  # type: ignore[attr-defined]
+    with anyio.fail_after(15):
+        while [m for _, m in read_markers(markers)].count("start") < 2:
+            await anyio.sleep(0.2)
+
+    events, _ = await drain_events(deployer, workload)
+    kinds = [type(e).__name__ for e in events]
+    first_signal = kinds.index("SignalSent")
+    assert kinds.index("SidecarRemoved") < first_signal
+    assert [e for e in events if isinstance(e, SidecarRemoved)][0].container == "autoheal"
+    assert isinstance([e for e in events if not isinstance(e, DrainFinished)][-1], PauseRemoved)
+    # Not resurrected by the drain: still two starts, and the second run drained completely.
+    marks = [m for _, m in read_markers(markers)]
+    assert marks.count("start") == 2
+    assert marks[-1] == "drained-ok"
+    assert outcomes(events)["app"] == ("exited", 0)
+    assert await leftovers(deployer, workload) == []
+
+
+async def test_cancelled_delete_still_cleans_up(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """A caller cancelling mid-drain leaves nothing with the workload's label behind."""
+    workload = name("cancel")
+    p = plan(
+        workload,
+        [graceful("a", 1, markers, ignore=True), graceful("b", 1, markers, ignore=True)],
+        termination_grace_period_seconds=20,
+    )
+    await deployer.create(p)
+    await deployer.wait_ready(workload, timeout=30)
+    started = time.monotonic()
+    seen: list[DrainEvent] = []
+    with anyio.move_on_after(1) as scope:
+        async with deployer.terminate(workload) as events:
+            async for event in events:
+                seen.append(event)
+    assert scope.cancelled_caught
+    assert time.monotonic() - started < 15, "cancellation must not wait for the 20 s grace"
+    assert any(isinstance(e, SignalSent) for e in seen)
+    engine_left = await deployer.driver._containers({LABEL_WORKLOAD: workload})  # type: ignore[attr-defined]
+    assert engine_left == []
+
+
+async def test_unchanged_plan_is_a_no_op_and_a_changed_one_replaces(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """Creating the same plan twice changes nothing; a new grace period replaces gracefully."""
+    workload = name("apply")
+    p = plan(workload, [graceful("app", 1, markers)], termination_grace_period_seconds=5)
+    first = await deployer.create(p)
+    assert first.action == "created"
+    again = await deployer.create(p)
+    assert again.action == "unchanged"
+    assert [m for _, m in read_markers(markers)] == ["start"]
+    changed = plan(workload, [graceful("app", 1, markers)], termination_grace_period_seconds=6)
+    replaced = await deployer.create(changed)
+    assert replaced.action == "replaced"
+    assert replaced.replaced is not None
+    assert {c.outcome for c in replaced.replaced.containers} == {"exited"}
+    assert (await deployer.get(workload)).grace_period_seconds == 6
+
+
+async def test_failing_init_container_fails_create_and_cleans_up(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """A failing init container fails the create with its exit code and logs; nothing is left."""
+    workload = name("init")
+    init = Container(
+        name="setup",
+        role="init",
+        image=BUSYBOX,
+        command=["sh", "-c", "echo broken-config >&2; exit 3"],
+    )
+    with pytest.raises(CreateError) as caught:
+        await deployer.create(plan(workload, [init, graceful("app", 1, markers)]))
+    assert caught.value.exit_code == 3
+    assert "broken-config" in caught.value.logs
+    assert await leftovers(deployer, workload) == []
+    assert read_markers(markers) == [], "no run container may start after a failed init"
+
+
+async def test_delete_all_drains_every_workload_at_once(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """Two workloads draining 2 s each are drained together, not one after the other."""
+    group = {"group": name("grp")}
+    names = [name("all"), name("all")]
+    for n in names:
+        await deployer.create(
+            plan(
+                n,
+                [graceful("app", 2, markers)],
+                termination_grace_period_seconds=5,
+                extra_labels=group,
+            )
+        )
+    for n in names:
+        await deployer.wait_ready(n, timeout=30)
+    started = time.monotonic()
+    summaries = await deployer.delete_all(group)
+    seconds = time.monotonic() - started
+    assert sorted(s.workload for s in summaries) == sorted(names)
+    assert all(c.outcome == "exited" for s in summaries for c in s.containers)
+    assert seconds < 4.5, f"two 2 s drains took {seconds:.2f} s together (one after another: 4 s+)"
+
+
+async def test_missing_workload_is_a_clear_not_found(deployer: Deployer) -> None:
+    """delete of an unknown name says so; delete-all of nothing is not an error."""
+    with pytest.raises(WorkloadNotFound, match="no-such-workload"):
+        await deployer.delete("no-such-workload")
+    assert await deployer.delete_all({"no-such-label": "x"}) == []
+
+
+async def test_exec_logs_and_masked_inspect(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """exec runs in the container; inspect masks secret-looking env values."""
+    workload = name("exec")
+    app = graceful("app", 1, markers)
+    app = attrs.evolve(app, env={**app.env, "API_TOKEN": "hunter2", "MODEL": "tiny"})
+    await deployer.create(plan(workload, [app]))
+    await deployer.wait_ready(workload, timeout=30)
+    result = await deployer.exec(workload, ["sh", "-c", "echo $MODEL; exit 4"])
+    assert (result.exit_code, result.output.strip()) == (4, "tiny")
+    details = await deployer.inspect(workload)
+    env = details["containers"]["app"]["Config"]["Env"]
+    assert "API_TOKEN=****" in env and "MODEL=tiny" in env
+    assert "hunter2" not in str(details)
