@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# setup.sh - bring a fresh Debian 12 machine (as root) to the point where asyncdeploy's tests and
+# demo run: Docker and the Podman API service installed and started, the test images built
+# locally (no registry is needed), containers of earlier killed runs removed, and nox in a venv.
+#
+#   source <(bash ci/setup.sh)     prints the environment to use (DOCKER_HOST, CONTAINER_HOST,
+#                                  NOX=path of nox); logs go to stderr
+# Idempotent and quick when everything is already there.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$here")
+log() { printf '[setup %s] %s\n' "$(date +%T)" "$*" >&2; }
+
+[ "$(id -u)" = 0 ] || { log "run as root (the engines are rootful here)"; exit 1; }
+
+# 1. engines
+engines_env=$(bash "$here/start-engines.sh" start)
+eval "$engines_env"
+export DOCKER_HOST
+export CONTAINER_HOST=$PODMAN_HOST
+
+# 2. leftovers of earlier runs that were killed (/run and /var/lib persist on this machine kind):
+#    only what the tests and the demo labelled, never anyone else's containers
+for label in asyncdeploy-test-run asyncdeploy-demo; do
+    ids=$(docker -H "$DOCKER_HOST" ps -aq --filter "label=$label" || true)
+    [ -z "$ids" ] || { log "docker: removing $(echo "$ids" | wc -l) leftover container(s) labelled $label"; docker -H "$DOCKER_HOST" rm -f $ids >/dev/null; }
+    ids=$(podman ps -aq --filter "label=$label" || true)
+    if [ -n "$ids" ]; then
+        log "podman: removing $(echo "$ids" | wc -l) leftover container(s) labelled $label"
+        # dependents first: podman refuses to remove a pause container others still join
+        podman ps -aq --filter "label=$label" --filter "label=asyncdeploy.io/role=run" | xargs -r podman rm -f -t 0 >/dev/null 2>&1 || true
+        podman ps -aq --filter "label=$label" | xargs -r podman rm -f -t 0 >/dev/null 2>&1 || true
+    fi
+done
+
+# 3. images, built locally
+bash "$here/build-test-image.sh" >/dev/null
+if [ -f "$here/build-demo-image.sh" ]; then bash "$here/build-demo-image.sh" >/dev/null; fi
+
+# 4. nox, in a venv of its own (Debian's python refuses system-wide pip installs)
+venv=${ASYNCDEPLOY_TOOLS_VENV:-/var/cache/asyncdeploy-tools}
+if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+    log "installing python3-venv"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-venv python3-pip >&2
+fi
+if [ ! -x "$venv/bin/nox" ]; then
+    log "installing nox into $venv"
+    python3 -m venv "$venv" >&2
+    "$venv/bin/pip" install -q --disable-pip-version-check nox >&2
+fi
+
+echo "DOCKER_HOST=$DOCKER_HOST"
+echo "CONTAINER_HOST=$CONTAINER_HOST"
+echo "NOX=$venv/bin/nox"

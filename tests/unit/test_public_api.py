@@ -1,0 +1,122 @@
+"""The public surface: exported names, the error tree, event serialisation."""
+
+from __future__ import annotations
+
+import aiodocker
+import pytest
+
+import asyncdeploy
+from asyncdeploy import errors
+from asyncdeploy.drivers import DRIVERS, driver_class
+from asyncdeploy.drivers.docker import DockerDriver
+from asyncdeploy.drivers.podman import PodmanDriver
+from asyncdeploy.events import (
+    ContainerOutcome,
+    DrainFinished,
+    DrainSummary,
+    SignalSent,
+    event_to_dict,
+)
+
+
+def test_all_matches_the_exports() -> None:
+    assert sorted(asyncdeploy.__all__) == asyncdeploy.__all__
+    for name in asyncdeploy.__all__:
+        assert hasattr(asyncdeploy, name)
+
+
+def test_every_error_descends_from_the_root() -> None:
+    for name in errors.__all__:
+        assert issubclass(getattr(errors, name), errors.AsyncDeployError)
+
+
+def test_registry_names_match_modules() -> None:
+    """Each registry key imports, its module is named after it, and so is the driver."""
+    for key, target in DRIVERS.items():
+        assert target.split(":")[0].split(".")[-1] == key
+        if key != "kubernetes":
+            assert driver_class(key).name == key
+    with pytest.raises(errors.DriverNotFound, match="kuberentes"):
+        driver_class("kuberentes")
+
+
+@pytest.mark.parametrize(
+    ("driver", "status", "message", "expected"),
+    [
+        (DockerDriver, 404, "No such container", errors.WorkloadNotFound),
+        (
+            DockerDriver,
+            409,
+            "Conflict. The container name is already in use",
+            errors.WorkloadConflict,
+        ),
+        (DockerDriver, 500, "can only kill running containers", errors.EngineAPIError),
+        (DockerDriver, 900, "Cannot connect to Docker Engine", errors.EngineUnavailable),
+        (
+            PodmanDriver,
+            500,
+            "can only kill running containers. ... container state improper",
+            errors.WorkloadConflict,
+        ),
+        (PodmanDriver, 500, 'the container name "x" is already in use', errors.WorkloadConflict),
+        (
+            PodmanDriver,
+            500,
+            "container x has dependent containers which must be removed before it",
+            errors.WorkloadConflict,
+        ),
+        (PodmanDriver, 500, "something else broke", errors.EngineAPIError),
+    ],
+)
+def test_engine_errors_are_mapped_at_the_edge(
+    driver: type[DockerDriver], status: int, message: str, expected: type[Exception]
+) -> None:
+    """aiodocker errors become asyncdeploy errors, Podman's 500s read as the conflicts they are."""
+    edge = driver(client=None, url="unix:///nowhere")  # type: ignore[arg-type]
+    with pytest.raises(expected) as caught, edge._errors("kill x"):
+        raise aiodocker.DockerError(status, {"message": message})
+    assert type(caught.value) is expected
+    assert isinstance(caught.value.__cause__, aiodocker.DockerError)
+    assert f"engine={driver.name}" in str(caught.value)
+
+
+def test_transport_errors_are_mapped() -> None:
+    edge = DockerDriver(client=None, url="unix:///nowhere")  # type: ignore[arg-type]
+    with pytest.raises(errors.EngineUnavailable), edge._errors("list"):
+        raise ConnectionRefusedError("refused")
+    with pytest.raises(errors.EngineTimeout), edge._errors("list"):
+        raise TimeoutError
+
+
+def test_drain_finished_serialises_flat() -> None:
+    """The JSON of the summary carries name, role, outcome, exit_code and seconds per container."""
+    summary = DrainSummary(
+        workload="w",
+        grace_period_seconds=5,
+        seconds=2.1234,
+        containers=(
+            ContainerOutcome(name="a", role="run", outcome="exited", exit_code=0, seconds=2.0),
+        ),
+    )
+    data = event_to_dict(DrainFinished(workload="w", elapsed=2.1234, summary=summary))
+    assert data["event"] == "DrainFinished"
+    assert data["containers"] == [
+        {"name": "a", "role": "run", "outcome": "exited", "exit_code": 0, "seconds": 2.0}
+    ]
+    assert data["totals"]["exited"] == 1
+    signal = event_to_dict(SignalSent(workload="w", elapsed=0.01, container="a", signal="SIGTERM"))
+    assert signal == {
+        "event": "SignalSent",
+        "workload": "w",
+        "elapsed": 0.01,
+        "container": "a",
+        "signal": "SIGTERM",
+        "role": "run",
+    }
+
+
+def test_drain_error_lists_every_problem() -> None:
+    summary = DrainSummary(
+        workload="w", grace_period_seconds=1, seconds=1, containers=(), errors=("remove a: boom",)
+    )
+    assert "w: remove a: boom" in str(errors.DrainError([summary]))
