@@ -38,9 +38,11 @@ EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 1, 2, 3
 
 
 class CommandFailed(click.ClickException):
+    """An asyncdeploy error, printed as ``Error: ...`` with the exit code it maps to."""
+
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]
 
 
 @attrs.frozen

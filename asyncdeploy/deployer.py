@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import builtins
-
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager

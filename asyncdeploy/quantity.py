@@ -34,15 +34,15 @@ _QUANTITY = re.compile(
 )
 
 
-def parse_quantity(value: str | int | float) -> Decimal:
+def parse_quantity(value: str | float) -> Decimal:
     """The number a quantity denotes: ``"1.5Gi"`` → 1610612736, ``"500m"`` → 0.5.
 
     Raises ``ValueError`` for a spelling the Kubernetes API server would refuse.
     """
     if isinstance(value, bool):
         raise ValueError(f"not a quantity: {value!r}")
-    if isinstance(value, int | float):
-        value = repr(value) if isinstance(value, float) else str(value)
+    if not isinstance(value, str):
+        value = str(value)  # 0.5 -> "0.5", 1e-07 -> "1e-07": both valid spellings
     match = _QUANTITY.fullmatch(value)
     if match is None:
         raise ValueError(f"not a Kubernetes quantity: {value!r}")
@@ -82,7 +82,7 @@ def format_memory(value: Decimal) -> str:
     return str(amount)
 
 
-def canonical_quantity(value: str | int | float, *, kind: str) -> str:
+def canonical_quantity(value: str | float, *, kind: str) -> str:
     """Canonical spelling for ``kind`` ``"cpu"`` or ``"memory"``."""
     number = parse_quantity(value)
     return format_cpu(number) if kind == "cpu" else format_memory(number)

@@ -7,7 +7,6 @@ Engine-specific parts (socket discovery, Podman's status codes) live in ``docker
 from __future__ import annotations
 
 import builtins
-
 import json
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence

@@ -171,7 +171,7 @@ def container_config(plan: WorkloadPlan, container: Container, pause_id: str) ->
     if plan.pid_shared:
         host_config["PidMode"] = joined
     if container.resources.cpu is not None:
-        host_config["NanoCpus"] = int(parse_quantity(container.resources.cpu) * Decimal(1e9))
+        host_config["NanoCpus"] = int(parse_quantity(container.resources.cpu) * Decimal(10**9))
     if container.resources.memory is not None:
         host_config["Memory"] = int(parse_quantity(container.resources.memory))
     labels = _labels(plan, container.role, container.name)

@@ -10,12 +10,11 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
-from asyncdeploy import Container, Deployer, EngineUnavailable, Mount, WorkloadPlan, open_deployer
+from asyncdeploy import Deployer, EngineUnavailable, open_deployer
 
 BUSYBOX = "asyncdeploy-test/busybox:latest"
 PYTHON = "asyncdeploy-test/python:latest"

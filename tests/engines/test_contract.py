@@ -13,7 +13,6 @@ import pytest
 from asyncdeploy import (
     Autoheal,
     Container,
-    ContainerExited,
     ContainerForceKilled,
     CreateError,
     Deployer,
@@ -195,14 +194,14 @@ async def test_autoheal_is_removed_before_any_signal_and_pause_last(
     app_id = await deployer.driver._container_id(workload, "app")  # type: ignore[attr-defined]
     await deployer.driver._client.containers.container(app_id).kill(signal="SIGTERM")  # type: ignore[attr-defined]
     with anyio.fail_after(15):
-        while [m for _, m in read_markers(markers)].count("start") < 2:
+        while [m for _, m in read_markers(markers)].count("start") < 2:  # noqa: ASYNC110 - a file
             await anyio.sleep(0.2)
 
     events, _ = await drain_events(deployer, workload)
     kinds = [type(e).__name__ for e in events]
     first_signal = kinds.index("SignalSent")
     assert kinds.index("SidecarRemoved") < first_signal
-    assert [e for e in events if isinstance(e, SidecarRemoved)][0].container == "autoheal"
+    assert next(e for e in events if isinstance(e, SidecarRemoved)).container == "autoheal"
     assert isinstance([e for e in events if not isinstance(e, DrainFinished)][-1], PauseRemoved)
     # Not resurrected by the drain: still two starts, and the second run drained completely.
     marks = [m for _, m in read_markers(markers)]
