@@ -27,7 +27,7 @@ from asyncdeploy.errors import (
 )
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.render import EventRenderer
+from asyncdeploy.render import EventRenderer, LiveView
 
 __all__ = ["main"]
 
@@ -172,11 +172,25 @@ def delete_all(
 
 
 async def stream_drain(drain: Any, output: str) -> None:
-    """Print a drain's events as they come (JSON lines, or text on stderr), then the result."""
+    """Print a drain's events as they come, then the result.
+
+    JSON: one object per event on stdout. Text: on a terminal, a live per-container view on
+    stderr (state, seconds left); otherwise one line per event on stderr. Then a table on stdout.
+    """
     summaries: list[DrainSummary] = []
-    renderer = EventRenderer(sys.stderr) if output == "text" else None
+    renderer: EventRenderer | LiveView | None = None
+    if output == "text":
+        renderer = LiveView(sys.stderr) if sys.stderr.isatty() else EventRenderer(sys.stderr)
+
+    async def tick(view: LiveView) -> None:
+        while True:
+            await anyio.sleep(0.25)
+            view.redraw()
+
     try:
-        async with drain as events:
+        async with drain as events, anyio.create_task_group() as tg:
+            if isinstance(renderer, LiveView):
+                tg.start_soon(tick, renderer)
             event: DrainEvent
             async for event in events:
                 if isinstance(event, DrainFinished):
@@ -185,12 +199,12 @@ async def stream_drain(drain: Any, output: str) -> None:
                     emit_json(event_to_dict(event))
                 else:
                     renderer.show(event)
+            tg.cancel_scope.cancel()
     finally:
         if renderer is not None:
             renderer.close()
-    if renderer is not None:
-        for summary in summaries:
-            click.echo(renderer.summary_table(summary))
+    for summary in summaries if renderer is not None else ():
+        click.echo(EventRenderer.summary_table(summary))
 
 
 @click.command("list")

@@ -83,3 +83,84 @@ class EventRenderer:
         head = f"{summary.workload}: drained in {summary.seconds:.2f} s"
         tail = [f"error: {e}" for e in summary.errors]
         return "\n".join([head, *rows, *tail])
+
+
+class LiveView:
+    """A per-container view of a drain, redrawn in place on a terminal.
+
+    One row per container: its role, its state in the drain, and the seconds left until the
+    deadline; the events themselves scroll above it.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._rows: dict[tuple[str, str], list[str]] = {}
+        self._deadlines: dict[str, float] = {}
+        self._finished: set[str] = set()
+        self._drawn = 0
+
+    def update(self, event: DrainEvent) -> None:
+        match event:
+            case DrainStarted():
+                self._deadlines[event.workload] = event.deadline
+                for name in event.containers:
+                    self._rows[(event.workload, name)] = ["", "waiting"]
+            case DrainFinished():
+                self._finished.add(event.workload)
+                for c in event.summary.containers:
+                    row = self._rows.setdefault((event.workload, c.name), [c.role, ""])
+                    code = "" if c.exit_code is None else f" ({c.exit_code})"
+                    row[1] = f"{c.outcome}{code}, removed"
+            case _:
+                container = getattr(event, "container", None)
+                if container is not None:
+                    row = self._rows.setdefault((event.workload, container), ["", ""])
+                    row[0] = getattr(event, "role", row[0])
+                    row[1] = _short_state(event)
+
+    def show(self, event: DrainEvent) -> None:
+        self._clear()
+        click.echo(f"[{event.elapsed:7.3f}s] {event.workload}: {describe(event)}", file=self.stream)
+        self.update(event)
+        self.redraw(clear=False)
+
+    def redraw(self, *, clear: bool = True) -> None:
+        import time
+
+        if clear:
+            self._clear()
+        lines = [f"  {'WORKLOAD':<24} {'CONTAINER':<16} {'ROLE':<8} {'STATE':<28} LEFT"]
+        for (workload, name), (role, state) in self._rows.items():
+            if workload in self._finished:
+                left = "done"
+            else:
+                left = f"{max(0.0, self._deadlines.get(workload, 0) - time.time()):5.1f}s"
+            lines.append(f"  {workload:<24} {name:<16} {role:<8} {state:<28} {left}")
+        self.stream.write("\n".join(lines) + "\n")
+        self.stream.flush()
+        self._drawn = len(lines)
+
+    def _clear(self) -> None:
+        if self._drawn:
+            self.stream.write(f"\x1b[{self._drawn}F\x1b[J")  # up N lines, clear to the end
+            self._drawn = 0
+
+    def close(self) -> None:
+        self.stream.flush()
+
+
+def _short_state(event: DrainEvent) -> str:
+    match event:
+        case SidecarRemoved() | ContainerRemoved() | PauseRemoved():
+            return "removed"
+        case PreStopStarted():
+            return "pre_stop running"
+        case PreStopFinished():
+            return "pre_stop cut off" if event.timed_out else f"pre_stop done ({event.exit_code})"
+        case SignalSent():
+            return f"{event.signal} sent, draining"
+        case ContainerExited():
+            return f"{'exited' if event.graceful else 'killed'} ({event.exit_code})"
+        case ContainerForceKilled():
+            return "SIGKILL sent"
+    return ""
