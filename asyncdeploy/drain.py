@@ -78,6 +78,10 @@ class ContainerOps(Protocol):
         """Wait until the container is not running; return its exit code."""
         ...
 
+    async def wait_killed(self, ref: ContainerRef) -> int | None:
+        """The same, for a container just sent SIGKILL (it must not wait on anything else)."""
+        ...
+
     async def remove(self, ref: ContainerRef) -> None: ...
 
     async def run_hook(self, ref: ContainerRef, command: Sequence[str]) -> int:
@@ -275,7 +279,7 @@ class _WorkloadDrain:
                     )
                 )
             with anyio.move_on_after(KILL_WAIT):
-                exit_code = await self.ops.wait_exit(ref)
+                exit_code = await self.ops.wait_killed(ref)
                 self._exited(t, exit_code, "killed" if delivered else "exited")
         except WorkloadNotFound:
             t.outcome = "missing"

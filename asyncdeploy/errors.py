@@ -12,7 +12,9 @@
     │   │   └── WorkloadConflict         (409) a name or state conflict
     │   └── EngineTimeout(TimeoutError)  a call did not answer in time
     ├── CreateError                      a create failed (init container, start) and was rolled back
-    └── DrainError                       a drain finished, but some steps failed; ``.summaries``
+    ├── DrainError                       a drain finished, but some steps failed; ``.summaries``
+    └── WorkloadError                    the server-side drain kit (asyncdeploy.workload.errors)
+        └── ControlSocketError           its control socket cannot be served or reached
 
 Engine-specific exceptions are translated at each driver's edge, always ``raise ... from exc``.
 """

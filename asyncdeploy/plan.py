@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
@@ -236,8 +236,20 @@ def _signal(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise _fail(attribute, f"is not a signal name like SIGTERM or a number: {value!r}")
 
 
-def _nested(kind: type[Any]) -> dict[str, Any]:
-    return {"nested": kind}
+def _nested(kind: type[Any], *, many: bool = False) -> dict[str, Any]:
+    return {"nested": kind, "many": many}
+
+
+def _ports(value: Iterable[Port]) -> tuple[Port, ...]:
+    return tuple(value)
+
+
+def _mounts(value: Iterable[Mount]) -> tuple[Mount, ...]:
+    return tuple(value)
+
+
+def _container_tuple(value: Iterable[Container]) -> tuple[Container, ...]:
+    return tuple(value)
 
 
 # --- the value types -------------------------------------------------------------------------
@@ -336,10 +348,13 @@ class Container:
     )
     env: FrozenMap = attrs.field(factory=FrozenMap, converter=_frozen_map, validator=_env_map)
     ports: tuple[Port, ...] = attrs.field(
-        default=(), converter=tuple, validator=_tuple_of(Port), metadata=_nested(Port)
+        default=(), converter=_ports, validator=_tuple_of(Port), metadata=_nested(Port, many=True)
     )
     mounts: tuple[Mount, ...] = attrs.field(
-        default=(), converter=tuple, validator=_tuple_of(Mount), metadata=_nested(Mount)
+        default=(),
+        converter=_mounts,
+        validator=_tuple_of(Mount),
+        metadata=_nested(Mount, many=True),
     )
     resources: Resources = attrs.field(factory=Resources, metadata=_nested(Resources))
     stop_signal: str | None = attrs.field(default=None, validator=_signal)
@@ -389,7 +404,7 @@ class WorkloadPlan:
     name: str = attrs.field(validator=_dns_label)
     labels: FrozenMap = attrs.field(factory=FrozenMap, converter=_frozen_map, validator=_label_map)
     containers: tuple[Container, ...] = attrs.field(
-        converter=tuple, validator=_containers, metadata=_nested(Container)
+        converter=_container_tuple, validator=_containers, metadata=_nested(Container, many=True)
     )
     termination_grace_period_seconds: int = attrs.field(
         default=DEFAULT_GRACE_PERIOD_SECONDS, validator=_grace
@@ -453,7 +468,7 @@ def _structure(cls: type[T], data: Any, path: str) -> T:
         if key in _BOOL_FIELDS and not isinstance(value, bool):
             raise PlanError(here, f"must be true or false, got {value!r}")
         if nested is not None and value is not None:
-            if _is_sequence_field(field):
+            if field.metadata.get("many"):
                 if not isinstance(value, list | tuple):
                     raise PlanError(here, f"must be a list, got {type(value).__name__}")
                 value = tuple(
@@ -471,10 +486,6 @@ def _structure(cls: type[T], data: Any, path: str) -> T:
         if missing is None:
             raise PlanError(path, str(exc)) from None
         raise PlanError(_join(path, missing.group(1)), "is required") from None
-
-
-def _is_sequence_field(field: attrs.Attribute[Any]) -> bool:
-    return field.converter is tuple  # type: ignore[comparison-overlap]
 
 
 def _join(path: str, key: str) -> str:

@@ -47,6 +47,7 @@ from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS, WorkloadPlan, plan_di
 __all__ = ["EngineAPIDriver"]
 
 PING_TIMEOUT = 5.0
+KILL_POLL_SECONDS = 0.05
 _SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH|PRIVATE", re.IGNORECASE)
 _EXITED = re.compile(r"Exited \((-?\d+)\)")
 _HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)")
@@ -297,16 +298,34 @@ class EngineAPIDriver:
     async def signal(self, ref: ContainerRef, signal: str) -> bool:
         try:
             with self._errors(f"signal {ref.name}"):
-                await self._client.containers.container(ref.id).kill(signal=signal)
+                await self._kill(ref.id, signal)
         except WorkloadConflict:
             return False  # not running (Docker 409, Podman 500)
         return True
+
+    async def _kill(self, ident: str, signal: str) -> None:
+        await self._client.containers.container(ident).kill(signal=signal)
 
     async def wait_exit(self, ref: ContainerRef) -> int | None:
         with self._errors(f"wait for {ref.name}"):
             result = await self._client.containers.container(ref.id).wait()
         code = result.get("StatusCode")
         return None if code is None else int(code)
+
+    async def wait_killed(self, ref: ContainerRef) -> int | None:
+        """Poll until a SIGKILLed container is reported stopped; return its exit code.
+
+        Podman's wait also waits for the container's exec sessions to be cleaned up, which takes
+        20 s when a pre_stop hook was cut off at the deadline; its state is right at once.
+        """
+        handle = self._client.containers.container(ref.id)
+        while True:
+            with self._errors(f"inspect {ref.name}"):
+                state = (await handle.show()).get("State") or {}
+            if not state.get("Running"):
+                code = state.get("ExitCode")
+                return None if code is None else int(code)
+            await anyio.sleep(KILL_POLL_SECONDS)
 
     async def remove(self, ref: ContainerRef) -> None:
         if ref.role in ("pause", "autoheal") and ref.running:
@@ -316,6 +335,7 @@ class EngineAPIDriver:
             await self._client.containers.container(ref.id).delete(force=True, v=True)
 
     async def run_hook(self, ref: ContainerRef, command: Sequence[str]) -> int:
+        # Attached, not detached: Podman 4.3 reports a detached exec as running for ever.
         return (await self._exec(ref.id, command, f"pre_stop of {ref.name}")).exit_code
 
     async def remove_volumes(self, workload: str) -> None:

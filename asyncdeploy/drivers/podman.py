@@ -7,6 +7,9 @@
   namespaces others still use ("dependent containers"). These mean a conflict, not a failure.
 - Podman answers 304 on stopping a stopped container and force-delete stops gracefully: the
   shared driver never calls stop, and it SIGKILLs before a force-delete where nothing drains.
+- After a SIGKILL, the compatible kill and wait calls wait for the container's exec sessions
+  (20 s when a ``pre_stop`` hook was cut off): signals go through the libpod endpoint, and the
+  drain polls the state after a SIGKILL.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from asyncdeploy.drivers._engine_api import EngineAPIDriver
 __all__ = ["PodmanDriver"]
 
 ROOTFUL_SOCKET = "/run/podman/podman.sock"
+LIBPOD_API = "v4.0.0/libpod"  # the libpod API on the same socket; any v4 prefix is served
 _CONFLICT_MESSAGES = ("state improper", "already in use", "dependent containers")
 
 
@@ -38,6 +42,15 @@ class PodmanDriver(EngineAPIDriver):
             if rootless.is_socket():
                 return f"unix://{rootless}"
         return f"unix://{ROOTFUL_SOCKET}"
+
+    async def _kill(self, ident: str, signal: str) -> None:
+        """Through the libpod endpoint: the compatible one waits, after a SIGKILL, for the
+        container's exec sessions to be cleaned up (20 s when a pre_stop hook was cut off)."""
+        path = f"{LIBPOD_API}/containers/{ident}/kill"
+        async with self._client._query(
+            path, method="POST", params={"signal": signal}, versioned_api=False
+        ):
+            pass
 
     def _conflict(self, exc: aiodocker.DockerError) -> bool:
         if exc.status == 409:

@@ -1,0 +1,50 @@
+"""The drain kit inference servers embed: state machine, ASGI middleware, triggers, metrics.
+
+Needs only anyio and attrs; :mod:`asyncdeploy.workload.runner` (uvicorn) and
+:mod:`asyncdeploy.workload.demo` are imported explicitly. Nothing here installs signal handlers
+or runs an event loop at import time.
+"""
+
+from __future__ import annotations
+
+from .control import DrainReport, control_request, run_drain_command, serve_control_socket
+from .durations import parse_duration
+from .errors import ControlSocketError, ControlSocketInUse, WorkloadError
+from .metrics import METRICS_CONTENT_TYPE, render_metrics
+from .middleware import DrainMiddleware, HealthPaths, sse_cut_frame
+from .signals import SignalHandlers, TerminationRequest, install_sigterm_handler
+from .state import (
+    Admission,
+    DrainController,
+    DrainFlag,
+    DrainState,
+    DrainStatistics,
+    Outcome,
+    StateChanged,
+)
+
+__all__ = [
+    "METRICS_CONTENT_TYPE",
+    "Admission",
+    "ControlSocketError",
+    "ControlSocketInUse",
+    "DrainController",
+    "DrainFlag",
+    "DrainMiddleware",
+    "DrainReport",
+    "DrainState",
+    "DrainStatistics",
+    "HealthPaths",
+    "Outcome",
+    "SignalHandlers",
+    "StateChanged",
+    "TerminationRequest",
+    "WorkloadError",
+    "control_request",
+    "install_sigterm_handler",
+    "parse_duration",
+    "render_metrics",
+    "run_drain_command",
+    "serve_control_socket",
+    "sse_cut_frame",
+]

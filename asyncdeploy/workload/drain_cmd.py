@@ -1,0 +1,52 @@
+"""``python3 -m asyncdeploy.workload.drain_cmd``: the preStop hook, without click or engine SDKs.
+
+Tells the server behind ``--socket`` to drain, waits ``--propagation-wait`` for traffic removal
+to propagate, then until in-flight reaches zero (bounded by ``--timeout``). Prints the report as
+one JSON line. Exit status: 0 drained, 1 not drained in time, 2 the server could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from collections.abc import Sequence
+
+import anyio
+
+from ._asgi import json_bytes
+from .control import run_drain_command
+from .durations import parse_duration
+from .errors import ControlSocketError
+
+__all__ = ["main"]
+
+DEFAULT_SOCKET = "/run/asyncdeploy/control.sock"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m asyncdeploy.workload.drain_cmd", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--socket", default=DEFAULT_SOCKET, help=f"control socket (default {DEFAULT_SOCKET})"
+    )
+    parser.add_argument(
+        "--propagation-wait", type=parse_duration, default=10.0, help="e.g. 10s (default)"
+    )
+    parser.add_argument(
+        "--timeout", type=parse_duration, default=None, help="bound for the whole command"
+    )
+    args = parser.parse_args(argv)
+    command = functools.partial(run_drain_command, args.socket, args.propagation_wait, args.timeout)
+    try:
+        report = anyio.run(command, backend="asyncio")
+    except ControlSocketError as exc:
+        sys.stderr.write(f"drain: {exc}\n")
+        return 2
+    sys.stdout.write(json_bytes(report.to_dict()).decode() + "\n")
+    return 0 if report.drained else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,379 @@
+"""The drain state machine: STARTING → SERVING → DRAINING → STOPPED.
+
+One :class:`DrainController` per process. Every trigger (SIGTERM, the control socket, a test)
+calls the same idempotent :meth:`DrainController.begin_drain`; the ASGI middleware asks it to
+admit and release each request; all methods are synchronous and non-blocking except ``wait_*``
+ones and :meth:`DrainController.open_state_changes`, so they can run from a signal callback.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import attrs
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+__all__ = [
+    "Admission",
+    "DrainController",
+    "DrainFlag",
+    "DrainState",
+    "DrainStatistics",
+    "Outcome",
+    "StateChanged",
+]
+
+logger = logging.getLogger("asyncdeploy.workload")
+
+
+class DrainState(enum.Enum):
+    STARTING = "starting"
+    SERVING = "serving"
+    DRAINING = "draining"
+    STOPPED = "stopped"
+
+
+class Outcome(enum.Enum):
+    """How an admitted request ended."""
+
+    COMPLETED = "completed"
+    CUT_AT_DEADLINE = "cut_at_deadline"
+    CLIENT_DISCONNECTED = "client_disconnected"
+    FAILED = "failed"
+
+
+@attrs.frozen(kw_only=True)
+class DrainStatistics:
+    """A consistent snapshot of the controller (also the control socket's ``status`` payload)."""
+
+    state: DrainState
+    in_flight: int
+    admitted: int
+    completed: int
+    rejected_while_draining: int
+    rejected_while_starting: int
+    cut_at_deadline: int
+    client_disconnected: int
+    failed: int
+    #: Wall-clock time (epoch seconds) the drain began, None before.
+    drain_started_at: float | None
+    #: Seconds from the drain start until in-flight reached zero (or until now, if not yet).
+    drain_duration: float | None
+    #: Seconds left until streams still open are cut; None without a deadline.
+    deadline_remaining: float | None
+    #: Draining (or stopped) with nothing in flight.
+    drained: bool
+    #: Set by :meth:`DrainController.mark_broken`; liveness fails while set.
+    broken_reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = attrs.asdict(self, recurse=False)
+        data["state"] = self.state.value
+        return data
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> DrainStatistics:
+        """Parse :meth:`to_dict` output (unknown keys are ignored)."""
+        names = {field.name for field in attrs.fields(cls)}
+        values = {key: value for key, value in data.items() if key in names}
+        values["state"] = DrainState(values["state"])
+        return cls(**values)
+
+
+@attrs.frozen(kw_only=True)
+class StateChanged:
+    """The controller moved from ``previous`` to ``current`` (``previous`` None: the initial state)."""
+
+    previous: DrainState | None
+    current: DrainState
+    #: ``time.monotonic()`` and wall-clock time of the change.
+    at: float
+    wall_time: float
+    statistics: DrainStatistics
+
+
+class DrainFlag:
+    """Read-only view of the "draining" event, for internal queues that must stop fetching work."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self, event: anyio.Event) -> None:
+        self._event = event
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+class Admission:
+    """One admitted unit of work; release it exactly once (later calls are ignored)."""
+
+    __slots__ = ("_controller", "_outcome")
+
+    def __init__(self, controller: DrainController) -> None:
+        self._controller = controller
+        self._outcome: Outcome | None = None
+
+    @property
+    def outcome(self) -> Outcome | None:
+        return self._outcome
+
+    @property
+    def released(self) -> bool:
+        return self._outcome is not None
+
+    def release(self, outcome: Outcome = Outcome.COMPLETED) -> bool:
+        """Decrement in-flight and count ``outcome``; False if it was already released."""
+        if self._outcome is not None:
+            return False
+        self._outcome = outcome
+        self._controller._release(outcome)
+        return True
+
+
+class DrainController:
+    """State, in-flight counter, counters, drain deadline and change notifications.
+
+    ``drain_timeout`` is the default time from the drain start until the streams still open are
+    cut (None: never cut). It applies to whichever trigger starts the drain first.
+    """
+
+    def __init__(self, *, drain_timeout: float | None = None) -> None:
+        if drain_timeout is not None and drain_timeout < 0:
+            raise ValueError("drain_timeout must be >= 0")
+        self._drain_timeout = drain_timeout
+        self._state = DrainState.STARTING
+        self._in_flight = 0
+        self._counts = dict.fromkeys(Outcome, 0)
+        self._admitted = 0
+        self._rejected_draining = 0
+        self._rejected_starting = 0
+        self._broken_reason: str | None = None
+        self._drain_started: float | None = None  # monotonic
+        self._drain_started_wall: float | None = None
+        self._drained_at: float | None = None  # monotonic, first time in-flight hit zero
+        self._deadline: float | None = None  # monotonic
+        self._cut_reason: str | None = None
+        self._draining = anyio.Event()
+        # Replaced (after being set) on every change, so waiters can re-check their condition.
+        self._load_changed = anyio.Event()  # in-flight or state
+        self._drain_changed = anyio.Event()  # state, deadline or cut
+        self._subscribers: set[MemoryObjectSendStream[StateChanged]] = set()
+        self.dropped_state_changes = 0
+
+    # -- read side -----------------------------------------------------------------------
+    @property
+    def state(self) -> DrainState:
+        return self._state
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    @property
+    def draining(self) -> DrainFlag:
+        """Set once the drain began (and stays set)."""
+        return DrainFlag(self._draining)
+
+    @property
+    def deadline(self) -> float | None:
+        """``time.monotonic()`` value at which open streams are cut, or None."""
+        return self._deadline
+
+    @property
+    def drain_timeout(self) -> float | None:
+        return self._drain_timeout
+
+    @property
+    def broken_reason(self) -> str | None:
+        return self._broken_reason
+
+    @property
+    def is_drained(self) -> bool:
+        return self._state in (DrainState.DRAINING, DrainState.STOPPED) and self._in_flight == 0
+
+    def statistics(self) -> DrainStatistics:
+        now = time.monotonic()
+        duration = None
+        if self._drain_started is not None:
+            end = self._drained_at if self._drained_at is not None else now
+            duration = max(0.0, end - self._drain_started)
+        remaining = None if self._deadline is None else max(0.0, self._deadline - now)
+        return DrainStatistics(
+            state=self._state,
+            in_flight=self._in_flight,
+            admitted=self._admitted,
+            completed=self._counts[Outcome.COMPLETED],
+            rejected_while_draining=self._rejected_draining,
+            rejected_while_starting=self._rejected_starting,
+            cut_at_deadline=self._counts[Outcome.CUT_AT_DEADLINE],
+            client_disconnected=self._counts[Outcome.CLIENT_DISCONNECTED],
+            failed=self._counts[Outcome.FAILED],
+            drain_started_at=self._drain_started_wall,
+            drain_duration=duration,
+            deadline_remaining=remaining,
+            drained=self.is_drained,
+            broken_reason=self._broken_reason,
+        )
+
+    # -- transitions ---------------------------------------------------------------------
+    def mark_started(self) -> bool:
+        """STARTING → SERVING (the model is loaded); False in any other state."""
+        if self._state is not DrainState.STARTING:
+            return False
+        self._transition(DrainState.SERVING)
+        return True
+
+    def begin_drain(self, *, timeout: float | None = None) -> bool:
+        """Enter DRAINING: readiness fails and new work is refused, admitted work continues.
+
+        Idempotent; returns True only for the call that started the drain. ``timeout``
+        (default: the controller's ``drain_timeout``) sets the cut deadline; a later call may
+        only bring an existing deadline forward, never extend it.
+        """
+        timeout = self._drain_timeout if timeout is None else timeout
+        now = time.monotonic()
+        deadline = None if timeout is None else now + max(0.0, timeout)
+        if self._state in (DrainState.DRAINING, DrainState.STOPPED):
+            if deadline is not None and (self._deadline is None or deadline < self._deadline):
+                self._deadline = deadline
+                self._pulse_drain()
+            return False
+        self._drain_started = now
+        self._drain_started_wall = time.time()
+        self._deadline = deadline
+        if self._in_flight == 0:
+            self._drained_at = now
+        self._draining.set()
+        self._transition(DrainState.DRAINING)
+        logger.info("drain started: in_flight=%d deadline_in=%s", self._in_flight, timeout)
+        return True
+
+    def cut(self, reason: str = "forced") -> None:
+        """Cut every open stream now (a drain is started first if needed)."""
+        self.begin_drain()
+        if self._cut_reason is None:
+            self._cut_reason = reason
+            self._pulse_drain()
+
+    def mark_stopped(self) -> None:
+        """Enter STOPPED (the server is exiting) and end every state-change subscription."""
+        if self._state is DrainState.STOPPED:
+            return
+        self._draining.set()
+        self._transition(DrainState.STOPPED)
+        for stream in self._subscribers:
+            stream.close()
+        self._subscribers.clear()
+
+    def mark_broken(self, reason: str) -> None:
+        """The process cannot recover by itself: liveness fails from now on."""
+        self._broken_reason = reason
+
+    # -- admission -----------------------------------------------------------------------
+    def try_admit(self) -> Admission | None:
+        """Admit one unit of work if SERVING; otherwise count the rejection and return None."""
+        if self._state is not DrainState.SERVING:
+            if self._state is DrainState.STARTING:
+                self._rejected_starting += 1
+            else:
+                self._rejected_draining += 1
+            return None
+        self._admitted += 1
+        self._in_flight += 1
+        self._pulse_load()
+        return Admission(self)
+
+    def _release(self, outcome: Outcome) -> None:
+        self._in_flight -= 1
+        self._counts[outcome] += 1
+        if self._in_flight == 0 and self._drain_started is not None and self._drained_at is None:
+            self._drained_at = time.monotonic()
+            logger.info("drained: in_flight reached zero")
+        self._pulse_load()
+
+    # -- waiting -------------------------------------------------------------------------
+    async def wait_drained(self, timeout: float | None = None) -> bool:
+        """Wait until draining (or stopped) with nothing in flight; False if ``timeout`` passed."""
+        with anyio.move_on_after(math.inf if timeout is None else timeout):
+            while not self.is_drained:
+                await self._load_changed.wait()
+        return self.is_drained
+
+    async def wait_cut(self) -> str:
+        """Wait until open streams must be cut: the drain deadline passed or :meth:`cut` ran.
+
+        Returns the reason (``"drain-deadline"`` or the one given to :meth:`cut`).
+        """
+        while self._cut_reason is None:
+            changed = self._drain_changed
+            remaining = math.inf if self._deadline is None else self._deadline - time.monotonic()
+            if remaining <= 0:
+                self._cut_reason = "drain-deadline"
+                self._pulse_drain()
+                break
+            with anyio.move_on_after(remaining):
+                await changed.wait()
+        return self._cut_reason
+
+    @asynccontextmanager
+    async def open_state_changes(
+        self, *, max_buffer: int = 16
+    ) -> AsyncIterator[MemoryObjectReceiveStream[StateChanged]]:
+        """Yield a bounded stream of :class:`StateChanged`, starting with the current state.
+
+        Iteration ends when the controller stops. A subscriber whose buffer is full loses
+        changes (counted in ``dropped_state_changes``); the controller never waits for one.
+        """
+        send, receive = anyio.create_memory_object_stream[StateChanged](max_buffer)
+        send.send_nowait(self._change(None, self._state))
+        if self._state is DrainState.STOPPED:
+            send.close()
+        else:
+            self._subscribers.add(send)
+        try:
+            async with receive:
+                yield receive
+        finally:
+            self._subscribers.discard(send)
+            send.close()
+
+    # -- internals -----------------------------------------------------------------------
+    def _change(self, previous: DrainState | None, current: DrainState) -> StateChanged:
+        return StateChanged(
+            previous=previous,
+            current=current,
+            at=time.monotonic(),
+            wall_time=time.time(),
+            statistics=self.statistics(),
+        )
+
+    def _transition(self, new: DrainState) -> None:
+        previous, self._state = self._state, new
+        change = self._change(previous, new)
+        for stream in list(self._subscribers):
+            try:
+                stream.send_nowait(change)
+            except anyio.WouldBlock:
+                self.dropped_state_changes += 1
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._subscribers.discard(stream)
+        self._pulse_load()
+        self._pulse_drain()
+
+    def _pulse_load(self) -> None:
+        event, self._load_changed = self._load_changed, anyio.Event()
+        event.set()
+
+    def _pulse_drain(self) -> None:
+        event, self._drain_changed = self._drain_changed, anyio.Event()
+        event.set()

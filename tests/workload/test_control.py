@@ -1,0 +1,125 @@
+"""The control socket and the drain command client."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from pathlib import Path
+
+import anyio
+import pytest
+
+from asyncdeploy.workload import (
+    ControlSocketError,
+    ControlSocketInUse,
+    DrainController,
+    DrainState,
+    control_request,
+    run_drain_command,
+    serve_control_socket,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def sock_path(tmp_path: Path) -> str:
+    # AF_UNIX paths are limited to ~107 bytes; pytest's tmp_path may be long
+    path = tmp_path / "run" / "c.sock"
+    if len(str(path)) > 100:
+        pytest.skip("tmp_path too long for a Unix socket")
+    return str(path)
+
+
+async def test_socket_is_0600_and_answers_drain_and_status(
+    controller: DrainController, sock_path: str
+) -> None:
+    """drain begins the drain once; status reports state and counters; the file goes on exit."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(serve_control_socket, controller, sock_path)
+        assert stat.S_IMODE(os.stat(sock_path).st_mode) == 0o600
+        assert stat.S_ISSOCK(os.stat(sock_path).st_mode)
+        assert stat.S_IMODE(os.stat(os.path.dirname(sock_path)).st_mode) == 0o700
+
+        status = await control_request(sock_path, "status")
+        assert status["status"]["state"] == "serving"
+        assert status["status"]["in_flight"] == 0
+
+        first = await control_request(sock_path, "drain")
+        second = await control_request(sock_path, "drain")
+        assert (first["started"], second["started"]) == (True, False)
+        assert controller.state is DrainState.DRAINING
+        assert second["status"]["state"] == "draining"
+
+        with pytest.raises(ControlSocketError, match="unknown command"):
+            await control_request(sock_path, "reboot")
+        tg.cancel_scope.cancel()
+    assert not await anyio.Path(sock_path).exists()
+
+
+async def test_stale_socket_is_replaced_and_a_live_one_is_refused(
+    controller: DrainController, sock_path: str
+) -> None:
+    """A dead process's socket file is taken over; a second server on a live path fails."""
+    os.makedirs(os.path.dirname(sock_path))
+    with socket.socket(socket.AF_UNIX) as stale:
+        stale.bind(sock_path)  # bound, never listening: what a killed server leaves behind
+    async with anyio.create_task_group() as tg:
+        await tg.start(serve_control_socket, controller, sock_path)
+        assert (await control_request(sock_path, "status"))["ok"] is True
+        with pytest.raises(ControlSocketInUse):
+            await serve_control_socket(DrainController(), sock_path)
+        tg.cancel_scope.cancel()
+
+
+async def test_run_drain_command_waits_for_in_flight_zero(
+    controller: DrainController, sock_path: str
+) -> None:
+    """The command returns only once the last admitted request is released."""
+    admitted = controller.try_admit()
+    assert admitted is not None
+    async with anyio.create_task_group() as tg:
+        await tg.start(serve_control_socket, controller, sock_path)
+
+        async def finish_later() -> None:
+            await anyio.sleep(0.4)
+            admitted.release()
+
+        tg.start_soon(finish_later)
+        with anyio.fail_after(5):
+            report = await run_drain_command(sock_path, propagation_wait=0.05, timeout=5)
+        assert admitted.released
+        tg.cancel_scope.cancel()
+    assert report.started_drain
+    assert report.drained
+    assert not report.timed_out
+    assert report.initial.in_flight == 1
+    assert report.initial.state is DrainState.DRAINING
+    assert report.final.in_flight == 0
+    assert report.final.drained
+    assert report.propagation_waited >= 0.05
+    assert report.elapsed >= 0.35
+
+
+async def test_run_drain_command_gives_up_at_its_timeout(
+    controller: DrainController, sock_path: str
+) -> None:
+    """Still in flight at the timeout: not drained, timed out, and the drain stays on."""
+    assert controller.try_admit() is not None
+    async with anyio.create_task_group() as tg:
+        await tg.start(serve_control_socket, controller, sock_path)
+        with anyio.fail_after(3):
+            report = await run_drain_command(sock_path, propagation_wait=10, timeout=0.3)
+        tg.cancel_scope.cancel()
+    assert report.timed_out
+    assert not report.drained
+    assert report.final.in_flight == 1
+    assert 0.25 < report.elapsed < 2  # the propagation wait was cut short by the timeout
+    assert controller.state is DrainState.DRAINING
+
+
+async def test_unreachable_socket_raises(sock_path: str) -> None:
+    """No server: a ControlSocketError naming the path."""
+    with pytest.raises(ControlSocketError, match=r"c\.sock: cannot connect"):
+        await run_drain_command(sock_path, propagation_wait=0, timeout=1)

@@ -1,0 +1,77 @@
+"""serve_with_drain over a real socket (uvicorn on 127.0.0.1, ephemeral port), and the handler."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from asyncdeploy.workload import (
+    DrainController,
+    DrainMiddleware,
+    DrainState,
+    TerminationRequest,
+    install_sigterm_handler,
+)
+from asyncdeploy.workload.demo import DemoApp
+from asyncdeploy.workload.runner import ServeOptions, serve_with_drain
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_termination_drains_an_open_stream_then_stops_uvicorn(sse: Any) -> None:
+    """Over TCP: the stream finishes with done, newcomers get 503, then the server exits."""
+    controller = DrainController(drain_timeout=10)
+    termination = TerminationRequest(controller)
+    app = DrainMiddleware(DemoApp(), controller, retry_after=2)
+    options = ServeOptions(port=0, handle_signals=False, log_level="warning")
+    result: dict[str, Any] = {}
+
+    async def serve(*, task_status: Any) -> None:
+        result["stats"] = await serve_with_drain(
+            app, controller, options, termination=termination, task_status=task_status
+        )
+
+    async with anyio.create_task_group() as tg:
+        address = await tg.start(serve)
+        controller.mark_started()
+        base = f"http://127.0.0.1:{address.port}"
+        async with httpx.AsyncClient(base_url=base, trust_env=False, timeout=5) as client:
+            assert (await client.get("/ready")).status_code == 200
+            async with client.stream("GET", "/stream?tokens=8&pace=0.05") as response:
+                lines = response.aiter_lines()
+                assert (await anext(lines)).startswith("id: 0")
+                termination.request("test")  # what SIGTERM does
+                async with httpx.AsyncClient(base_url=base, trust_env=False) as other:
+                    late = await other.get("/short")
+                    ready = await other.get("/ready")
+                    live = await other.get("/live")
+                body = "id: 0\n" + "\n".join([line async for line in lines]) + "\n"
+    events = sse(body.encode())
+    assert [name for name, _ in events] == ["token"] * 8 + ["done"]
+    assert late.status_code == 503
+    assert late.headers["retry-after"] == "2"
+    assert late.headers["connection"] == "close"
+    assert (ready.status_code, live.status_code) == (503, 200)
+    stats = result["stats"]
+    assert stats.state is DrainState.STOPPED
+    assert (stats.completed, stats.cut_at_deadline, stats.in_flight) == (1, 0, 0)
+    assert stats.rejected_while_draining == 1  # /short; probes are not work
+
+
+async def test_sigterm_handler_requests_termination(controller: DrainController) -> None:
+    """A real SIGTERM to this process begins the drain instead of killing it."""
+    with install_sigterm_handler(controller, signals=(signal.SIGTERM,)) as handlers:
+        os.kill(os.getpid(), signal.SIGTERM)
+        with anyio.fail_after(2):
+            await handlers.termination.wait()
+        assert controller.state is DrainState.DRAINING
+        os.kill(os.getpid(), signal.SIGTERM)  # a second one forces the cut
+        with anyio.fail_after(2):
+            assert await controller.wait_cut() == "forced"
+    assert handlers.termination.count == 2
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
