@@ -51,19 +51,17 @@ class VerifyReport:
         return sum(1 for r in self.records if r.started <= at and (r.ended or at + 1) > at)
 
     def table(self) -> str:
+        """Requests by kind (rows) and outcome (columns); gated outcomes are always shown."""
         counts = self.counts()
         shown = [o for o in OUTCOMES if any(counts[k][o] for k in KINDS) or o in GATED_OUTCOMES]
-        width = max(len(o) for o in shown) + 1
-        lines = [f"{'requests':<8} " + " ".join(f"{o:>{width}}" for o in shown) + f" {'total':>6}"]
-        for kind in KINDS:
-            row = counts[kind]
-            cells = " ".join(f"{row[o]:>{width}}" for o in shown)
-            lines.append(f"{kind:<8} {cells} {sum(row.values()):>6}")
         totals = Counter[str]()
         for row in counts.values():
             totals.update(row)
-        cells = " ".join(f"{totals[o]:>{width}}" for o in shown)
-        lines.append(f"{'all':<8} {cells} {sum(totals.values()):>6}")
+        rows = [(kind, counts[kind]) for kind in KINDS] + [("all", totals)]
+        lines = ["requests " + "  ".join(shown) + "  total"]
+        for label, row in rows:
+            cells = "  ".join(f"{row[o]:>{len(o)}}" for o in shown)
+            lines.append(f"{label:<8} {cells}  {sum(row.values()):>5}")
         return "\n".join(lines)
 
     def text(self) -> str:
