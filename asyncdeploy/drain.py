@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import ClassVar, Literal, Protocol
 
 import anyio
 import attrs
@@ -58,6 +58,7 @@ class ContainerRef:
     exit_code: int | None = None
     pre_stop: tuple[str, ...] | None = None
     stop_signal: str = "SIGTERM"
+    restart_policy: str = "no"
 
 
 @attrs.frozen(kw_only=True)
@@ -70,6 +71,10 @@ class WorkloadSnapshot:
 class ContainerOps(Protocol):
     """The engine calls a drain needs; each raises ``EngineError`` subclasses only."""
 
+    kill_triggers_restart: ClassVar[bool]
+    """True where a signalled container that exits is restarted under its restart policy
+    (Podman): such containers are stopped with :meth:`stop` instead."""
+
     async def signal(self, ref: ContainerRef, signal: str) -> bool:
         """Send ``signal``; False when the container was not running."""
         ...
@@ -80,6 +85,10 @@ class ContainerOps(Protocol):
 
     async def wait_killed(self, ref: ContainerRef) -> int | None:
         """The same, for a container just sent SIGKILL (it must not wait on anything else)."""
+        ...
+
+    async def stop(self, ref: ContainerRef, timeout: float) -> int | None:
+        """Stop with the container's stop signal, as a stop that no restart policy undoes."""
         ...
 
     async def remove(self, ref: ContainerRef) -> None: ...
@@ -222,19 +231,16 @@ class _WorkloadDrain:
     async def _stop_one(self, t: _Tracked) -> None:
         ref = t.ref
         try:
-            delivered = await self.ops.signal(ref, ref.stop_signal)
-            if delivered:
-                t.signalled = True
-                self.emit(
-                    SignalSent(
-                        workload=self.name,
-                        elapsed=self.elapsed(),
-                        container=ref.name,
-                        role=ref.role,
-                        signal=ref.stop_signal,
-                    )
-                )
-            exit_code = await self.ops.wait_exit(ref)
+            if ref.restart_policy != "no" and self.ops.kill_triggers_restart:
+                self._signalled(t)
+                remaining = self.started + self.grace - anyio.current_time()
+                exit_code = await self.ops.stop(ref, max(0.0, remaining))
+                delivered = True
+            else:
+                delivered = await self.ops.signal(ref, ref.stop_signal)
+                if delivered:
+                    self._signalled(t)
+                exit_code = await self.ops.wait_exit(ref)
         except WorkloadNotFound:
             t.outcome = "missing"
             return
@@ -242,6 +248,18 @@ class _WorkloadDrain:
             self.errors.append(f"stop {ref.name}: {exc}")
             return
         self._exited(t, exit_code, "exited" if delivered else "already-exited")
+
+    def _signalled(self, t: _Tracked) -> None:
+        t.signalled = True
+        self.emit(
+            SignalSent(
+                workload=self.name,
+                elapsed=self.elapsed(),
+                container=t.ref.name,
+                role=t.ref.role,
+                signal=t.ref.stop_signal,
+            )
+        )
 
     def _exited(self, t: _Tracked, exit_code: int | None, outcome: Outcome) -> None:
         t.outcome, t.exit_code, t.seconds = outcome, exit_code, self.elapsed()

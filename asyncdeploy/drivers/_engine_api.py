@@ -46,7 +46,7 @@ from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS, WorkloadPlan, plan_di
 
 __all__ = ["EngineAPIDriver"]
 
-PING_TIMEOUT = 5.0
+PING_TIMEOUT = 10.0
 KILL_POLL_SECONDS = 0.05
 _SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH|PRIVATE", re.IGNORECASE)
 _EXITED = re.compile(r"Exited \((-?\d+)\)")
@@ -62,6 +62,7 @@ class EngineAPIDriver:
     """Docker Engine API driver; subclasses say how to find the socket and read quirks."""
 
     name: ClassVar[str]
+    kill_triggers_restart: ClassVar[bool] = False  # Docker: a kill is a stop for restart policies
 
     def __init__(self, client: aiodocker.Docker, url: str) -> None:
         self._client = client
@@ -312,6 +313,14 @@ class EngineAPIDriver:
         code = result.get("StatusCode")
         return None if code is None else int(code)
 
+    async def stop(self, ref: ContainerRef, timeout: float) -> int | None:
+        with self._errors(f"stop {ref.name}"):
+            handle = self._client.containers.container(ref.id)
+            await handle.stop(t=max(0, int(timeout)))
+            result = await handle.wait()
+        code = result.get("StatusCode")
+        return None if code is None else int(code)
+
     async def wait_killed(self, ref: ContainerRef) -> int | None:
         """Poll until a SIGKILLed container is reported stopped; return its exit code.
 
@@ -497,6 +506,7 @@ def _snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot
                 exit_code=int(exited.group(1)) if exited else None,
                 pre_stop=tuple(json.loads(pre_stop)) if pre_stop else None,
                 stop_signal=labels.get(spec.LABEL_STOP_SIGNAL, "SIGTERM"),
+                restart_policy=labels.get(spec.LABEL_RESTART_POLICY, "no"),
             )
         )
     refs.sort(key=lambda r: _ROLE_ORDER.get(r.role, 9))

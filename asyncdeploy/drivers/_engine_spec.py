@@ -24,6 +24,7 @@ from asyncdeploy.quantity import parse_quantity
 __all__ = [
     "LABEL_PRE_STOP",
     "LABEL_READINESS",
+    "LABEL_RESTART_POLICY",
     "LABEL_STOP_SIGNAL",
     "autoheal_config",
     "autoheal_label",
@@ -36,6 +37,7 @@ __all__ = [
 
 LABEL_PRE_STOP = "asyncdeploy.io/pre-stop"  # JSON list: the hook a later delete runs
 LABEL_STOP_SIGNAL = "asyncdeploy.io/stop-signal"
+LABEL_RESTART_POLICY = "asyncdeploy.io/restart-policy"
 LABEL_READINESS = "asyncdeploy.io/readiness"  # JSON list: the readiness probe as a command
 SOCKET_IN_SIDECAR = "/var/run/docker.sock"
 _SECOND_NS = 1_000_000_000
@@ -179,6 +181,7 @@ def container_config(plan: WorkloadPlan, container: Container, pause_id: str) ->
         labels[LABEL_PRE_STOP] = json.dumps(list(container.pre_stop))
     stop_signal = container.stop_signal or "SIGTERM"
     labels[LABEL_STOP_SIGNAL] = stop_signal
+    labels[LABEL_RESTART_POLICY] = container.restart_policy
     if container.checks.readiness is not None:
         labels[LABEL_READINESS] = json.dumps(probe_command(container.checks.readiness))
     if plan.autoheal is not None and container.role == "run":

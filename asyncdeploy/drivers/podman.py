@@ -7,6 +7,10 @@
   namespaces others still use ("dependent containers"). These mean a conflict, not a failure.
 - Podman answers 304 on stopping a stopped container and force-delete stops gracefully: the
   shared driver never calls stop, and it SIGKILLs before a force-delete where nothing drains.
+- A container killed with its stop signal is restarted under its restart policy (only a stop
+  call counts as stopped by the user): containers with a policy are stopped with a stop call
+  bounded by the time left, the others with kill-then-wait (a stop call holds one of Podman's
+  few API workers for the whole drain).
 - After a SIGKILL, the compatible kill and wait calls wait for the container's exec sessions
   (20 s when a ``pre_stop`` hook was cut off): signals go through the libpod endpoint, and the
   drain polls the state after a SIGKILL.
@@ -31,6 +35,7 @@ _CONFLICT_MESSAGES = ("state improper", "already in use", "dependent containers"
 
 class PodmanDriver(EngineAPIDriver):
     name: ClassVar[str] = "podman"
+    kill_triggers_restart: ClassVar[bool] = True  # only a stop call keeps the policy from acting
 
     @classmethod
     def discover_url(cls) -> str:

@@ -19,6 +19,7 @@ from asyncdeploy import (
     DrainEvent,
     DrainFinished,
     DrainStarted,
+    Mount,
     PauseRemoved,
     SidecarRemoved,
     SignalSent,
@@ -321,3 +322,62 @@ async def test_exec_logs_and_masked_inspect(
     env = details["containers"]["app"]["Config"]["Env"]
     assert "API_TOKEN=****" in env and "MODEL=tiny" in env
     assert "hunter2" not in str(details)
+
+
+async def test_restart_policy_does_not_resurrect_a_drained_container(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """The engine's kill with the stop signal keeps ``restart_policy: always`` from restarting."""
+    workload = name("always")
+    app = graceful("app", 1, markers, restart_policy="always")
+    await deployer.create(plan(workload, [app], termination_grace_period_seconds=5))
+    await deployer.wait_ready(workload, timeout=30)
+    summary = await deployer.delete(workload)
+    assert [(c.outcome, c.exit_code) for c in summary.containers] == [("exited", 0)]
+    assert [m for _, m in read_markers(markers)].count("start") == 1
+
+
+async def test_workload_volumes_are_removed_and_others_kept(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """A volume the workload created goes with it; a volume that existed before stays."""
+    workload = name("vol")
+    client = deployer.driver._client  # type: ignore[attr-defined]
+    kept = f"{workload}-kept"
+    await client.volumes.create({"Name": kept})
+    own = f"{workload}-cache"
+    app = attrs.evolve(
+        graceful("app", 1, markers),
+        mounts=[
+            *graceful("app", 1, markers).mounts,
+            Mount(type="volume", source=own, target="/cache"),
+            Mount(type="volume", source=kept, target="/models", read_only=True),
+        ],
+    )
+    try:
+        await deployer.create(plan(workload, [app]))
+        await deployer.wait_ready(workload, timeout=30)
+        result = await deployer.exec(workload, ["sh", "-c", "echo ok > /cache/x && cat /cache/x"])
+        assert result.output.strip() == "ok"
+        await deployer.delete(workload)
+        names = {v["Name"] for v in (await client.volumes.list())["Volumes"] or []}
+        assert own not in names
+        assert kept in names
+    finally:
+        await (await client.volumes.get(kept)).delete()
+
+
+async def test_logs_follow_until_the_container_stops(
+    deployer: Deployer, name: Callable[[str], str]
+) -> None:
+    """Following logs yields lines as they are written and ends when the container exits."""
+    workload = name("logs")
+    talker = Container(
+        name="talker",
+        image=BUSYBOX,
+        command=["sh", "-c", "for i in 1 2 3; do echo line-$i; sleep 0.3; done; sleep 0.5"],
+    )
+    await deployer.create(plan(workload, [talker]))
+    with anyio.fail_after(20):
+        text = "".join([chunk async for chunk in deployer.logs(workload, follow=True)])
+    assert [line for line in text.splitlines() if line] == ["line-1", "line-2", "line-3"]
