@@ -1,0 +1,420 @@
+"""Draining Pods: one delete, one watch, and the container engines' event vocabulary.
+
+For the workloads of one ``drain`` call:
+
+1. one list by label finds every Pod (a missing one raises ``WorkloadNotFound`` before anything
+   is touched) and gives the ``resourceVersion`` the watch starts from;
+2. ``DrainStarted`` for each, then one collection delete by label, with ``gracePeriodSeconds``
+   only when the caller overrides it (otherwise each Pod's own
+   ``terminationGracePeriodSeconds`` applies, server-side). When the collection delete is refused
+   (405, or 403 from an RBAC role without ``deletecollection``) or misses a Pod, that Pod is
+   deleted on its own, with a ``uid`` precondition so a same-named successor is never hit;
+3. one watch over all of them until every Pod is gone, resumed from a fresh list whenever it
+   ends (:mod:`.watch`), under a deadline of each Pod's grace plus ``WATCH_MARGIN``.
+
+What the API shows becomes events, and nothing else (preStop hooks are invisible, so there are
+no ``PreStop*`` events): ``DrainStarted`` lists the init and run containers; ``SignalSent`` for
+each running container once the ``deletionTimestamp`` is seen (the kubelet signals after the
+preStop hook, if there is one); ``ContainerExited`` from ``state.terminated``;
+``ContainerForceKilled`` first when that is exit 137 at the deadline; ``ContainerRemoved`` for
+each container seen ended and one ``PauseRemoved`` for the sandbox (``<pod>-sandbox``) when the
+Pod is gone; ``DrainFinished`` with the summary.
+
+Outcomes: ``exited`` / ``killed`` as seen; ``already-exited`` for containers that had ended before
+the delete took effect (init containers, always); ``missing`` for containers that went with the
+Pod without a terminated state (grace 0 removes the object at once; a container never started).
+A Pod still there after its deadline, or that cannot be followed (a watch refused with 403), is
+an error in its summary. If the caller cancels, the delete has been sent and the cluster
+finishes it: nothing is left running here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+import anyio
+import attrs
+
+from asyncdeploy.drivers.base import LABEL_WORKLOAD, Emit
+from asyncdeploy.drivers.kubernetes import status as pod_status
+from asyncdeploy.drivers.kubernetes.api import PodAPI
+from asyncdeploy.drivers.kubernetes.errors import ENGINE
+from asyncdeploy.drivers.kubernetes.watch import PodEvent, PodFollower, Resync
+from asyncdeploy.errors import (
+    EngineAPIError,
+    EngineError,
+    WorkloadConflict,
+    WorkloadNotFound,
+)
+from asyncdeploy.events import (
+    ContainerExited,
+    ContainerForceKilled,
+    ContainerOutcome,
+    ContainerRemoved,
+    DrainFinished,
+    DrainStarted,
+    DrainSummary,
+    Outcome,
+    PauseRemoved,
+    SignalSent,
+)
+from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
+
+__all__ = ["KILL_TOLERANCE", "WATCH_MARGIN", "PodDrain", "drain_pods", "sandbox_name"]
+
+WATCH_MARGIN = 15.0  # seconds past a Pod's grace before it counts as stuck
+KILL_TOLERANCE = 1.0  # deletionTimestamp has whole seconds: the kubelet's deadline may be earlier
+SIGKILLED = 137
+
+
+def sandbox_name(pod_name: str) -> str:
+    """The name ``PauseRemoved`` carries: the Pod sandbox, the kubelet's pause container."""
+    return f"{pod_name}-sandbox"
+
+
+def _uid(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("uid", ""))
+
+
+@attrs.define
+class _Tracked:
+    name: str
+    role: Literal["init", "run"]
+    signal: str
+    running_at_start: bool
+    outcome: Outcome | None = None
+    exit_code: int | None = None
+    seconds: float | None = None
+
+
+@attrs.define(kw_only=True)
+class PodDrain:
+    """One Pod's drain, driven by what the API shows; every step is emitted as it is seen."""
+
+    workload: str
+    pod_name: str
+    uid: str
+    grace: int
+    started: float
+    margin: float
+    emit: Emit
+    containers: list[_Tracked]
+    errors: list[str] = attrs.field(factory=list)
+    signalled: bool = False
+    summary: DrainSummary | None = None
+    clock: Callable[[], float] = anyio.current_time
+
+    @classmethod
+    def of(
+        cls,
+        pod: Mapping[str, Any],
+        *,
+        grace: int | None,
+        started: float,
+        margin: float,
+        emit: Emit,
+        clock: Callable[[], float] = anyio.current_time,
+    ) -> PodDrain:
+        metadata = pod.get("metadata") or {}
+        spec_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        if grace is None:
+            effective = DEFAULT_GRACE_PERIOD_SECONDS if spec_grace is None else int(spec_grace)
+        else:
+            effective = grace
+        pending = metadata.get("deletionGracePeriodSeconds")
+        if pending is not None:  # already terminating: a longer grace would not be honoured
+            effective = min(effective, int(pending))
+        statuses = pod_status.container_statuses(pod)
+        containers = []
+        for role, spec in pod_status.container_specs(pod):
+            entry = statuses.get(spec["name"])
+            tracked = _Tracked(
+                name=spec["name"],
+                role=role,
+                signal=pod_status.stop_signal(spec),
+                running_at_start=pod_status.container_state(entry) == "running",
+            )
+            ended = pod_status.terminated(entry) or (
+                pod_status.terminated({"state": (entry or {}).get("lastState")})
+                if pod_status.container_state(entry) == "restarting"
+                else None
+            )
+            if ended is not None:
+                tracked.outcome, tracked.exit_code = "already-exited", ended.get("exitCode")
+            containers.append(tracked)
+        return cls(
+            workload=pod_status.workload_name(pod),
+            pod_name=str(metadata.get("name", "")),
+            uid=_uid(pod),
+            grace=effective,
+            started=started,
+            margin=margin,
+            emit=emit,
+            containers=containers,
+            clock=clock,
+        )
+
+    @property
+    def deadline(self) -> float:
+        return self.started + self.grace
+
+    @property
+    def give_up(self) -> float:
+        return self.deadline + self.margin
+
+    @property
+    def done(self) -> bool:
+        return self.summary is not None
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    def begin(self) -> None:
+        self.emit(
+            DrainStarted(
+                workload=self.workload,
+                elapsed=self.elapsed(),
+                grace_period_seconds=self.grace,
+                deadline=time.time() + (self.deadline - self.clock()),
+                containers=tuple(c.name for c in self.containers),
+            )
+        )
+
+    def observe(self, pod: Mapping[str, Any]) -> None:
+        """A newer state of the Pod: signals sent, containers ended."""
+        if self.done:
+            return
+        statuses = pod_status.container_statuses(pod)
+        if (pod.get("metadata") or {}).get("deletionTimestamp") and not self.signalled:
+            self.signalled = True
+            for c in self.containers:
+                running = pod_status.container_state(statuses.get(c.name)) == "running"
+                if c.outcome is None and (c.running_at_start or running):
+                    self.emit(
+                        SignalSent(
+                            workload=self.workload,
+                            elapsed=self.elapsed(),
+                            container=c.name,
+                            role=c.role,
+                            signal=c.signal,
+                        )
+                    )
+        for c in self.containers:
+            ended = pod_status.terminated(statuses.get(c.name))
+            if c.outcome is None and ended is not None:
+                self._exited(c, ended)
+
+    def _exited(self, c: _Tracked, ended: Mapping[str, Any]) -> None:
+        code = ended.get("exitCode")
+        exit_code = None if code is None else int(code)
+        outcome: Outcome = "exited"
+        if not self.signalled:
+            outcome = "already-exited"  # it ended on its own before the delete took effect
+        elif exit_code == SIGKILLED and self.clock() >= self.deadline - KILL_TOLERANCE:
+            outcome = "killed"
+            self.emit(
+                ContainerForceKilled(
+                    workload=self.workload,
+                    elapsed=self.elapsed(),
+                    container=c.name,
+                    role=c.role,
+                    reason="deadline",
+                )
+            )
+        c.outcome, c.exit_code, c.seconds = outcome, exit_code, self.elapsed()
+        self.emit(
+            ContainerExited(
+                workload=self.workload,
+                elapsed=c.seconds,
+                container=c.name,
+                role=c.role,
+                exit_code=exit_code,
+                graceful=outcome != "killed" and exit_code != SIGKILLED,
+            )
+        )
+
+    def removed(self, pod: Mapping[str, Any] | None) -> None:
+        """The Pod is gone: its last state (if known), the removals, the summary."""
+        if self.done:
+            return
+        if pod is not None:
+            self.observe(pod)
+        for c in self.containers:
+            if c.outcome is None:
+                c.outcome = "missing"  # gone without a terminated state (grace 0, never started)
+            else:
+                self.emit(
+                    ContainerRemoved(
+                        workload=self.workload,
+                        elapsed=self.elapsed(),
+                        container=c.name,
+                        role=c.role,
+                    )
+                )
+        self.emit(
+            PauseRemoved(
+                workload=self.workload,
+                elapsed=self.elapsed(),
+                container=sandbox_name(self.pod_name),
+            )
+        )
+        self._finish()
+
+    def fail(self, message: str) -> None:
+        """End the drain without seeing the Pod go: ``message`` goes into the summary."""
+        if self.done:
+            return
+        self.errors.append(message)
+        for c in self.containers:
+            if c.outcome is None:
+                c.outcome = "missing"
+        self._finish()
+
+    def _finish(self) -> None:
+        self.summary = DrainSummary(
+            workload=self.workload,
+            grace_period_seconds=self.grace,
+            seconds=self.elapsed(),
+            containers=tuple(
+                ContainerOutcome(
+                    name=c.name,
+                    role=c.role,
+                    outcome=c.outcome or "missing",
+                    exit_code=c.exit_code,
+                    seconds=c.seconds,
+                )
+                for c in self.containers
+            ),
+            errors=tuple(self.errors),
+        )
+        self.emit(
+            DrainFinished(workload=self.workload, elapsed=self.elapsed(), summary=self.summary)
+        )
+
+
+async def drain_pods(
+    api: PodAPI,
+    namespace: str,
+    names: Sequence[str],
+    *,
+    grace_period_seconds: int | None,
+    emit: Emit,
+    margin: float = WATCH_MARGIN,
+) -> list[DrainSummary]:
+    """Drain the workloads' Pods concurrently, all timed from one start; one summary each."""
+    wanted = list(dict.fromkeys(names))
+    if not wanted:
+        return []
+    selector = f"{LABEL_WORKLOAD} in ({','.join(sorted(wanted))})"
+    listing = await api.list_pods(namespace, label_selector=selector)
+    found = {pod_status.workload_name(p): p for p in listing.get("items") or []}
+    missing = [n for n in wanted if n not in found]
+    if missing:
+        raise WorkloadNotFound(
+            f"no workload named {', '.join(map(repr, missing))} in namespace {namespace}",
+            engine=ENGINE,
+            status=404,
+        )
+    started = anyio.current_time()
+    drains = [
+        PodDrain.of(found[n], grace=grace_period_seconds, started=started, margin=margin, emit=emit)
+        for n in wanted
+    ]
+    for drain in drains:
+        drain.begin()
+    await _delete(api, namespace, selector, drains, grace_period_seconds)
+    if not all(d.done for d in drains):
+        version = str(listing["metadata"]["resourceVersion"])
+        await _watch_until_gone(api, namespace, selector, version, drains, margin)
+    return [d.summary for d in drains if d.summary is not None]
+
+
+async def _delete(
+    api: PodAPI, namespace: str, selector: str, drains: list[PodDrain], grace: int | None
+) -> None:
+    """One collection delete; each Pod it did not reach is deleted on its own (uid-guarded)."""
+    reached: set[str] = set()
+    try:
+        result = await api.delete_collection(namespace, label_selector=selector, grace=grace)
+    except EngineError:
+        pass  # 405, 403 without deletecollection, or worse: per-Pod deletes settle it
+    else:
+        by_workload = {d.workload: d for d in drains}
+        for item in result.get("items") or []:
+            reached.add(_uid(item))
+            drain = by_workload.get(pod_status.workload_name(item))
+            if drain is not None and _uid(item) != drain.uid:
+                drain.errors.append(
+                    f"the collection delete also hit pod {item['metadata']['name']} "
+                    f"(uid {_uid(item)}), created after the drain began"
+                )
+    async with anyio.create_task_group() as tg:
+        for drain in drains:
+            if drain.uid not in reached:
+                tg.start_soon(_delete_one, api, namespace, drain, grace)
+
+
+async def _delete_one(api: PodAPI, namespace: str, drain: PodDrain, grace: int | None) -> None:
+    try:
+        await api.delete(namespace, drain.pod_name, uid=drain.uid, grace=grace)
+    except (WorkloadNotFound, WorkloadConflict):
+        pass  # already gone, or replaced by a successor: the watch sees our uid is gone
+    except EngineAPIError as exc:
+        drain.fail(f"delete pod {drain.pod_name}: {exc.message}")  # refused: it stays
+    except EngineError as exc:
+        drain.errors.append(f"delete pod {drain.pod_name}: {exc.message}")  # it may have landed
+
+
+async def _watch_until_gone(
+    api: PodAPI,
+    namespace: str,
+    selector: str,
+    version: str,
+    drains: list[PodDrain],
+    margin: float,
+) -> None:
+    by_uid = {d.uid: d for d in drains}
+    follower = PodFollower(api, namespace, label_selector=selector)
+
+    def stuck(drain: PodDrain) -> str:
+        why = f"; last watch error: {follower.last_error}" if follower.last_error else ""
+        return (
+            f"pod {drain.pod_name} was still there {margin:g} s after its "
+            f"{drain.grace} s grace period{why}"
+        )
+
+    def handle(event: PodEvent) -> bool:
+        if isinstance(event, Resync):
+            present = {_uid(p): p for p in event.pods}
+            for drain in drains:
+                pod = present.get(drain.uid)
+                if pod is None:
+                    drain.removed(None)  # it went while no watch was open
+                else:
+                    drain.observe(pod)
+        elif (changed := by_uid.get(_uid(event.pod))) is not None:
+            if event.type == "DELETED":
+                changed.removed(event.pod)
+            else:
+                changed.observe(event.pod)
+        now = anyio.current_time()
+        for drain in drains:
+            if not drain.done and now >= drain.give_up:
+                drain.fail(stuck(drain))
+        return all(d.done for d in drains)
+
+    def poll() -> float:
+        return min(d.give_up for d in drains if not d.done) - anyio.current_time()
+
+    # The follower hands control back at each give-up time (as the watch's timeoutSeconds); this
+    # outer deadline only guards against a server that ignores timeoutSeconds.
+    try:
+        with anyio.move_on_at(max(d.give_up for d in drains) + margin):
+            await follower.run(handle, resource_version=version, poll=poll)
+    except EngineError as exc:  # watching is refused (403, ...): the Pods cannot be followed
+        for drain in drains:
+            drain.fail(f"cannot follow pod {drain.pod_name}: {exc.message}")
+    for drain in drains:
+        drain.fail(stuck(drain))

@@ -1,0 +1,317 @@
+"""The Kubernetes driver: one Pod per workload, behind the same contract as Docker and Podman.
+
+Workloads are Pods named after them and labelled ``asyncdeploy.io/workload=<name>``; Pods
+without that label are never touched (and read as not found). ``apply`` uses the plan's
+namespace, else the driver's; every call that takes only a name uses the driver's namespace.
+
+Apply without needless recreation (:func:`.manifest.apply_decision`): the Pod carries
+``plan_digest(plan)`` (annotation and label ``asyncdeploy.io/plan-digest``). An equal digest means
+unchanged: one GET, no write at all. Any other digest means the plan changed (an image, the grace
+period, anything it declares): the old Pod is drained, with its events, then the new one is
+created. Live fields are never compared with the plan, so server-side defaulting and quantity
+spellings cannot cause a recreation.
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import anyio
+from kubernetes_asyncio.client import ApiClient
+
+from asyncdeploy.drivers.base import (
+    LABEL_WORKLOAD,
+    ApplyResult,
+    Emit,
+    EngineInfo,
+    ExecResult,
+    WorkloadStatus,
+)
+from asyncdeploy.drivers.kubernetes import status as pod_status
+from asyncdeploy.drivers.kubernetes.api import PodAPI
+from asyncdeploy.drivers.kubernetes.config import load_cluster_config
+from asyncdeploy.drivers.kubernetes.drain import WATCH_MARGIN, drain_pods
+from asyncdeploy.drivers.kubernetes.errors import ENGINE
+from asyncdeploy.drivers.kubernetes.manifest import apply_decision, pod_manifest, selector_string
+from asyncdeploy.drivers.kubernetes.watch import PodEvent, PodFollower, Resync
+from asyncdeploy.errors import (
+    CreateError,
+    DrainError,
+    EngineError,
+    EngineTimeout,
+    EngineUnavailable,
+    WorkloadNotFound,
+)
+from asyncdeploy.events import DrainEvent, DrainSummary
+from asyncdeploy.plan import WorkloadPlan
+
+__all__ = ["KubernetesDriver"]
+
+PING_TIMEOUT = 5.0
+
+
+def _nothing(_: DrainEvent) -> None:
+    """An emit for drains nobody listens to."""
+
+
+class KubernetesDriver:
+    """Pods through kubernetes-asyncio, with one explicit ``ApiClient``."""
+
+    name = ENGINE
+
+    def __init__(
+        self,
+        client: ApiClient,
+        *,
+        namespace: str,
+        request_timeout: float = 30.0,
+        watch_margin: float = WATCH_MARGIN,
+    ) -> None:
+        self.api = PodAPI(client, request_timeout=request_timeout)
+        self.namespace = namespace
+        self.watch_margin = watch_margin
+
+    # --- life cycle --------------------------------------------------------------------------
+
+    @classmethod
+    async def connect(
+        cls,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        namespace: str | None = None,
+        request_timeout: float = 30.0,
+    ) -> KubernetesDriver:
+        """Open the cluster the kubeconfig (or the in-cluster account) names, and ping it."""
+        found = await load_cluster_config(
+            kubeconfig=kubeconfig, context=context, namespace=namespace
+        )
+        driver = cls(
+            ApiClient(found.configuration),
+            namespace=found.namespace,
+            request_timeout=request_timeout,
+        )
+        try:
+            await driver.ping()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await driver.aclose()
+            raise
+        return driver
+
+    async def aclose(self) -> None:
+        await self.api.aclose()
+
+    async def ping(self) -> EngineInfo:
+        """``GET /version``; ``EngineUnavailable`` when nothing (or nothing usable) answers."""
+        host = self.api.client.configuration.host
+        try:
+            with anyio.fail_after(PING_TIMEOUT):
+                version = await self.api.version()
+        except TimeoutError as exc:
+            raise EngineUnavailable(f"{host} did not answer in time", engine=ENGINE) from exc
+        except EngineError as exc:
+            raise EngineUnavailable(
+                f"no Kubernetes API server answers at {host}: {exc.message}", engine=ENGINE
+            ) from exc
+        return EngineInfo(
+            driver=ENGINE, version=str(version.get("gitVersion", "")), api_version="v1"
+        )
+
+    # --- reading state -----------------------------------------------------------------------
+
+    async def _pod(self, name: str) -> dict[str, Any]:
+        """The workload's Pod; ``WorkloadNotFound`` if absent or not asyncdeploy's."""
+        pod = await self.api.read(self.namespace, name)
+        if LABEL_WORKLOAD not in ((pod.get("metadata") or {}).get("labels") or {}):
+            raise WorkloadNotFound(
+                f"pod {self.namespace}/{name} is not an asyncdeploy workload",
+                engine=ENGINE,
+                status=404,
+            )
+        return pod
+
+    async def get(self, name: str) -> WorkloadStatus:
+        return pod_status.workload_status(await self._pod(name))
+
+    async def list(
+        self, selector: Mapping[str, str] | None = None
+    ) -> builtins.list[WorkloadStatus]:
+        labels = selector_string(sorted((selector or {}).items()))
+        found = await self.api.list_pods(
+            self.namespace, label_selector=",".join(filter(None, [LABEL_WORKLOAD, labels]))
+        )
+        statuses = [pod_status.workload_status(p) for p in found.get("items") or []]
+        return sorted(statuses, key=lambda s: s.name)
+
+    async def inspect(self, name: str) -> dict[str, Any]:
+        pod = await self._pod(name)
+        return {
+            "workload": name,
+            "driver": ENGINE,
+            "namespace": self.namespace,
+            "pod": pod_status.masked_pod(pod),
+        }
+
+    async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
+        """Watch the Pod until its ``Ready`` condition is True.
+
+        ``CreateError`` (with the exit code and the container's last log lines) when an init
+        container fails, a run container ends, or the Pod fails or is deleted meanwhile — the
+        Pod is left for inspection; ``WorkloadNotFound`` when it is (or goes) missing;
+        ``EngineTimeout`` after ``timeout``.
+        """
+        ready: list[WorkloadStatus] = []
+        failed: list[tuple[str, str, int | None]] = []
+
+        def check(pod: Mapping[str, Any]) -> bool:
+            if (pod.get("metadata") or {}).get("deletionTimestamp"):
+                raise CreateError(f"pod {name} is being deleted; it will not become ready")
+            if (failure := pod_status.startup_failure(pod)) is not None:
+                failed.append(failure)
+                return True
+            if pod_status.pod_ready(pod):
+                ready.append(pod_status.workload_status(pod))
+                return True
+            return False
+
+        def handle(event: PodEvent) -> bool:
+            if isinstance(event, Resync):
+                if not event.pods:
+                    raise WorkloadNotFound(
+                        f"no workload named {name!r} in namespace {self.namespace}",
+                        engine=ENGINE,
+                        status=404,
+                    )
+                return check(event.pods[0])
+            if event.type == "DELETED":
+                raise WorkloadNotFound(f"pod {name} was deleted", engine=ENGINE, status=404)
+            return check(event.pod)
+
+        follower = PodFollower(
+            self.api,
+            self.namespace,
+            label_selector=LABEL_WORKLOAD,
+            field_selector=f"metadata.name={name}",
+        )
+        deadline = anyio.current_time() + timeout
+        try:
+            with anyio.fail_after(timeout):
+                await follower.run(handle, poll=lambda: deadline - anyio.current_time())
+                if failed:
+                    raise await self._startup_error(name, *failed[0])
+        except TimeoutError:
+            raise EngineTimeout(
+                f"workload {name!r} was not ready within {timeout:g} s", engine=ENGINE
+            ) from None
+        return ready[0]
+
+    async def _startup_error(
+        self, name: str, what: str, container: str, exit_code: int | None
+    ) -> CreateError:
+        """The error for a Pod that will not start, with the end of the container's log."""
+        if not container:
+            return CreateError(f"{what}: {name!r}", exit_code=exit_code)
+        lines: collections.deque[str] = collections.deque(maxlen=20)
+        try:
+            async with self.api.log_lines(
+                self.namespace, name, container=container, follow=False
+            ) as stream:
+                async for line in stream:
+                    lines.append(line)
+        except EngineError:
+            pass  # best effort: the error is about the exit, not the logs
+        return CreateError(
+            f"{what}: {container} of {name!r}", exit_code=exit_code, logs="".join(lines)
+        )
+
+    def logs(
+        self, name: str, *, container: str | None = None, follow: bool = False
+    ) -> AsyncIterator[str]:
+        """The container's log lines (newline kept); ``follow`` streams until it ends."""
+        return self._logs(name, container, follow)
+
+    async def _logs(self, name: str, container: str | None, follow: bool) -> AsyncIterator[str]:
+        chosen = self._container(await self._pod(name), container)
+        async with self.api.log_lines(
+            self.namespace, name, container=chosen, follow=follow
+        ) as lines:
+            async for line in lines:
+                yield line
+
+    async def exec(
+        self, name: str, command: Sequence[str], *, container: str | None = None
+    ) -> ExecResult:
+        chosen = self._container(await self._pod(name), container)
+        exit_code, output = await self.api.exec(
+            self.namespace, name, container=chosen, command=builtins.list(command)
+        )
+        return ExecResult(exit_code=exit_code, output=output)
+
+    def _container(self, pod: Mapping[str, Any], container: str | None) -> str:
+        """``container`` if the Pod has it, else (None) the first run container."""
+        specs = builtins.list(pod_status.container_specs(pod))
+        if container is None:
+            return next(str(spec["name"]) for role, spec in specs if role == "run")
+        if any(spec["name"] == container for _, spec in specs):
+            return container
+        name = pod_status.workload_name(pod)
+        raise WorkloadNotFound(
+            f"workload {name!r} has no container {container!r}", engine=ENGINE, status=404
+        )
+
+    # --- drain -------------------------------------------------------------------------------
+
+    async def drain(
+        self, names: Sequence[str], *, grace_period_seconds: int | None, emit: Emit
+    ) -> builtins.list[DrainSummary]:
+        return await drain_pods(
+            self.api,
+            self.namespace,
+            names,
+            grace_period_seconds=grace_period_seconds,
+            emit=emit,
+            margin=self.watch_margin,
+        )
+
+    # --- apply -------------------------------------------------------------------------------
+
+    async def apply(self, plan: WorkloadPlan, *, emit: Emit | None = None) -> ApplyResult:
+        """Create; unchanged digest → no write at all; changed → drain (events), then create."""
+        namespace = plan.namespace or self.namespace
+        manifest = pod_manifest(plan, namespace=namespace)  # a PlanError before any call
+        replaced: DrainSummary | None = None
+        existing = await self._existing(plan.name, namespace)
+        decision = apply_decision(existing, plan)
+        if decision == "unchanged":
+            assert existing is not None
+            return ApplyResult(action="unchanged", status=pod_status.workload_status(existing))
+        if decision == "replace":
+            try:
+                [replaced] = await drain_pods(
+                    self.api,
+                    namespace,
+                    [plan.name],
+                    grace_period_seconds=None,
+                    emit=emit or _nothing,
+                    margin=self.watch_margin,
+                )
+            except WorkloadNotFound:
+                decision = "create"  # it went in the meantime
+            if replaced is not None and replaced.errors:
+                raise DrainError([replaced])
+        created = await self.api.create(namespace, manifest)
+        return ApplyResult(
+            action="created" if decision == "create" else "replaced",
+            status=pod_status.workload_status(created),
+            replaced=replaced,
+        )
+
+    async def _existing(self, name: str, namespace: str) -> dict[str, Any] | None:
+        try:
+            return await self.api.read(namespace, name)
+        except WorkloadNotFound:
+            return None

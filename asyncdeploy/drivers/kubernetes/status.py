@@ -1,0 +1,172 @@
+"""Pure readings of a live Pod (the JSON the API server sends): status values, readiness, masks.
+
+Container states use the container engines' words, so one vocabulary serves every driver:
+``running``, ``exited`` (terminated), ``restarting`` (waiting in CrashLoopBackOff) and
+``created`` (waiting for anything else, or no status yet). The Pod sandbox is not a container of
+the Pod API and is not listed.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal
+
+from asyncdeploy.drivers.base import (
+    LABEL_PLAN_DIGEST,
+    LABEL_WORKLOAD,
+    ContainerStatus,
+    WorkloadStatus,
+)
+from asyncdeploy.drivers.kubernetes.errors import ENGINE
+from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
+
+__all__ = [
+    "SECRET_NAME",
+    "container_specs",
+    "container_state",
+    "container_statuses",
+    "masked_pod",
+    "pod_ready",
+    "startup_failure",
+    "stop_signal",
+    "terminated",
+    "workload_name",
+    "workload_status",
+]
+
+SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH|PRIVATE", re.IGNORECASE)
+MASK = "****"
+Role = Literal["init", "run"]
+
+
+def workload_name(pod: Mapping[str, Any]) -> str:
+    metadata = pod.get("metadata") or {}
+    return str((metadata.get("labels") or {}).get(LABEL_WORKLOAD) or metadata.get("name", ""))
+
+
+def container_specs(pod: Mapping[str, Any]) -> Iterator[tuple[Role, dict[str, Any]]]:
+    """``(role, container spec)`` for the init containers, then the run containers."""
+    spec = pod.get("spec") or {}
+    for container in spec.get("initContainers") or []:
+        yield "init", container
+    for container in spec.get("containers") or []:
+        yield "run", container
+
+
+def container_statuses(pod: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The container status entries (init and run) by container name."""
+    status = pod.get("status") or {}
+    found = {}
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for entry in status.get(key) or []:
+            found[entry["name"]] = entry
+    return found
+
+
+def container_state(entry: Mapping[str, Any] | None) -> str:
+    """A container status entry in the engines' words (``created`` when there is none yet)."""
+    state = (entry or {}).get("state") or {}
+    if "running" in state:
+        return "running"
+    if "terminated" in state:
+        return "exited"
+    if (state.get("waiting") or {}).get("reason") == "CrashLoopBackOff":
+        return "restarting"
+    return "created"
+
+
+def terminated(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The ``state.terminated`` of a container status entry, if it has ended."""
+    state = (entry or {}).get("state") or {}
+    value = state.get("terminated")
+    return dict(value) if isinstance(value, Mapping) else None
+
+
+def stop_signal(container: Mapping[str, Any]) -> str:
+    """The signal the kubelet sends: ``lifecycle.stopSignal`` if the cluster kept it.
+
+    Without it the kubelet uses the image's STOPSIGNAL, which the API does not show: SIGTERM
+    is then the honest guess, and the usual one.
+    """
+    lifecycle = container.get("lifecycle") or {}
+    return str(lifecycle.get("stopSignal") or "SIGTERM")
+
+
+def _health(container: Mapping[str, Any], entry: Mapping[str, Any] | None) -> str | None:
+    if not any(container.get(p) for p in ("readinessProbe", "livenessProbe", "startupProbe")):
+        return None
+    if container_state(entry) != "running":
+        return None
+    assert entry is not None
+    if not entry.get("started"):
+        return "starting"
+    return "healthy" if entry.get("ready") else "unhealthy"
+
+
+def workload_status(pod: Mapping[str, Any]) -> WorkloadStatus:
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    statuses = container_statuses(pod)
+    containers = []
+    for role, container in container_specs(pod):
+        entry = statuses.get(container["name"])
+        ended = terminated(entry)
+        containers.append(
+            ContainerStatus(
+                name=container["name"],
+                role=role,
+                image=container.get("image", ""),
+                state=container_state(entry),
+                exit_code=None if ended is None else ended.get("exitCode"),
+                health=_health(container, entry),
+            )
+        )
+    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return WorkloadStatus(
+        name=workload_name(pod),
+        driver=ENGINE,
+        labels={k: v for k, v in labels.items() if not k.startswith("asyncdeploy.io/")},
+        grace_period_seconds=DEFAULT_GRACE_PERIOD_SECONDS if grace is None else int(grace),
+        plan_digest=(metadata.get("annotations") or {}).get(LABEL_PLAN_DIGEST),
+        containers=tuple(containers),
+    )
+
+
+def startup_failure(pod: Mapping[str, Any]) -> tuple[str, str, int | None] | None:
+    """Why the Pod will not become ready: ``(what, container, exit code)``, else None.
+
+    A failed init container (ended, or crash-looping, with a non-zero code), an ended run
+    container, or the Pod's phase ``Failed``.
+    """
+    statuses = container_statuses(pod)
+    for role, spec in container_specs(pod):
+        entry = statuses.get(spec["name"])
+        if role == "init":
+            ended = terminated(entry) or terminated({"state": (entry or {}).get("lastState")})
+            if ended is not None and ended.get("exitCode"):
+                return "init container failed", spec["name"], int(ended["exitCode"])
+        elif (ended := terminated(entry)) is not None:
+            code = ended.get("exitCode")
+            return "container exited", spec["name"], None if code is None else int(code)
+    if (pod.get("status") or {}).get("phase") == "Failed":
+        return "pod failed", "", None
+    return None
+
+
+def pod_ready(pod: Mapping[str, Any]) -> bool:
+    """The Pod's ``Ready`` condition is True: every container runs and passes its readiness."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def masked_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy for people: env values whose names look secret are masked, managedFields dropped."""
+    out = copy.deepcopy(dict(pod))
+    (out.get("metadata") or {}).pop("managedFields", None)
+    for _, container in container_specs(out):
+        for env in container.get("env") or []:
+            if "value" in env and SECRET_NAME.search(env.get("name", "")):
+                env["value"] = MASK
+    return out

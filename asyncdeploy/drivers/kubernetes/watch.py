@@ -1,0 +1,158 @@
+"""Following Pods through a watch that is resumed, never abandoned.
+
+:class:`PodFollower` hands every change of the matching Pods to a callback, in order:
+
+* it watches from a given ``resourceVersion`` (so nothing between a list and the watch is lost);
+* whenever a watch ends — the server's ``timeoutSeconds``, a ``410 Expired`` (an ``ERROR`` event
+  in a 200 stream, or a plain 410), a dropped connection, a 429 or 5xx (as an ``ERROR`` event or
+  an answer) — it lists the Pods afresh, hands the whole list over as a :class:`Resync` (so Pods
+  that vanished meanwhile are noticed), and watches again from that list's ``resourceVersion``;
+* those failures (but 410, the normal end of an old watch) are retried after a growing pause
+  and remembered in ``last_error``; any other error (401, 403, ...) is raised.
+
+It returns when the callback says it is done. It never gives up by itself: the caller bounds it
+with a deadline (a cancel scope), and asks for control back through ``poll`` (the number of
+seconds until it next wants a fresh list: the watch's ``timeoutSeconds``, rounded up, and a
+cancel scope that ends the watch on time).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import attrs
+
+from asyncdeploy.drivers.kubernetes.api import PodAPI
+from asyncdeploy.drivers.kubernetes.errors import status_error
+from asyncdeploy.errors import EngineAPIError, EngineError, EngineTimeout, EngineUnavailable
+
+__all__ = ["MAX_WATCH_SECONDS", "PodChange", "PodEvent", "PodFollower", "Resync"]
+
+MAX_WATCH_SECONDS = 300
+MIN_WATCH_SECONDS = 0.05
+_log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class PodChange:
+    """One watch event: ``ADDED``, ``MODIFIED`` or ``DELETED`` and the Pod as the server sent it."""
+
+    type: str
+    pod: dict[str, Any]
+
+
+@attrs.frozen
+class Resync:
+    """Every matching Pod, from a fresh list (the first look, or after a watch ended)."""
+
+    pods: list[dict[str, Any]]
+
+
+PodEvent = PodChange | Resync
+Handler = Callable[[PodEvent], bool]
+
+
+@attrs.define
+class PodFollower:
+    api: PodAPI
+    namespace: str
+    label_selector: str | None = None
+    field_selector: str | None = None
+    resyncs: int = attrs.field(default=0, init=False)
+    last_error: str | None = attrs.field(default=None, init=False)
+    _failures: int = attrs.field(default=0, init=False)
+    _done: bool = attrs.field(default=False, init=False)
+
+    async def run(
+        self,
+        handle: Handler,
+        *,
+        resource_version: str | None = None,
+        poll: Callable[[], float] = lambda: MAX_WATCH_SECONDS,
+    ) -> None:
+        """Feed ``handle`` until it returns True; start with a list unless given a version."""
+        version = resource_version
+        self._done = False
+        while True:
+            if version is None:
+                version = await self._resync(handle)
+                if version is None:
+                    return
+            await self._watch(handle, version, poll)
+            if self._done:
+                return
+            version = None  # whatever ended the watch, look again from a fresh list
+
+    async def _resync(self, handle: Handler) -> str | None:
+        """List afresh (retrying connection failures); None when ``handle`` is done."""
+        while True:
+            try:
+                listing = await self.api.list_pods(
+                    self.namespace,
+                    label_selector=self.label_selector,
+                    field_selector=self.field_selector,
+                )
+                break
+            except EngineError as exc:
+                if not _transient(exc):
+                    raise
+                await self._failed(exc)
+        self.resyncs += 1
+        if handle(Resync(list(listing.get("items") or []))):
+            self._done = True
+            return None
+        return str(listing["metadata"]["resourceVersion"])
+
+    async def _watch(self, handle: Handler, version: str, poll: Callable[[], float]) -> None:
+        wanted = min(max(poll(), MIN_WATCH_SECONDS), MAX_WATCH_SECONDS)
+        # timeoutSeconds is whole seconds: the cancel scope hands control back on time.
+        with anyio.move_on_after(wanted):
+            await self._stream(handle, version, math.ceil(wanted))
+
+    async def _stream(self, handle: Handler, version: str, seconds: int) -> None:
+        try:
+            async with self.api.watch(
+                self.namespace,
+                resource_version=version,
+                timeout_seconds=seconds,
+                label_selector=self.label_selector,
+                field_selector=self.field_selector,
+            ) as events:
+                async for event in events:
+                    kind = event.get("type")
+                    body = event.get("object") or {}
+                    if kind == "BOOKMARK":
+                        continue
+                    if kind == "ERROR":
+                        code = int(body.get("code") or 0)
+                        raise status_error(code, body, f"watch pods in {self.namespace}")
+                    self._failures = 0
+                    if handle(PodChange(str(kind), body)):
+                        self._done = True
+                        return
+        except EngineError as exc:
+            if not _transient(exc):
+                raise
+            if isinstance(exc, EngineAPIError) and exc.status == 410:
+                self.last_error = exc.message  # expired: the normal life of a watch
+                _log.debug("%s; listing afresh", exc.message)
+            else:
+                await self._failed(exc)
+
+    async def _failed(self, exc: EngineError) -> None:
+        self._failures += 1
+        self.last_error = exc.message
+        pause = min(0.1 * 2 ** (self._failures - 1), 2.0)
+        _log.debug("%s; retrying in %.1f s", exc.message, pause)
+        await anyio.sleep(pause)
+
+
+def _transient(exc: EngineError) -> bool:
+    """Worth a fresh list: a lost connection, a timeout, 410 Expired, 429 or a 5xx."""
+    if isinstance(exc, EngineUnavailable | EngineTimeout):
+        return True
+    return isinstance(exc, EngineAPIError) and (exc.status in (410, 429) or exc.status >= 500)

@@ -1,0 +1,802 @@
+"""An in-process kube-apiserver, scheduler and kubelet on aiohttp, for the driver's tests.
+
+It reproduces what the recordings in ``recordings/`` show a real kube-apiserver v1.36 doing (the
+server-side rules live in :mod:`fake_pods`, the node's in :mod:`fake_kubelet`;
+``test_fake_matches_recordings`` holds them to the recordings):
+
+* create: validation (422), quantity decoding (400), every server default, the stored object as
+  the answer (201); a duplicate name is 409 AlreadyExists;
+* a global ``resourceVersion`` counter, ``generation`` bumped by the first graceful delete;
+* DELETE: graceful for a bound Pod (``deletionTimestamp`` = the request's second + grace,
+  ``deletionGracePeriodSeconds``; a longer grace later is a no-op, a shorter one moves the
+  deadline), immediate for an unbound or finished Pod and for grace 0 (MODIFIED with dGP 0, then
+  DELETED); ``preconditions.uid`` mismatch → 409 Conflict; the collection delete answers the
+  matched Pods as they were *before*; 405 when the collection verb is switched off;
+* watches: chunked JSON lines; from a ``resourceVersion``: the events since then, then live ones;
+  without one: synthetic ADDED; a compacted version: one ``ERROR`` 410 event, then the end;
+  ``timeoutSeconds`` ends the stream cleanly (after a BOOKMARK when bookmarks were asked for);
+* a scheduler that binds each Pod (``nodeName``, ``PodScheduled``), and a kubelet that starts
+  its containers (init containers run to completion first) and, on deletion, runs each
+  container's preStop time, "sends SIGTERM" and lets the container exit as its
+  :class:`ContainerScript` says — or kills it with 137 at the deadline — then reports the
+  terminal phase and makes the final delete (MODIFIED with dGP 0, then DELETED);
+* logs (``follow`` too) and exec over a ``v4.channel.k8s.io`` websocket;
+* bearer-token auth (401), injected failures (403, 5xx, delays), dropped or expired watches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Self
+
+import anyio
+import attrs
+import fake_kubelet as kubelet
+import fake_pods as k8s
+from aiohttp import web
+from fake_kubelet import ContainerScript
+
+NODE = "fake-node-1"
+NAMESPACE = "asyncdeploy-test"  # where the driver tests work
+TOKEN = "fake-token"
+_POD = re.compile(r"/api/v1/namespaces/([^/]+)/pods(?:/([^/]+))?(?:/(log|exec))?")
+
+
+@attrs.define
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any = None
+
+    @property
+    def writes(self) -> bool:
+        return self.method in ("POST", "PUT", "PATCH", "DELETE")
+
+
+@attrs.define
+class _Injected:
+    method: str
+    path: re.Pattern[str]
+    status: int | None
+    times: int
+    delay: float
+    watch: bool | None
+
+
+@attrs.define(eq=False)
+class _Watcher:
+    namespace: str
+    match: Callable[[dict[str, Any]], bool]
+    queue: asyncio.Queue[Any] = attrs.Factory(asyncio.Queue)
+
+
+_CLOSE, _ABORT = object(), object()
+_BODY: web.RequestKey[Any] = web.RequestKey("body", object)
+
+
+class FakeApiServer:
+    """``async with FakeApiServer() as fake:`` — then point a kubeconfig at ``fake.url``."""
+
+    def __init__(self, *, namespaces: Sequence[str] = ("default",)) -> None:
+        self.namespaces = set(namespaces)
+        self.accounts: set[tuple[str, str]] = set()
+        self.scripts: dict[str, ContainerScript] = {}
+        self.schedule = True
+        self.dead_nodes: set[str] = set()  # bound there, a Pod never runs nor finishes deleting
+        self.start_delay = 0.02
+        self.final_delay = 0.05
+        self.allow_collection_delete = True
+        self.exec_handler: Callable[[dict[str, Any], str, list[str]], tuple[str, str, int]] = (
+            _default_exec
+        )
+        self.requests: list[Recorded] = []
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.events: list[tuple[int, str, dict[str, Any]]] = []
+        self.resource_version = 100
+        self.oldest_version = 1
+        self._nodes: dict[tuple[str, str], kubelet.Node] = {}
+        self._watchers: set[_Watcher] = set()
+        self._injected: list[_Injected] = []
+        self._stack = AsyncExitStack()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # --- life cycle ------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        self._tg = await self._stack.enter_async_context(anyio.create_task_group())
+        app = web.Application(middlewares=[self._middleware])
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        for watcher in list(self._watchers):
+            watcher.queue.put_nowait(_CLOSE)
+        for node in self._nodes.values():
+            node.gone.set()
+            node.log_changed.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        self._tg.cancel_scope.cancel()
+        await self._stack.aclose()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kubeconfig(self, path: Path, *, namespace: str = "default", token: str = TOKEN) -> Path:
+        path.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+                    "users": [{"name": "fake", "user": {"token": token}}],
+                    "contexts": [
+                        {
+                            "name": "fake",
+                            "context": {"cluster": "fake", "user": "fake", "namespace": namespace},
+                        }
+                    ],
+                    "current-context": "fake",
+                }
+            )
+        )
+        return path
+
+    # --- test controls ---------------------------------------------------------------------
+
+    def inject(
+        self,
+        method: str,
+        path: str,
+        status: int | None,
+        *,
+        times: int = 1,
+        delay: float = 0.0,
+        watch: bool | None = None,
+    ) -> None:
+        """Answer the next ``times`` matching requests with ``status`` (after ``delay``).
+
+        ``watch``: only watches (True) or only other requests (False) match.
+        """
+        self._injected.append(_Injected(method, re.compile(path), status, times, delay, watch))
+
+    def calls(self, *, writes_only: bool = False) -> list[str]:
+        return [f"{r.method} {r.path}" for r in self.requests if r.writes or not writes_only]
+
+    def expire_watches(self) -> None:
+        """Every open watch gets ``ERROR`` 410 and ends; older versions count as compacted."""
+        self.oldest_version = self.resource_version
+        for watcher in list(self._watchers):
+            watcher.queue.put_nowait(k8s.expired("0", self.oldest_version))
+
+    def drop_watches(self) -> None:
+        """Every open watch's connection is cut mid-stream."""
+        for watcher in list(self._watchers):
+            watcher.queue.put_nowait(_ABORT)
+
+    def open_watches(self) -> int:
+        return len(self._watchers)
+
+    def script(self, container: dict[str, Any]) -> ContainerScript:
+        """The container's script: set by the test, else read from a ``trap ... TERM`` shell."""
+        if container["name"] in self.scripts:
+            return self.scripts[container["name"]]
+        return kubelet.script_from_command(container.get("command") or [])
+
+    def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a Pod directly (as another client would)."""
+        return self._create(namespace, body, "kubectl-create")
+
+    # --- HTTP ------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _middleware(
+        self,
+        request: web.Request,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        text = await request.text() if request.can_read_body else ""
+        body = json.loads(text, parse_float=str) if text.strip() else None
+        self.requests.append(Recorded(request.method, request.path, dict(request.query), body))
+        request[_BODY] = body
+        try:
+            if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+                raise k8s.unauthorized()
+            watching = _truthy(request.query.get("watch"))
+            for rule in self._injected:
+                if (
+                    rule.times
+                    and rule.method == request.method
+                    and rule.path.fullmatch(request.path)
+                    and rule.watch in (None, watching)
+                ):
+                    rule.times -= 1
+                    await asyncio.sleep(rule.delay)
+                    if rule.status is not None:
+                        raise _canned(rule.status, request)
+                    break
+            return await handler(request)
+        except k8s.APIError as exc:
+            return web.json_response(exc.body, status=exc.status)
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        method, path = request.method, request.path
+        if path in ("/version", "/version/") and method == "GET":
+            return web.json_response(
+                {"major": "1", "minor": "36", "gitVersion": "v1.36.2", "platform": "linux/amd64"}
+            )
+        if path.startswith("/api/v1/namespaces") and not _POD.fullmatch(path):
+            return self._namespaces(method, path, request[_BODY])
+        match = _POD.fullmatch(path)
+        if match is None:
+            raise k8s.APIError(
+                k8s.status_body(
+                    404, "NotFound", "the server could not find the requested resource", {}
+                )
+            )
+        namespace, name, sub = match[1], match[2], match[3]
+        query = request.query
+        if name is None:
+            if method == "GET" and _truthy(query.get("watch")):
+                return await _watch(self, request, namespace)
+            if method == "GET":
+                return web.json_response(self._list(namespace, query))
+            if method == "POST":
+                warnings: list[str] = []
+                created = self._create(namespace, request[_BODY] or {}, _manager(request), warnings)
+                answer = web.json_response(created, status=201)
+                for warning in warnings:
+                    answer.headers.add("Warning", warning)
+                return answer
+            if method == "DELETE":
+                return web.json_response(self._delete_collection(namespace, query, request[_BODY]))
+        elif sub == "log" and method == "GET":
+            return await _logs(self, request, namespace, name)
+        elif sub == "exec" and method in ("GET", "POST"):
+            return await _exec(self, request, namespace, name)
+        elif sub is None and method == "GET":
+            return web.json_response(self._get(namespace, name))
+        elif sub is None and method == "DELETE":
+            return web.json_response(self._delete(namespace, name, query, request[_BODY]))
+        raise k8s.method_not_allowed()
+
+    def _namespaces(self, method: str, path: str, body: Any) -> web.StreamResponse:
+        """Just enough of namespaces and service accounts for ``test_real_cluster``'s set-up:
+        a new namespace gets its ``default`` account at once (kube-controller-manager's job)."""
+        parts = path.strip("/").split("/")[3:]  # after api/v1/namespaces
+        if method == "POST" and not parts:
+            self.namespaces.add(body["metadata"]["name"])
+            self.accounts.add((body["metadata"]["name"], "default"))
+            return web.json_response({"kind": "Namespace", **body}, status=201)
+        if method == "DELETE" and len(parts) == 1:
+            for key in [k for k in self.pods if k[0] == parts[0]]:
+                self._delete_pod(key, 0)
+            self.namespaces.discard(parts[0])
+            return web.json_response({"kind": "Namespace", "metadata": {"name": parts[0]}})
+        if len(parts) >= 2 and parts[1] == "serviceaccounts":
+            if method == "POST":
+                self.accounts.add((parts[0], body["metadata"]["name"]))
+                return web.json_response({"kind": "ServiceAccount", **body}, status=201)
+            if (parts[0], parts[-1]) not in self.accounts:
+                raise k8s.not_found(parts[-1], "serviceaccounts")
+            return web.json_response({"kind": "ServiceAccount", "metadata": {"name": parts[-1]}})
+        raise k8s.method_not_allowed()
+
+    # --- the store -------------------------------------------------------------------------
+
+    def _write(self, key: tuple[str, str], pod: dict[str, Any], kind: str) -> dict[str, Any]:
+        self.resource_version += 1
+        pod["metadata"]["resourceVersion"] = str(self.resource_version)
+        if kind == "DELETED":
+            self.pods.pop(key, None)
+            node = self._nodes.pop(key, None)
+            if node is not None:
+                node.gone.set()
+                node.log_changed.set()
+        else:
+            self.pods[key] = pod
+        snapshot = copy.deepcopy(pod)
+        self.events.append((self.resource_version, kind, snapshot))
+        for watcher in list(self._watchers):
+            if watcher.namespace == key[0] and watcher.match(snapshot):
+                watcher.queue.put_nowait((self.resource_version, kind, snapshot))
+        return copy.deepcopy(pod)
+
+    def _get(self, namespace: str, name: str) -> dict[str, Any]:
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            raise k8s.not_found(name)
+        return copy.deepcopy(pod)
+
+    def _list(self, namespace: str, query: Any) -> dict[str, Any]:
+        labels = k8s.label_matcher(query.get("labelSelector"))
+        fields = k8s.field_matcher(query.get("fieldSelector"))
+        items = []
+        for (ns, _), pod in sorted(self.pods.items()):
+            if ns == namespace and labels(pod) and fields(pod):
+                item = copy.deepcopy(pod)
+                item.pop("kind"), item.pop("apiVersion")
+                items.append(item)
+        return {
+            "kind": "PodList",
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": str(self.resource_version)},
+            "items": items,
+        }
+
+    def _create(
+        self,
+        namespace: str,
+        body: dict[str, Any],
+        manager: str,
+        warnings: list[str] | None = None,
+    ) -> dict[str, Any]:
+        if namespace not in self.namespaces:
+            raise k8s.not_found(namespace, "namespaces")
+        sent_ns = (body.get("metadata") or {}).get("namespace")
+        if sent_ns not in (None, namespace):
+            raise k8s.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the "
+                "request"
+            )
+        pod = k8s.defaulted_pod(
+            body, namespace=namespace, manager=manager, now=datetime.now(UTC), warnings=warnings
+        )
+        key = (namespace, pod["metadata"]["name"])
+        if key in self.pods:
+            raise k8s.already_exists(key[1])
+        created = self._write(key, pod, "ADDED")
+        node = kubelet.Node(key=key, uid=pod["metadata"]["uid"])
+        self._nodes[key] = node
+        if self.schedule and not pod["spec"].get("nodeName"):
+            self._tg.start_soon(self._bind_and_run, node)
+        elif pod["spec"].get("nodeName") not in (None, *self.dead_nodes):
+            self._tg.start_soon(self._run, node)
+        return created
+
+    def _delete(
+        self, namespace: str, name: str, query: Any, body: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            raise k8s.not_found(name)
+        options = body or {}
+        wanted_uid = (options.get("preconditions") or {}).get("uid")
+        if wanted_uid and wanted_uid != pod["metadata"]["uid"]:
+            raise k8s.uid_conflict(name, wanted_uid, pod["metadata"]["uid"])
+        grace = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+        return self._delete_pod((namespace, name), None if grace is None else int(grace))
+
+    def _delete_pod(self, key: tuple[str, str], grace: int | None) -> dict[str, Any]:
+        pod = copy.deepcopy(self.pods[key])
+        metadata = pod["metadata"]
+        if grace is None:
+            grace = int(pod["spec"].get("terminationGracePeriodSeconds", 30))
+        grace = 1 if grace < 0 else grace
+        node = self._nodes.get(key)
+        now = k8s.truncated_now()
+        unbound = not pod["spec"].get("nodeName")
+        finished = pod["status"].get("phase") in ("Succeeded", "Failed")
+        if grace == 0 or unbound or finished or node is None:
+            if metadata.get("deletionTimestamp") is None:
+                metadata["generation"] += 1
+            metadata["deletionTimestamp"] = k8s.rfc3339(now)
+            metadata["deletionGracePeriodSeconds"] = 0
+            answer = self._write(key, pod, "MODIFIED")
+            self._write(key, copy.deepcopy(pod), "DELETED")
+            if node is not None:
+                node.stopping.set()
+            return answer
+        change = k8s.graceful_deletion(metadata, grace, now)
+        if change is None:
+            return pod  # nothing written: the current object, its resourceVersion unchanged
+        first = metadata.get("deletionTimestamp") is None
+        metadata["deletionTimestamp"], metadata["deletionGracePeriodSeconds"] = change
+        if first:
+            metadata["generation"] += 1
+            node.stop_at, node.grace = anyio.current_time(), grace
+        answer = self._write(key, _metadata_first(pod), "MODIFIED")
+        node.stopping.set()  # the kubelet keeps its first deadline, as observed (03a, 03h)
+        return answer
+
+    def _delete_collection(
+        self, namespace: str, query: Any, body: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        if not self.allow_collection_delete:
+            raise k8s.method_not_allowed()
+        listing = self._list(namespace, query)
+        options = body or {}
+        grace = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+        wanted_uid = (options.get("preconditions") or {}).get("uid")
+        for item in listing["items"]:  # one by one: not atomic (04c)
+            name = item["metadata"]["name"]
+            if wanted_uid and wanted_uid != item["metadata"]["uid"]:
+                raise k8s.uid_conflict(name, wanted_uid, item["metadata"]["uid"])
+            self._delete_pod((namespace, name), None if grace is None else int(grace))
+        return listing
+
+    # --- the scheduler and the kubelet -----------------------------------------------------
+
+    def _update(self, node: kubelet.Node, change: Callable[[dict[str, Any]], None]) -> None:
+        pod = self.pods.get(node.key)
+        if pod is None or pod["metadata"]["uid"] != node.uid:
+            return
+        pod = copy.deepcopy(pod)
+        change(pod)
+        self._write(node.key, pod, "MODIFIED")
+
+    async def _bind_and_run(self, node: kubelet.Node) -> None:
+        await anyio.sleep(self.start_delay / 2)
+
+        def bind(pod: dict[str, Any]) -> None:
+            pod["spec"]["nodeName"] = NODE
+            pod["spec"] = k8s.ordered(pod["spec"], k8s.SPEC_ORDER)
+            pod["status"]["conditions"] = [kubelet.condition("PodScheduled", True)]
+
+        self._update(node, bind)
+        await self._run(node)
+
+    async def _run(self, node: kubelet.Node) -> None:
+        await anyio.sleep(self.start_delay)
+        if not node.stopping.is_set():
+            self._update(node, lambda pod: kubelet.start_status(pod, False, self.script))
+            await anyio.sleep(self.start_delay)
+        if not node.stopping.is_set():
+            node.started = True
+            pod = self.pods.get(node.key) or {}
+            for _, container in kubelet.containers(pod):
+                script = self.script(container)
+                for line in script.logs:
+                    node.log(container["name"], line)
+            self._update(node, lambda pod: kubelet.start_status(pod, True, self.script))
+            node.poke()
+            async with anyio.create_task_group() as tg:
+                for _, container in kubelet.containers(pod):
+                    script = self.script(container)
+                    if container.get("readinessProbe") and script.ready_after > 0:
+                        tg.start_soon(
+                            self._ready_later, node, container["name"], script.ready_after
+                        )
+                await node.stopping.wait()
+                tg.cancel_scope.cancel()
+        else:
+            await node.stopping.wait()
+        if node.gone.is_set():
+            return  # removed at once (grace 0): the node stops it out of sight
+        async with anyio.create_task_group() as tg:
+            for _, container in kubelet.containers(self.pods.get(node.key) or {}):
+                tg.start_soon(self._stop, node, container)
+        await anyio.sleep(self.final_delay)
+        current = self.pods.get(node.key)
+        if current is None or current["metadata"]["uid"] != node.uid:
+            return
+        final = copy.deepcopy(current)
+        final["metadata"]["deletionTimestamp"] = k8s.rfc3339(k8s.truncated_now())
+        final["metadata"]["deletionGracePeriodSeconds"] = 0
+        self._write(node.key, final, "MODIFIED")
+        self._write(node.key, copy.deepcopy(final), "DELETED")
+
+    async def _ready_later(self, node: kubelet.Node, name: str, delay: float) -> None:
+        await anyio.sleep(delay)
+
+        def ready(pod: dict[str, Any]) -> None:
+            for entry in pod["status"].get("containerStatuses") or []:
+                if entry["name"] == name:
+                    entry["ready"] = True
+            kubelet.set_ready_conditions(pod)
+
+        self._update(node, ready)
+
+    async def _stop(self, node: kubelet.Node, container: dict[str, Any]) -> None:
+        name = container["name"]
+        entry = kubelet.status_entry(self.pods.get(node.key) or {}, name)
+        if entry is None or "running" not in (entry.get("state") or {}):
+            return
+        script = self.script(container)
+        kill_at = node.stop_at + node.grace
+        if (container.get("lifecycle") or {}).get("preStop"):
+            await anyio.sleep(max(0.0, min(script.prestop, kill_at - anyio.current_time())))
+        if anyio.current_time() < kill_at:
+            node.log(name, "got TERM")
+        exit_at = anyio.current_time() + script.drain
+        if script.ignore_term or exit_at >= kill_at:
+            await anyio.sleep(max(0.0, kill_at - anyio.current_time()))
+            code = 137
+        else:
+            await anyio.sleep(script.drain)
+            code = script.exit_code
+            node.log(name, f"exiting {code}")
+        self._update(node, lambda pod: kubelet.terminate(pod, name, code))
+        node.poke()
+
+
+# --- the watch, logs and exec handlers -------------------------------------------------------
+
+
+async def _write_line(response: web.StreamResponse, data: dict[str, Any]) -> None:
+    await response.write(json.dumps(data, separators=(",", ":")).encode() + b"\n")
+
+
+def _without_kind(pod: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in pod.items() if k not in ("kind", "apiVersion")}
+
+
+async def _watch(server: FakeApiServer, request: web.Request, namespace: str) -> web.StreamResponse:
+    query = request.query
+    labels = k8s.label_matcher(query.get("labelSelector"))
+    fields = k8s.field_matcher(query.get("fieldSelector"))
+    version = query.get("resourceVersion", "")
+    if version not in ("", "0") and not version.isdigit():
+        raise k8s.APIError(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": f'resourceVersion: Invalid value: "{version}": strconv.ParseUint: '
+                f'parsing "{version}": invalid syntax',
+                "code": 500,
+            }
+        )
+    bookmarks = _truthy(query.get("allowWatchBookmarks"))
+    timeout = float(query.get("timeoutSeconds", "1800"))
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    watcher = _Watcher(namespace, lambda pod: labels(pod) and fields(pod))
+    server._watchers.add(watcher)
+    try:
+        sent = server.resource_version
+        if version in ("", "0"):  # synthetic ADDED for what exists (05e, etcd 3.6)
+            for (ns, _), pod in sorted(server.pods.items()):
+                if ns == namespace and watcher.match(pod):
+                    await _write_line(response, {"type": "ADDED", "object": pod})
+            if bookmarks:
+                await _write_line(response, _bookmark(server, initial_events_end=True))
+        elif int(version) < server.oldest_version:
+            await _write_line(
+                response, {"type": "ERROR", "object": k8s.expired(version, server.oldest_version)}
+            )
+            return response
+        else:
+            for rv, kind, pod in list(server.events):
+                if (
+                    rv > int(version)
+                    and pod["metadata"]["namespace"] == namespace
+                    and watcher.match(pod)
+                ):
+                    await _write_line(response, {"type": kind, "object": pod})
+        end = anyio.current_time() + timeout
+        bookmark_at = end - min(2.0, timeout / 2) if bookmarks else None
+        while True:
+            wait_until = end if bookmark_at is None else min(end, bookmark_at)
+            try:
+                item = await asyncio.wait_for(
+                    watcher.queue.get(), max(0.0, wait_until - anyio.current_time())
+                )
+            except TimeoutError:
+                if bookmark_at is not None and anyio.current_time() < end:
+                    bookmark_at = None
+                    await _write_line(response, _bookmark(server))
+                    continue
+                break
+            if item is _CLOSE:
+                break
+            if item is _ABORT:
+                assert request.transport is not None
+                request.transport.abort()
+                return response
+            if isinstance(item, dict):  # an expiry Status
+                await _write_line(response, {"type": "ERROR", "object": item})
+                break
+            rv, kind, pod = item
+            if rv > sent:
+                await _write_line(response, {"type": kind, "object": pod})
+        await response.write_eof()
+    finally:
+        server._watchers.discard(watcher)
+    return response
+
+
+def _bookmark(server: FakeApiServer, *, initial_events_end: bool = False) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"resourceVersion": str(server.resource_version)}
+    if initial_events_end:
+        metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
+    return {
+        "type": "BOOKMARK",
+        "object": {
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "metadata": metadata,
+            "spec": {"containers": None},
+            "status": {},
+        },
+    }
+
+
+async def _logs(
+    server: FakeApiServer, request: web.Request, namespace: str, name: str
+) -> web.StreamResponse:
+    pod = server._get(namespace, name)
+    node = server._nodes.get((namespace, name))
+    runs = [c["name"] for c in pod["spec"]["containers"]]
+    inits = [c["name"] for c in pod["spec"].get("initContainers") or []]
+    container = request.query.get("container")
+    if container is None:
+        if len(runs) != 1:
+            extra = f" or one of the init containers: [{' '.join(inits)}]" if inits else ""
+            raise k8s.bad_request(
+                f"a container name must be specified for pod {name}, "
+                f"choose one of: [{' '.join(runs)}]{extra}"
+            )
+        container = runs[0]
+    if container not in runs + inits:
+        raise k8s.bad_request(f"container {container} is not valid for pod {name}")
+    entry = kubelet.status_entry(pod, container)
+    if entry is None or "waiting" in (entry.get("state") or {}):
+        raise k8s.bad_request(
+            f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
+        )
+    follow = _truthy(request.query.get("follow"))
+    response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+    await response.prepare(request)
+    sent = 0
+    while True:
+        changed = node.log_changed if node is not None else None
+        lines = node.logs.get(container, []) if node is not None else []
+        for line in lines[sent:]:
+            await response.write(line.encode() + b"\n")
+        sent = len(lines)
+        current = server.pods.get((namespace, name))
+        entry = kubelet.status_entry(current or {}, container)
+        ended = entry is None or "terminated" in (entry.get("state") or {})
+        if not follow or changed is None or ended or node is None or node.gone.is_set():
+            break
+        await changed.wait()
+    await response.write_eof()
+    return response
+
+
+async def _exec(
+    server: FakeApiServer, request: web.Request, namespace: str, name: str
+) -> web.StreamResponse:
+    pod = server._get(namespace, name)
+    names = [c["name"] for _, c in kubelet.containers(pod)]
+    container = request.query.get("container") or pod["spec"]["containers"][0]["name"]
+    if container not in names:
+        raise k8s.bad_request(f"container {container} is not valid for pod {name}")
+    entry = kubelet.status_entry(pod, container)
+    if entry is None or "running" not in (entry.get("state") or {}):
+        raise k8s.bad_request(f"container {container} is not running")
+    command = request.query.getall("command", [])
+    socket = web.WebSocketResponse(protocols=("v4.channel.k8s.io",))
+    await socket.prepare(request)
+    stdout, stderr, code = server.exec_handler(pod, container, list(command))
+    if stdout:
+        await socket.send_bytes(b"\x01" + stdout.encode())
+    if stderr:
+        await socket.send_bytes(b"\x02" + stderr.encode())
+    status: dict[str, Any] = {"metadata": {}, "status": "Success"}
+    if code != 0:
+        status = {
+            "metadata": {},
+            "status": "Failure",
+            "message": f"command terminated with non-zero exit code: error executing command "
+            f"{command}, exit code {code}",
+            "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+        }
+    await socket.send_bytes(b"\x03" + json.dumps(status).encode())
+    await socket.close()
+    return socket
+
+
+def _default_exec(pod: dict[str, Any], container: str, command: list[str]) -> tuple[str, str, int]:
+    """``echo ARGS`` prints; ``sh -c 'exit N'`` exits N; ``sh -c 'echo X >&2'`` writes stderr."""
+    if command[:1] == ["echo"]:
+        return " ".join(command[1:]) + "\n", "", 0
+    if command[:2] == ["sh", "-c"] and len(command) == 3:
+        if m := re.fullmatch(r"exit (\d+)", command[2]):
+            return "", "", int(m[1])
+        if m := re.fullmatch(r"echo (.*) >&2", command[2]):
+            return "", m[1] + "\n", 0
+    return "", "", 0
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").lower() in ("1", "t", "true")
+
+
+def _manager(request: web.Request) -> str:
+    """The field manager a write without ``fieldManager`` gets: the User-Agent's product."""
+    return request.headers.get("User-Agent", "unknown").split("/", 1)[0]
+
+
+def _canned(status: int, request: web.Request) -> k8s.APIError:
+    """A realistic Status body for an injected failure."""
+    match = _POD.fullmatch(request.path)
+    namespace = match[1] if match else "default"
+    name = (match[2] if match else None) or ""
+    if status == 403:
+        verb = {"GET": "get", "POST": "create", "DELETE": "delete"}.get(request.method, "patch")
+        if not name:
+            verb = {"get": "list", "delete": "deletecollection"}.get(verb, verb)
+        return k8s.forbidden(verb, name, namespace)
+    if status == 404:
+        return k8s.not_found(name or "x")
+    if status == 405:
+        return k8s.method_not_allowed()
+    if status == 409:
+        return k8s.already_exists(name or "x")
+    if status == 410:
+        return k8s.APIError(
+            k8s.status_body(410, "Expired", "The resourceVersion for the provided list is too old.")
+        )
+    if status == 422:
+        return k8s.invalid(
+            name or "x",
+            [
+                {
+                    "reason": "FieldValueForbidden",
+                    "message": "Forbidden: pod updates may not change fields other than "
+                    "`spec.containers[*].image`",
+                    "field": "spec",
+                }
+            ],
+        )
+    return k8s.APIError(
+        k8s.status_body(status, "InternalError", f"Internal error occurred: injected {status}")
+    )
+
+
+_METADATA_ORDER = [
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "finalizers",
+    "managedFields",
+]
+
+
+def _metadata_first(pod: dict[str, Any]) -> dict[str, Any]:
+    pod["metadata"] = k8s.ordered(pod["metadata"], _METADATA_ORDER)
+    return pod
+
+
+async def _serve(kubeconfig: Path) -> None:
+    """Run the fake until interrupted, with a kubeconfig for it (to try a real-cluster suite)."""
+    async with FakeApiServer() as fake:
+        fake.kubeconfig(kubeconfig)
+        print(f"fake kube-apiserver at {fake.url}; kubeconfig: {kubeconfig}", flush=True)  # noqa: T201
+        await anyio.sleep_forever()
+
+
+if __name__ == "__main__":
+    import sys
+
+    anyio.run(_serve, Path(sys.argv[1]))

@@ -1,0 +1,701 @@
+"""The Kubernetes driver against the fake API server: requests, watches, events, errors.
+
+The fake answers as the recorded kube-apiserver did (``test_fake_matches_recordings``); these
+tests check what the driver asks and does with the answers, down to the exact API calls.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import k8s_contract
+import pytest
+from fake_apiserver import NAMESPACE, FakeApiServer
+from fake_kubelet import ContainerScript
+
+from asyncdeploy import (
+    Checks,
+    Container,
+    ContainerExited,
+    ContainerForceKilled,
+    ContainerRemoved,
+    CreateError,
+    DrainEvent,
+    DrainFinished,
+    DrainStarted,
+    EngineAPIError,
+    EngineTimeout,
+    EngineUnavailable,
+    HTTPGet,
+    PauseRemoved,
+    Probe,
+    SignalSent,
+    WorkloadConflict,
+    WorkloadNotFound,
+    WorkloadPlan,
+    open_deployer,
+)
+from asyncdeploy.drivers import connect_driver
+from asyncdeploy.drivers.kubernetes import KubernetesDriver
+
+pytestmark = pytest.mark.anyio
+PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
+
+
+def plan(name: str = "demo", *, grace: int = 5, **container: Any) -> WorkloadPlan:
+    container.setdefault("image", "busybox:1.36")
+    return WorkloadPlan(
+        name=name,
+        termination_grace_period_seconds=grace,
+        containers=[Container(name=container.pop("container", "server"), **container)],
+    )
+
+
+async def running(driver: KubernetesDriver, wanted: WorkloadPlan) -> None:
+    await driver.apply(wanted)
+    await driver.wait_ready(wanted.name, timeout=5)
+
+
+async def drained(
+    driver: KubernetesDriver, names: list[str], grace: int | None = None
+) -> tuple[list[DrainEvent], list[Any]]:
+    events: list[DrainEvent] = []
+    summaries = await driver.drain(names, grace_period_seconds=grace, emit=events.append)
+    return events, summaries
+
+
+# --- the shared contract, on the fake ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("check", k8s_contract.CHECKS, ids=lambda c: c.__name__)
+async def test_contract(
+    driver: KubernetesDriver, check: Callable[[k8s_contract.Env], Awaitable[None]]
+) -> None:
+    await check(k8s_contract.Env(driver, image="busybox:1.36", ready_timeout=5))
+
+
+# --- connecting -------------------------------------------------------------------------------
+
+
+async def test_connect_pings_and_takes_the_namespace_from_the_context(
+    driver: KubernetesDriver,
+) -> None:
+    info = await driver.ping()
+    assert (info.driver, info.version, info.api_version) == ("kubernetes", "v1.36.2", "v1")
+    assert driver.namespace == NAMESPACE
+
+
+async def test_connect_reads_kubeconfig_from_the_environment(
+    kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    opened = await connect_driver("kubernetes", namespace="other")
+    try:
+        assert isinstance(opened, KubernetesDriver)
+        assert opened.namespace == "other"
+    finally:
+        await opened.aclose()
+
+
+async def test_nothing_configured_is_engine_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(EngineUnavailable, match="no kubeconfig"):
+        await KubernetesDriver.connect()
+    with pytest.raises(EngineUnavailable, match="does not exist"):
+        await KubernetesDriver.connect(kubeconfig=str(tmp_path / "missing"))
+    (tmp_path / "broken").write_text("clusters: [")
+    with pytest.raises(EngineUnavailable, match="read kubeconfig"):
+        await KubernetesDriver.connect(kubeconfig=str(tmp_path / "broken"))
+
+
+async def test_the_context_argument_picks_the_context_and_its_namespace(
+    fake: FakeApiServer, tmp_path: Path
+) -> None:
+    path = fake.kubeconfig(tmp_path / "kubeconfig", namespace="ns-a")
+    config = json.loads(path.read_text())
+    second = {"cluster": "fake", "user": "fake", "namespace": "ns-b"}
+    config["contexts"].append({"name": "second", "context": second})
+    path.write_text(json.dumps(config))
+    opened = await KubernetesDriver.connect(kubeconfig=str(path), context="second")
+    await opened.aclose()
+    assert opened.namespace == "ns-b"
+    with pytest.raises(EngineUnavailable, match="read kubeconfig"):
+        await KubernetesDriver.connect(kubeconfig=str(path), context="third")
+
+
+async def test_in_cluster_without_a_service_account_is_engine_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    with pytest.raises(EngineUnavailable, match="in-cluster service account"):
+        await KubernetesDriver.connect()
+
+
+async def test_an_unreachable_or_refusing_server_is_engine_unavailable(
+    fake: FakeApiServer, tmp_path: Path
+) -> None:
+    wrong_token = fake.kubeconfig(tmp_path / "wrong", token="nope")
+    with pytest.raises(EngineUnavailable, match="Unauthorized"):
+        await KubernetesDriver.connect(kubeconfig=str(wrong_token))
+    fake.kubeconfig(tmp_path / "closed")
+    config = (tmp_path / "closed").read_text().replace(str(fake.port), "9")  # discard port
+    (tmp_path / "closed").write_text(config)
+    with pytest.raises(EngineUnavailable, match="no Kubernetes API server answers"):
+        await KubernetesDriver.connect(kubeconfig=str(tmp_path / "closed"))
+
+
+# --- apply ------------------------------------------------------------------------------------
+
+
+async def test_one_create_makes_exactly_a_get_and_a_post(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    fake.requests.clear()
+    result = await driver.apply(plan())
+    assert result.action == "created"
+    assert fake.calls() == [f"GET {PODS}/demo", f"POST {PODS}"]
+    sent = fake.requests[-1].body
+    assert (
+        sent["metadata"]["annotations"]["asyncdeploy.io/plan-digest"] == result.status.plan_digest
+    )
+
+
+async def test_reapplying_an_unchanged_plan_makes_zero_writes(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """The proof: after the first apply, the second one sends one GET and nothing else."""
+    await running(driver, plan())
+    version = fake.pods[(NAMESPACE, "demo")]["metadata"]["resourceVersion"]
+    fake.requests.clear()
+    again = await driver.apply(plan())
+    assert again.action == "unchanged"
+    assert fake.calls() == [f"GET {PODS}/demo"]
+    assert fake.calls(writes_only=True) == []
+    assert fake.pods[(NAMESPACE, "demo")]["metadata"]["resourceVersion"] == version
+
+
+@pytest.mark.parametrize(
+    "change", [{"grace": 7}, {"image": "busybox:1.37"}], ids=["grace", "image"]
+)
+async def test_a_changed_plan_drains_the_old_pod_then_creates(
+    driver: KubernetesDriver, fake: FakeApiServer, change: dict[str, Any]
+) -> None:
+    await running(driver, plan())
+    old_uid = fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"]
+    events: list[DrainEvent] = []
+    fake.requests.clear()
+    result = await driver.apply(plan(**change), emit=events.append)
+    assert result.action == "replaced"
+    assert result.replaced is not None and result.replaced.ok
+    assert isinstance(events[0], DrainStarted) and isinstance(events[-1], DrainFinished)
+    assert fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"] != old_uid
+    assert fake.calls(writes_only=True) == [f"DELETE {PODS}", f"POST {PODS}"]
+
+
+async def test_a_pod_of_the_same_name_that_is_not_ours_is_a_conflict(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    fake.create_pod(
+        NAMESPACE,
+        {"metadata": {"name": "demo"}, "spec": {"containers": [{"name": "c", "image": "x:1"}]}},
+    )
+    fake.requests.clear()
+    with pytest.raises(WorkloadConflict, match="not an asyncdeploy workload"):
+        await driver.apply(plan())
+    assert fake.calls(writes_only=True) == []
+    with pytest.raises(WorkloadNotFound):
+        await driver.get("demo")
+
+
+async def test_apply_goes_to_the_plans_namespace(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    wanted = WorkloadPlan.from_mapping(
+        {"name": "elsewhere", "namespace": "default", "containers": [{"name": "c", "image": "x:1"}]}
+    )
+    await driver.apply(wanted)
+    assert ("default", "elsewhere") in fake.pods
+    with pytest.raises(WorkloadNotFound):
+        await driver.get("elsewhere")  # names alone mean the driver's namespace
+
+
+async def test_apply_waits_for_a_terminating_pod_before_creating(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    fake.scripts["server"] = ContainerScript(drain=0.3)
+    await running(driver, plan())
+    fake._delete_pod((NAMESPACE, "demo"), 5)  # someone else started deleting it
+    result = await driver.apply(plan())
+    assert result.action == "replaced"
+    assert result.replaced is not None and result.replaced.count("exited") == 1
+    assert "deletionTimestamp" not in fake.pods[(NAMESPACE, "demo")]["metadata"]
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+async def test_get_list_and_inspect(driver: KubernetesDriver, fake: FakeApiServer) -> None:
+    a = WorkloadPlan.from_mapping(
+        {
+            "name": "a",
+            "labels": {"tier": "gpu"},
+            "containers": [{"name": "c", "image": "x:1", "env": {"DB_PASSWORD": "pw"}}],
+        }
+    )
+    b = WorkloadPlan.from_mapping({"name": "b", "containers": [{"name": "c", "image": "x:1"}]})
+    for wanted in (b, a):
+        await running(driver, wanted)
+    assert [s.name for s in await driver.list()] == ["a", "b"]
+    assert [s.name for s in await driver.list({"tier": "gpu"})] == ["a"]
+    status = await driver.get("a")
+    assert (status.labels, status.state) == ({"tier": "gpu"}, "running")
+    detail = await driver.inspect("a")
+    assert detail["pod"]["spec"]["containers"][0]["env"] == [
+        {"name": "DB_PASSWORD", "value": "****"}
+    ]
+    with pytest.raises(WorkloadNotFound):
+        await driver.get("missing")
+
+
+async def test_wait_ready_follows_the_readiness_probe(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    fake.scripts["server"] = ContainerScript(ready_after=0.3)
+    wanted = plan(checks=Checks(readiness=Probe(http=HTTPGet(port=8000))))
+    await driver.apply(wanted)
+    started = anyio.current_time()
+    status = await driver.wait_ready("demo", timeout=5)
+    assert anyio.current_time() - started >= 0.25
+    assert status.containers[0].health == "healthy"
+    assert any(r.query.get("watch") for r in fake.requests)
+
+
+async def test_wait_ready_times_out(driver: KubernetesDriver, fake: FakeApiServer) -> None:
+    fake.scripts["server"] = ContainerScript(ready_after=30)
+    await driver.apply(plan(checks=Checks(readiness=Probe(exec=["true"]))))
+    with pytest.raises(EngineTimeout, match=r"not ready within 0\.3 s"):
+        await driver.wait_ready("demo", timeout=0.3)
+    assert fake.open_watches() == 0 or await _no_watches(fake)
+
+
+async def test_wait_ready_reports_a_container_that_exited(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    fake.scripts["server"] = ContainerScript(exit_on_start=3)
+    await driver.apply(plan())
+    with pytest.raises(CreateError) as caught:
+        await driver.wait_ready("demo", timeout=5)
+    assert caught.value.exit_code == 3
+
+
+async def test_wait_ready_for_a_missing_workload(driver: KubernetesDriver) -> None:
+    with pytest.raises(WorkloadNotFound):
+        await driver.wait_ready("missing", timeout=5)
+
+
+async def test_wait_ready_survives_an_expired_watch(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    fake.scripts["server"] = ContainerScript(ready_after=0.4)
+    await driver.apply(plan(checks=Checks(readiness=Probe(exec=["true"]))))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_expire_once_watched, fake)
+        status = await driver.wait_ready("demo", timeout=5)
+    assert status.state == "running"
+    lists = [
+        r
+        for r in fake.requests
+        if r.method == "GET" and r.path == PODS and not r.query.get("watch")
+    ]
+    assert len(lists) >= 2  # the first look, and the fresh list after the 410
+
+
+async def test_logs_and_follow(driver: KubernetesDriver, fake: FakeApiServer) -> None:
+    fake.scripts["server"] = ContainerScript(drain=0.2, logs=("one", "two"))
+    await running(driver, plan())
+    assert [line async for line in driver.logs("demo")] == ["one\n", "two\n"]
+    followed: list[str] = []
+
+    async def follow() -> None:
+        async for line in driver.logs("demo", container="server", follow=True):
+            followed.append(line)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(follow)
+        await anyio.sleep(0.1)
+        await drained(driver, ["demo"])
+    assert followed == ["one\n", "two\n", "got TERM\n", "exiting 0\n"]
+
+
+async def test_logs_and_exec_of_a_missing_container(driver: KubernetesDriver) -> None:
+    await running(driver, plan())
+    with pytest.raises(WorkloadNotFound, match="no container 'nope'"):
+        await driver.exec("demo", ["true"], container="nope")
+    with pytest.raises(WorkloadNotFound, match="no container 'nope'"):
+        async for _ in driver.logs("demo", container="nope"):
+            pass
+
+
+async def test_exec_output_and_exit_code(driver: KubernetesDriver, fake: FakeApiServer) -> None:
+    seen: list[tuple[str, list[str]]] = []
+
+    def handler(pod: dict[str, Any], container: str, command: list[str]) -> tuple[str, str, int]:
+        seen.append((container, command))
+        return "out\n", "err\n", 4
+
+    fake.exec_handler = handler
+    await running(driver, plan())
+    result = await driver.exec("demo", ["sh", "-c", "echo out; echo err >&2; exit 4"])
+    assert (result.exit_code, result.output) == (4, "out\nerr\n")
+    assert seen == [("server", ["sh", "-c", "echo out; echo err >&2; exit 4"])]
+
+
+async def test_exec_in_a_container_that_is_not_running_is_an_api_error(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    fake.scripts["server"] = ContainerScript(exit_on_start=0)
+    await driver.apply(plan())
+    await anyio.sleep(0.2)
+    with pytest.raises(EngineAPIError) as caught:
+        await driver.exec("demo", ["true"])
+    assert caught.value.status == 400
+
+
+# --- drain ------------------------------------------------------------------------------------
+
+
+async def test_one_delete_makes_exactly_a_list_a_collection_delete_and_a_watch(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    await running(driver, plan())
+    fake.requests.clear()
+    _, [summary] = await drained(driver, ["demo"])
+    selector = {"labelSelector": "asyncdeploy.io/workload in (demo)"}
+    assert [(r.method, r.path, r.query) for r in fake.requests] == [
+        ("GET", PODS, selector),
+        ("DELETE", PODS, selector),
+        (
+            "GET",
+            PODS,
+            {
+                **selector,
+                "watch": "True",
+                "allowWatchBookmarks": "True",
+                "resourceVersion": fake.requests[-1].query["resourceVersion"],
+                "timeoutSeconds": "7",  # grace 5 + margin 2: control comes back then
+            },
+        ),
+    ]
+    assert summary.ok and summary.grace_period_seconds == 5
+
+
+async def test_a_grace_override_reaches_the_api_server(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    fake.scripts["server"] = ContainerScript(ignore_term=True)
+    await running(driver, plan(grace=30))
+    started = anyio.current_time()
+    events, [summary] = await drained(driver, ["demo"], grace=1)
+    assert anyio.current_time() - started < 3
+    delete = next(r for r in fake.requests if r.method == "DELETE")
+    assert delete.query["gracePeriodSeconds"] == "1"
+    assert summary.grace_period_seconds == 1
+    assert [type(e) for e in events] == [
+        DrainStarted,
+        SignalSent,
+        ContainerForceKilled,
+        ContainerExited,
+        ContainerRemoved,
+        PauseRemoved,
+        DrainFinished,
+    ]
+
+
+async def test_grace_zero_removes_at_once(driver: KubernetesDriver, fake: FakeApiServer) -> None:
+    fake.scripts["server"] = ContainerScript(ignore_term=True)
+    await running(driver, plan(grace=30))
+    events, [summary] = await drained(driver, ["demo"], grace=0)
+    assert summary.seconds < 1
+    assert [(c.outcome, c.exit_code) for c in summary.containers] == [("missing", None)]
+    assert isinstance(events[-2], PauseRemoved)
+
+
+async def test_init_containers_are_already_exited(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    wanted = WorkloadPlan.from_mapping(
+        {
+            "name": "demo",
+            "termination_grace_period_seconds": 5,
+            "containers": [
+                {"name": "fetch", "image": "x:1", "role": "init"},
+                {"name": "server", "image": "x:1"},
+            ],
+        }
+    )
+    await running(driver, wanted)
+    events, [summary] = await drained(driver, ["demo"])
+    assert [(c.name, c.role, c.outcome) for c in summary.containers] == [
+        ("fetch", "init", "already-exited"),
+        ("server", "run", "exited"),
+    ]
+    assert [e.container for e in events if isinstance(e, SignalSent)] == ["server"]
+
+
+@pytest.mark.parametrize("status", [405, 403])
+async def test_a_refused_collection_delete_falls_back_to_uid_guarded_pod_deletes(
+    driver: KubernetesDriver, fake: FakeApiServer, status: int
+) -> None:
+    """405 (no deletecollection verb) or 403 (RBAC without it): one DELETE per Pod, with uid."""
+    for name in ("a", "b"):
+        await running(driver, plan(name, container=f"{name}-c"))
+    uids = {n: fake.pods[(NAMESPACE, n)]["metadata"]["uid"] for n in ("a", "b")}
+    fake.inject("DELETE", PODS, status)
+    _, summaries = await drained(driver, ["a", "b"], grace=3)
+    assert all(s.ok for s in summaries)
+    per_pod = sorted(
+        (r.path, r.body["preconditions"]["uid"], r.body["gracePeriodSeconds"])
+        for r in fake.requests
+        if r.method == "DELETE" and r.path != PODS
+    )
+    assert per_pod == [(f"{PODS}/a", uids["a"], 3), (f"{PODS}/b", uids["b"], 3)]
+
+
+async def test_a_pod_recreated_meanwhile_is_never_hit(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """Between the list and the per-Pod delete, someone replaced the Pod: the uid protects it."""
+    await running(driver, plan())
+    fake.inject("DELETE", PODS, 405)
+    fake.inject("DELETE", f"{PODS}/demo", None, delay=0.3)
+
+    async def replace_it() -> None:
+        await anyio.sleep(0.1)
+        pod = fake.pods[(NAMESPACE, "demo")]
+        fake._delete_pod((NAMESPACE, "demo"), 0)
+        fake.create_pod(
+            NAMESPACE, {"metadata": pod["metadata"] | {"uid": None}, "spec": pod["spec"]}
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(replace_it)
+        _, [summary] = await drained(driver, ["demo"])
+    successor = fake.pods[(NAMESPACE, "demo")]
+    assert "deletionTimestamp" not in successor["metadata"]
+    assert summary.ok
+
+
+async def test_a_refused_pod_delete_ends_that_drain_with_an_error(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    await running(driver, plan())
+    fake.inject("DELETE", PODS, 405)
+    fake.inject("DELETE", f"{PODS}/demo", 403)
+    started = anyio.current_time()
+    events, [summary] = await drained(driver, ["demo"])
+    assert anyio.current_time() - started < 1
+    assert summary.errors and "forbidden" in summary.errors[0]
+    assert isinstance(events[-1], DrainFinished)
+    assert not any(isinstance(e, PauseRemoved) for e in events)
+
+
+@pytest.mark.parametrize("interruption", ["expire", "drop"])
+async def test_an_interrupted_watch_is_resumed_from_a_fresh_list(
+    driver: KubernetesDriver, fake: FakeApiServer, interruption: str
+) -> None:
+    fake.scripts["server"] = ContainerScript(drain=0.5)
+    await running(driver, plan())
+
+    async def interrupt() -> None:
+        await _until(lambda: fake.open_watches() > 0)
+        await anyio.sleep(0.1)
+        fake.expire_watches() if interruption == "expire" else fake.drop_watches()
+
+    fake.requests.clear()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(interrupt)
+        events, [summary] = await drained(driver, ["demo"])
+    assert summary.ok and summary.count("exited") == 1
+    watches = [r for r in fake.requests if r.query.get("watch")]
+    lists = [r for r in fake.requests if r.method == "GET" and not r.query.get("watch")]
+    assert len(watches) == 2 and len(lists) == 2  # the first list, and the fresh one
+    assert [type(e) for e in events].count(ContainerExited) == 1
+
+
+async def test_a_failing_watch_is_retried_and_a_refused_one_ends_the_drain_with_an_error(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """503 on the watch: retried from a fresh list. 403 (RBAC without watch): no exception, but
+    each summary says why, so the deployer raises a DrainError that names it."""
+    await running(driver, plan("a", container="a-c"))
+    fake.inject("GET", PODS, 503, watch=True)
+    _, [summary] = await drained(driver, ["a"])
+    assert summary.ok
+    assert sum(1 for r in fake.requests if r.query.get("watch")) >= 2
+    await running(driver, plan("b", container="b-c"))
+    fake.inject("GET", PODS, 403, watch=True, times=5)
+    events, [summary] = await drained(driver, ["b"])
+    [error] = summary.errors
+    assert error.startswith("cannot follow pod b: [403]") and "forbidden" in error
+    assert isinstance(events[-1], DrainFinished)
+
+
+async def test_a_pod_that_never_goes_is_an_error_after_grace_plus_margin(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    fake.dead_nodes.add("gone-node")  # no kubelet will ever finish the Pod
+    fake.create_pod(
+        NAMESPACE,
+        {
+            "metadata": {"name": "stuck", "labels": {"asyncdeploy.io/workload": "stuck"}},
+            "spec": {
+                "nodeName": "gone-node",
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "c", "image": "x:1"}],
+            },
+        },
+    )
+    driver.watch_margin = 0.5
+    started = anyio.current_time()
+    events, [summary] = await drained(driver, ["stuck"])
+    assert 1.4 < anyio.current_time() - started < 3
+    assert summary.errors == ("pod stuck was still there 0.5 s after its 1 s grace period",)
+    assert [type(e) for e in events] == [DrainStarted, DrainFinished]
+
+
+async def test_a_missing_name_touches_nothing(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    await running(driver, plan())
+    fake.requests.clear()
+    with pytest.raises(WorkloadNotFound, match="'nope'"):
+        await drained(driver, ["demo", "nope"])
+    assert fake.calls(writes_only=True) == []
+
+
+async def test_a_cancelled_drain_leaves_no_task_and_the_cluster_finishes(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    fake.scripts["server"] = ContainerScript(drain=0.4)
+    await running(driver, plan())
+    events: list[DrainEvent] = []
+    with anyio.move_on_after(0.15) as scope:
+        await driver.drain(["demo"], grace_period_seconds=None, emit=events.append)
+    assert scope.cancelled_caught
+    assert not any(isinstance(e, DrainFinished) for e in events)
+    await _until(lambda: fake.open_watches() == 0)
+    await _until(lambda: (NAMESPACE, "demo") not in fake.pods)  # the delete had been sent
+
+
+async def test_delete_all_through_the_deployer(kubeconfig: Path, fake: FakeApiServer) -> None:
+    async with open_deployer("kubernetes", kubeconfig=str(kubeconfig)) as deployer:
+        for name in ("x", "y", "z"):
+            labels = {"group": "g"} if name != "z" else {}
+            await deployer.create(
+                WorkloadPlan(
+                    name=name, labels=labels, containers=[Container(name=f"{name}-c", image="x:1")]
+                )
+            )
+        summaries = await deployer.delete_all({"group": "g"}, grace_period_seconds=2)
+        assert sorted(s.workload for s in summaries) == ["x", "y"]
+        assert [s.name for s in await deployer.list()] == ["z"]
+        async with deployer.terminate("z") as stream:
+            kinds = [type(e).__name__ async for e in stream]
+        assert kinds[0] == "DrainStarted" and kinds[-1] == "DrainFinished"
+
+
+# --- errors at the driver's edge --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "error"),
+    [
+        ("GET", f"{PODS}/demo", 403, EngineAPIError),
+        ("GET", f"{PODS}/demo", 404, WorkloadNotFound),
+        ("POST", PODS, 405, EngineAPIError),
+        ("POST", PODS, 409, WorkloadConflict),
+        ("GET", PODS, 410, EngineAPIError),
+        ("POST", PODS, 422, EngineAPIError),
+        ("GET", PODS, 500, EngineAPIError),
+    ],
+)
+async def test_api_errors_map_to_asyncdeploy_errors(
+    driver: KubernetesDriver,
+    fake: FakeApiServer,
+    method: str,
+    path: str,
+    status: int,
+    error: type[Exception],
+) -> None:
+    fake.inject(method, path, status)
+    if method == "POST":
+        call: Awaitable[Any] = driver.apply(plan())
+    elif path.endswith("/demo"):
+        call = driver.get("demo")
+    else:
+        call = driver.list()
+    with pytest.raises(error) as caught:
+        await call
+    assert isinstance(caught.value, EngineAPIError) and caught.value.status == status
+    assert caught.value.engine == "kubernetes"
+    assert str(status) in str(caught.value)
+
+
+async def test_a_422_names_the_invalid_field(driver: KubernetesDriver, fake: FakeApiServer) -> None:
+    bad = WorkloadPlan.from_mapping(
+        {"name": "demo", "containers": [{"name": "c", "image": "x:1", "resources": {"cpu": 2}}]}
+    )
+    fake.inject("POST", PODS, 422)
+    with pytest.raises(EngineAPIError, match=r"\[422\].*spec: Forbidden"):
+        await driver.apply(bad)
+
+
+async def test_a_server_that_does_not_answer_in_time_is_engine_timeout(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    driver.api.request_timeout = 0.2
+    fake.inject("GET", f"{PODS}/demo", None, delay=1)
+    with pytest.raises(EngineTimeout):
+        await driver.get("demo")
+
+
+async def test_a_server_that_went_away_is_engine_unavailable(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    assert fake._runner is not None
+    await fake._runner.cleanup()
+    with pytest.raises(EngineUnavailable):
+        await driver.get("demo")
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 3) -> None:
+    with anyio.fail_after(timeout):
+        for _ in itertools.count():
+            if condition():
+                return
+            await anyio.sleep(0.01)
+
+
+async def _no_watches(fake: FakeApiServer) -> bool:
+    await _until(lambda: fake.open_watches() == 0)
+    return True
+
+
+async def _expire_once_watched(fake: FakeApiServer) -> None:
+    await _until(lambda: fake.open_watches() > 0)
+    fake.expire_watches()

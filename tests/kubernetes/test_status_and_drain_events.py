@@ -1,0 +1,232 @@
+"""Reading live Pods, and deriving drain events from recorded kubelet sequences (pure).
+
+The drain events come from what a real kubelet reported (05a, 05b, 05g), fed to the same
+:class:`PodDrain` the driver uses, on a clock that replays the recorded offsets.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, cast
+
+import pytest
+from k8s_recordings import exchange, recording
+
+from asyncdeploy.drivers.kubernetes import status as pod_status
+from asyncdeploy.drivers.kubernetes.drain import PodDrain
+from asyncdeploy.events import (
+    ContainerExited,
+    ContainerForceKilled,
+    ContainerRemoved,
+    DrainEvent,
+    DrainFinished,
+    DrainStarted,
+    PauseRemoved,
+    SignalSent,
+)
+
+
+def running_rich_pod() -> dict[str, Any]:
+    """01d: the rich Pod (two init, two run containers) Running and ready on a real node."""
+    pod: dict[str, Any] = exchange("01d", "GET later")["response"]["body"]
+    pod["metadata"]["labels"]["asyncdeploy.io/workload"] = "rec-rich-node"
+    return pod
+
+
+def test_a_running_pod_reads_as_running_with_roles_and_health() -> None:
+    status = pod_status.workload_status(running_rich_pod())
+    assert status.driver == "kubernetes"
+    assert status.state == "running"
+    assert [(c.name, c.role, c.state, c.exit_code, c.health) for c in status.containers] == [
+        ("init-index", "init", "exited", 0, None),
+        ("init-check", "init", "exited", 0, None),
+        ("server", "run", "running", None, "healthy"),
+        ("sidecar", "run", "running", None, "healthy"),
+    ]
+    assert status.grace_period_seconds == 45
+    assert "asyncdeploy.io/workload" not in status.labels
+    assert status.labels["app"] == "infer"
+    assert pod_status.pod_ready(running_rich_pod())
+
+
+def test_a_created_pod_without_status_reads_as_created() -> None:
+    pod = exchange("01b", "create")["response"]["body"]
+    status = pod_status.workload_status(pod)
+    assert {c.state for c in status.containers} == {"created"}
+    assert status.state == "created"
+    assert not pod_status.pod_ready(pod)
+
+
+@pytest.mark.parametrize(
+    ("entry", "state"),
+    [
+        ({"state": {"running": {}}}, "running"),
+        ({"state": {"terminated": {"exitCode": 1}}}, "exited"),
+        ({"state": {"waiting": {"reason": "CrashLoopBackOff"}}}, "restarting"),
+        ({"state": {"waiting": {"reason": "ContainerCreating"}}}, "created"),
+        (None, "created"),
+    ],
+)
+def test_container_states_use_the_engines_words(entry: Any, state: str) -> None:
+    assert pod_status.container_state(entry) == state
+
+
+def test_inspect_masks_secret_looking_env_values_and_drops_managed_fields() -> None:
+    pod = running_rich_pod()
+    pod["spec"]["containers"][0]["env"] += [
+        {"name": "HF_TOKEN", "value": "hf_abc"},
+        {"name": "DB_PASSWORD", "value": "pw"},
+        {"name": "API_KEY", "value": "k"},
+    ]
+    masked = pod_status.masked_pod(pod)
+    env = {e["name"]: e.get("value") for e in masked["spec"]["containers"][0]["env"]}
+    assert env["HF_TOKEN"] == env["DB_PASSWORD"] == env["API_KEY"] == "****"
+    assert env["MODEL"] == "m1"
+    assert "managedFields" not in masked["metadata"]
+    assert pod["spec"]["containers"][0]["env"][-1]["value"] == "k"  # the original is untouched
+
+
+# --- drain events from recorded watches -------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def replay(stem: str, pod: dict[str, Any], delete_offset: float, grace: int) -> list[DrainEvent]:
+    """Feed a recorded watch, from the DELETE on, to a PodDrain; return what it emitted."""
+    clock, events = Clock(), cast(list[DrainEvent], [])
+    pod = copy.deepcopy(pod)
+    pod["metadata"].setdefault("labels", {})["asyncdeploy.io/workload"] = pod["metadata"]["name"]
+    drain = PodDrain.of(pod, grace=grace, started=0.0, margin=15, emit=events.append, clock=clock)
+    drain.begin()
+    for event in recording(stem)["watches"][0]["response"]["events"]:
+        if event["offset_s"] < delete_offset:
+            continue
+        clock.now = event["offset_s"] - delete_offset
+        if event["type"] == "DELETED":
+            drain.removed(event["object"])
+        else:
+            drain.observe(event["object"])
+    assert drain.done
+    return events
+
+
+def _delete_offset(stem: str) -> float:
+    for item in recording(stem)["exchanges"]:
+        if item.get("request", {}).get("method") == "DELETE":
+            return float(item["offset_s"])
+    raise AssertionError(stem)
+
+
+def test_a_container_that_exits_0_on_sigterm() -> None:
+    """05a: SIGTERM seen with the deletionTimestamp, exit 0 two seconds later, then removal."""
+    running = recording("05a")["watches"][0]["response"]["events"][3]["object"]
+    events = replay("05a", running, _delete_offset("05a"), grace=10)
+    assert [type(e) for e in events] == [
+        DrainStarted,
+        SignalSent,
+        ContainerExited,
+        ContainerRemoved,
+        PauseRemoved,
+        DrainFinished,
+    ]
+    assert events[1] == SignalSent(
+        workload="watch-a", elapsed=events[1].elapsed, container="main", signal="SIGTERM"
+    )
+    exited = events[2]
+    assert isinstance(exited, ContainerExited)
+    assert (exited.exit_code, exited.graceful) == (0, True)
+    assert 2.0 < exited.elapsed < 2.5
+    assert events[4] == PauseRemoved(
+        workload="watch-a", elapsed=events[4].elapsed, container="watch-a-sandbox"
+    )
+    summary = events[-1].summary  # type: ignore[union-attr]
+    assert [(c.name, c.outcome, c.exit_code) for c in summary.containers] == [("main", "exited", 0)]
+    assert summary.ok
+
+
+def test_a_container_that_ignores_sigterm_is_force_killed_at_the_deadline() -> None:
+    """05b: exit 137 (reason Error) 3.15 s after the DELETE with grace 3."""
+    running = recording("05b")["watches"][0]["response"]["events"][3]["object"]
+    events = replay("05b", running, _delete_offset("05b"), grace=3)
+    assert [type(e) for e in events] == [
+        DrainStarted,
+        SignalSent,
+        ContainerForceKilled,
+        ContainerExited,
+        ContainerRemoved,
+        PauseRemoved,
+        DrainFinished,
+    ]
+    killed = events[2]
+    assert isinstance(killed, ContainerForceKilled) and killed.reason == "deadline"
+    exited = events[3]
+    assert isinstance(exited, ContainerExited)
+    assert (exited.exit_code, exited.graceful) == (137, False)
+    summary = events[-1].summary  # type: ignore[union-attr]
+    assert [(c.outcome, c.exit_code) for c in summary.containers] == [("killed", 137)]
+
+
+def test_the_rich_pod_init_containers_had_already_exited() -> None:
+    """05g: two init containers done long before; two run containers die of SIGTERM (143)."""
+    before = exchange("05g", "GET the Running rich Pod")["response"]["body"]
+    events = replay("05g", before, _delete_offset("05g"), grace=10)
+    started = events[0]
+    assert isinstance(started, DrainStarted)
+    assert started.containers == ("init-index", "init-check", "server", "sidecar")
+    signalled = [e.container for e in events if isinstance(e, SignalSent)]
+    assert signalled == ["server", "sidecar"]
+    exits = [
+        (e.container, e.exit_code, e.graceful) for e in events if isinstance(e, ContainerExited)
+    ]
+    assert exits == [("server", 143, True), ("sidecar", 143, True)]
+    summary = events[-1].summary  # type: ignore[union-attr]
+    assert [(c.name, c.role, c.outcome, c.exit_code) for c in summary.containers] == [
+        ("init-index", "init", "already-exited", 0),
+        ("init-check", "init", "already-exited", 0),
+        ("server", "run", "exited", 143),
+        ("sidecar", "run", "exited", 143),
+    ]
+    removed = [e.container for e in events if isinstance(e, ContainerRemoved)]
+    assert removed == ["init-index", "init-check", "server", "sidecar"]
+
+
+def test_a_pod_removed_at_once_leaves_its_running_containers_missing() -> None:
+    """03e: grace 0 removes the object while the containers still show running."""
+    running = recording("03e")["watches"][0]["response"]["events"][0]["object"]
+    running = copy.deepcopy(running)
+    for key in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+        running["metadata"].pop(key)
+    events = replay("03e", running, 0.0, grace=0)
+    summary = events[-1].summary  # type: ignore[union-attr]
+    assert [(c.outcome, c.exit_code) for c in summary.containers] == [("missing", None)]
+    assert summary.ok
+    assert not any(isinstance(e, ContainerRemoved) for e in events)
+    assert isinstance(events[-2], PauseRemoved)
+
+
+def test_a_container_that_ended_before_the_delete_took_effect_was_not_signalled() -> None:
+    """An exit seen before the deletionTimestamp is already-exited: no SignalSent for it."""
+    running = copy.deepcopy(recording("05a")["watches"][0]["response"]["events"][3]["object"])
+    running["metadata"]["labels"]["asyncdeploy.io/workload"] = "watch-a"
+    ended = copy.deepcopy(running)
+    ended["status"]["containerStatuses"][0]["state"] = {"terminated": {"exitCode": 1}}
+    deleted = copy.deepcopy(ended)
+    deleted["metadata"].update(
+        deletionTimestamp="2026-11-29T14:36:21Z", deletionGracePeriodSeconds=0
+    )
+    clock, events = Clock(), cast(list[DrainEvent], [])
+    drain = PodDrain.of(running, grace=10, started=0.0, margin=15, emit=events.append, clock=clock)
+    drain.begin()
+    drain.observe(ended)
+    drain.removed(deleted)
+    assert not any(isinstance(e, SignalSent) for e in events)
+    exited = next(e for e in events if isinstance(e, ContainerExited))
+    assert (exited.exit_code, exited.graceful) == (1, True)
+    summary = events[-1].summary  # type: ignore[union-attr]
+    assert [(c.outcome, c.exit_code) for c in summary.containers] == [("already-exited", 1)]
