@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import builtins
+import inspect
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -23,7 +24,7 @@ import anyio
 import attrs
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
-from asyncdeploy.drivers import DRIVERS, connect_driver
+from asyncdeploy.drivers import DRIVERS, connect_driver, driver_class
 from asyncdeploy.drivers.base import (
     ApplyResult,
     Driver,
@@ -209,6 +210,9 @@ async def open_deployer(driver: str | None = None, **options: Any) -> AsyncItera
 async def _first_answering(options: Mapping[str, Any]) -> Driver:
     reasons = []
     for name in AUTO_DETECT_ORDER:
+        accepted = inspect.signature(driver_class(name).connect).parameters
+        if not set(options) <= set(accepted):
+            continue  # an option meant for another engine (url= is not a Kubernetes option)
         try:
             return await connect_driver(name, **options)
         except EngineUnavailable as exc:

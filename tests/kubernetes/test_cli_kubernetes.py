@@ -1,0 +1,70 @@
+"""The CLI with ``--driver kubernetes``, every command, against the fake API server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+import yaml
+from click.testing import CliRunner
+from fake_apiserver import FakeApiServer
+
+from asyncdeploy.cli import main
+
+pytestmark = pytest.mark.anyio
+
+
+async def cli(kubeconfig: Path, *args: str) -> tuple[int, str]:
+    def invoke() -> tuple[int, str]:
+        result = CliRunner(env={"KUBECONFIG": str(kubeconfig)}).invoke(
+            main, ["--driver", "kubernetes", *args]
+        )
+        return result.exit_code, result.stdout
+
+    return await anyio.to_thread.run_sync(invoke)
+
+
+async def test_every_command(fake: FakeApiServer, kubeconfig: Path, tmp_path: Path) -> None:
+    plan = {
+        "name": "cli",
+        "labels": {"team": "ml"},
+        "termination_grace_period_seconds": 3,
+        "containers": [
+            {
+                "name": "server",
+                "image": "busybox:1.36",
+                "command": [
+                    "sh",
+                    "-c",
+                    "trap 'sleep 1; exit 0' TERM; while true; do sleep 1; done",
+                ],
+                "env": {"API_TOKEN": "hunter2"},
+            }
+        ],
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    code, out = await cli(kubeconfig, "create", "-f", str(path), "-o", "json")
+    assert code == 0, out
+    assert json.loads(out)["action"] == "created"
+    code, out = await cli(kubeconfig, "create", "-f", str(path))
+    assert (code, out.split(":")[0]) == (0, "unchanged")
+    code, out = await cli(kubeconfig, "list", "--selector", "team=ml", "-o", "json")
+    assert [w["name"] for w in json.loads(out)] == ["cli"]
+    code, out = await cli(kubeconfig, "get", "cli")
+    assert code == 0 and "cli (kubernetes)" in out
+    code, out = await cli(kubeconfig, "inspect", "cli", "-o", "json")
+    assert code == 0 and "hunter2" not in out
+    code, out = await cli(kubeconfig, "logs", "cli")
+    assert code == 0, out
+    code, out = await cli(kubeconfig, "delete", "cli", "-o", "json")
+    assert code == 0, out
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[0]["event"] == "DrainStarted" and lines[-1]["event"] == "DrainFinished"
+    assert lines[-1]["containers"][0]["outcome"] == "exited"
+    code, out = await cli(kubeconfig, "delete", "cli")
+    assert code == 1
+    code, out = await cli(kubeconfig, "delete-all", "--selector", "team=ml", "-o", "json")
+    assert (code, out) == (0, "")
