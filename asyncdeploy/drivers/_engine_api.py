@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, cast
 
 import aiodocker
 import aiohttp
@@ -87,12 +87,18 @@ class EngineAPIDriver:
         client = aiodocker.Docker(url=url)
         driver = cls(client, url)
         try:
-            await driver.ping()
+            info = await driver.ping()
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await client.close()
             raise
-        return driver
+        # DOCKER_HOST often points at Podman's socket: then Podman's quirks apply.
+        return cast(Self, cls._for_engine(info.engine)(client, url))
+
+    @classmethod
+    def _for_engine(cls, engine: str) -> type[EngineAPIDriver]:
+        """The driver class for the engine that answered (``docker`` or ``podman``)."""
+        return cls
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -126,10 +132,12 @@ class EngineAPIDriver:
             raise EngineUnavailable(
                 f"no {self.name} engine answers at {self.url}: {exc.message}", engine=self.name
             ) from exc
+        components = {str(c.get("Name", "")) for c in version.get("Components") or []}
         return EngineInfo(
             driver=self.name,
             version=str(version.get("Version", "")),
             api_version=str(version.get("ApiVersion", "")),
+            engine="podman" if "Podman Engine" in components else "docker",
         )
 
     # --- reading state -----------------------------------------------------------------------

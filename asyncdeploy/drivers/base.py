@@ -46,6 +46,7 @@ class EngineInfo:
     driver: str
     version: str
     api_version: str
+    engine: str = ""  # what answered: docker, podman, or the Kubernetes server's git version
 
 
 @attrs.frozen(kw_only=True)

@@ -25,3 +25,11 @@ class DockerDriver(EngineAPIDriver):
             if Path(path).is_socket():
                 return f"unix://{path}"
         return f"unix://{SOCKETS[0]}"
+
+    @classmethod
+    def _for_engine(cls, engine: str) -> type[EngineAPIDriver]:
+        if engine == "podman":
+            from asyncdeploy.drivers.podman import PodmanDriver
+
+            return PodmanDriver
+        return cls

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from asyncdeploy import Deployer, WorkloadConflict
+from asyncdeploy import Deployer, WorkloadConflict, open_deployer
 from asyncdeploy.drain import ContainerRef
 from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
 
@@ -79,3 +79,10 @@ async def test_pause_cannot_go_first_on_podman(deployer: Deployer) -> None:
         await joined.delete(force=True)
         if driver.name == "podman":
             await pause.delete(force=True)
+
+
+async def test_docker_driver_on_podmans_socket_becomes_podman(deployer: Deployer) -> None:
+    """DOCKER_HOST often points at Podman's socket: the quirks must follow the engine, not the name."""
+    url = deployer.driver.url  # type: ignore[attr-defined]
+    async with open_deployer("docker", url=url) as opened:
+        assert opened.driver_name == deployer.driver_name
