@@ -42,7 +42,53 @@ def typecheck(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def examples(session: nox.Session) -> None:
+    """Run the examples/ scripts against the engine that answers (tests/engines covers them too)."""
+    install(session)
+    session.run("python", "examples/events.py", *session.posargs)
+    session.run("python", "examples/embedded.py", *session.posargs)
+
+
+@nox.session(default=False)
 def demo(session: nox.Session) -> None:
     """The main job: deploy the demo inference server, drain it under traffic, show the result."""
     install(session, "test")
     session.run("python", "examples/demo.py", *session.posargs)
+
+
+@nox.session(default=False)
+def bench(session: nox.Session) -> None:
+    """Benchmark the drain on Docker and Podman: raw Engine API, the peer, asyncdeploy.
+
+    Prints a table per engine and writes bench-results/bench-<engine>.json (about 20 minutes;
+    `nox -s bench -- --quick` is a smoke run, `-- --engines docker --runs 5` and `--no-peer`
+    also work). The peer, gpustack-runtime from PyPI, goes into a bench-only venv
+    ($ASYNCDEPLOY_BENCH_PEER_VENV, default /var/cache/asyncdeploy-bench/peer-venv), never into
+    asyncdeploy's; when it cannot be installed the bench runs without it and says why.
+    """
+    import os
+    import shutil
+    import subprocess
+
+    install(session)
+    venv = os.environ.get("ASYNCDEPLOY_BENCH_PEER_VENV", "/var/cache/asyncdeploy-bench/peer-venv")
+    peer_python = f"{venv}/bin/python"
+    args = ["--peer-python", peer_python]
+
+    def peer_imports() -> bool:
+        if not os.path.exists(peer_python):
+            return False
+        probe = [peer_python, "-c", "import gpustack_runtime"]
+        return subprocess.run(probe, capture_output=True, check=False).returncode == 0
+
+    if "--no-peer" not in session.posargs:
+        try:
+            if not peer_imports():
+                python3 = shutil.which("python3") or "python3"
+                session.run(python3, "-m", "venv", "--clear", venv, external=True)
+                session.run(
+                    peer_python, "-m", "pip", "install", "-q", "gpustack-runtime", external=True
+                )
+        except nox.command.CommandFailed as exc:
+            args += ["--peer-unavailable", f"pip install gpustack-runtime failed ({exc.reason})"]
+    session.run("python", "benchmarks/bench.py", *args, *session.posargs)
