@@ -106,8 +106,6 @@ class _Tracked:
     outcome: Outcome | None = None
     exit_code: int | None = None
     seconds: float | None = None
-    signalled: bool = False
-    killed: bool = False
 
 
 @attrs.define
@@ -250,7 +248,6 @@ class _WorkloadDrain:
         self._exited(t, exit_code, "exited" if delivered else "already-exited")
 
     def _signalled(self, t: _Tracked) -> None:
-        t.signalled = True
         self.emit(
             SignalSent(
                 workload=self.name,

@@ -11,14 +11,36 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar
 
 import attrs
 
+from asyncdeploy._plan_fields import (
+    FrozenMap,
+    _args,
+    _check_str_tuple,
+    _command,
+    _cpu,
+    _dns_label,
+    _env_map,
+    _exec,
+    _fail,
+    _frozen_map,
+    _grace,
+    _label_map,
+    _memory,
+    _non_empty_str,
+    _one_of,
+    _port_number,
+    _positive_int,
+    _pre_stop,
+    _shm_size,
+    _signal,
+    _tuple_of,
+)
 from asyncdeploy.errors import PlanError
-from asyncdeploy.quantity import canonical_quantity
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD_SECONDS",
@@ -40,200 +62,9 @@ __all__ = [
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
+T = TypeVar("T")
 Role = Literal["init", "run"]
 RestartPolicy = Literal["no", "always", "on-failure", "unless-stopped"]
-
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*", re.ASCII)
-_LABEL_KEY = re.compile(
-    r"([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", re.ASCII
-)
-_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", re.ASCII)
-_SIGNAL = re.compile(r"(SIG)?[A-Z0-9+-]+|[0-9]+", re.ASCII)
-
-T = TypeVar("T")
-
-
-class FrozenMap(Mapping[str, str]):
-    """A read-only, hashable ``str → str`` mapping, so frozen plans stay hashable."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, str] | None = None) -> None:
-        self._data = dict(sorted((data or {}).items()))
-
-    def __getitem__(self, key: str) -> str:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __hash__(self) -> int:
-        return hash(tuple(self._data.items()))
-
-    def __repr__(self) -> str:
-        return f"FrozenMap({self._data!r})"
-
-
-# --- validators and converters ---------------------------------------------------------------
-# attrs runs converters first, then validators. Both raise PlanError with the attribute's name;
-# parents prefix the path when they build children from a mapping.
-
-
-def _fail(attribute: attrs.Attribute[Any], message: str) -> PlanError:
-    return PlanError(attribute.name, message)
-
-
-def _dns_label(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.fullmatch(value):
-        raise _fail(
-            attribute,
-            f"{value!r} is not a DNS-1123 label (lower-case letters, digits and '-', "
-            "starting and ending with a letter or digit, at most 63 characters)",
-        )
-
-
-def _non_empty_str(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, str) or not value.strip() or value != value.strip():
-        raise _fail(
-            attribute, f"must be a non-empty string without surrounding spaces, got {value!r}"
-        )
-
-
-def _grace(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _fail(attribute, f"must be a whole number of seconds >= 0, got {value!r}")
-
-
-def _positive_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _fail(attribute, f"must be a whole number >= 1, got {value!r}")
-
-
-def _port_number(_: Any, attribute: attrs.Attribute[Any], value: int | None) -> None:
-    if value is None and attribute.name != "container_port":
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-        raise _fail(attribute, f"must be a port number 1-65535, got {value!r}")
-
-
-def _one_of(*choices: str) -> Callable[[Any, attrs.Attribute[Any], str], None]:
-    def check(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
-        if value not in choices:
-            raise _fail(attribute, f"must be one of {', '.join(choices)}; got {value!r}")
-
-    return check
-
-
-def _strings(field: str, value: Sequence[str] | str | None) -> tuple[str, ...] | None:
-    """A command or argument list; a bare string is one argument, never split on spaces."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return (value,)
-    if not isinstance(value, list | tuple):
-        raise PlanError(field, f"must be a list of strings, got {value!r}")
-    return tuple(value)
-
-
-# Named converters, one per field, so that errors name the field (and mypy can read them).
-def _exec(value: Sequence[str] | str | None) -> tuple[str, ...] | None:
-    return _strings("exec", value)
-
-
-def _command(value: Sequence[str] | str | None) -> tuple[str, ...] | None:
-    return _strings("command", value)
-
-
-def _args(value: Sequence[str] | str | None) -> tuple[str, ...] | None:
-    return _strings("args", value)
-
-
-def _pre_stop(value: Sequence[str] | str | None) -> tuple[str, ...] | None:
-    return _strings("pre_stop", value)
-
-
-def _check_str_tuple(
-    _: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...] | None
-) -> None:
-    if value is None:
-        return
-    for i, item in enumerate(value):
-        if not isinstance(item, str):
-            raise PlanError(f"{attribute.name}[{i}]", f"must be a string, got {item!r}")
-    if attribute.name in ("command", "pre_stop", "exec") and not value:
-        raise _fail(attribute, "must not be empty")
-
-
-def _frozen_map(value: Mapping[str, Any] | None) -> FrozenMap:
-    if isinstance(value, FrozenMap):
-        return value
-    if value is None:
-        return FrozenMap()
-    if not isinstance(value, Mapping):
-        raise PlanError("", f"must be a mapping, got {type(value).__name__}")
-    return FrozenMap({str(k): v for k, v in value.items()})
-
-
-def _env_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:
-    for key, item in value.items():
-        item = cast(Any, item)
-        if not _ENV_NAME.fullmatch(key):
-            raise PlanError(f"{attribute.name}.{key}", "is not a valid environment variable name")
-        if not isinstance(item, str):
-            raise PlanError(f"{attribute.name}.{key}", f"must be a string, got {item!r}")
-
-
-def _label_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:
-    for key, item in value.items():
-        item = cast(Any, item)  # plan files may carry any value
-        if not _LABEL_KEY.fullmatch(key) or key.startswith("asyncdeploy.io/"):
-            raise PlanError(
-                f"{attribute.name}.{key}",
-                "is not a valid label key (the asyncdeploy.io/ prefix is reserved)",
-            )
-        if not isinstance(item, str) or not _LABEL_VALUE.fullmatch(item):
-            raise PlanError(f"{attribute.name}.{key}", f"is not a valid label value: {item!r}")
-
-
-def _tuple_of(kind: type[T]) -> Callable[[Any, attrs.Attribute[Any], tuple[Any, ...]], None]:
-    def check(_: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
-        for i, item in enumerate(value):
-            if not isinstance(item, kind):
-                raise PlanError(
-                    f"{attribute.name}[{i}]", f"must be a {kind.__name__}, got {item!r}"
-                )
-
-    return check
-
-
-def _quantity(field: str, kind: str, value: str | float | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        return canonical_quantity(value, kind=kind)
-    except ValueError as exc:
-        raise PlanError(field, str(exc)) from None
-
-
-def _cpu(value: str | float | None) -> str | None:
-    return _quantity("cpu", "cpu", value)
-
-
-def _memory(value: str | float | None) -> str | None:
-    return _quantity("memory", "memory", value)
-
-
-def _shm_size(value: str | float | None) -> str | None:
-    return _quantity("shm_size", "memory", value)
-
-
-def _signal(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and (not isinstance(value, str) or not _SIGNAL.fullmatch(value)):
-        raise _fail(attribute, f"is not a signal name like SIGTERM or a number: {value!r}")
 
 
 def _nested(kind: type[Any], *, many: bool = False) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import builtins
 import json
-import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, Self, cast
@@ -17,16 +16,15 @@ import aiodocker
 import aiohttp
 import anyio
 
-from asyncdeploy.drain import ContainerRef, WorkloadSnapshot, drain_workloads
+from asyncdeploy.drain import ContainerRef, drain_workloads
 from asyncdeploy.drivers import _engine_spec as spec
+from asyncdeploy.drivers._engine_state import mask_secret, snapshot, workload_status
 from asyncdeploy.drivers.base import (
     LABEL_CONTAINER,
-    LABEL_GRACE,
     LABEL_PLAN_DIGEST,
     LABEL_ROLE,
     LABEL_WORKLOAD,
     ApplyResult,
-    ContainerStatus,
     Emit,
     EngineInfo,
     ExecResult,
@@ -42,16 +40,12 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainSummary
-from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS, WorkloadPlan, plan_digest
+from asyncdeploy.plan import WorkloadPlan, plan_digest
 
 __all__ = ["EngineAPIDriver"]
 
 PING_TIMEOUT = 10.0
 KILL_POLL_SECONDS = 0.05
-_SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH|PRIVATE", re.IGNORECASE)
-_EXITED = re.compile(r"Exited \((-?\d+)\)")
-_HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)")
-_ROLE_ORDER = {"pause": 0, "init": 1, "run": 2, "autoheal": 3}
 
 
 def _nothing(_: object) -> None:
@@ -148,33 +142,6 @@ class EngineAPIDriver:
             found = await self._client.containers.list(all=True, filters={"label": labels})
         return [c._container for c in found]
 
-    def _status(self, name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadStatus:
-        items = sorted(items, key=lambda c: _ROLE_ORDER.get(c["Labels"].get(LABEL_ROLE), 9))
-        first = items[0]["Labels"]
-        user_labels = {k: v for k, v in first.items() if not k.startswith("asyncdeploy.io/")}
-        containers = []
-        for item in items:
-            exited = _EXITED.search(item.get("Status", ""))
-            health = _HEALTH.search(item.get("Status", ""))
-            containers.append(
-                ContainerStatus(
-                    name=item["Labels"].get(LABEL_CONTAINER, ""),
-                    role=item["Labels"].get(LABEL_ROLE, "run"),
-                    image=item.get("Image", ""),
-                    state=item.get("State", "unknown"),
-                    exit_code=int(exited.group(1)) if exited else None,
-                    health=health.group(1).replace("health: ", "") if health else None,
-                )
-            )
-        return WorkloadStatus(
-            name=name,
-            driver=self.name,
-            labels=user_labels,
-            grace_period_seconds=int(first.get(LABEL_GRACE, DEFAULT_GRACE_PERIOD_SECONDS)),
-            plan_digest=first.get(LABEL_PLAN_DIGEST),
-            containers=tuple(containers),
-        )
-
     async def _by_workload(
         self, selector: Mapping[str, str] | None = None
     ) -> dict[str, builtins.list[dict[str, Any]]]:
@@ -187,13 +154,13 @@ class EngineAPIDriver:
         items = await self._containers({LABEL_WORKLOAD: name})
         if not items:
             raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
-        return self._status(name, items)
+        return workload_status(self.name, name, items)
 
     async def list(
         self, selector: Mapping[str, str] | None = None
     ) -> builtins.list[WorkloadStatus]:
         grouped = await self._by_workload(selector)
-        return [self._status(name, items) for name, items in sorted(grouped.items())]
+        return [workload_status(self.name, name, items) for name, items in sorted(grouped.items())]
 
     async def _container_id(self, name: str, container: str | None) -> str:
         items = await self._containers({LABEL_WORKLOAD: name})
@@ -252,7 +219,7 @@ class EngineAPIDriver:
             with self._errors(f"inspect {name}"):
                 data = await self._client.containers.container(item["Id"]).show()
             config = data.get("Config") or {}
-            config["Env"] = [_mask(entry) for entry in config.get("Env") or []]
+            config["Env"] = [mask_secret(entry) for entry in config.get("Env") or []]
             details[item["Labels"].get(LABEL_CONTAINER, item["Id"])] = data
         return {"workload": name, "driver": self.name, "containers": details}
 
@@ -299,7 +266,7 @@ class EngineAPIDriver:
             raise WorkloadNotFound(
                 f"no workload named {', '.join(map(repr, missing))}", engine=self.name, status=404
             )
-        snapshots = [_snapshot(name, grouped[name]) for name in names]
+        snapshots = [snapshot(name, grouped[name]) for name in names]
         return await drain_workloads(
             self, snapshots, grace_period_seconds=grace_period_seconds, emit=emit
         )
@@ -383,7 +350,9 @@ class EngineAPIDriver:
             if plan.autoheal is not None:
                 wanted.add("autoheal")
             if digests == {plan_digest(plan)} and names == wanted:
-                return ApplyResult(action="unchanged", status=self._status(plan.name, existing))
+                return ApplyResult(
+                    action="unchanged", status=workload_status(self.name, plan.name, existing)
+                )
             [replaced] = await self.drain(
                 [plan.name], grace_period_seconds=None, emit=emit or _nothing
             )
@@ -499,37 +468,7 @@ class EngineAPIDriver:
             pass
 
 
-def _snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
-    refs = []
-    for item in items:
-        labels = item["Labels"]
-        exited = _EXITED.search(item.get("Status", ""))
-        pre_stop = labels.get(spec.LABEL_PRE_STOP)
-        refs.append(
-            ContainerRef(
-                id=str(item["Id"]),
-                name=labels.get(LABEL_CONTAINER, str(item["Id"])[:12]),
-                role=labels.get(LABEL_ROLE, "run"),
-                running=item.get("State") in ("running", "restarting", "paused"),
-                exit_code=int(exited.group(1)) if exited else None,
-                pre_stop=tuple(json.loads(pre_stop)) if pre_stop else None,
-                stop_signal=labels.get(spec.LABEL_STOP_SIGNAL, "SIGTERM"),
-                restart_policy=labels.get(spec.LABEL_RESTART_POLICY, "no"),
-            )
-        )
-    refs.sort(key=lambda r: _ROLE_ORDER.get(r.role, 9))
-    grace = int(items[0]["Labels"].get(LABEL_GRACE, DEFAULT_GRACE_PERIOD_SECONDS))
-    return WorkloadSnapshot(name=name, grace_period_seconds=grace, containers=tuple(refs))
-
-
 def _socket_path(url: str) -> str:
     if not url.startswith("unix://"):
         raise CreateError(f"an autoheal sidecar needs a local engine socket, not {url}")
     return url.removeprefix("unix://")
-
-
-def _mask(entry: str) -> str:
-    key, sep, value = entry.partition("=")
-    if sep and value and _SECRET_NAME.search(key):
-        return f"{key}=****"
-    return entry

@@ -7,6 +7,7 @@ this boundary. Every driver drains with the same event types (:mod:`asyncdeploy.
 from __future__ import annotations
 
 import builtins
+import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
@@ -21,6 +22,7 @@ __all__ = [
     "LABEL_PLAN_DIGEST",
     "LABEL_ROLE",
     "LABEL_WORKLOAD",
+    "SECRET_ENV_NAME",
     "ApplyResult",
     "ContainerStatus",
     "Driver",
@@ -36,6 +38,9 @@ LABEL_ROLE = "asyncdeploy.io/role"
 LABEL_CONTAINER = "asyncdeploy.io/container"
 LABEL_GRACE = "asyncdeploy.io/termination-grace-period-seconds"
 LABEL_PLAN_DIGEST = "asyncdeploy.io/plan-digest"
+
+SECRET_ENV_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH|PRIVATE", re.IGNORECASE)
+"""Env names whose values ``inspect`` masks."""
 
 Emit = Callable[[DrainEvent], None]
 """Hands an event to the consumer without ever waiting for it (a slow consumer never delays a kill)."""

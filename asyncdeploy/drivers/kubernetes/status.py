@@ -9,13 +9,13 @@ the Pod API and is not listed.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 from asyncdeploy.drivers.base import (
     LABEL_PLAN_DIGEST,
     LABEL_WORKLOAD,
+    SECRET_ENV_NAME,
     ContainerStatus,
     WorkloadStatus,
 )
@@ -36,7 +36,7 @@ __all__ = [
     "workload_status",
 ]
 
-SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH|PRIVATE", re.IGNORECASE)
+SECRET_NAME = SECRET_ENV_NAME  # one rule for every driver
 MASK = "****"
 Role = Literal["init", "run"]
 

@@ -1,0 +1,46 @@
+"""The ``asyncdeploy`` command line: thin click commands over the async API.
+
+Exit codes: 0 success, 1 the operation failed, 2 usage (bad arguments or an invalid plan),
+3 no engine answers.
+"""
+
+from __future__ import annotations
+
+import click
+
+from asyncdeploy.cli import proof, workloads
+from asyncdeploy.cli._common import Settings
+from asyncdeploy.drivers import DRIVERS
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--driver",
+    type=click.Choice(sorted(DRIVERS)),
+    envvar="ASYNCDEPLOY_DRIVER",
+    default=None,
+    help="Engine to use [env ASYNCDEPLOY_DRIVER; default: the first of docker, podman, "
+    "kubernetes that answers].",
+)
+@click.version_option(package_name="asyncdeploy")
+@click.pass_context
+def main(ctx: click.Context, driver: str | None) -> None:
+    """Deploy inference workloads and take them down without losing a request."""
+    ctx.obj = Settings(driver=driver)
+
+
+for name, command in {
+    "create": workloads.create,
+    "delete": workloads.delete,
+    "delete-all": workloads.delete_all,
+    "list": workloads.list_,
+    "get": workloads.get,
+    "logs": workloads.logs,
+    "inspect": workloads.inspect,
+    "lint": proof.lint,
+    "verify": proof.verify,
+    "drain": proof.drain,
+}.items():
+    main.add_command(command, name)

@@ -1,0 +1,207 @@
+"""Commands for the termination contract: lint a plan's budget, drain a server, verify."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import anyio
+import attrs
+import click
+
+from asyncdeploy.cli._common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CommandFailed,
+    Settings,
+    emit_json,
+    output_option,
+    pass_settings,
+    run,
+)
+from asyncdeploy.deployer import open_deployer
+from asyncdeploy.errors import PlanError
+from asyncdeploy.lint import lint_plan
+from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.render import EventRenderer
+from asyncdeploy.workload.durations import parse_duration
+
+
+@click.command("lint")
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("--expected-drain", default=None, help="How long draining takes, e.g. 30s.")
+@click.option("--request-timeout", default=None, help="The longest request, e.g. 60s.")
+@click.option(
+    "--margin", default="15s", show_default=True, help="Reserve for sidecars and cleanup."
+)
+@click.option("--strict", is_flag=True, help="Fail on warnings too.")
+@output_option
+def lint(
+    plan_file: str,
+    expected_drain: str | None,
+    request_timeout: str | None,
+    margin: str,
+    strict: bool,
+    output: str,
+) -> None:
+    """Check a plan's termination budget and probes (exit 1 on errors)."""
+    try:
+        plan = WorkloadPlan.from_file(plan_file)
+        seconds = {
+            name: None if value is None else parse_duration(value)
+            for name, value in (("drain", expected_drain), ("timeout", request_timeout))
+        }
+        margin_seconds = parse_duration(margin)
+    except PlanError as exc:
+        raise CommandFailed(str(exc), EXIT_USAGE) from exc
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    findings = lint_plan(
+        plan,
+        expected_drain_seconds=seconds["drain"],
+        request_timeout_seconds=seconds["timeout"],
+        margin_seconds=margin_seconds,
+    )
+    if output == "json":
+        emit_json([attrs.asdict(f) for f in findings])
+    else:
+        for finding in findings:
+            click.echo(str(finding))
+        if not findings:
+            click.echo(f"{plan.name}: the termination budget holds")
+    if any(f.level == "error" or strict for f in findings):
+        raise click.exceptions.Exit(EXIT_FAILED)
+
+
+@click.command("drain")
+@click.option(
+    "--socket",
+    "socket_path",
+    default="/run/asyncdeploy/control.sock",
+    show_default=True,
+    help="The server's control socket.",
+)
+@click.option(
+    "--propagation-wait",
+    default="10s",
+    show_default=True,
+    help="How long traffic removal takes to reach every client, e.g. 10s.",
+)
+@click.option("--timeout", default=None, help="A bound for the whole command, e.g. 90s.")
+def drain(socket_path: str, propagation_wait: str, timeout: str | None) -> None:
+    """Tell a server to drain, then wait until it has no request in flight (a preStop hook).
+
+    Exit 0 drained, 1 not drained in time.
+    """
+    from asyncdeploy.workload import run_drain_command
+
+    try:
+        wait, bound = parse_duration(propagation_wait), None
+        if timeout is not None:
+            bound = parse_duration(timeout)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    report = run(run_drain_command, socket_path, wait, bound)
+    emit_json(report.to_dict())
+    if not report.drained:
+        raise click.exceptions.Exit(EXIT_FAILED)
+
+
+@click.command("verify")
+@click.option(
+    "-f", "--file", "plan_file", default=None, help="A plan to verify (default: the demo)."
+)
+@click.option("--port", default=8080, show_default=True, help="Container port the traffic goes to.")
+@click.option(
+    "--mode",
+    type=click.Choice(["delete", "replace", "delete-all"]),
+    default="delete",
+    show_default=True,
+    help="The disruption performed while traffic flows.",
+)
+@click.option("--image", default=None, help="Demo server image.")
+@click.option("--pause-image", default=None, help="Pause image for the demo plan.")
+@click.option("--grace-period-seconds", type=click.IntRange(min=0), default=None)
+@click.option("--warmup", default="3s", show_default=True, help="Traffic before the disruption.")
+@click.option("--short-rate", default=5.0, show_default=True, help="Short requests per second.")
+@click.option("--long-rate", default=1.0, show_default=True, help="Long requests per second.")
+@click.option("--stream-rate", default=2.0, show_default=True, help="Streams per second.")
+@click.option("--long-seconds", default=3.0, show_default=True)
+@click.option("--stream-tokens", default=30, show_default=True)
+@click.option("--stream-pace", default=0.1, show_default=True, help="Seconds between tokens.")
+@click.option("--client-abort-every", default=0, help="Fault: abandon every Nth stream mid-way.")
+@click.option("--ignore-sigterm", is_flag=True, help="Fault: the demo ignores SIGTERM, no drain.")
+@click.option("--report", "report_file", default=None, help="Write the JSON report here.")
+@output_option
+@pass_settings
+def verify(
+    settings: Settings,
+    plan_file: str | None,
+    port: int,
+    mode: str,
+    image: str | None,
+    pause_image: str | None,
+    grace_period_seconds: int | None,
+    warmup: str,
+    short_rate: float,
+    long_rate: float,
+    stream_rate: float,
+    long_seconds: float,
+    stream_tokens: int,
+    stream_pace: float,
+    client_abort_every: int,
+    ignore_sigterm: bool,
+    report_file: str | None,
+    output: str,
+) -> None:
+    """Prove a lossless termination: traffic through a workload while it is disrupted.
+
+    Exits 1 when any request was truncated, lost, failed or duplicated.
+    """
+    from asyncdeploy.verify import DEMO_IMAGE, TrafficMix, VerifyOptions, demo_plan, run_verify
+
+    mix = TrafficMix(
+        short_per_second=short_rate,
+        long_per_second=long_rate,
+        stream_per_second=stream_rate,
+        long_seconds=long_seconds,
+        stream_tokens=stream_tokens,
+        stream_pace=stream_pace,
+        client_abort_every=client_abort_every,
+    )
+    options = VerifyOptions(
+        mode=mode,  # type: ignore[arg-type]
+        port=port,
+        warmup_seconds=parse_duration(warmup),
+        grace_period_seconds=grace_period_seconds,
+        mix=mix,
+    )
+
+    async def impl() -> bool:
+        if plan_file is not None:
+            plan = WorkloadPlan.from_file(plan_file)
+        else:
+            plan = demo_plan(
+                image=image or DEMO_IMAGE, pause_image=pause_image, ignore_sigterm=ignore_sigterm
+            )
+            if ignore_sigterm:
+                plan = attrs.evolve(plan, termination_grace_period_seconds=5)
+        renderer = EventRenderer(sys.stderr)
+        async with open_deployer(settings.driver) as deployer:
+            report = await run_verify(
+                deployer,
+                plan,
+                options,
+                on_event=renderer.show if output == "text" else None,
+                on_status=lambda line: click.echo(f"-- {line}", err=True),
+            )
+        if report_file is not None:
+            await anyio.Path(report_file).write_text(json.dumps(report.to_dict(), default=str))
+        if output == "json":
+            emit_json(report.to_dict())
+        else:
+            click.echo(report.text())
+        return report.passed
+
+    if not run(impl):
+        raise click.exceptions.Exit(EXIT_FAILED)

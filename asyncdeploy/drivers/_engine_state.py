@@ -1,0 +1,86 @@
+"""Engine API list entries read into asyncdeploy's values (pure: no engine calls)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from asyncdeploy.drain import ContainerRef, WorkloadSnapshot
+from asyncdeploy.drivers import _engine_spec as spec
+from asyncdeploy.drivers.base import (
+    LABEL_CONTAINER,
+    LABEL_GRACE,
+    LABEL_PLAN_DIGEST,
+    LABEL_ROLE,
+    SECRET_ENV_NAME,
+    ContainerStatus,
+    WorkloadStatus,
+)
+from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
+
+__all__ = ["mask_secret", "snapshot", "workload_status"]
+
+_EXITED = re.compile(r"Exited \((-?\d+)\)")
+_HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)")
+_ROLE_ORDER = {"pause": 0, "init": 1, "run": 2, "autoheal": 3}
+
+
+def workload_status(driver: str, name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadStatus:
+    """A workload's status from the engine's container list entries."""
+    items = sorted(items, key=lambda c: _ROLE_ORDER.get(c["Labels"].get(LABEL_ROLE), 9))
+    first = items[0]["Labels"]
+    user_labels = {k: v for k, v in first.items() if not k.startswith("asyncdeploy.io/")}
+    containers = []
+    for item in items:
+        exited = _EXITED.search(item.get("Status", ""))
+        health = _HEALTH.search(item.get("Status", ""))
+        containers.append(
+            ContainerStatus(
+                name=item["Labels"].get(LABEL_CONTAINER, ""),
+                role=item["Labels"].get(LABEL_ROLE, "run"),
+                image=item.get("Image", ""),
+                state=item.get("State", "unknown"),
+                exit_code=int(exited.group(1)) if exited else None,
+                health=health.group(1).replace("health: ", "") if health else None,
+            )
+        )
+    return WorkloadStatus(
+        name=name,
+        driver=driver,
+        labels=user_labels,
+        grace_period_seconds=int(first.get(LABEL_GRACE, DEFAULT_GRACE_PERIOD_SECONDS)),
+        plan_digest=first.get(LABEL_PLAN_DIGEST),
+        containers=tuple(containers),
+    )
+
+
+def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
+    refs = []
+    for item in items:
+        labels = item["Labels"]
+        exited = _EXITED.search(item.get("Status", ""))
+        pre_stop = labels.get(spec.LABEL_PRE_STOP)
+        refs.append(
+            ContainerRef(
+                id=str(item["Id"]),
+                name=labels.get(LABEL_CONTAINER, str(item["Id"])[:12]),
+                role=labels.get(LABEL_ROLE, "run"),
+                running=item.get("State") in ("running", "restarting", "paused"),
+                exit_code=int(exited.group(1)) if exited else None,
+                pre_stop=tuple(json.loads(pre_stop)) if pre_stop else None,
+                stop_signal=labels.get(spec.LABEL_STOP_SIGNAL, "SIGTERM"),
+                restart_policy=labels.get(spec.LABEL_RESTART_POLICY, "no"),
+            )
+        )
+    refs.sort(key=lambda r: _ROLE_ORDER.get(r.role, 9))
+    grace = int(items[0]["Labels"].get(LABEL_GRACE, DEFAULT_GRACE_PERIOD_SECONDS))
+    return WorkloadSnapshot(name=name, grace_period_seconds=grace, containers=tuple(refs))
+
+
+def mask_secret(entry: str) -> str:
+    key, sep, value = entry.partition("=")
+    if sep and value and SECRET_ENV_NAME.search(key):
+        return f"{key}=****"
+    return entry
