@@ -21,7 +21,7 @@ export CONTAINER_HOST=$PODMAN_HOST
 
 # 2. leftovers of earlier runs that were killed (/run and /var/lib persist on this machine kind):
 #    only what the tests and the demo labelled, never anyone else's containers
-for label in asyncdeploy-test-run asyncdeploy-demo; do
+for label in asyncdeploy-test-run asyncdeploy-demo asyncdeploy-verify asyncdeploy-bench; do
     ids=$(docker -H "$DOCKER_HOST" ps -aq --filter "label=$label" || true)
     [ -z "$ids" ] || { log "docker: removing $(echo "$ids" | wc -l) leftover container(s) labelled $label"; docker -H "$DOCKER_HOST" rm -f $ids >/dev/null; }
     ids=$(podman ps -aq --filter "label=$label" || true)
@@ -33,14 +33,11 @@ for label in asyncdeploy-test-run asyncdeploy-demo; do
     fi
 done
 
-# 3. images, built locally
-bash "$here/build-test-image.sh" >/dev/null
-if [ -f "$here/build-demo-image.sh" ]; then bash "$here/build-demo-image.sh" >/dev/null; fi
-
-# 4. nox, in a venv of its own (Debian's python refuses system-wide pip installs)
+# 3. nox, in a venv of its own (Debian's python refuses system-wide pip installs)
 venv=${ASYNCDEPLOY_TOOLS_VENV:-/var/cache/asyncdeploy-tools}
 if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
     log "installing python3-venv"
+    apt-get update -q >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-venv python3-pip >&2
 fi
 if [ ! -x "$venv/bin/nox" ]; then
@@ -48,6 +45,10 @@ if [ ! -x "$venv/bin/nox" ]; then
     python3 -m venv "$venv" >&2
     "$venv/bin/pip" install -q --disable-pip-version-check nox >&2
 fi
+
+# 4. images, built locally (the demo image takes wheels that pip downloads on the host)
+bash "$here/build-test-image.sh" >/dev/null
+PIP="$venv/bin/python -m pip" bash "$here/build-demo-image.sh" >/dev/null
 
 echo "DOCKER_HOST=$DOCKER_HOST"
 echo "CONTAINER_HOST=$CONTAINER_HOST"
