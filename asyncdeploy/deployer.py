@@ -123,7 +123,7 @@ class Deployer:
         block cancels it, and the driver's shielded cleanup still kills and removes everything.
         Raises ``DrainError`` on exit when some step failed.
         """
-        await self.driver.get(name)  # a clear WorkloadNotFound before anything starts
+        await self.driver.get(name)  # a clear WorkloadNotFound before the stream opens
         async with self._drain([name], grace_period_seconds) as events:
             yield events
 
@@ -176,17 +176,31 @@ class Deployer:
                 relay.close()
 
         send, receive = anyio.create_memory_object_stream[DrainEvent](EVENT_BUFFER)
-        with receive:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(run)
-                tg.start_soon(relay.relay, send)
-                yield receive
+        try:
+            with receive:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(run)
+                    tg.start_soon(relay.relay, send)
+                    yield receive
+        except BaseExceptionGroup as group:
+            raise _lone_error(group) from None
         failed = [s for s in summaries if s.errors]
         if failed:
             raise DrainError(failed)
 
     async def aclose(self) -> None:
         await self.driver.aclose()
+
+
+def _lone_error(group: BaseExceptionGroup) -> BaseException:
+    """The one real error of a task group (e.g. WorkloadNotFound before anything was touched),
+    or the group itself when there are several."""
+    errors = [e for e in group.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
+    if len(errors) == 1:
+        if isinstance(errors[0], BaseExceptionGroup):
+            return _lone_error(errors[0])
+        return errors[0]
+    return group
 
 
 @asynccontextmanager

@@ -119,6 +119,7 @@ class _WorkloadDrain:
     emit: Emit
     tracked: list[_Tracked] = attrs.field(factory=list)
     errors: list[str] = attrs.field(factory=list)
+    pause_killed: set[str] = attrs.field(factory=set)
 
     @property
     def name(self) -> str:
@@ -178,6 +179,8 @@ class _WorkloadDrain:
 
     async def _remove_sidecar(self, ref: ContainerRef) -> None:
         try:
+            if ref.running:
+                await self.ops.signal(ref, "SIGKILL")  # nothing to drain in a sidecar
             await self.ops.remove(ref)
         except WorkloadNotFound:
             pass
@@ -276,6 +279,20 @@ class _WorkloadDrain:
             for t in self.tracked:
                 if t.outcome is None:
                     tg.start_soon(self._kill_one, t)
+            if self.grace == 0:
+                tg.start_soon(self._kill_pause)  # nothing drains: the pause can die with them
+
+    async def _kill_pause(self) -> None:
+        """SIGKILL the pause container, once (it has nothing to drain; removal comes last)."""
+        for ref in self.snapshot.containers:
+            if ref.role == "pause" and ref.running and ref.id not in self.pause_killed:
+                self.pause_killed.add(ref.id)
+                try:
+                    await self.ops.signal(ref, "SIGKILL")
+                except WorkloadNotFound:
+                    pass
+                except EngineError as exc:
+                    self.errors.append(f"kill {ref.name}: {exc}")
 
     async def _kill_one(self, t: _Tracked) -> None:
         ref = t.ref
@@ -306,6 +323,9 @@ class _WorkloadDrain:
             for ref in self.snapshot.containers:
                 if ref.role in ("init", "run"):
                     tg.start_soon(self._remove_one, ref)
+            # Every container has stopped: the pause container's network teardown can overlap
+            # their removal. Its own removal still waits (Podman refuses it before theirs).
+            tg.start_soon(self._kill_pause)
         for ref in self.snapshot.containers:
             if ref.role == "pause":
                 await self._remove_one(ref)

@@ -12,8 +12,8 @@ from typing import Literal
 
 import attrs
 
+from asyncdeploy.durations import parse_duration
 from asyncdeploy.plan import Container, Probe, WorkloadPlan
-from asyncdeploy.workload.durations import parse_duration
 
 __all__ = ["DEFAULT_MARGIN_SECONDS", "Finding", "lint_plan"]
 

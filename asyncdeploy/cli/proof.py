@@ -20,11 +20,11 @@ from asyncdeploy.cli._common import (
     run,
 )
 from asyncdeploy.deployer import open_deployer
+from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import PlanError
 from asyncdeploy.lint import lint_plan
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.render import EventRenderer
-from asyncdeploy.workload.durations import parse_duration
 
 
 @click.command("lint")

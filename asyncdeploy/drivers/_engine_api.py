@@ -260,7 +260,8 @@ class EngineAPIDriver:
     async def drain(
         self, names: Sequence[str], *, grace_period_seconds: int | None, emit: Emit
     ) -> builtins.list[DrainSummary]:
-        grouped = await self._by_workload()
+        # One list call: filtered by name for one workload, all of asyncdeploy's for several.
+        grouped = await self._by_workload({LABEL_WORKLOAD: names[0]} if len(names) == 1 else None)
         missing = [n for n in names if n not in grouped]
         if missing:
             raise WorkloadNotFound(
@@ -312,9 +313,8 @@ class EngineAPIDriver:
             await anyio.sleep(KILL_POLL_SECONDS)
 
     async def remove(self, ref: ContainerRef) -> None:
-        if ref.role in ("pause", "autoheal") and ref.running:
-            # Nothing to drain in these; Podman's force-delete would otherwise stop gracefully.
-            await self.signal(ref, "SIGKILL")
+        """Force-remove a stopped container (the drain has signalled it: Podman's force-delete
+        of a running one would stop it gracefully first)."""
         with self._errors(f"remove {ref.name}"):
             await self._client.containers.container(ref.id).delete(force=True, v=True)
 

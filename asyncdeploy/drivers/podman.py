@@ -24,6 +24,7 @@ from typing import ClassVar
 
 import aiodocker
 
+from asyncdeploy.drain import ContainerRef
 from asyncdeploy.drivers._engine_api import EngineAPIDriver
 
 __all__ = ["PodmanDriver"]
@@ -56,6 +57,17 @@ class PodmanDriver(EngineAPIDriver):
             path, method="POST", params={"signal": signal}, versioned_api=False
         ):
             pass
+
+    async def wait_exit(self, ref: ContainerRef) -> int | None:
+        """Through the libpod endpoint, polling every 10 ms: the compatible wait returns only
+        after Podman's per-container cleanup (about 0.2 s later for one container)."""
+        path = f"{LIBPOD_API}/containers/{ref.id}/wait"
+        params = {"condition": "stopped", "interval": "10ms"}
+        with self._errors(f"wait for {ref.name}"):
+            code = await self._client._query_json(
+                path, method="POST", params=params, versioned_api=False
+            )
+        return None if code is None else int(code)
 
     def _conflict(self, exc: aiodocker.DockerError) -> bool:
         if exc.status == 409:

@@ -22,8 +22,9 @@ from urllib.parse import parse_qs
 
 import anyio
 
+from asyncdeploy.durations import parse_duration
+
 from ._asgi import Message, Receive, Scope, Send, header, json_bytes, send_response
-from .durations import parse_duration
 from .errors import WorkloadError
 from .middleware import DrainMiddleware
 from .runner import ServeOptions, serve_with_drain

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 import anyio
 
+from asyncdeploy.durations import parse_duration
+
 from ._asgi import json_bytes
 from .control import run_drain_command
-from .durations import parse_duration
 from .errors import ControlSocketError
 
 __all__ = ["main"]
