@@ -45,7 +45,6 @@ from asyncdeploy.plan import WorkloadPlan, plan_digest
 __all__ = ["EngineAPIDriver"]
 
 PING_TIMEOUT = 10.0
-KILL_POLL_SECONDS = 0.05
 
 
 def _nothing(_: object) -> None:
@@ -298,19 +297,8 @@ class EngineAPIDriver:
         return None if code is None else int(code)
 
     async def wait_killed(self, ref: ContainerRef) -> int | None:
-        """Poll until a SIGKILLed container is reported stopped; return its exit code.
-
-        Podman's wait also waits for the container's exec sessions to be cleaned up, which takes
-        20 s when a pre_stop hook was cut off at the deadline; its state is right at once.
-        """
-        handle = self._client.containers.container(ref.id)
-        while True:
-            with self._errors(f"inspect {ref.name}"):
-                state = (await handle.show()).get("State") or {}
-            if not state.get("Running"):
-                code = state.get("ExitCode")
-                return None if code is None else int(code)
-            await anyio.sleep(KILL_POLL_SECONDS)
+        """Wait for a container just sent SIGKILL (Docker's wait returns as it dies)."""
+        return await self.wait_exit(ref)
 
     async def remove(self, ref: ContainerRef) -> None:
         """Force-remove a stopped container (the drain has signalled it: Podman's force-delete

@@ -11,9 +11,9 @@
   call counts as stopped by the user): containers with a policy are stopped with a stop call
   bounded by the time left, the others with kill-then-wait (a stop call holds one of Podman's
   few API workers for the whole drain).
-- After a SIGKILL, the compatible kill and wait calls wait for the container's exec sessions
-  (20 s when a ``pre_stop`` hook was cut off): signals go through the libpod endpoint, and the
-  drain polls the state after a SIGKILL.
+- The compatible kill and wait calls wait for the container's exec sessions (20 s when a
+  ``pre_stop`` hook was cut off at the deadline) and for Podman's cleanup of the container:
+  signals and waits go through the libpod endpoints instead.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import aiodocker
+import anyio
 
 from asyncdeploy.drain import ContainerRef
 from asyncdeploy.drivers._engine_api import EngineAPIDriver
@@ -30,6 +31,7 @@ from asyncdeploy.drivers._engine_api import EngineAPIDriver
 __all__ = ["PodmanDriver"]
 
 ROOTFUL_SOCKET = "/run/podman/podman.sock"
+KILL_POLL_SECONDS = 0.02
 LIBPOD_API = "v4.0.0/libpod"  # the libpod API on the same socket; any v4 prefix is served
 _CONFLICT_MESSAGES = ("state improper", "already in use", "dependent containers")
 
@@ -68,6 +70,20 @@ class PodmanDriver(EngineAPIDriver):
                 path, method="POST", params=params, versioned_api=False
             )
         return None if code is None else int(code)
+
+    async def wait_killed(self, ref: ContainerRef) -> int | None:
+        """Poll the state: after a SIGKILL that cut a pre_stop hook off, every wait (compatible
+        or libpod) blocks until the hook's exec session is cleaned up, 20 s later."""
+        handle = self._client.containers.container(ref.id)
+        pause = KILL_POLL_SECONDS
+        while True:
+            with self._errors(f"inspect {ref.name}"):
+                state = (await handle.show()).get("State") or {}
+            if not state.get("Running"):
+                code = state.get("ExitCode")
+                return None if code is None else int(code)
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 0.2)  # many containers: do not flood the API service
 
     def _conflict(self, exc: aiodocker.DockerError) -> bool:
         if exc.status == 409:
