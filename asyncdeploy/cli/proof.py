@@ -156,7 +156,7 @@ def verify(
 ) -> None:
     """Prove a lossless termination: traffic through a workload while it is disrupted.
 
-    Exits 1 when any request was truncated, lost, failed or duplicated.
+    Exits 1 when any request was refused at connect, truncated, lost, failed or duplicated.
     """
     from asyncdeploy.verify import DEMO_IMAGE, TrafficMix, VerifyOptions, demo_plan, run_verify
 

@@ -83,7 +83,11 @@ class VerifyReport:
             )
         if len(self.bad) > 20:
             lines.append(f"  ... and {len(self.bad) - 20} more")
-        lines.append("PASS: no request truncated, lost or duplicated" if self.passed else "FAIL")
+        lines.append(
+            "PASS: no request refused at connect, truncated, lost, failed or duplicated"
+            if self.passed
+            else "FAIL"
+        )
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

@@ -32,7 +32,7 @@ Kind = Literal["short", "long", "stream"]
 Outcome = Literal[
     "completed",  # the whole answer arrived (a stream with its final done frame)
     "refused-with-retry",  # 503 + Retry-After from the admission gate: never started, safe to retry
-    "unavailable",  # the connection was refused: nothing listened any more, never admitted
+    "unavailable",  # the connection was refused: nothing listened any more
     "client-aborted",  # our own client hung up mid-stream (fault injection)
     "truncated",  # the answer started and was cut short (or cut at the drain deadline)
     "lost",  # sent, and no answer at all (reset, timeout)
@@ -49,7 +49,10 @@ OUTCOMES: tuple[Outcome, ...] = (
     "failed",
     "duplicated",
 )
-GATED_OUTCOMES: tuple[Outcome, ...] = ("truncated", "lost", "failed", "duplicated")
+# "unavailable" fails a run too: the router stops sending to an instance one poll after its
+# readiness fails, long before a draining server closes its listener, so a refused connection
+# means the instance went away under traffic (and a request cut that way may hide behind it).
+GATED_OUTCOMES: tuple[Outcome, ...] = ("unavailable", "truncated", "lost", "failed", "duplicated")
 READY_POLL_SECONDS = 0.25
 
 
