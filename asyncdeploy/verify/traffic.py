@@ -141,7 +141,7 @@ async def send_traffic(
     records: list[RequestRecord],
 ) -> None:
     """Issue requests at the mix's rates until ``stop`` is set; wait for all of them to end."""
-    async with anyio.create_task_group() as requests:
+    async with anyio.create_task_group() as in_flight:
 
         async def issue(kind: Kind, per_second: float) -> None:
             if per_second <= 0:
@@ -152,7 +152,7 @@ async def send_traffic(
                 if router.pick() is not None:  # nothing is sent while no endpoint is ready
                     record = RequestRecord(id=uuid.uuid4().hex[:16], kind=kind, started=time.time())
                     records.append(record)
-                    requests.start_soon(_request, session, router, mix, record, len(records))
+                    in_flight.start_soon(_request, session, router, mix, record, len(records))
                 next_at += interval
                 with anyio.move_on_after(max(0.0, next_at - anyio.current_time())):
                     await stop.wait()
