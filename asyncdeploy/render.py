@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TextIO
 
 import click
@@ -125,8 +126,6 @@ class LiveView:
         self.redraw(clear=False)
 
     def redraw(self, *, clear: bool = True) -> None:
-        import time
-
         if clear:
             self._clear()
         lines = [f"  {'WORKLOAD':<24} {'CONTAINER':<16} {'ROLE':<8} {'STATE':<28} LEFT"]

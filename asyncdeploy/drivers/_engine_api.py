@@ -29,6 +29,7 @@ from asyncdeploy.drivers.base import (
     EngineInfo,
     ExecResult,
     WorkloadStatus,
+    ignore_events,
 )
 from asyncdeploy.errors import (
     CreateError,
@@ -45,10 +46,6 @@ from asyncdeploy.plan import WorkloadPlan, plan_digest
 __all__ = ["EngineAPIDriver"]
 
 PING_TIMEOUT = 10.0
-
-
-def _nothing(_: object) -> None:
-    """An emit for drains nobody listens to."""
 
 
 class EngineAPIDriver:
@@ -227,18 +224,22 @@ class EngineAPIDriver:
         try:
             with anyio.fail_after(timeout):
                 while True:
-                    status = await self.get(name)
-                    if await self._ready(name, status):
-                        return status
+                    items = await self._containers({LABEL_WORKLOAD: name})
+                    if not items:
+                        raise WorkloadNotFound(
+                            f"no workload named {name!r}", engine=self.name, status=404
+                        )
+                    runs = [i for i in items if i["Labels"].get(LABEL_ROLE) == "run"]
+                    if await self._ready(name, runs):
+                        return workload_status(self.name, name, items)
                     await anyio.sleep(0.25)
         except TimeoutError:
             raise EngineTimeout(
                 f"workload {name!r} was not ready within {timeout:g} s", engine=self.name
             ) from None
 
-    async def _ready(self, name: str, status: WorkloadStatus) -> bool:
-        items = await self._containers({LABEL_WORKLOAD: name, LABEL_ROLE: "run"})
-        for item in items:
+    async def _ready(self, name: str, runs: Sequence[Mapping[str, Any]]) -> bool:
+        for item in runs:
             if item.get("State") != "running":
                 if item.get("State") == "exited":
                     raise CreateError(
@@ -342,7 +343,7 @@ class EngineAPIDriver:
                     action="unchanged", status=workload_status(self.name, plan.name, existing)
                 )
             [replaced] = await self.drain(
-                [plan.name], grace_period_seconds=None, emit=emit or _nothing
+                [plan.name], grace_period_seconds=None, emit=emit or ignore_events
             )
         await self._create(plan)
         return ApplyResult(
@@ -446,8 +447,7 @@ class EngineAPIDriver:
         for ref in sorted(created, key=lambda r: r.role == "pause"):
             try:
                 await self.signal(ref, "SIGKILL")
-                with self._errors(f"remove {ref.name}"):
-                    await self._client.containers.container(ref.id).delete(force=True, v=True)
+                await self.remove(ref)
             except EngineError:
                 pass  # best effort: the original error is what the caller needs
         try:

@@ -30,6 +30,7 @@ __all__ = [
     "EngineInfo",
     "ExecResult",
     "WorkloadStatus",
+    "ignore_events",
 ]
 
 # Labels that identify what asyncdeploy created (container labels, Pod labels and annotations).
@@ -44,6 +45,10 @@ SECRET_ENV_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH|PRIVATE", r
 
 Emit = Callable[[DrainEvent], None]
 """Hands an event to the consumer without ever waiting for it (a slow consumer never delays a kill)."""
+
+
+def ignore_events(_: DrainEvent) -> None:
+    """An :data:`Emit` for drains nobody listens to (a replacement inside ``apply``)."""
 
 
 @attrs.frozen(kw_only=True)

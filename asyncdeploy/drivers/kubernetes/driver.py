@@ -29,6 +29,7 @@ from asyncdeploy.drivers.base import (
     EngineInfo,
     ExecResult,
     WorkloadStatus,
+    ignore_events,
 )
 from asyncdeploy.drivers.kubernetes import status as pod_status
 from asyncdeploy.drivers.kubernetes.api import PodAPI
@@ -45,16 +46,12 @@ from asyncdeploy.errors import (
     EngineUnavailable,
     WorkloadNotFound,
 )
-from asyncdeploy.events import DrainEvent, DrainSummary
+from asyncdeploy.events import DrainSummary
 from asyncdeploy.plan import WorkloadPlan
 
 __all__ = ["KubernetesDriver"]
 
 PING_TIMEOUT = 5.0
-
-
-def _nothing(_: DrainEvent) -> None:
-    """An emit for drains nobody listens to."""
 
 
 class KubernetesDriver:
@@ -296,7 +293,7 @@ class KubernetesDriver:
                     namespace,
                     [plan.name],
                     grace_period_seconds=None,
-                    emit=emit or _nothing,
+                    emit=emit or ignore_events,
                     margin=self.watch_margin,
                 )
             except WorkloadNotFound:
