@@ -3,7 +3,7 @@ without losing a request."""
 
 from __future__ import annotations
 
-from asyncdeploy.deployer import Deployer, open_deployer
+from asyncdeploy.deployer import DRIVER_NAMES, Deployer, open_deployer
 from asyncdeploy.errors import (
     AsyncDeployError,
     CreateError,
@@ -43,10 +43,18 @@ from asyncdeploy.plan import (
     Resources,
     WorkloadPlan,
 )
+from asyncdeploy.results import (
+    ApplyResult,
+    ContainerStatus,
+    EngineInfo,
+    ExecResult,
+    WorkloadStatus,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApplyResult",
     "AsyncDeployError",
     "Autoheal",
     "Checks",
@@ -55,7 +63,9 @@ __all__ = [
     "ContainerForceKilled",
     "ContainerOutcome",
     "ContainerRemoved",
+    "ContainerStatus",
     "CreateError",
+    "DRIVER_NAMES",
     "Deployer",
     "DrainError",
     "DrainEvent",
@@ -65,8 +75,10 @@ __all__ = [
     "DriverNotFound",
     "EngineAPIError",
     "EngineError",
+    "EngineInfo",
     "EngineTimeout",
     "EngineUnavailable",
+    "ExecResult",
     "HTTPGet",
     "Mount",
     "PauseRemoved",
@@ -81,5 +93,6 @@ __all__ = [
     "WorkloadConflict",
     "WorkloadNotFound",
     "WorkloadPlan",
+    "WorkloadStatus",
     "open_deployer",
 ]

@@ -25,19 +25,17 @@ import attrs
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from asyncdeploy.drivers import DRIVERS, connect_driver, driver_class
-from asyncdeploy.drivers.base import (
-    ApplyResult,
-    Driver,
-    ExecResult,
-    WorkloadStatus,
-)
+from asyncdeploy.drivers.base import Driver
 from asyncdeploy.errors import DrainError, EngineUnavailable
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary
 from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.results import ApplyResult, ExecResult, WorkloadStatus
 
-__all__ = ["AUTO_DETECT_ORDER", "Deployer", "open_deployer"]
+__all__ = ["AUTO_DETECT_ORDER", "DRIVER_NAMES", "Deployer", "open_deployer"]
 
 AUTO_DETECT_ORDER = ("docker", "podman", "kubernetes")
+DRIVER_NAMES: tuple[str, ...] = tuple(sorted(DRIVERS))
+"""The names ``open_deployer`` and ``--driver`` accept."""
 EVENT_BUFFER = 64
 
 

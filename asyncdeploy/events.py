@@ -7,6 +7,7 @@ workload's drain started. Events about one container also carry ``container`` an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import attrs
@@ -20,6 +21,7 @@ __all__ = [
     "DrainFinished",
     "DrainStarted",
     "DrainSummary",
+    "Emit",
     "Outcome",
     "PauseRemoved",
     "PreStopFinished",
@@ -27,6 +29,7 @@ __all__ = [
     "SidecarRemoved",
     "SignalSent",
     "event_to_dict",
+    "ignore_events",
 ]
 
 Role = Literal["pause", "init", "run", "autoheal"]
@@ -211,3 +214,11 @@ def event_to_dict(event: DrainEvent) -> dict[str, Any]:
     if "containers" in out:
         out["containers"] = list(out["containers"])
     return out
+
+
+Emit = Callable[["DrainEvent"], None]
+"""Hands an event to the consumer without ever waiting for it (a slow consumer never delays a kill)."""
+
+
+def ignore_events(_: DrainEvent) -> None:
+    """An :data:`Emit` for drains nobody listens to (a replacement inside ``apply``)."""

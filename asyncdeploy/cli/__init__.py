@@ -10,7 +10,7 @@ import click
 
 from asyncdeploy.cli import proof, workloads
 from asyncdeploy.cli._common import Settings
-from asyncdeploy.drivers import DRIVERS
+from asyncdeploy.deployer import DRIVER_NAMES
 
 __all__ = ["main"]
 
@@ -18,7 +18,7 @@ __all__ = ["main"]
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--driver",
-    type=click.Choice(sorted(DRIVERS)),
+    type=click.Choice(DRIVER_NAMES),
     envvar="ASYNCDEPLOY_DRIVER",
     default=None,
     help="Engine to use [env ASYNCDEPLOY_DRIVER; default: the first of docker, podman, "

@@ -11,8 +11,8 @@ import anyio
 import attrs
 import click
 
-from asyncdeploy.drivers.base import WorkloadStatus
 from asyncdeploy.errors import AsyncDeployError, DriverNotFound, EngineUnavailable, PlanError
+from asyncdeploy.results import WorkloadStatus
 
 P = ParamSpec("P")
 T = TypeVar("T")

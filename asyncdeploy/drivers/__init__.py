@@ -11,8 +11,8 @@ from asyncdeploy.errors import DriverNotFound
 __all__ = ["DRIVERS", "connect_driver"]
 
 DRIVERS: dict[str, str] = {
-    "docker": "asyncdeploy.drivers.docker:DockerDriver",
-    "podman": "asyncdeploy.drivers.podman:PodmanDriver",
+    "docker": "asyncdeploy.drivers.engine:DockerDriver",
+    "podman": "asyncdeploy.drivers.engine:PodmanDriver",
     "kubernetes": "asyncdeploy.drivers.kubernetes:KubernetesDriver",
 }
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import builtins
 import re
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Protocol
 
-import attrs
-
-from asyncdeploy.events import DrainEvent, DrainSummary
+from asyncdeploy.events import DrainSummary, Emit
 from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
 
 __all__ = [
     "LABEL_CONTAINER",
@@ -23,14 +22,7 @@ __all__ = [
     "LABEL_ROLE",
     "LABEL_WORKLOAD",
     "SECRET_ENV_NAME",
-    "ApplyResult",
-    "ContainerStatus",
     "Driver",
-    "Emit",
-    "EngineInfo",
-    "ExecResult",
-    "WorkloadStatus",
-    "ignore_events",
 ]
 
 # Labels that identify what asyncdeploy created (container labels, Pod labels and annotations).
@@ -42,64 +34,6 @@ LABEL_PLAN_DIGEST = "asyncdeploy.io/plan-digest"
 
 SECRET_ENV_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH|PRIVATE", re.IGNORECASE)
 """Env names whose values ``inspect`` masks."""
-
-Emit = Callable[[DrainEvent], None]
-"""Hands an event to the consumer without ever waiting for it (a slow consumer never delays a kill)."""
-
-
-def ignore_events(_: DrainEvent) -> None:
-    """An :data:`Emit` for drains nobody listens to (a replacement inside ``apply``)."""
-
-
-@attrs.frozen(kw_only=True)
-class EngineInfo:
-    driver: str
-    version: str
-    api_version: str
-    engine: str = ""  # what answered: docker, podman, or the Kubernetes server's git version
-
-
-@attrs.frozen(kw_only=True)
-class ContainerStatus:
-    name: str
-    role: Literal["pause", "init", "run", "autoheal"]
-    image: str
-    state: str  # created, running, exited, ... as the engine says it
-    exit_code: int | None = None
-    health: str | None = None  # healthy, unhealthy, starting, or None without a check
-
-
-@attrs.frozen(kw_only=True)
-class WorkloadStatus:
-    name: str
-    driver: str
-    labels: Mapping[str, str]
-    grace_period_seconds: int
-    plan_digest: str | None
-    containers: tuple[ContainerStatus, ...]
-
-    @property
-    def state(self) -> str:
-        """``running`` when every run container runs, else the first run container's state."""
-        runs = [c for c in self.containers if c.role == "run"]
-        if runs and all(c.state == "running" for c in runs):
-            return "running"
-        return runs[0].state if runs else "unknown"
-
-
-@attrs.frozen(kw_only=True)
-class ApplyResult:
-    """What ``apply`` did: ``created``, ``unchanged`` or ``replaced``."""
-
-    action: Literal["created", "unchanged", "replaced"]
-    status: WorkloadStatus
-    replaced: DrainSummary | None = None
-
-
-@attrs.frozen(kw_only=True)
-class ExecResult:
-    exit_code: int
-    output: str
 
 
 class Driver(Protocol):

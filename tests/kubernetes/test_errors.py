@@ -19,7 +19,7 @@ from asyncdeploy import (
     WorkloadConflict,
     WorkloadNotFound,
 )
-from asyncdeploy.drivers.kubernetes.errors import map_errors, status_error, status_message
+from asyncdeploy.drivers.kubernetes._errors import map_errors, status_error, status_message
 
 
 def _api_exception(status: int, body: dict[str, object] | str) -> ApiException:

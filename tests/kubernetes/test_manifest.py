@@ -22,7 +22,7 @@ from asyncdeploy import (
     WorkloadPlan,
 )
 from asyncdeploy.drivers.base import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
-from asyncdeploy.drivers.kubernetes.manifest import (
+from asyncdeploy.drivers.kubernetes._manifest import (
     apply_decision,
     pod_manifest,
     restart_policy,

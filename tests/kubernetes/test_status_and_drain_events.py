@@ -12,8 +12,8 @@ from typing import Any, cast
 import pytest
 from k8s_recordings import exchange, recording
 
-from asyncdeploy.drivers.kubernetes import status as pod_status
-from asyncdeploy.drivers.kubernetes.drain import PodDrain
+from asyncdeploy.drivers.kubernetes import _status as pod_status
+from asyncdeploy.drivers.kubernetes._drain import PodDrain
 from asyncdeploy.events import (
     ContainerExited,
     ContainerForceKilled,

@@ -8,8 +8,7 @@ import pytest
 import asyncdeploy
 from asyncdeploy import errors
 from asyncdeploy.drivers import DRIVERS, driver_class
-from asyncdeploy.drivers.docker import DockerDriver
-from asyncdeploy.drivers.podman import PodmanDriver
+from asyncdeploy.drivers.engine import DockerDriver, PodmanDriver
 from asyncdeploy.events import (
     ContainerOutcome,
     DrainFinished,
@@ -31,9 +30,11 @@ def test_every_error_descends_from_the_root() -> None:
 
 
 def test_registry_names_match_modules() -> None:
-    """Each registry key imports, its module is named after it, and so is the driver."""
+    """Each registry key imports a driver class named after it, exported by a public package."""
     for key, target in DRIVERS.items():
-        assert target.split(":")[0].split(".")[-1] == key
+        module, _, class_name = target.partition(":")
+        assert not any(part.startswith("_") for part in module.split("."))
+        assert class_name.lower() == f"{key}driver"
         if key != "kubernetes":
             assert driver_class(key).name == key
     with pytest.raises(errors.DriverNotFound, match="kuberentes"):

@@ -37,11 +37,11 @@ from typing import Any, Literal
 import anyio
 import attrs
 
-from asyncdeploy.drivers.base import LABEL_WORKLOAD, Emit
-from asyncdeploy.drivers.kubernetes import status as pod_status
-from asyncdeploy.drivers.kubernetes.api import PodAPI
-from asyncdeploy.drivers.kubernetes.errors import ENGINE
-from asyncdeploy.drivers.kubernetes.watch import PodEvent, PodFollower, Resync
+from asyncdeploy.drivers.base import LABEL_WORKLOAD
+from asyncdeploy.drivers.kubernetes import _status as pod_status
+from asyncdeploy.drivers.kubernetes._api import PodAPI
+from asyncdeploy.drivers.kubernetes._errors import ENGINE
+from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
     EngineAPIError,
     EngineError,
@@ -56,6 +56,7 @@ from asyncdeploy.events import (
     DrainFinished,
     DrainStarted,
     DrainSummary,
+    Emit,
     Outcome,
     PauseRemoved,
     SignalSent,

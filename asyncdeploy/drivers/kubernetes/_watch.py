@@ -26,8 +26,8 @@ from typing import Any
 import anyio
 import attrs
 
-from asyncdeploy.drivers.kubernetes.api import PodAPI
-from asyncdeploy.drivers.kubernetes.errors import status_error
+from asyncdeploy.drivers.kubernetes._api import PodAPI
+from asyncdeploy.drivers.kubernetes._errors import status_error
 from asyncdeploy.errors import EngineAPIError, EngineError, EngineTimeout, EngineUnavailable
 
 __all__ = ["MAX_WATCH_SECONDS", "PodChange", "PodEvent", "PodFollower", "Resync"]

@@ -18,7 +18,7 @@ import aiohttp
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, VersionApi
 from kubernetes_asyncio.stream import WsApiClient
 
-from asyncdeploy.drivers.kubernetes.errors import ENGINE, map_errors, status_error
+from asyncdeploy.drivers.kubernetes._errors import ENGINE, map_errors, status_error
 from asyncdeploy.errors import EngineAPIError, EngineUnavailable
 
 __all__ = ["JSONLines", "PodAPI", "TextLines"]

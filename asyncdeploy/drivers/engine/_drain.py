@@ -23,7 +23,6 @@ from typing import ClassVar, Literal, Protocol
 import anyio
 import attrs
 
-from asyncdeploy.drivers.base import Emit
 from asyncdeploy.errors import EngineError, WorkloadNotFound
 from asyncdeploy.events import (
     ContainerExited,
@@ -33,6 +32,7 @@ from asyncdeploy.events import (
     DrainFinished,
     DrainStarted,
     DrainSummary,
+    Emit,
     Outcome,
     PauseRemoved,
     PreStopFinished,

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import ClassVar
 
-from asyncdeploy.drivers._engine_api import EngineAPIDriver
+from asyncdeploy.drivers.engine._api import EngineAPIDriver
 
 __all__ = ["DockerDriver"]
 
@@ -29,7 +29,7 @@ class DockerDriver(EngineAPIDriver):
     @classmethod
     def _for_engine(cls, engine: str) -> type[EngineAPIDriver]:
         if engine == "podman":
-            from asyncdeploy.drivers.podman import PodmanDriver
+            from asyncdeploy.drivers.engine._podman import PodmanDriver
 
             return PodmanDriver
         return cls

@@ -7,18 +7,17 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from asyncdeploy.drain import ContainerRef, WorkloadSnapshot
-from asyncdeploy.drivers import _engine_spec as spec
 from asyncdeploy.drivers.base import (
     LABEL_CONTAINER,
     LABEL_GRACE,
     LABEL_PLAN_DIGEST,
     LABEL_ROLE,
     SECRET_ENV_NAME,
-    ContainerStatus,
-    WorkloadStatus,
 )
+from asyncdeploy.drivers.engine import _spec as spec
+from asyncdeploy.drivers.engine._drain import ContainerRef, WorkloadSnapshot
 from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
+from asyncdeploy.results import ContainerStatus, WorkloadStatus
 
 __all__ = ["mask_secret", "snapshot", "workload_status"]
 

@@ -16,21 +16,10 @@ import aiodocker
 import aiohttp
 import anyio
 
-from asyncdeploy.drain import ContainerRef, drain_workloads
-from asyncdeploy.drivers import _engine_spec as spec
-from asyncdeploy.drivers._engine_state import mask_secret, snapshot, workload_status
-from asyncdeploy.drivers.base import (
-    LABEL_CONTAINER,
-    LABEL_PLAN_DIGEST,
-    LABEL_ROLE,
-    LABEL_WORKLOAD,
-    ApplyResult,
-    Emit,
-    EngineInfo,
-    ExecResult,
-    WorkloadStatus,
-    ignore_events,
-)
+from asyncdeploy.drivers.base import LABEL_CONTAINER, LABEL_PLAN_DIGEST, LABEL_ROLE, LABEL_WORKLOAD
+from asyncdeploy.drivers.engine import _spec as spec
+from asyncdeploy.drivers.engine._drain import ContainerRef, drain_workloads
+from asyncdeploy.drivers.engine._state import mask_secret, snapshot, workload_status
 from asyncdeploy.errors import (
     CreateError,
     EngineAPIError,
@@ -40,8 +29,9 @@ from asyncdeploy.errors import (
     WorkloadConflict,
     WorkloadNotFound,
 )
-from asyncdeploy.events import DrainSummary
+from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.plan import WorkloadPlan, plan_digest
+from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
 
 __all__ = ["EngineAPIDriver"]
 
@@ -255,7 +245,7 @@ class EngineAPIDriver:
                     return False
         return True
 
-    # --- the drain (ContainerOps for asyncdeploy.drain) ---------------------------------------
+    # --- the drain (ContainerOps for asyncdeploy.drivers.engine._drain) ---------------------------------------
 
     async def drain(
         self, names: Sequence[str], *, grace_period_seconds: int | None, emit: Emit

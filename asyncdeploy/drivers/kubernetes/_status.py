@@ -12,15 +12,10 @@ import copy
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from asyncdeploy.drivers.base import (
-    LABEL_PLAN_DIGEST,
-    LABEL_WORKLOAD,
-    SECRET_ENV_NAME,
-    ContainerStatus,
-    WorkloadStatus,
-)
-from asyncdeploy.drivers.kubernetes.errors import ENGINE
+from asyncdeploy.drivers.base import LABEL_PLAN_DIGEST, LABEL_WORKLOAD, SECRET_ENV_NAME
+from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
+from asyncdeploy.results import ContainerStatus, WorkloadStatus
 
 __all__ = [
     "SECRET_NAME",

@@ -25,8 +25,8 @@ from typing import ClassVar
 import aiodocker
 import anyio
 
-from asyncdeploy.drain import ContainerRef
-from asyncdeploy.drivers._engine_api import EngineAPIDriver
+from asyncdeploy.drivers.engine._api import EngineAPIDriver
+from asyncdeploy.drivers.engine._drain import ContainerRef
 
 __all__ = ["PodmanDriver"]
 

@@ -22,22 +22,14 @@ from typing import Any
 import anyio
 from kubernetes_asyncio.client import ApiClient
 
-from asyncdeploy.drivers.base import (
-    LABEL_WORKLOAD,
-    ApplyResult,
-    Emit,
-    EngineInfo,
-    ExecResult,
-    WorkloadStatus,
-    ignore_events,
-)
-from asyncdeploy.drivers.kubernetes import status as pod_status
-from asyncdeploy.drivers.kubernetes.api import PodAPI
-from asyncdeploy.drivers.kubernetes.config import load_cluster_config
-from asyncdeploy.drivers.kubernetes.drain import WATCH_MARGIN, drain_pods
-from asyncdeploy.drivers.kubernetes.errors import ENGINE
-from asyncdeploy.drivers.kubernetes.manifest import apply_decision, pod_manifest, selector_string
-from asyncdeploy.drivers.kubernetes.watch import PodEvent, PodFollower, Resync
+from asyncdeploy.drivers.base import LABEL_WORKLOAD
+from asyncdeploy.drivers.kubernetes import _status as pod_status
+from asyncdeploy.drivers.kubernetes._api import PodAPI
+from asyncdeploy.drivers.kubernetes._config import load_cluster_config
+from asyncdeploy.drivers.kubernetes._drain import WATCH_MARGIN, drain_pods
+from asyncdeploy.drivers.kubernetes._errors import ENGINE
+from asyncdeploy.drivers.kubernetes._manifest import apply_decision, pod_manifest, selector_string
+from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
     CreateError,
     DrainError,
@@ -46,8 +38,9 @@ from asyncdeploy.errors import (
     EngineUnavailable,
     WorkloadNotFound,
 )
-from asyncdeploy.events import DrainSummary
+from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
 
 __all__ = ["KubernetesDriver"]
 
