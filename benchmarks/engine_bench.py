@@ -34,6 +34,7 @@ from raw import (
     ensure_tag,
     raw_concurrent,
     raw_kill_wait,
+    raw_pods_kill_wait,
     raw_serial,
 )
 
@@ -203,6 +204,27 @@ class EngineBench:
         scenario.run = run
         return scenario
 
+    def raw_pods_scenario(self, workloads: int, per: int) -> Scenario:
+        """The floor delete-all is held to: the same W pods built by hand, drained at once."""
+        title = f"raw-pods-kill-wait {workloads} pods x{per}"
+        scenario = Scenario(f"raw-pods-{workloads}x{per}", "raw", title, workloads * per, GRACE)
+
+        async def run(_: int) -> Timed:
+            base = self.name(f"rp{workloads}x{per}")
+            pods = []
+            for k in range(workloads):
+                names = [f"{base}w{k:02d}-c{j}" for j in range(per)]
+                pause, containers = await create_pod(
+                    self.docker, f"{base}w{k:02d}", names, self.labels(base)
+                )
+                pods.append((pause, containers, names))
+            await anyio.sleep(1)
+            scenario.prefixes.append([name for _, _, names in pods for name in names])
+            return await raw_pods_kill_wait(pods, GRACE)
+
+        scenario.run = run
+        return scenario
+
     def peer_scenario(self, n: int, grace: int) -> Scenario:
         title = f"peer delete_workload (grace {grace})"
         scenario = Scenario(f"peer-delete-{n}-g{grace}", "peer", title, n, grace)
@@ -269,6 +291,7 @@ class EngineBench:
                 out.append(self.peer_scenario(n, 0))
         for workloads, per in cfg.delete_all:
             out += [self.ad_scenario(workloads * per, GRACE)]
+            out.append(self.raw_pods_scenario(workloads, per))
             out.append(self.ad_delete_all_scenario(workloads, per))
         if with_peer:
             out += [self.peer_delete_all_scenario(w, p) for w, p in cfg.peer_delete_all]
