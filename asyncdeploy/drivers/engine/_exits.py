@@ -1,7 +1,7 @@
 """Container exits as the engine announces them: one ``/events`` stream per drain.
 
 Podman answers a ``wait`` only once its per-container cleanup is over (about 1.6 s after the
-process died, here), and every pending ``wait`` holds one of its few API workers (3 × CPUs + 1).
+process died, here), and every pending ``wait`` holds one of its few API workers (3 x CPUs + 1).
 Its ``die`` event leaves at once. So a drain opens one event stream filtered to asyncdeploy's
 containers *before* its first signal, and learns each exit, with its code, as soon as the engine
 knows it; per-container ``wait`` calls remain only the fallback for a stream that was cut.
@@ -118,7 +118,7 @@ async def _follow(
             if found is not None:
                 watch.record(*found)
     except Exception:  # noqa: BLE001 - a cut stream: the waiters fall back to wait calls
-        pass
+        watch.lose()
     finally:
         watch.lose()
         with anyio.CancelScope(shield=True):
