@@ -8,6 +8,7 @@ nox.options.sessions = ["tests", "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = True
 
 PYPROJECT = nox.project.load_toml("pyproject.toml")
+PEER_REQUIREMENT = "gpustack-runtime==0.2.6"  # the version the README's figures were measured with
 
 
 def install(session: nox.Session, *groups: str) -> None:
@@ -87,7 +88,7 @@ def bench(session: nox.Session) -> None:
                 python3 = shutil.which("python3") or "python3"
                 session.run(python3, "-m", "venv", "--clear", venv, external=True)
                 session.run(
-                    peer_python, "-m", "pip", "install", "-q", "gpustack-runtime", external=True
+                    peer_python, "-m", "pip", "install", "-q", PEER_REQUIREMENT, external=True
                 )
         except nox.command.CommandFailed as exc:
             args += ["--peer-unavailable", f"pip install gpustack-runtime failed ({exc.reason})"]

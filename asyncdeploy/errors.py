@@ -11,7 +11,8 @@
     │   │   ├── WorkloadNotFound         (404) no such workload or container
     │   │   └── WorkloadConflict         (409) a name or state conflict
     │   └── EngineTimeout(TimeoutError)  a call did not answer in time
-    ├── CreateError                      a create failed (init container, start) and was rolled back
+    ├── CreateError                      a create failed (init container, start, image); on Docker and
+    │                                    Podman it was rolled back, on Kubernetes the Pod is left to inspect
     ├── DrainError                       a drain finished, but some steps failed; ``.summaries``
     └── WorkloadError                    the server-side drain kit (asyncdeploy.workload.errors)
         └── ControlSocketError           its control socket cannot be served or reached

@@ -32,6 +32,7 @@ __all__ = [
     "ensure_tag",
     "raw_concurrent",
     "raw_kill_wait",
+    "raw_pods_kill_wait",
     "raw_serial",
 ]
 
@@ -322,6 +323,31 @@ async def raw_kill_wait(
             "killed": exited.count(False),
             "wait_returned_ns": waited_ns,
         },
+    )
+
+
+async def raw_pods_kill_wait(
+    pods: Sequence[tuple[Any, Sequence[Any], Sequence[str]]], grace: int
+) -> Timed:
+    """The delete-all floor: :func:`raw_kill_wait` on every pod (pause + its joined containers)
+    at once, each pod's pause removed after its own containers; one deadline for all."""
+    t0, t0_ns = _stamp()
+    timings: list[Timed] = []
+
+    async def one(pause: Any, containers: Sequence[Any], names: Sequence[str]) -> None:
+        timings.append(await raw_kill_wait(containers, names, grace, pause))
+
+    async with anyio.create_task_group() as tg:
+        for pause, containers, names in pods:
+            tg.start_soon(one, pause, containers, names)
+    every = tuple(name for _, _, names in pods for name in names)
+    waited = {k: v for t in timings for k, v in t.extra["wait_returned_ns"].items()}
+    return Timed(
+        time.perf_counter() - t0,
+        t0_ns,
+        time.time_ns(),
+        every,
+        {"killed": sum(t.extra["killed"] for t in timings), "wait_returned_ns": waited},
     )
 
 

@@ -42,5 +42,6 @@ for name, command in {
     "lint": proof.lint,
     "verify": proof.verify,
     "drain": proof.drain,
+    "schema": proof.schema,
 }.items():
     main.add_command(command, name)

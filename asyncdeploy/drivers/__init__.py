@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asyncdeploy.drivers.base import Driver
 from asyncdeploy.errors import DriverNotFound
 
 __all__ = ["DRIVERS", "connect_driver"]
+
+if TYPE_CHECKING:  # mypy checks every registered driver against the contract
+    from asyncdeploy.drivers.engine import DockerDriver, PodmanDriver
+    from asyncdeploy.drivers.kubernetes import KubernetesDriver
+
+    _CONFORMING: tuple[type[Driver], ...] = (DockerDriver, PodmanDriver, KubernetesDriver)
 
 DRIVERS: dict[str, str] = {
     "docker": "asyncdeploy.drivers.engine:DockerDriver",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from asyncdeploy.events import DrainSummary, Emit
 from asyncdeploy.plan import WorkloadPlan
@@ -39,7 +39,7 @@ SECRET_ENV_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH|PRIVATE", r
 class Driver(Protocol):
     """What a deployer needs from an engine. All methods map engine errors to ``EngineError``."""
 
-    name: str
+    name: ClassVar[str]
 
     async def ping(self) -> EngineInfo:
         """Check the engine answers; raise ``EngineUnavailable`` when it does not."""

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from asyncdeploy import Deployer
 from asyncdeploy.plan import plan_to_mapping
+from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL
 
 pytestmark = pytest.mark.anyio
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -72,3 +73,25 @@ async def test_control_plane_streams_drain_events_to_its_client(deployer: Deploy
     assert kinds[0] == "DrainStarted" and kinds[-1] == "DrainFinished"
     assert kinds.count("SignalSent") == 2
     assert lines[-1]["totals"]["exited"] == 2
+
+
+async def test_minimal_plan_goes_from_file_to_drained_through_the_cli(
+    deployer: Deployer, tmp_path: Path
+) -> None:
+    """The README's first steps: create examples/plans/minimal.yaml, then delete it, by the CLI."""
+    name = f"t{RUN_ID}-minimal-{deployer.driver_name}"
+    text = (EXAMPLES / "plans" / "minimal.yaml").read_text()
+    text = text.replace("name: hello", f"name: {name}\npause_image: {PAUSE}")
+    text = text.replace("host_port: 18000", "host_port: null")
+    text += f"labels:\n  {RUN_LABEL}: {RUN_ID}\n"
+    plan = tmp_path / "minimal.yaml"
+    plan.write_text(text)
+    cli = [sys.executable, "-m", "asyncdeploy", "--driver", deployer.driver_name]
+    created = await anyio.run_process([*cli, "create", "-f", str(plan)], check=False)
+    assert created.returncode == 0, created.stderr.decode()
+    assert (await deployer.get(name)).state == "running"
+    deleted = await anyio.run_process([*cli, "delete", name, "--output", "json"], check=False)
+    assert deleted.returncode == 0, deleted.stderr.decode()
+    last = json.loads(deleted.stdout.decode().strip().splitlines()[-1])
+    assert last["event"] == "DrainFinished" and last["totals"]["exited"] == 1
+    assert await deployer.list({RUN_LABEL: RUN_ID, "asyncdeploy.io/workload": name}) == []

@@ -6,7 +6,8 @@
   ("container state improper"), a taken name ("already in use"), and removing a container whose
   namespaces others still use ("dependent containers"). These mean a conflict, not a failure.
 - Podman answers 304 on stopping a stopped container and force-delete stops gracefully: the
-  shared driver never calls stop, and it SIGKILLs before a force-delete where nothing drains.
+  shared driver calls stop only for containers with a restart policy (below), and it SIGKILLs
+  before a force-delete where nothing drains.
 - A container killed with its stop signal is restarted under its restart policy (only a stop
   call counts as stopped by the user): containers with a policy are stopped with a stop call
   bounded by the time left, the others with kill-then-wait (a stop call holds one of Podman's

@@ -17,7 +17,7 @@ from __future__ import annotations
 import builtins
 import collections
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 from kubernetes_asyncio.client import ApiClient
@@ -50,7 +50,7 @@ PING_TIMEOUT = 5.0
 class KubernetesDriver:
     """Pods through kubernetes-asyncio, with one explicit ``ApiClient``."""
 
-    name = ENGINE
+    name: ClassVar[str] = ENGINE
 
     def __init__(
         self,
