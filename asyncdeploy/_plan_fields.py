@@ -24,10 +24,10 @@ _LABEL_KEY = re.compile(
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", re.ASCII)
 _SIGNAL = re.compile(r"(SIG)?[A-Z0-9+-]+|[0-9]+", re.ASCII)
 # An extended resource: ``<domain>/<name>`` outside kubernetes.io, as the API server takes them.
-_EXTENDED_NAME = re.compile(
-    r"(?P<domain>[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?",
-    re.ASCII,
+EXTENDED_NAME_PATTERN = (
+    r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 )
+_EXTENDED_NAME = re.compile(EXTENDED_NAME_PATTERN, re.ASCII)
 # A fully qualified CDI device name ``vendor/class=name`` (the CDI parser's grammar), the vendor
 # a domain such as ``nvidia.com``.
 _CDI_NAME = re.compile(
@@ -241,9 +241,12 @@ def _extended(value: Mapping[str, Any] | None) -> FrozenCounts:
     counts = {}
     for key, item in value.items():
         here = f"[{json.dumps(str(key))}]"
-        match = _EXTENDED_NAME.fullmatch(str(key))
-        domain = match["domain"] if match else ""
-        if match is None or domain == "kubernetes.io" or domain.endswith(".kubernetes.io"):
+        domain = str(key).partition("/")[0]
+        if (
+            not _EXTENDED_NAME.fullmatch(str(key))
+            or domain == "kubernetes.io"
+            or domain.endswith(".kubernetes.io")
+        ):
             raise PlanError(
                 here,
                 "is not an extended resource name: use <vendor-domain>/<resource>, e.g. "

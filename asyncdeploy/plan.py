@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 import attrs
 
 from asyncdeploy._plan_fields import (
+    EXTENDED_NAME_PATTERN,
     FrozenCounts,
     FrozenMap,
     _args,
@@ -133,7 +134,11 @@ class Resources:
 
     cpu: str | None = attrs.field(default=None, converter=_cpu)
     memory: str | None = attrs.field(default=None, converter=_memory)
-    extended: FrozenCounts = attrs.field(factory=FrozenCounts, converter=_extended)
+    extended: FrozenCounts = attrs.field(
+        factory=FrozenCounts,
+        converter=_extended,
+        metadata={"inline_keys": EXTENDED_NAME_PATTERN},  # plan files write them beside cpu
+    )
     devices: tuple[str, ...] = attrs.field(default=(), converter=_devices, validator=_cdi_names)
 
     def __attrs_post_init__(self) -> None:
