@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
+import yaml
 
 from asyncdeploy import Container, CreateError, PlanError, Resources, WorkloadPlan
 from asyncdeploy.drivers.engine._libpod import libpod_spec
 from asyncdeploy.drivers.engine._spec import container_config, refuse_unsupported_devices
+from asyncdeploy.drivers.kubernetes._manifest import pod_manifest
+from asyncdeploy.lint import Finding, lint_plan
 from asyncdeploy.plan import plan_digest, plan_to_mapping
+from asyncdeploy.schema import plan_schema
 
 
 def gpu_plan(resources: dict[str, Any], **container: Any) -> WorkloadPlan:
@@ -247,3 +253,70 @@ def test_libpod_translation_refuses_a_field_it_does_not_know() -> None:
     never silently dropped."""
     with pytest.raises(ValueError, match="ShmSize"):
         libpod_spec({"Image": "i", "HostConfig": {"ShmSize": 1}}, "n")
+
+
+# --- lint and the example plan ---------------------------------------------------------------
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "plans" / "gpu-inference.yaml"
+DRAIN_HOOK = ["drain", "--propagation-wait", "5s", "--timeout", "60s"]
+
+
+def linted(grace: int, *, gpu: bool, **plan: Any) -> list[Finding]:
+    checks = {"readiness": {"tcp": 8000}, "startup": {"tcp": 8000}, "liveness": {"exec": ["true"]}}
+    resources = {"nvidia.com/gpu": 1} if gpu else {}
+    document = gpu_plan(resources, pre_stop=DRAIN_HOOK, checks=checks)
+    return lint_plan(
+        WorkloadPlan.from_mapping(
+            {**plan_to_mapping(document), "termination_grace_period_seconds": grace, **plan}
+        )
+    )
+
+
+def test_the_gpu_example_loads_lints_clean_and_translates_for_every_engine() -> None:
+    """The vLLM-shaped example: valid against the schema, no lint finding at all, a GPU limit
+    on Kubernetes, a device request on Docker, and Podman's refusal of a count."""
+    document = yaml.safe_load(EXAMPLE.read_text())
+    jsonschema.validate(document, plan_schema(), cls=jsonschema.Draft202012Validator)
+    plan = WorkloadPlan.from_file(EXAMPLE)
+    assert lint_plan(plan) == []
+    [server] = plan.run_containers
+    assert server.resources.extended == {"nvidia.com/gpu": 1}
+    assert plan.shm_size == "8Gi"
+    pod = pod_manifest(plan, namespace="ns")["spec"]["containers"][0]
+    assert pod["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    body = container_config(plan, server, "p", engine="docker", api_version="1.41")
+    assert body["HostConfig"]["DeviceRequests"] == [
+        {"Driver": "nvidia", "Count": 1, "Capabilities": [["gpu"]]}
+    ]
+    with pytest.raises(CreateError, match="Podman cannot count"):
+        refuse_unsupported_devices(plan, engine="podman", api_version="1.41")
+
+
+def test_a_gpu_container_without_shm_is_warned() -> None:
+    """The engines' 64 MB /dev/shm breaks PyTorch data loaders: a warning, not an error."""
+    findings = linted(120, gpu=True)
+    assert [(f.level, f.path) for f in findings] == [("warning", "shm_size")]
+    assert linted(120, gpu=True, shm_size="8Gi") == []
+    assert linted(120, gpu=False) == []
+
+
+def test_a_gpu_container_keeps_time_to_release_its_gpus() -> None:
+    """85 s hold a 65 s drain plus the 15 s margin, but not the 10 s more a GPU server takes
+    to free its device memory: a warning for the GPU plan only."""
+    assert linted(85, gpu=False) == []
+    [finding] = linted(85, gpu=True, shm_size="1Gi")
+    assert finding.level == "warning"
+    assert finding.path == "termination_grace_period_seconds"
+    assert "releasing its GPUs" in finding.message
+
+
+def test_a_gpu_liveness_check_without_a_startup_check_is_warned() -> None:
+    """Loading a model takes minutes: liveness alone would restart the server meanwhile."""
+    plan = gpu_plan(
+        {"nvidia.com/gpu": 1},
+        checks={"readiness": {"tcp": 8000}, "liveness": {"tcp": 8000}},
+    )
+    plan = WorkloadPlan.from_mapping({**plan_to_mapping(plan), "shm_size": "1Gi"})
+    paths = [(f.level, f.path) for f in lint_plan(plan)]
+    assert ("warning", "containers[0].checks.startup") in paths
+    assert all(level == "warning" for level, _ in paths)
