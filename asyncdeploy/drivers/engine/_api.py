@@ -37,6 +37,13 @@ from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadSta
 __all__ = ["EngineAPIDriver"]
 
 PING_TIMEOUT = 10.0
+# What the engines answer when a device cannot be given, and what a user then needs.
+_DEVICE_HINTS = {
+    'device driver "nvidia"': "is the NVIDIA container toolkit installed, and Docker "
+    "restarted after `nvidia-ctk runtime configure --runtime=docker`?",
+    "unresolvable CDI devices": "no CDI specification under /etc/cdi or /var/run/cdi defines "
+    "it; for NVIDIA GPUs: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml",
+}
 
 
 class EngineAPIDriver:
@@ -425,10 +432,11 @@ class EngineAPIDriver:
         except EngineAPIError as exc:
             if not container.resources.accelerated:
                 raise
+            hints = [hint for known, hint in _DEVICE_HINTS.items() if known in exc.message]
             raise CreateError(
                 f"the {self.name} engine cannot give container "
                 f"{spec.container_name(plan.name, container.name)} the {accelerators(container)} "
-                f"it asks for: {exc.message}"
+                f"it asks for: {exc.message}" + "".join(f" ({hint})" for hint in hints)
             ) from exc
 
     async def _run_init(self, plan: WorkloadPlan, container: Container, ref: ContainerRef) -> None:
