@@ -16,11 +16,13 @@ import anyio
 import pytest
 
 from asyncdeploy import (
+    Checks,
     Container,
     CreateError,
     Deployer,
     EngineUnavailable,
     Mount,
+    Probe,
     Resources,
     open_deployer,
 )
@@ -116,6 +118,8 @@ async def test_podman_injects_a_cdi_device(
         env={"PLAN_ENV": "kept"},
         mounts=[Mount(source=str(tmp_path), target="/out")],
         resources=Resources(memory="64Mi", devices=[f"{CDI_KIND}={cdi_device}"]),
+        stop_signal="SIGINT",
+        checks=Checks(liveness=Probe(exec=["true"], period_seconds=30)),
     )
     # Its own PID namespace, so that PID 1 is the container's process: CDI's environment
     # edits reach the container process, not later exec sessions.
@@ -144,6 +148,9 @@ async def test_podman_injects_a_cdi_device(
     assert host["NetworkMode"] == f"container:{pause_id}"
     assert details["server"]["Config"]["Labels"][RUN_LABEL] == RUN_ID
     assert [m["Destination"] for m in details["server"]["Mounts"]] == ["/out"]
+    config = details["server"]["Config"]
+    assert config["StopSignal"] in ("SIGINT", "2")  # Podman 4.3 reports the number
+    assert config["Healthcheck"]["Test"] == ["CMD", "true"]
     await podman.delete(workload, grace_period_seconds=0)
     await assert_nothing_left(podman, workload)
 
