@@ -6,14 +6,15 @@ attribute, and ``plan.py`` prefixes the path when it builds a child from a mappi
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 import attrs
 
 from asyncdeploy.errors import PlanError
-from asyncdeploy.quantity import canonical_quantity
+from asyncdeploy.quantity import canonical_quantity, parse_quantity
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*", re.ASCII)
@@ -22,19 +23,33 @@ _LABEL_KEY = re.compile(
 )
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", re.ASCII)
 _SIGNAL = re.compile(r"(SIG)?[A-Z0-9+-]+|[0-9]+", re.ASCII)
+# An extended resource: ``<domain>/<name>`` outside kubernetes.io, as the API server takes them.
+EXTENDED_NAME_PATTERN = (
+    r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
+_EXTENDED_NAME = re.compile(EXTENDED_NAME_PATTERN, re.ASCII)
+# A fully qualified CDI device name ``vendor/class=name`` (the CDI parser's grammar), the vendor
+# a domain such as ``nvidia.com``.
+_CDI_NAME = re.compile(
+    r"(?P<vendor>[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+)"
+    r"/(?P<cls>[A-Za-z]([A-Za-z0-9_-]*[A-Za-z0-9])?)"
+    r"=(?P<name>[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?)",
+    re.ASCII,
+)
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 
-class FrozenMap(Mapping[str, str]):
-    """A read-only, hashable ``str → str`` mapping, so frozen plans stay hashable."""
+class _FrozenMapping(Mapping[str, V], Generic[V]):
+    """A read-only, hashable mapping with sorted keys, so frozen plans stay hashable."""
 
     __slots__ = ("_data",)
 
-    def __init__(self, data: Mapping[str, str] | None = None) -> None:
+    def __init__(self, data: Mapping[str, V] | None = None) -> None:
         self._data = dict(sorted((data or {}).items()))
 
-    def __getitem__(self, key: str) -> str:
+    def __getitem__(self, key: str) -> V:
         return self._data[key]
 
     def __iter__(self) -> Iterator[str]:
@@ -47,7 +62,19 @@ class FrozenMap(Mapping[str, str]):
         return hash(tuple(self._data.items()))
 
     def __repr__(self) -> str:
-        return f"FrozenMap({self._data!r})"
+        return f"{type(self).__name__}({self._data!r})"
+
+
+class FrozenMap(_FrozenMapping[str]):
+    """A read-only, hashable ``str → str`` mapping (labels, environment)."""
+
+    __slots__ = ()
+
+
+class FrozenCounts(_FrozenMapping[int]):
+    """A read-only, hashable ``str → int`` mapping (extended resources such as GPUs)."""
+
+    __slots__ = ()
 
 
 def _fail(attribute: attrs.Attribute[Any], message: str) -> PlanError:
@@ -201,3 +228,67 @@ def _shm_size(value: str | float | None) -> str | None:
 def _signal(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and (not isinstance(value, str) or not _SIGNAL.fullmatch(value)):
         raise _fail(attribute, f"is not a signal name like SIGTERM or a number: {value!r}")
+
+
+def _extended(value: Mapping[str, Any] | None) -> FrozenCounts:
+    """Extended resources (``nvidia.com/gpu: 1``): whole counts >= 0, like Kubernetes takes them."""
+    if isinstance(value, FrozenCounts):
+        return value
+    if value is None:
+        return FrozenCounts()
+    if not isinstance(value, Mapping):
+        raise PlanError("extended", f"must be a mapping, got {type(value).__name__}")
+    counts = {}
+    for key, item in value.items():
+        here = f"[{json.dumps(str(key))}]"
+        domain = str(key).partition("/")[0]
+        if (
+            not _EXTENDED_NAME.fullmatch(str(key))
+            or domain == "kubernetes.io"
+            or domain.endswith(".kubernetes.io")
+        ):
+            raise PlanError(
+                here,
+                "is not an extended resource name: use <vendor-domain>/<resource>, e.g. "
+                "nvidia.com/gpu (kubernetes.io names are reserved)",
+            )
+        counts[str(key)] = _count(here, item)
+    return FrozenCounts(counts)
+
+
+def _count(field: str, value: Any) -> int:
+    problem = f"must be a whole number >= 0 (an extended resource is counted), got {value!r}"
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise PlanError(field, problem)
+    try:
+        number = parse_quantity(value)
+    except ValueError:
+        raise PlanError(field, problem) from None
+    if number != number.to_integral_value():
+        raise PlanError(field, problem)
+    return int(number)
+
+
+def _devices(value: Sequence[str] | str | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise PlanError("devices", f"must be a list of CDI device names, got {value!r}")
+    return tuple(value)
+
+
+def _cdi_names(_: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not _CDI_NAME.fullmatch(item):
+            raise PlanError(
+                f"{attribute.name}[{i}]",
+                f"{item!r} is not a CDI device name vendor/class=name with the vendor a domain, "
+                "e.g. nvidia.com/gpu=0 or nvidia.com/gpu=all",
+            )
+    if len(set(value)) != len(value):
+        raise _fail(attribute, "names a device twice")
+
+
+def cdi_kind(name: str) -> str:
+    """The kind (``vendor/class``) of a CDI device name: ``nvidia.com/gpu=0`` → ``nvidia.com/gpu``."""
+    return name.partition("=")[0]

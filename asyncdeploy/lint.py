@@ -3,6 +3,11 @@
 The grace period covers the ``pre_stop`` hook *and* the server's own shutdown (they are not
 added): it must hold the traffic-removal propagation wait, the longest request, and a margin
 for sidecars, logs and runtime cleanup.
+
+GPU containers (a device or an extended resource count) get three more checks, all warnings:
+the margin grows by the time a server takes to free device memory after its drain; ``/dev/shm``
+should be sized (the engines' 64 MB default breaks PyTorch data loaders and NCCL); and a
+liveness check needs a startup check, or it restarts a server still loading its model.
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ import attrs
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.plan import Container, Probe, WorkloadPlan
 
-__all__ = ["DEFAULT_MARGIN_SECONDS", "Finding", "lint_plan"]
+__all__ = ["DEFAULT_MARGIN_SECONDS", "GPU_RELEASE_SECONDS", "Finding", "lint_plan"]
 
 DEFAULT_MARGIN_SECONDS = 15.0
+GPU_RELEASE_SECONDS = 10.0  # freeing a model's device memory after the drain (CUDA teardown)
 
 
 @attrs.frozen(kw_only=True)
@@ -56,15 +62,41 @@ def lint_plan(
     grace = plan.termination_grace_period_seconds
     for i, container in enumerate(plan.containers):
         if container.role == "run":
+            gpu = container.resources.accelerated
             findings += _lint_container(
                 f"containers[{i}]",
                 container,
                 grace,
                 expected_drain_seconds,
                 request_timeout_seconds,
-                margin_seconds,
+                margin_seconds + (GPU_RELEASE_SECONDS if gpu else 0.0),
             )
+            if gpu:
+                findings += _lint_gpu(plan, f"containers[{i}]", container)
     return sorted(findings, key=lambda f: f.level != "error")
+
+
+def _lint_gpu(plan: WorkloadPlan, path: str, container: Container) -> list[Finding]:
+    findings = []
+    if plan.shm_size is None and not any(m.target == "/dev/shm" for m in container.mounts):
+        findings.append(
+            Finding(
+                level="warning",
+                path="shm_size",
+                message=f"{path} uses GPUs with the engine's 64 MB /dev/shm: PyTorch data "
+                "loaders and NCCL need more; set shm_size (e.g. 8Gi)",
+            )
+        )
+    if container.checks.liveness is not None and container.checks.startup is None:
+        findings.append(
+            Finding(
+                level="warning",
+                path=f"{path}.checks.startup",
+                message="a GPU server's liveness check without a startup check restarts it "
+                "while it is still loading its model",
+            )
+        )
+    return findings
 
 
 def _lint_container(
@@ -96,7 +128,8 @@ def _lint_container(
                 level="warning",
                 path=where,
                 message=f"{grace} s leaves {grace - needed:g} s after {path}'s propagation wait "
-                f"and drain; keep {margin:g} s for sidecars, logs and cleanup",
+                f"and drain; keep {margin:g} s for sidecars, logs and cleanup"
+                + (" and releasing its GPUs" if container.resources.accelerated else ""),
             )
         )
     if request_timeout is not None and request_timeout + propagation >= grace:

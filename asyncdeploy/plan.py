@@ -18,14 +18,19 @@ from typing import Any, Literal, TypeVar
 import attrs
 
 from asyncdeploy._plan_fields import (
+    EXTENDED_NAME_PATTERN,
+    FrozenCounts,
     FrozenMap,
     _args,
+    _cdi_names,
     _check_str_tuple,
     _command,
     _cpu,
+    _devices,
     _dns_label,
     _env_map,
     _exec,
+    _extended,
     _fail,
     _frozen_map,
     _grace,
@@ -39,6 +44,7 @@ from asyncdeploy._plan_fields import (
     _shm_size,
     _signal,
     _tuple_of,
+    cdi_kind,
 )
 from asyncdeploy.errors import PlanError
 
@@ -48,6 +54,7 @@ __all__ = [
     "Autoheal",
     "Checks",
     "Container",
+    "FrozenCounts",
     "FrozenMap",
     "HTTPGet",
     "Mount",
@@ -117,10 +124,45 @@ class Mount:
 
 @attrs.frozen(kw_only=True)
 class Resources:
-    """CPU and memory as Kubernetes quantities, kept in canonical form (``0.5`` → ``500m``)."""
+    """CPU and memory as Kubernetes quantities, kept in canonical form (``0.5`` → ``500m``);
+    extended resources as whole counts (``nvidia.com/gpu: 1``, written beside ``cpu`` in a plan
+    file); ``devices`` pins devices by CDI name (``nvidia.com/gpu=0``, ``nvidia.com/gpu=all``).
+
+    A count asks the scheduler (Kubernetes) or the engine's GPU driver (Docker) for any N
+    devices; pinned devices say which ones. One kind takes one or the other, not both.
+    """
 
     cpu: str | None = attrs.field(default=None, converter=_cpu)
     memory: str | None = attrs.field(default=None, converter=_memory)
+    extended: FrozenCounts = attrs.field(
+        factory=FrozenCounts,
+        converter=_extended,
+        metadata={"inline_keys": EXTENDED_NAME_PATTERN},  # plan files write them beside cpu
+    )
+    devices: tuple[str, ...] = attrs.field(default=(), converter=_devices, validator=_cdi_names)
+
+    def __attrs_post_init__(self) -> None:
+        for i, device in enumerate(self.devices):
+            if cdi_kind(device) in self.extended:
+                raise PlanError(
+                    f"devices[{i}]",
+                    f"{device!r} pins a {cdi_kind(device)} while the resources also count "
+                    f"{self.extended[cdi_kind(device)]} of them: give a count or devices, not both",
+                )
+
+    @property
+    def accelerated(self) -> bool:
+        """Whether the container asks for any device or extended resource (a count above 0)."""
+        return bool(self.devices) or any(self.extended.values())
+
+    @staticmethod
+    def fold_mapping(data: Mapping[str, Any]) -> dict[str, Any]:
+        """Plan-file form → attribute form: ``vendor/resource`` keys go into ``extended``."""
+        folded = {k: v for k, v in data.items() if "/" not in str(k)}
+        extended = {k: v for k, v in data.items() if "/" in str(k)}
+        if extended:
+            folded["extended"] = {**(folded.get("extended") or {}), **extended}
+        return folded
 
 
 @attrs.frozen(kw_only=True)
@@ -287,6 +329,8 @@ def _structure(cls: type[T], data: Any, path: str) -> T:
     """Build ``cls`` from ``data``, recursing into nested plan types, with field paths in errors."""
     if not isinstance(data, Mapping):
         raise PlanError(path, f"must be a mapping, got {type(data).__name__}")
+    if cls is Resources:
+        data = Resources.fold_mapping(data)
     fields = {f.name: f for f in attrs.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - set(fields))
     if unknown:
@@ -335,6 +379,8 @@ def plan_to_mapping(plan: Any) -> Any:
             if default is not attrs.NOTHING and value == default:
                 continue
             out[field.name] = plan_to_mapping(value)
+        if isinstance(plan, Resources):
+            out.update(out.pop("extended", {}))  # written beside cpu and memory, as in a plan file
         return out
     if isinstance(plan, Mapping):
         return {k: plan_to_mapping(v) for k, v in plan.items()}

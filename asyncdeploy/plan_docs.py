@@ -25,7 +25,8 @@ TYPE_DOCS: dict[str, str] = {
     "Container": "One init or run container of the workload.",
     "Port": "A container port, published on the host through the pause container.",
     "Mount": "A bind mount (`source` is a host path), a named volume, or a tmpfs.",
-    "Resources": "CPU and memory as Kubernetes quantities, kept in canonical form.",
+    "Resources": "CPU and memory as Kubernetes quantities, kept in canonical form; "
+    "extended resources (`nvidia.com/gpu: 1`) as whole counts beside them; pinned devices.",
     "Checks": "Startup, readiness and liveness checks, kept apart as Kubernetes keeps them.",
     "Probe": "A health check: exactly one of `exec`, `http` or `tcp`.",
     "HTTPGet": "An HTTP GET health check; any status from 200 to 399 passes.",
@@ -114,6 +115,18 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     # Resources
     "Resources.cpu": FieldDoc("A CPU quantity: `2`, `0.5` or `500m`."),
     "Resources.memory": FieldDoc("A memory quantity: `512Mi`, `16Gi`, `1G`."),
+    "Resources.extended": FieldDoc(
+        "An extended resource and its whole count, written beside `cpu`: `nvidia.com/gpu: 1`. "
+        "Docker counts only `nvidia.com/gpu` (NVIDIA container toolkit); Podman cannot count: "
+        "pin `devices` there.",
+        "Kubernetes (limits = requests), Docker (nvidia.com/gpu only)",
+    ),
+    "Resources.devices": FieldDoc(
+        "Pinned devices by CDI name `vendor/class=name`: `nvidia.com/gpu=0`, "
+        "`nvidia.com/gpu=all`. A kind is counted or pinned, not both.",
+        "Docker (NVIDIA; other vendors from Docker 25), Podman (CDI specs in /etc/cdi); "
+        "Kubernetes: refused, use a count",
+    ),
     # Checks
     "Checks.startup": FieldDoc("Must pass before readiness and liveness are checked."),
     "Checks.readiness": FieldDoc(

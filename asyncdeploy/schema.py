@@ -109,13 +109,25 @@ def plan_schema() -> dict[str, Any]:
     for kind in _plan_types():
         hints = _hints(kind)
         fields = attrs.fields(kind)
+        inline = [f for f in fields if "inline_keys" in f.metadata]
         defs[kind.__name__] = {
             "type": "object",
             "description": TYPE_DOCS[kind.__name__],
             "additionalProperties": False,
-            "properties": {f.name: _field_schema(kind, f, hints[f.name]) for f in fields},
+            "properties": {
+                f.name: _field_schema(kind, f, hints[f.name]) for f in fields if f not in inline
+            },
             "required": [f.name for f in fields if f.default is attrs.NOTHING],
         }
+        if inline:  # a mapping whose entries a plan file writes beside the other fields
+            defs[kind.__name__]["patternProperties"] = {
+                f"^{f.metadata['inline_keys']}$": {
+                    "title": f.name,
+                    "type": ["integer", "string"],
+                    "description": FIELD_DOCS[f"{kind.__name__}.{f.name}"].text,
+                }
+                for f in inline
+            }
     root = defs.pop("WorkloadPlan")
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -180,6 +192,12 @@ def plan_reference_markdown() -> str:
             engines = "all" if engines == ALL_ENGINES else engines
             lines.append(
                 f"| `{field}` | {_type_words(prop)} | {default} | {engines} | "
+                f"{prop['description']} |"
+            )
+        for prop in (section.get("patternProperties") or {}).values():
+            engines = FIELD_DOCS[f"{name}.{prop['title']}"].engines
+            lines.append(
+                f"| `<vendor-domain>/<resource>` | integer | — | {engines} | "
                 f"{prop['description']} |"
             )
     return "\n".join(lines) + "\n"

@@ -110,3 +110,91 @@ async def test_contract_on_a_real_cluster(
 ) -> None:
     # A first pull of the image may take a while: ready_timeout is generous.
     await check(k8s_contract.Env(driver, image=IMAGE, ready_timeout=180, run_id=RUN_ID))
+
+
+# --- accelerators: a node that advertises GPUs ------------------------------------------------
+
+GPU = "nvidia.com/gpu"
+_GPU_PATH = GPU.replace("/", "~1")  # JSON pointer escaping of the "/" in the resource name
+
+
+@pytest.fixture
+async def gpu_node(driver: KubernetesDriver) -> AsyncIterator[str]:
+    """The first node, patched to advertise 2 GPUs (as a device plugin would); the capacity is
+    removed again afterwards. No device plugin runs, so nothing is ever handed a device."""
+    core = CoreV1Api(driver.api.client)
+    node = (await core.list_node()).items[0].metadata.name
+    patch = [
+        {"op": "add", "path": f"/status/capacity/{_GPU_PATH}", "value": "2"},
+        {"op": "add", "path": f"/status/allocatable/{_GPU_PATH}", "value": "2"},
+    ]
+    await core.patch_node_status(node, patch)
+    try:
+        yield node
+    finally:
+        with anyio.CancelScope(shield=True):
+            status = (await core.read_node_status(node)).status
+            undo = [
+                {"op": "remove", "path": f"/status/{part}/{_GPU_PATH}"}
+                for part, values in (
+                    ("capacity", status.capacity),
+                    ("allocatable", status.allocatable),
+                )
+                if GPU in (values or {})
+            ]
+            if undo:
+                await core.patch_node_status(node, undo)
+
+
+async def test_gpu_requests_are_scheduled_against_the_nodes_capacity(
+    driver: KubernetesDriver, gpu_node: str
+) -> None:
+    """A Pod asking for 1 of the node's 2 GPUs is scheduled; one asking for 4 stays Pending,
+    and wait_ready fails at once with the scheduler's reason, not after its timeout."""
+    from asyncdeploy import Container, CreateError, Resources, WorkloadPlan
+
+    def gpu_plan(workload: str, count: int) -> WorkloadPlan:
+        server = Container(
+            name="server",
+            image=IMAGE,
+            command=["sleep", "3600"],
+            resources=Resources(extended={GPU: count}),
+        )
+        return WorkloadPlan(
+            name=workload,
+            labels={k8s_contract.RUN_LABEL: RUN_ID},
+            termination_grace_period_seconds=0,
+            containers=[server],
+        )
+
+    core = CoreV1Api(driver.api.client)
+    await driver.apply(gpu_plan(f"gpu-one-{RUN_ID}", 1))
+    with anyio.fail_after(60):
+        while True:
+            pod = await core.read_namespaced_pod(f"gpu-one-{RUN_ID}", driver.namespace)
+            conditions = {c.type: c.status for c in pod.status.conditions or []}
+            if conditions.get("PodScheduled") == "True":
+                break
+            await anyio.sleep(0.5)
+    assert pod.spec.node_name == gpu_node
+
+    await driver.apply(gpu_plan(f"gpu-four-{RUN_ID}", 4))
+    with anyio.fail_after(60):  # the scheduler's verdict, as the Pod's condition carries it
+        while True:
+            pod = await core.read_namespaced_pod(f"gpu-four-{RUN_ID}", driver.namespace)
+            verdicts = {
+                c.reason: c.message
+                for c in pod.status.conditions or []
+                if c.type == "PodScheduled" and c.status == "False"
+            }
+            if "Unschedulable" in verdicts:
+                break
+            await anyio.sleep(0.5)
+    assert f"Insufficient {GPU}" in verdicts["Unschedulable"]
+    started = anyio.current_time()
+    with pytest.raises(CreateError, match=f"Insufficient {GPU}") as caught:
+        await driver.wait_ready(f"gpu-four-{RUN_ID}", timeout=120)
+    assert anyio.current_time() - started < 60, "wait_ready waited for its timeout"
+    assert "server" in str(caught.value)
+    pod = await core.read_namespaced_pod(f"gpu-four-{RUN_ID}", driver.namespace)
+    assert pod.status.phase == "Pending"

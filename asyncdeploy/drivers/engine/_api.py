@@ -18,6 +18,7 @@ import anyio
 
 from asyncdeploy.drivers.base import LABEL_CONTAINER, LABEL_PLAN_DIGEST, LABEL_ROLE, LABEL_WORKLOAD
 from asyncdeploy.drivers.engine import _spec as spec
+from asyncdeploy.drivers.engine._devices import accelerators
 from asyncdeploy.drivers.engine._drain import ContainerRef, drain_workloads
 from asyncdeploy.drivers.engine._state import mask_secret, snapshot, workload_status
 from asyncdeploy.errors import (
@@ -30,12 +31,19 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
-from asyncdeploy.plan import WorkloadPlan, plan_digest
+from asyncdeploy.plan import Container, WorkloadPlan, plan_digest
 from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
 
 __all__ = ["EngineAPIDriver"]
 
 PING_TIMEOUT = 10.0
+# What the engines answer when a device cannot be given, and what a user then needs.
+_DEVICE_HINTS = {
+    'device driver "nvidia"': "is the NVIDIA container toolkit installed, and Docker "
+    "restarted after `nvidia-ctk runtime configure --runtime=docker`?",
+    "unresolvable CDI devices": "no CDI specification under /etc/cdi or /var/run/cdi defines "
+    "it; for NVIDIA GPUs: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml",
+}
 
 
 class EngineAPIDriver:
@@ -44,9 +52,10 @@ class EngineAPIDriver:
     name: ClassVar[str]
     kill_triggers_restart: ClassVar[bool] = False  # Docker: a kill is a stop for restart policies
 
-    def __init__(self, client: aiodocker.Docker, url: str) -> None:
+    def __init__(self, client: aiodocker.Docker, url: str, api_version: str = "") -> None:
         self._client = client
         self.url = url
+        self.api_version = api_version  # what the engine said it speaks (devices depend on it)
 
     # --- engine-specific hooks ---------------------------------------------------------------
 
@@ -73,7 +82,7 @@ class EngineAPIDriver:
                 await client.close()
             raise
         # DOCKER_HOST often points at Podman's socket: then Podman's quirks apply.
-        return cast(Self, cls._for_engine(info.engine)(client, url))
+        return cast(Self, cls._for_engine(info.engine)(client, url, info.api_version))
 
     @classmethod
     def _for_engine(cls, engine: str) -> type[EngineAPIDriver]:
@@ -343,6 +352,8 @@ class EngineAPIDriver:
         )
 
     async def _create(self, plan: WorkloadPlan) -> None:
+        # Devices the engine cannot give are refused before anything exists.
+        spec.refuse_unsupported_devices(plan, engine=self.name, api_version=self.api_version)
         created: builtins.list[ContainerRef] = []
         try:
             await self._create_volumes(plan)
@@ -350,26 +361,24 @@ class EngineAPIDriver:
             await self._start(pause)
             for container in plan.init_containers:
                 ref = await self._create_one(
-                    plan,
-                    container.name,
-                    spec.container_config(plan, container, pause.id),
-                    "init",
-                    created,
+                    plan, container.name, self._config(plan, container, pause.id), "init", created
                 )
-                await self._run_init(plan, ref)
+                await self._run_init(plan, container, ref)
             runs = [
                 await self._create_one(
-                    plan,
-                    container.name,
-                    spec.container_config(plan, container, pause.id),
-                    "run",
-                    created,
+                    plan, container.name, self._config(plan, container, pause.id), "run", created
                 )
                 for container in plan.run_containers
             ]
-            async with anyio.create_task_group() as tg:
-                for ref in runs:
-                    tg.start_soon(self._start, ref)
+            try:
+                async with anyio.create_task_group() as tg:
+                    for ref, container in zip(runs, plan.run_containers, strict=True):
+                        tg.start_soon(self._start_with_devices, plan, container, ref)
+            except BaseExceptionGroup as group:
+                if len(group.exceptions) == 1:  # one clear error, not a group of one
+                    lone = group.exceptions[0]
+                    raise lone from lone.__cause__
+                raise
             if plan.autoheal is not None:
                 config = spec.autoheal_config(plan, _socket_path(self.url))
                 sidecar = await self._create_one(plan, "autoheal", config, "autoheal", created)
@@ -378,6 +387,11 @@ class EngineAPIDriver:
             with anyio.CancelScope(shield=True), anyio.move_on_after(30):
                 await self._roll_back(plan.name, created)
             raise
+
+    def _config(self, plan: WorkloadPlan, container: Container, pause_id: str) -> dict[str, Any]:
+        return spec.container_config(
+            plan, container, pause_id, engine=self.name, api_version=self.api_version
+        )
 
     async def _create_one(
         self,
@@ -390,23 +404,44 @@ class EngineAPIDriver:
         name = spec.container_name(plan.name, container)
         try:
             with self._errors(f"create {name}"):
-                handle = await self._client.containers.create(config, name=name)
+                ident = await self._create_container(config, name)
         except WorkloadNotFound as exc:
             raise CreateError(
                 f"image {config['Image']!r} for {name} is not on the {self.name} engine "
                 f"(asyncdeploy does not pull): {exc.message}"
             ) from exc
-        ref = ContainerRef(id=handle.id, name=container, role=role, running=True)
+        ref = ContainerRef(id=ident, name=container, role=role, running=True)
         created.append(ref)
         return ref
+
+    async def _create_container(self, config: dict[str, Any], name: str) -> str:
+        """Create one container; the engine's errors pass through untranslated."""
+        return str((await self._client.containers.create(config, name=name)).id)
 
     async def _start(self, ref: ContainerRef) -> None:
         with self._errors(f"start {ref.name}"):
             await self._client.containers.container(ref.id).start()
 
-    async def _run_init(self, plan: WorkloadPlan, ref: ContainerRef) -> None:
+    async def _start_with_devices(
+        self, plan: WorkloadPlan, container: Container, ref: ContainerRef
+    ) -> None:
+        """Start an init or run container; the engine's refusal of its devices (no such device, no
+        such driver) becomes one CreateError naming the container and what it asked for."""
+        try:
+            await self._start(ref)
+        except EngineAPIError as exc:
+            if not container.resources.accelerated:
+                raise
+            hints = [hint for known, hint in _DEVICE_HINTS.items() if known in exc.message]
+            raise CreateError(
+                f"the {self.name} engine cannot give container "
+                f"{spec.container_name(plan.name, container.name)} the {accelerators(container)} "
+                f"it asks for: {exc.message}" + "".join(f" ({hint})" for hint in hints)
+            ) from exc
+
+    async def _run_init(self, plan: WorkloadPlan, container: Container, ref: ContainerRef) -> None:
         """Init containers run one after another, each to completion, before any run container."""
-        await self._start(ref)
+        await self._start_with_devices(plan, container, ref)
         exit_code = await self.wait_exit(ref)
         if exit_code != 0:
             logs = ""

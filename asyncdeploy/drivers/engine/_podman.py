@@ -15,19 +15,25 @@
 - The compatible kill and wait calls wait for the container's exec sessions (20 s when a
   ``pre_stop`` hook was cut off at the deadline) and for Podman's cleanup of the container:
   signals and waits go through the libpod endpoints instead.
+- The compatible create refuses CDI device names (``HostConfig.Devices``) and ignores a
+  ``DeviceRequests`` entry for the ``cdi`` driver: containers with devices are created through
+  the libpod endpoint, from the same body translated by ``_libpod.py``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import aiodocker
 import anyio
 
 from asyncdeploy.drivers.engine._api import EngineAPIDriver
 from asyncdeploy.drivers.engine._drain import ContainerRef
+from asyncdeploy.drivers.engine._libpod import libpod_spec
+from asyncdeploy.errors import CreateError
 
 __all__ = ["PodmanDriver"]
 
@@ -51,6 +57,21 @@ class PodmanDriver(EngineAPIDriver):
             if rootless.is_socket():
                 return f"unix://{rootless}"
         return f"unix://{ROOTFUL_SOCKET}"
+
+    async def _create_container(self, config: dict[str, Any], name: str) -> str:
+        if not (config.get("HostConfig") or {}).get("Devices"):
+            return await super()._create_container(config, name)
+        try:
+            body = libpod_spec(config, name)
+        except ValueError as exc:
+            raise CreateError(f"cannot create {name} with CDI devices on Podman: {exc}") from None
+        answer = await self._client._query_json(
+            f"{LIBPOD_API}/containers/create",
+            method="POST",
+            data=json.dumps(body),
+            versioned_api=False,
+        )
+        return str(answer["Id"])
 
     async def _kill(self, ident: str, signal: str) -> None:
         """Through the libpod endpoint: the compatible one waits, after a SIGKILL, for the

@@ -18,6 +18,7 @@ from asyncdeploy.drivers.base import (
     LABEL_ROLE,
     LABEL_WORKLOAD,
 )
+from asyncdeploy.drivers.engine._devices import device_host_config
 from asyncdeploy.plan import Container, Mount, Probe, WorkloadPlan, plan_digest
 from asyncdeploy.quantity import parse_quantity
 
@@ -32,6 +33,7 @@ __all__ = [
     "container_name",
     "pause_config",
     "probe_command",
+    "refuse_unsupported_devices",
     "volume_name",
 ]
 
@@ -161,8 +163,18 @@ def _mounts(plan: WorkloadPlan, container: Container) -> list[dict[str, Any]]:
     return mounts
 
 
-def container_config(plan: WorkloadPlan, container: Container, pause_id: str) -> dict[str, Any]:
-    """An init or run container that joins the pause container's namespaces."""
+def container_config(
+    plan: WorkloadPlan,
+    container: Container,
+    pause_id: str,
+    *,
+    engine: str = "docker",
+    api_version: str = "",
+) -> dict[str, Any]:
+    """An init or run container that joins the pause container's namespaces.
+
+    ``engine`` and ``api_version`` choose how its devices are asked for (``_devices.py``).
+    """
     joined = f"container:{pause_id}"
     host_config: dict[str, Any] = {
         "NetworkMode": joined,
@@ -176,6 +188,10 @@ def container_config(plan: WorkloadPlan, container: Container, pause_id: str) ->
         host_config["NanoCpus"] = int(parse_quantity(container.resources.cpu) * Decimal(10**9))
     if container.resources.memory is not None:
         host_config["Memory"] = int(parse_quantity(container.resources.memory))
+    where = f"container {container_name(plan.name, container.name)}"
+    host_config.update(
+        device_host_config(container, engine=engine, api_version=api_version, where=where)
+    )
     labels = _labels(plan, container.role, container.name)
     if container.pre_stop:
         labels[LABEL_PRE_STOP] = json.dumps(list(container.pre_stop))
@@ -202,6 +218,13 @@ def container_config(plan: WorkloadPlan, container: Container, pause_id: str) ->
     if healthcheck is not None:
         config["Healthcheck"] = healthcheck
     return config
+
+
+def refuse_unsupported_devices(plan: WorkloadPlan, *, engine: str, api_version: str) -> None:
+    """Raise the CreateError of the first container whose devices ``engine`` cannot give."""
+    for container in plan.containers:
+        where = f"container {container_name(plan.name, container.name)}"
+        device_host_config(container, engine=engine, api_version=api_version, where=where)
 
 
 def autoheal_config(plan: WorkloadPlan, socket_path: str) -> dict[str, Any]:

@@ -4,7 +4,10 @@ One Pod per workload, named after it. What maps where:
 
 * ``init`` containers → ``initContainers``; ``run`` containers → ``containers`` (plan order).
 * ``command`` / ``args`` → ``command`` / ``args`` (the image's ENTRYPOINT / CMD, as on Docker).
-* resources → ``requests`` = ``limits`` (Guaranteed QoS), in the plan's canonical spelling.
+* resources → ``requests`` = ``limits`` (Guaranteed QoS), in the plan's canonical spelling;
+  extended resources (``nvidia.com/gpu: 1``) beside cpu and memory, as the device plugin's
+  scheduler accounting expects. Pinned CDI ``devices`` are refused: Kubernetes hands devices
+  out through device plugins (or DRA claims), never by name from the Pod.
 * startup / readiness / liveness checks → ``startupProbe`` / ``readinessProbe`` /
   ``livenessProbe``, kept apart; ``pre_stop`` → ``lifecycle.preStop.exec``.
 * ``stop_signal`` → ``lifecycle.stopSignal`` (with ``spec.os.name: linux``, which the field
@@ -206,6 +209,13 @@ def _container(
         )
         if value is not None
     }
+    quantities.update((kind, str(count)) for kind, count in container.resources.extended.items())
+    if container.resources.devices:
+        raise PlanError(
+            f"containers[{index}].resources.devices",
+            "Kubernetes gives devices through its device plugins, not by CDI name: ask for a "
+            "count instead (e.g. nvidia.com/gpu: 1) and let the scheduler pick the devices",
+        )
     if quantities:
         out["resources"] = {"limits": dict(quantities), "requests": dict(quantities)}
     for check, field in (
