@@ -18,6 +18,7 @@ import anyio
 
 from asyncdeploy.drivers.base import LABEL_CONTAINER, LABEL_PLAN_DIGEST, LABEL_ROLE, LABEL_WORKLOAD
 from asyncdeploy.drivers.engine import _spec as spec
+from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import ContainerRef, drain_workloads
 from asyncdeploy.drivers.engine._state import mask_secret, snapshot, workload_status
 from asyncdeploy.errors import (
@@ -42,6 +43,7 @@ class EngineAPIDriver:
     """Docker Engine API driver; subclasses say how to find the socket and read quirks."""
 
     name: ClassVar[str]
+    host_variable: ClassVar[str]  # the environment variable that names this engine's address
     kill_triggers_restart: ClassVar[bool] = False  # Docker: a kill is a stop for restart policies
 
     def __init__(self, client: aiodocker.Docker, url: str) -> None:
@@ -64,7 +66,14 @@ class EngineAPIDriver:
     async def connect(cls, *, url: str | None = None) -> Self:
         """Open the engine at ``url`` (else discovered) and check that it answers."""
         url = url or cls.discover_url()
-        client = aiodocker.Docker(url=url)
+        try:
+            client = aiodocker.Docker(url=url)
+        except ValueError as exc:  # aiodocker refuses the scheme: no engine can answer there
+            raise EngineUnavailable(
+                f"{url!r} is not an engine address (unix://, tcp://, http:// or https://; "
+                f"from --url or {cls.host_variable}): {exc}",
+                engine=cls.name,
+            ) from exc
         driver = cls(client, url)
         try:
             info = await driver.ping()
@@ -328,125 +337,26 @@ class EngineAPIDriver:
             wanted = {"pause", *(c.name for c in plan.containers)}
             if plan.autoheal is not None:
                 wanted.add("autoheal")
-            if digests == {plan_digest(plan)} and names == wanted:
-                return ApplyResult(
-                    action="unchanged", status=workload_status(self.name, plan.name, existing)
+            if digests == {plan_digest(plan)}:
+                if names == wanted:
+                    return ApplyResult(
+                        action="unchanged", status=workload_status(self.name, plan.name, existing)
+                    )
+                # The same plan, half built: another create is at work (or was killed). Never
+                # replace it under that create's feet.
+                raise WorkloadConflict(
+                    f"workload {plan.name!r} is being created by another command (it has "
+                    f"{', '.join(sorted(map(str, names)))} of {', '.join(sorted(wanted))}), or a "
+                    "create of it was killed; wait and retry, or delete it",
+                    engine=self.name,
+                    status=409,
                 )
             [replaced] = await self.drain(
                 [plan.name], grace_period_seconds=None, emit=emit or ignore_events
             )
-        await self._create(plan)
+        items = await CreateAttempt(self, plan).run()
         return ApplyResult(
             action="replaced" if existing else "created",
-            status=await self.get(plan.name),
+            status=workload_status(self.name, plan.name, items),
             replaced=replaced,
         )
-
-    async def _create(self, plan: WorkloadPlan) -> None:
-        created: builtins.list[ContainerRef] = []
-        try:
-            await self._create_volumes(plan)
-            pause = await self._create_one(plan, "pause", spec.pause_config(plan), "pause", created)
-            await self._start(pause)
-            for container in plan.init_containers:
-                ref = await self._create_one(
-                    plan,
-                    container.name,
-                    spec.container_config(plan, container, pause.id),
-                    "init",
-                    created,
-                )
-                await self._run_init(plan, ref)
-            runs = [
-                await self._create_one(
-                    plan,
-                    container.name,
-                    spec.container_config(plan, container, pause.id),
-                    "run",
-                    created,
-                )
-                for container in plan.run_containers
-            ]
-            async with anyio.create_task_group() as tg:
-                for ref in runs:
-                    tg.start_soon(self._start, ref)
-            if plan.autoheal is not None:
-                config = spec.autoheal_config(plan, _socket_path(self.url))
-                sidecar = await self._create_one(plan, "autoheal", config, "autoheal", created)
-                await self._start(sidecar)
-        except BaseException:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(30):
-                await self._roll_back(plan.name, created)
-            raise
-
-    async def _create_one(
-        self,
-        plan: WorkloadPlan,
-        container: str,
-        config: dict[str, Any],
-        role: Any,
-        created: builtins.list[ContainerRef],
-    ) -> ContainerRef:
-        name = spec.container_name(plan.name, container)
-        try:
-            with self._errors(f"create {name}"):
-                handle = await self._client.containers.create(config, name=name)
-        except WorkloadNotFound as exc:
-            raise CreateError(
-                f"image {config['Image']!r} for {name} is not on the {self.name} engine "
-                f"(asyncdeploy does not pull): {exc.message}"
-            ) from exc
-        ref = ContainerRef(id=handle.id, name=container, role=role, running=True)
-        created.append(ref)
-        return ref
-
-    async def _start(self, ref: ContainerRef) -> None:
-        with self._errors(f"start {ref.name}"):
-            await self._client.containers.container(ref.id).start()
-
-    async def _run_init(self, plan: WorkloadPlan, ref: ContainerRef) -> None:
-        """Init containers run one after another, each to completion, before any run container."""
-        await self._start(ref)
-        exit_code = await self.wait_exit(ref)
-        if exit_code != 0:
-            logs = ""
-            with self._errors(f"logs of {ref.name}"):
-                logs = "".join(
-                    await self._client.containers.container(ref.id).log(stdout=True, stderr=True)
-                )
-            raise CreateError(
-                f"init container {ref.name} of {plan.name!r} failed", exit_code=exit_code, logs=logs
-            )
-
-    async def _create_volumes(self, plan: WorkloadPlan) -> None:
-        names = {m.source for c in plan.containers for m in c.mounts if m.type == "volume"}
-        for volume in sorted(n for n in names if n):
-            try:
-                with self._errors(f"inspect volume {volume}"):
-                    await self._client.volumes.get(volume)  # type: ignore[no-untyped-call]
-                continue  # it existed before: it is not the workload's to remove
-            except WorkloadNotFound:
-                pass
-            with self._errors(f"create volume {volume}"):
-                await self._client.volumes.create(  # type: ignore[no-untyped-call]
-                    {"Name": volume, "Labels": {LABEL_WORKLOAD: plan.name}}
-                )
-
-    async def _roll_back(self, workload: str, created: Sequence[ContainerRef]) -> None:
-        """Remove what a failed create made: everything else first, the pause container last."""
-        for ref in sorted(created, key=lambda r: r.role == "pause"):
-            try:
-                await self.signal(ref, "SIGKILL")
-                await self.remove(ref)
-            except EngineError:
-                pass  # best effort: the original error is what the caller needs
-        try:
-            await self.remove_volumes(workload)
-        except EngineError:
-            pass
-
-
-def _socket_path(url: str) -> str:
-    if not url.startswith("unix://"):
-        raise CreateError(f"an autoheal sidecar needs a local engine socket, not {url}")
-    return url.removeprefix("unix://")
