@@ -41,7 +41,8 @@ class CLIProcess:
                 rest += chunk
             stderr = b"".join([chunk async for chunk in self.process.stderr]).decode()
             code = await self.process.wait()
-        self.lines += [json.loads(line) for line in rest.decode().splitlines() if line.strip()]
+        text = rest.decode().splitlines()
+        self.lines += [json.loads(line) for line in text if line.startswith("{")]
         return code, stderr
 
 
@@ -57,5 +58,7 @@ async def start_cli(driver: str, *args: str) -> CLIProcess:
 async def wait_for(predicate: Any, *, timeout: float = 30, interval: float = 0.02) -> None:
     """Poll an async predicate until it is true."""
     with anyio.fail_after(timeout):
-        while not await predicate():
+        while True:
+            if await predicate():
+                return
             await anyio.sleep(interval)

@@ -303,8 +303,13 @@ class EngineAPIDriver:
     async def remove(self, ref: ContainerRef) -> None:
         """Force-remove a stopped container (the drain has signalled it: Podman's force-delete
         of a running one would stop it gracefully first)."""
-        with self._errors(f"remove {ref.name}"):
-            await self._client.containers.container(ref.id).delete(force=True, v=True)
+        try:
+            with self._errors(f"remove {ref.name}"):
+                await self._client.containers.container(ref.id).delete(force=True, v=True)
+        except WorkloadConflict as exc:
+            if "already in progress" not in exc.message:
+                raise
+            # Another command removes it (a create rolling back, a second delete): gone.
 
     async def run_hook(self, ref: ContainerRef, command: Sequence[str]) -> int:
         # Attached, not detached: Podman 4.3 reports a detached exec as running for ever.
