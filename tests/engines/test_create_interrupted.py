@@ -138,14 +138,13 @@ async def test_two_creates_of_one_plan_at_once(
     deployer: Deployer, name: Callable[[str], str]
 ) -> None:
     """One creates; the other converges ("unchanged") or gets a WorkloadConflict. Never
-    "replaced", never a half-built workload."""
-    for _ in range(3):
+    "replaced", never a half-built workload: the second starts together with the first, once
+    the first's pause exists, and while the first's init container runs."""
+    for second_after in (None, "pause", "setup"):
         workload = name("twice")
-        the_plan = plan(
-            workload,
-            [Container(name=n, image=BUSYBOX, command=["sleep", "60"]) for n in RUNS],
-            termination_grace_period_seconds=0,
-        )
+        containers = [Container(name="setup", role="init", image=BUSYBOX, command=["sleep", "1"])]
+        containers += [Container(name=n, image=BUSYBOX, command=["sleep", "60"]) for n in RUNS]
+        the_plan = plan(workload, containers, termination_grace_period_seconds=0)
         results: list[str] = []
 
         async def create() -> None:
@@ -156,13 +155,15 @@ async def test_two_creates_of_one_plan_at_once(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(create)
+            if second_after is not None:
+                await wait_for(lambda: has_container(deployer, workload, second_after))  # noqa: B023
             tg.start_soon(create)
         outcome = sorted(r.partition(":")[0] for r in results)
         assert outcome in (["conflict", "created"], ["created", "unchanged"]), results
         assert all(workload in r for r in results if r.startswith("conflict")), results
         status = await deployer.get(workload)
-        assert sorted(c.name for c in status.containers) == sorted(["pause", *RUNS])
-        assert {c.state for c in status.containers} == {"running"}
+        assert sorted(c.name for c in status.containers) == sorted(["pause", "setup", *RUNS])
+        assert {c.state for c in status.containers if c.role == "run"} == {"running"}
         await deployer.delete(workload, grace_period_seconds=0)
 
 
@@ -171,12 +172,15 @@ async def test_two_cli_creates_at_once(
 ) -> None:
     workload = name("twicecli")
     path = plan_file(tmp_path, workload, init_sleep=1)
-    first = await start_cli(deployer.driver_name, "create", "-f", str(path))
-    second = await start_cli(deployer.driver_name, "create", "-f", str(path))
+    first = await start_cli(deployer.driver_name, "create", "-f", str(path), "-o", "json")
+    await wait_for(lambda: has_container(deployer, workload, "pause"))
+    second = await start_cli(deployer.driver_name, "create", "-f", str(path), "-o", "json")
     (code1, err1), (code2, err2) = await first.finish(), await second.finish()
 
     assert sorted([code1, code2]) in ([0, 0], [0, 1]), (err1, err2)
     assert "Traceback" not in err1 + err2
+    actions = sorted(line["action"] for line in first.lines + second.lines)
+    assert actions in (["created"], ["created", "unchanged"]), actions
     loser = err1 if code1 else err2 if code2 else ""
     assert not loser or (loser.startswith("Error:") and workload in loser)
     status = await deployer.get(workload)
@@ -203,4 +207,28 @@ async def test_delete_racing_a_create(
     assert delete.lines[-1]["event"] == "DrainFinished"
     assert create_code == 1, create_err
     assert create_err.startswith("Error:") and "Traceback" not in create_err
+    await assert_gone(deployer, workload)
+
+
+async def test_delete_racing_the_start_of_a_create(
+    deployer: Deployer, name: Callable[[str], str], tmp_path: Path
+) -> None:
+    """A delete as soon as the pause container exists, while the run containers are created
+    and started: either command may win, neither prints a traceback, and nothing stays."""
+    workload = name("racestart")
+    path = plan_file(tmp_path, workload)
+    create = await start_cli(deployer.driver_name, "create", "-f", str(path))
+    await wait_for(lambda: has_container(deployer, workload, "pause"), interval=0.005)
+    delete = await start_cli(
+        deployer.driver_name, "delete", workload, "-o", "json", "--grace-period-seconds", "0"
+    )
+    (create_code, create_err), (delete_code, delete_err) = (
+        await create.finish(),
+        await delete.finish(),
+    )
+
+    assert "Traceback" not in create_err + delete_err
+    assert delete_code == 0, delete_err
+    assert create_code in (0, 1), create_err
+    assert create_code == 0 or create_err.startswith("Error:")
     await assert_gone(deployer, workload)
