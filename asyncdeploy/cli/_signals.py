@@ -17,6 +17,7 @@ SIGTERM) can cut a shielded cleanup short.
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Literal, TypeVar
 
@@ -51,6 +52,10 @@ class Interrupts:
     async def guard(self, work: Callable[[], Awaitable[T]]) -> T:
         """Run ``work`` with SIGINT and SIGTERM handled as this policy says."""
         self._kill_now = anyio.Event()
+        if threading.current_thread() is not threading.main_thread():
+            return (
+                await work()
+            )  # only the main thread can receive signals (e.g. CliRunner in a thread)
         work_scope = anyio.CancelScope()
         result: T | None = None
         error: Exception | None = None
