@@ -41,6 +41,7 @@ class Interrupts:
     mode: Literal["drain", "cancel"]
     what: str
     received: list[signal.Signals] = attrs.field(factory=list)
+    settled: bool = False  # set once the operation's outcome stands: a signal no longer undoes it
     _kill_now: anyio.Event | None = None
 
     @property
@@ -93,12 +94,14 @@ class Interrupts:
                     "everything (further signals are ignored until that is done)"
                 )
                 self.kill_now.set()
-            elif len(self.received) == 1:
+            elif len(self.received) == 1 and not self.settled:
                 _say(
                     f"got {name}: stopping the {self.what} and removing everything it made "
                     "(further signals are ignored until that is done)"
                 )
                 work_scope.cancel()
+            elif self.settled:
+                _say(f"got {name}: the {self.what} is done; finishing")
             else:
                 _say(f"got {name}: still cleaning up, please wait")
 

@@ -39,6 +39,7 @@ def create(settings: Settings, plan_file: str, output: str) -> None:
         plan = WorkloadPlan.from_file(plan_file)
         async with open_deployer(settings.driver) as deployer:
             result = await deployer.create(plan)
+            interrupts.settled = True  # created: a signal from now on must not claim otherwise
         if output == "json":
             emit_json({"action": result.action, "workload": status_dict(result.status)})
         else:
