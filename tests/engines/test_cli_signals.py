@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from asyncdeploy import Deployer, WorkloadNotFound
 from tests.engines.cli_process import start_cli
@@ -138,16 +139,19 @@ async def test_text_output_survives_a_second_signal(
     )
     await deployer.wait_ready(workload, timeout=30)
     cli = await start_cli(deployer.driver_name, "delete", workload)
-    await anyio.sleep(2.5)  # interpreter start, then the drain's signal
+    assert cli.process.stdout is not None and cli.process.stderr is not None
+    errors = BufferedByteReceiveStream(cli.process.stderr)
+    with anyio.fail_after(30):  # the text renderer's line for the stop signal
+        head = await errors.receive_until(b"SIGTERM sent", 1 << 20)
     cli.send(signal.SIGTERM)
     await anyio.sleep(0.1)
     cli.send(signal.SIGTERM)
     await anyio.sleep(0.05)
     cli.send(signal.SIGINT)  # a third: ignored while the cleanup runs
     with anyio.fail_after(60):
-        assert cli.process.stdout is not None and cli.process.stderr is not None
         stdout = b"".join([c async for c in cli.process.stdout]).decode()
-        stderr = b"".join([c async for c in cli.process.stderr]).decode()
+        rest = b"".join([c async for c in errors])  # receive() hands the buffer over first
+        stderr = (head + rest).decode()
         code = await cli.process.wait()
     assert code == EXIT_SIGTERM, stderr
     assert "still cleaning up" in stderr
