@@ -17,6 +17,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from asyncdeploy import Deployer, WorkloadNotFound
 from tests.engines.cli_process import start_cli
+from tests.engines.conftest import RUN_ID, RUN_LABEL
 from tests.engines.helpers import graceful, plan, read_markers
 
 pytestmark = pytest.mark.anyio
@@ -158,3 +159,39 @@ async def test_text_output_survives_a_second_signal(
     assert "Traceback" not in stderr
     assert "ignorer" in stdout and "killed" in stdout
     await assert_gone(deployer, workload)
+
+
+async def test_delete_all_under_two_signals_finishes_every_workload(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    workloads = [name("sigall"), name("sigall")]
+    for workload in workloads:
+        await deployer.create(
+            plan(
+                workload,
+                [graceful("drainer", 25, markers)],
+                extra_labels={"sig": "all"},
+                termination_grace_period_seconds=30,
+            )
+        )
+    cli = await start_cli(
+        deployer.driver_name,
+        "delete-all",
+        "--selector",
+        f"{RUN_LABEL}={RUN_ID},sig=all",
+        "-o",
+        "json",
+    )
+    await cli.next_event("SignalSent")
+    await cli.next_event("SignalSent")
+    cli.send(signal.SIGTERM)
+    await anyio.sleep(0.05)
+    cli.send(signal.SIGTERM)
+    code, stderr = await cli.finish()
+
+    assert code == EXIT_SIGTERM, stderr
+    finished = [line for line in cli.lines if line["event"] == "DrainFinished"]
+    assert sorted(f["workload"] for f in finished) == sorted(workloads)
+    assert cli.lines[-1]["event"] == "DrainFinished"
+    for workload in workloads:
+        await assert_gone(deployer, workload)
