@@ -72,6 +72,7 @@ class Interrupts:
         if error is not None:
             raise error
         cut_short = work_scope.cancelled_caught or self.kill_now.is_set()
+        # (a signal after ``settled`` changes nothing: the outcome stood already)
         if cut_short:
             # the signal that cut it short: the first of a create, the second of a drain
             signum = self.received[0 if self.mode == "cancel" else 1]
@@ -83,7 +84,9 @@ class Interrupts:
             signum = signal.Signals(number)
             self.received.append(signum)
             name = signum.name
-            if len(self.received) == 1 and self.mode == "drain":
+            if self.settled:
+                _say(f"got {name}: the {self.what} is done; finishing")
+            elif len(self.received) == 1 and self.mode == "drain":
                 _say(
                     f"got {name}: the drain goes on until its deadline; "
                     "press Ctrl-C again to kill the remaining containers now"
@@ -94,14 +97,12 @@ class Interrupts:
                     "everything (further signals are ignored until that is done)"
                 )
                 self.kill_now.set()
-            elif len(self.received) == 1 and not self.settled:
+            elif len(self.received) == 1:
                 _say(
                     f"got {name}: stopping the {self.what} and removing everything it made "
                     "(further signals are ignored until that is done)"
                 )
                 work_scope.cancel()
-            elif self.settled:
-                _say(f"got {name}: the {self.what} is done; finishing")
             else:
                 _say(f"got {name}: still cleaning up, please wait")
 

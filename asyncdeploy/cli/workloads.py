@@ -64,6 +64,7 @@ def delete(settings: Settings, name: str, grace_period_seconds: int | None, outp
                 name, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
             )
             await stream_drain(drain, output)
+            interrupts.settled = True  # drained: a late signal must not claim a kill
 
     run(interrupts.guard, impl)
 
@@ -86,6 +87,7 @@ def delete_all(
                 labels, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
             )
             await stream_drain(drain, output)
+            interrupts.settled = True  # drained: a late signal must not claim a kill
 
     run(interrupts.guard, impl)
 
