@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import builtins
 import inspect
-from collections import deque
+import math
+import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import attrs
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy.drivers import DRIVERS, connect_driver, driver_class
 from asyncdeploy.drivers.base import Driver
@@ -36,41 +37,6 @@ __all__ = ["AUTO_DETECT_ORDER", "DRIVER_NAMES", "Deployer", "open_deployer"]
 AUTO_DETECT_ORDER = ("docker", "podman", "kubernetes")
 DRIVER_NAMES: tuple[str, ...] = tuple(sorted(DRIVERS))
 """The names ``open_deployer`` and ``--driver`` accept."""
-EVENT_BUFFER = 64
-
-
-class _EventRelay:
-    """Takes events without ever blocking the drain, and hands them on at the consumer's pace.
-
-    The backlog is bounded by the drain itself: a handful of events per container.
-    """
-
-    def __init__(self) -> None:
-        self._pending: deque[DrainEvent] = deque()
-        self._wakeup = anyio.Event()
-        self._closed = False
-
-    def emit(self, event: DrainEvent) -> None:
-        self._pending.append(event)
-        self._wakeup.set()
-
-    def close(self) -> None:
-        self._closed = True
-        self._wakeup.set()
-
-    async def relay(self, send: ObjectSendStream[DrainEvent]) -> None:
-        async with send:
-            while True:
-                while self._pending:
-                    event = self._pending.popleft()
-                    try:
-                        await send.send(event)
-                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                        self._pending.clear()  # the consumer left; the drain goes on without it
-                if self._closed:
-                    return
-                await self._wakeup.wait()
-                self._wakeup = anyio.Event()
 
 
 @attrs.define
@@ -113,16 +79,23 @@ class Deployer:
 
     @asynccontextmanager
     async def terminate(
-        self, name: str, *, grace_period_seconds: int | None = None
+        self,
+        name: str,
+        *,
+        grace_period_seconds: int | None = None,
+        kill_now: anyio.Event | None = None,
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
         """Drain one workload, yielding its events as they happen.
 
         Leaving the block early lets the drain finish; an exception or a cancellation in the
-        block cancels it, and the driver's shielded cleanup still kills and removes everything.
+        block cancels it, and the driver's shielded cleanup still kills and removes everything
+        (the events of that cleanup are then not delivered: the block is gone). Setting
+        ``kill_now`` cuts the drain short instead while the events keep flowing: survivors are
+        SIGKILLed at once, everything is removed, and ``DrainFinished`` still arrives.
         Raises ``DrainError`` on exit when some step failed.
         """
         await self.driver.get(name)  # a clear WorkloadNotFound before the stream opens
-        async with self._drain([name], grace_period_seconds) as events:
+        async with self._drain([name], grace_period_seconds, kill_now) as events:
             yield events
 
     @asynccontextmanager
@@ -131,10 +104,12 @@ class Deployer:
         selector: Mapping[str, str] | None = None,
         *,
         grace_period_seconds: int | None = None,
+        kill_now: anyio.Event | None = None,
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
-        """Drain every matching workload concurrently under one deadline."""
+        """Drain every matching workload concurrently under one deadline (``kill_now``: as for
+        :meth:`terminate`)."""
         names = [w.name for w in await self.driver.list(selector)]
-        async with self._drain(names, grace_period_seconds) as events:
+        async with self._drain(names, grace_period_seconds, kill_now) as events:
             yield events
 
     async def delete(self, name: str, *, grace_period_seconds: int | None = None) -> DrainSummary:
@@ -157,28 +132,36 @@ class Deployer:
 
     @asynccontextmanager
     async def _drain(
-        self, names: Sequence[str], grace_period_seconds: int | None
+        self, names: Sequence[str], grace_period_seconds: int | None, kill_now: anyio.Event | None
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
-        relay = _EventRelay()
+        # Unbounded, fed with send_nowait: a slow consumer never delays the drain. The backlog
+        # is bounded by the drain itself (a handful of events per container).
+        send, receive = anyio.create_memory_object_stream[DrainEvent](math.inf)
         summaries: builtins.list[DrainSummary] = []
 
-        async def run() -> None:
+        def emit(event: DrainEvent) -> None:
             try:
-                if names:
-                    summaries.extend(
-                        await self.driver.drain(
-                            names, grace_period_seconds=grace_period_seconds, emit=relay.emit
-                        )
-                    )
-            finally:
-                relay.close()
+                send.send_nowait(event)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass  # the consumer left; the drain goes on without it
 
-        send, receive = anyio.create_memory_object_stream[DrainEvent](EVENT_BUFFER)
+        async def run() -> None:
+            with send:
+                async with anyio.create_task_group() as tg:
+                    if kill_now is not None:
+                        tg.start_soon(_cancel_when_set, kill_now, tg.cancel_scope)
+                    if names:
+                        summaries.extend(
+                            await self.driver.drain(
+                                names, grace_period_seconds=grace_period_seconds, emit=emit
+                            )
+                        )
+                    tg.cancel_scope.cancel()  # stop watching kill_now
+
         try:
             with receive:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(run)
-                    tg.start_soon(relay.relay, send)
                     yield receive
         except BaseExceptionGroup as group:
             raise _lone_error(group) from None
@@ -188,6 +171,11 @@ class Deployer:
 
     async def aclose(self) -> None:
         await self.driver.aclose()
+
+
+async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()  # the drain's shielded cleanup kills the survivors and removes everything
 
 
 def _lone_error(group: BaseExceptionGroup) -> BaseException:
@@ -205,7 +193,9 @@ def _lone_error(group: BaseExceptionGroup) -> BaseException:
 async def open_deployer(driver: str | None = None, **options: Any) -> AsyncIterator[Deployer]:
     """Open a deployer on ``driver`` (``docker``, ``podman`` or ``kubernetes``).
 
-    Without a name, the first engine of :data:`AUTO_DETECT_ORDER` that answers is used.
+    Without a name, an engine named by its address variable (``DOCKER_HOST``, else
+    ``CONTAINER_HOST``) is used, and ``EngineUnavailable`` raised when it does not answer;
+    with neither set, the first engine of :data:`AUTO_DETECT_ORDER` that answers.
     """
     if driver is None:
         opened = await _first_answering(options)
@@ -220,15 +210,27 @@ async def open_deployer(driver: str | None = None, **options: Any) -> AsyncItera
 
 
 async def _first_answering(options: Mapping[str, Any]) -> Driver:
+    candidates = _named_by_environment() or AUTO_DETECT_ORDER
     reasons = []
-    for name in AUTO_DETECT_ORDER:
+    for name in candidates:
         accepted = inspect.signature(driver_class(name).connect).parameters
         if not set(options) <= set(accepted):
             continue  # an option meant for another engine (url= is not a Kubernetes option)
         try:
             return await connect_driver(name, **options)
         except EngineUnavailable as exc:
+            if candidates is not AUTO_DETECT_ORDER:
+                raise  # the user named this engine: never fall back to another one
             reasons.append(f"{name}: {exc.message}")
     raise EngineUnavailable(
         "no engine answers (" + "; ".join(reasons) + ")", engine="/".join(DRIVERS)
     )
+
+
+def _named_by_environment() -> tuple[str, ...]:
+    """The first engine whose address variable is set (``DOCKER_HOST``, ``CONTAINER_HOST``)."""
+    for name in AUTO_DETECT_ORDER:
+        variable = getattr(driver_class(name), "host_variable", None)
+        if variable and os.environ.get(variable):
+            return (name,)
+    return ()

@@ -19,6 +19,7 @@ from asyncdeploy.cli._common import (
     run,
     status_dict,
 )
+from asyncdeploy.cli._signals import Interrupts
 from asyncdeploy.deployer import open_deployer
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
@@ -32,16 +33,19 @@ from asyncdeploy.render import EventRenderer, LiveView
 def create(settings: Settings, plan_file: str, output: str) -> None:
     """Create a workload from a YAML or JSON plan (a no-op when it is unchanged)."""
 
+    interrupts = Interrupts("cancel", f"create from {plan_file}")
+
     async def impl() -> None:
         plan = WorkloadPlan.from_file(plan_file)
         async with open_deployer(settings.driver) as deployer:
             result = await deployer.create(plan)
+            interrupts.settled = True  # created: a signal from now on must not claim otherwise
         if output == "json":
             emit_json({"action": result.action, "workload": status_dict(result.status)})
         else:
             click.echo(f"{result.action}: {plan.name} on {result.status.driver}")
 
-    run(impl)
+    run(interrupts.guard, impl)
 
 
 @click.command()
@@ -52,13 +56,17 @@ def create(settings: Settings, plan_file: str, output: str) -> None:
 def delete(settings: Settings, name: str, grace_period_seconds: int | None, output: str) -> None:
     """Drain a workload gracefully, then remove it, showing every step."""
 
+    interrupts = Interrupts("drain", f"delete of {name!r}")
+
     async def impl() -> None:
         async with open_deployer(settings.driver) as deployer:
-            await stream_drain(
-                deployer.terminate(name, grace_period_seconds=grace_period_seconds), output
+            drain = deployer.terminate(
+                name, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
             )
+            await stream_drain(drain, output)
+            interrupts.settled = True  # drained: a late signal must not claim a kill
 
-    run(impl)
+    run(interrupts.guard, impl)
 
 
 @click.command("delete-all")
@@ -71,14 +79,17 @@ def delete_all(
 ) -> None:
     """Drain every matching workload at once, under one deadline."""
     labels = parse_selector(selector)
+    interrupts = Interrupts("drain", "delete-all")
 
     async def impl() -> None:
         async with open_deployer(settings.driver) as deployer:
-            await stream_drain(
-                deployer.terminate_all(labels, grace_period_seconds=grace_period_seconds), output
+            drain = deployer.terminate_all(
+                labels, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
             )
+            await stream_drain(drain, output)
+            interrupts.settled = True  # drained: a late signal must not claim a kill
 
-    run(impl)
+    run(interrupts.guard, impl)
 
 
 async def stream_drain(drain: Any, output: str) -> None:

@@ -5,6 +5,7 @@ module         concern
 =============  ===========================================================================
 ``_api``       :class:`EngineAPIDriver`, the ``Driver`` contract on aiodocker
 ``_spec``      plan → Engine API create configs, pure
+``_create``    create a workload, and roll back exactly what that create made
 ``_state``     list entries → snapshots and ``WorkloadStatus``, pure
 ``_drain``     the one deadline, the order and the events of a container-engine drain
 ``_docker``    socket discovery and Docker specifics (thin)

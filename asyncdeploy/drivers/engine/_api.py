@@ -18,7 +18,7 @@ import anyio
 
 from asyncdeploy.drivers.base import LABEL_CONTAINER, LABEL_PLAN_DIGEST, LABEL_ROLE, LABEL_WORKLOAD
 from asyncdeploy.drivers.engine import _spec as spec
-from asyncdeploy.drivers.engine._devices import accelerators
+from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import ContainerRef, drain_workloads
 from asyncdeploy.drivers.engine._state import mask_secret, snapshot, workload_status
 from asyncdeploy.errors import (
@@ -37,19 +37,13 @@ from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadSta
 __all__ = ["EngineAPIDriver"]
 
 PING_TIMEOUT = 10.0
-# What the engines answer when a device cannot be given, and what a user then needs.
-_DEVICE_HINTS = {
-    'device driver "nvidia"': "is the NVIDIA container toolkit installed, and Docker "
-    "restarted after `nvidia-ctk runtime configure --runtime=docker`?",
-    "unresolvable CDI devices": "no CDI specification under /etc/cdi or /var/run/cdi defines "
-    "it; for NVIDIA GPUs: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml",
-}
 
 
 class EngineAPIDriver:
     """Docker Engine API driver; subclasses say how to find the socket and read quirks."""
 
     name: ClassVar[str]
+    host_variable: ClassVar[str]  # the environment variable that names this engine's address
     kill_triggers_restart: ClassVar[bool] = False  # Docker: a kill is a stop for restart policies
 
     def __init__(self, client: aiodocker.Docker, url: str, api_version: str = "") -> None:
@@ -73,7 +67,14 @@ class EngineAPIDriver:
     async def connect(cls, *, url: str | None = None) -> Self:
         """Open the engine at ``url`` (else discovered) and check that it answers."""
         url = url or cls.discover_url()
-        client = aiodocker.Docker(url=url)
+        try:
+            client = aiodocker.Docker(url=url)
+        except ValueError as exc:  # aiodocker refuses the scheme: no engine can answer there
+            raise EngineUnavailable(
+                f"{url!r} is not an engine address (unix://, tcp://, http:// or https://; "
+                f"from --url or {cls.host_variable}): {exc}",
+                engine=cls.name,
+            ) from exc
         driver = cls(client, url)
         try:
             info = await driver.ping()
@@ -303,8 +304,13 @@ class EngineAPIDriver:
     async def remove(self, ref: ContainerRef) -> None:
         """Force-remove a stopped container (the drain has signalled it: Podman's force-delete
         of a running one would stop it gracefully first)."""
-        with self._errors(f"remove {ref.name}"):
-            await self._client.containers.container(ref.id).delete(force=True, v=True)
+        try:
+            with self._errors(f"remove {ref.name}"):
+                await self._client.containers.container(ref.id).delete(force=True, v=True)
+        except WorkloadConflict as exc:
+            if "already in progress" not in exc.message:
+                raise
+            # Another command removes it (a create rolling back, a second delete): gone.
 
     async def run_hook(self, ref: ContainerRef, command: Sequence[str]) -> int:
         # Attached, not detached: Podman 4.3 reports a detached exec as running for ever.
@@ -337,151 +343,36 @@ class EngineAPIDriver:
             wanted = {"pause", *(c.name for c in plan.containers)}
             if plan.autoheal is not None:
                 wanted.add("autoheal")
-            if digests == {plan_digest(plan)} and names == wanted:
-                return ApplyResult(
-                    action="unchanged", status=workload_status(self.name, plan.name, existing)
+            if digests == {plan_digest(plan)}:
+                if names == wanted:
+                    return ApplyResult(
+                        action="unchanged", status=workload_status(self.name, plan.name, existing)
+                    )
+                # The same plan, half built: another create is at work (or was killed). Never
+                # replace it under that create's feet.
+                raise WorkloadConflict(
+                    f"workload {plan.name!r} is being created by another command (it has "
+                    f"{', '.join(sorted(map(str, names)))} of {', '.join(sorted(wanted))}), or a "
+                    "create of it was killed; wait and retry, or delete it",
+                    engine=self.name,
+                    status=409,
                 )
             [replaced] = await self.drain(
                 [plan.name], grace_period_seconds=None, emit=emit or ignore_events
             )
-        await self._create(plan)
+        items = await CreateAttempt(self, plan).run()
         return ApplyResult(
             action="replaced" if existing else "created",
-            status=await self.get(plan.name),
+            status=workload_status(self.name, plan.name, items),
             replaced=replaced,
         )
-
-    async def _create(self, plan: WorkloadPlan) -> None:
-        # Devices the engine cannot give are refused before anything exists.
-        spec.refuse_unsupported_devices(plan, engine=self.name, api_version=self.api_version)
-        created: builtins.list[ContainerRef] = []
-        try:
-            await self._create_volumes(plan)
-            pause = await self._create_one(plan, "pause", spec.pause_config(plan), "pause", created)
-            await self._start(pause)
-            for container in plan.init_containers:
-                ref = await self._create_one(
-                    plan, container.name, self._config(plan, container, pause.id), "init", created
-                )
-                await self._run_init(plan, container, ref)
-            runs = [
-                await self._create_one(
-                    plan, container.name, self._config(plan, container, pause.id), "run", created
-                )
-                for container in plan.run_containers
-            ]
-            try:
-                async with anyio.create_task_group() as tg:
-                    for ref, container in zip(runs, plan.run_containers, strict=True):
-                        tg.start_soon(self._start_with_devices, plan, container, ref)
-            except BaseExceptionGroup as group:
-                if len(group.exceptions) == 1:  # one clear error, not a group of one
-                    lone = group.exceptions[0]
-                    raise lone from lone.__cause__
-                raise
-            if plan.autoheal is not None:
-                config = spec.autoheal_config(plan, _socket_path(self.url))
-                sidecar = await self._create_one(plan, "autoheal", config, "autoheal", created)
-                await self._start(sidecar)
-        except BaseException:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(30):
-                await self._roll_back(plan.name, created)
-            raise
 
     def _config(self, plan: WorkloadPlan, container: Container, pause_id: str) -> dict[str, Any]:
         return spec.container_config(
             plan, container, pause_id, engine=self.name, api_version=self.api_version
         )
 
-    async def _create_one(
-        self,
-        plan: WorkloadPlan,
-        container: str,
-        config: dict[str, Any],
-        role: Any,
-        created: builtins.list[ContainerRef],
-    ) -> ContainerRef:
-        name = spec.container_name(plan.name, container)
-        try:
-            with self._errors(f"create {name}"):
-                ident = await self._create_container(config, name)
-        except WorkloadNotFound as exc:
-            raise CreateError(
-                f"image {config['Image']!r} for {name} is not on the {self.name} engine "
-                f"(asyncdeploy does not pull): {exc.message}"
-            ) from exc
-        ref = ContainerRef(id=ident, name=container, role=role, running=True)
-        created.append(ref)
-        return ref
-
     async def _create_container(self, config: dict[str, Any], name: str) -> str:
-        """Create one container; the engine's errors pass through untranslated."""
+        """Create one container; the engine's errors pass through untranslated (Podman creates
+        containers with CDI devices through libpod)."""
         return str((await self._client.containers.create(config, name=name)).id)
-
-    async def _start(self, ref: ContainerRef) -> None:
-        with self._errors(f"start {ref.name}"):
-            await self._client.containers.container(ref.id).start()
-
-    async def _start_with_devices(
-        self, plan: WorkloadPlan, container: Container, ref: ContainerRef
-    ) -> None:
-        """Start an init or run container; the engine's refusal of its devices (no such device, no
-        such driver) becomes one CreateError naming the container and what it asked for."""
-        try:
-            await self._start(ref)
-        except EngineAPIError as exc:
-            if not container.resources.accelerated:
-                raise
-            hints = [hint for known, hint in _DEVICE_HINTS.items() if known in exc.message]
-            raise CreateError(
-                f"the {self.name} engine cannot give container "
-                f"{spec.container_name(plan.name, container.name)} the {accelerators(container)} "
-                f"it asks for: {exc.message}" + "".join(f" ({hint})" for hint in hints)
-            ) from exc
-
-    async def _run_init(self, plan: WorkloadPlan, container: Container, ref: ContainerRef) -> None:
-        """Init containers run one after another, each to completion, before any run container."""
-        await self._start_with_devices(plan, container, ref)
-        exit_code = await self.wait_exit(ref)
-        if exit_code != 0:
-            logs = ""
-            with self._errors(f"logs of {ref.name}"):
-                logs = "".join(
-                    await self._client.containers.container(ref.id).log(stdout=True, stderr=True)
-                )
-            raise CreateError(
-                f"init container {ref.name} of {plan.name!r} failed", exit_code=exit_code, logs=logs
-            )
-
-    async def _create_volumes(self, plan: WorkloadPlan) -> None:
-        names = {m.source for c in plan.containers for m in c.mounts if m.type == "volume"}
-        for volume in sorted(n for n in names if n):
-            try:
-                with self._errors(f"inspect volume {volume}"):
-                    await self._client.volumes.get(volume)  # type: ignore[no-untyped-call]
-                continue  # it existed before: it is not the workload's to remove
-            except WorkloadNotFound:
-                pass
-            with self._errors(f"create volume {volume}"):
-                await self._client.volumes.create(  # type: ignore[no-untyped-call]
-                    {"Name": volume, "Labels": {LABEL_WORKLOAD: plan.name}}
-                )
-
-    async def _roll_back(self, workload: str, created: Sequence[ContainerRef]) -> None:
-        """Remove what a failed create made: everything else first, the pause container last."""
-        for ref in sorted(created, key=lambda r: r.role == "pause"):
-            try:
-                await self.signal(ref, "SIGKILL")
-                await self.remove(ref)
-            except EngineError:
-                pass  # best effort: the original error is what the caller needs
-        try:
-            await self.remove_volumes(workload)
-        except EngineError:
-            pass
-
-
-def _socket_path(url: str) -> str:
-    if not url.startswith("unix://"):
-        raise CreateError(f"an autoheal sidecar needs a local engine socket, not {url}")
-    return url.removeprefix("unix://")

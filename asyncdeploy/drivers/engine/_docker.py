@@ -15,11 +15,12 @@ SOCKETS = ("/var/run/docker.sock", "/run/docker.sock")
 
 class DockerDriver(EngineAPIDriver):
     name: ClassVar[str] = "docker"
+    host_variable: ClassVar[str] = "DOCKER_HOST"
 
     @classmethod
     def discover_url(cls) -> str:
         """``DOCKER_HOST``, else the first Docker socket that exists, else the default one."""
-        if host := os.environ.get("DOCKER_HOST"):
+        if host := os.environ.get(cls.host_variable):
             return host
         for path in (*SOCKETS, str(Path.home() / ".docker/run/docker.sock")):
             if Path(path).is_socket():

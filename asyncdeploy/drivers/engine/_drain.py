@@ -158,6 +158,11 @@ class _WorkloadDrain:
                 await self._remove_all()
             if scope.cancelled_caught:
                 self.errors.append(f"cleanup did not finish within {CLEANUP_TIMEOUT:.0f} s")
+            # In the finally too: a cancelled drain still reports how it ended.
+            summary = self._finish()
+        return summary
+
+    def _finish(self) -> DrainSummary:
         summary = DrainSummary(
             workload=self.name,
             grace_period_seconds=self.grace,

@@ -45,11 +45,12 @@ _CONFLICT_MESSAGES = ("state improper", "already in use", "dependent containers"
 
 class PodmanDriver(EngineAPIDriver):
     name: ClassVar[str] = "podman"
+    host_variable: ClassVar[str] = "CONTAINER_HOST"
     kill_triggers_restart: ClassVar[bool] = True  # only a stop call keeps the policy from acting
 
     @classmethod
     def discover_url(cls) -> str:
-        if host := os.environ.get("CONTAINER_HOST"):
+        if host := os.environ.get(cls.host_variable):
             return host
         runtime_dir = os.environ.get("XDG_RUNTIME_DIR")
         if runtime_dir and os.getuid() != 0:

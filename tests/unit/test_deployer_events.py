@@ -1,0 +1,77 @@
+"""The deployer's event stream, against a driver that only drains (no engine): a slow consumer
+never delays the drain, and ``kill_now`` cuts the drain short while the events keep flowing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import attrs
+import pytest
+
+from asyncdeploy.deployer import Deployer
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainStarted, DrainSummary, Emit
+
+pytestmark = pytest.mark.anyio
+
+
+@attrs.define
+class DrainingDriver:
+    """Emits ``events`` DrainStarted events, waits ``hold`` seconds, then finishes; a
+    cancellation lands in its finally, as the engine drain's shielded cleanup does."""
+
+    events: int = 3
+    hold: float = 0.0
+    finished_at: float | None = None
+    name: str = "fake"
+
+    async def get(self, name: str) -> Any:
+        return name
+
+    async def drain(
+        self, names: Sequence[str], *, grace_period_seconds: int | None, emit: Emit
+    ) -> list[DrainSummary]:
+        summary = DrainSummary(workload=names[0], grace_period_seconds=30, seconds=0, containers=())
+        try:
+            for _ in range(self.events):
+                emit(
+                    DrainStarted(
+                        workload=names[0],
+                        elapsed=0,
+                        grace_period_seconds=30,
+                        deadline=0,
+                        containers=(),
+                    )
+                )
+            await anyio.sleep(self.hold)
+        finally:
+            emit(DrainFinished(workload=names[0], elapsed=0, summary=summary))
+            self.finished_at = anyio.current_time()
+        return [summary]
+
+
+async def test_a_consumer_that_does_not_read_never_delays_the_drain() -> None:
+    driver = DrainingDriver(events=1000)
+    deployer = Deployer(driver)  # type: ignore[arg-type]
+    async with deployer.terminate("w") as events:
+        await anyio.sleep(0.2)  # the consumer is busy; the drain has long finished
+        assert driver.finished_at is not None
+        received: list[DrainEvent] = [event async for event in events]
+    assert len(received) == 1001
+    assert isinstance(received[-1], DrainFinished)
+
+
+async def test_kill_now_cuts_the_drain_short_and_the_events_keep_flowing() -> None:
+    driver = DrainingDriver(hold=60)
+    deployer = Deployer(driver)  # type: ignore[arg-type]
+    kill_now = anyio.Event()
+    with anyio.fail_after(5):
+        async with deployer.terminate("w", kill_now=kill_now) as events:
+            received: list[DrainEvent] = []
+            async for event in events:
+                received.append(event)
+                if len(received) == 3:
+                    kill_now.set()
+    assert isinstance(received[-1], DrainFinished)
+    assert len(received) == 4
