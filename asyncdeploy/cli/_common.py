@@ -11,8 +11,15 @@ import anyio
 import attrs
 import click
 
-from asyncdeploy.errors import AsyncDeployError, DriverNotFound, EngineUnavailable, PlanError
+from asyncdeploy.errors import (
+    AsyncDeployError,
+    DriverNotFound,
+    EngineUnavailable,
+    PlanError,
+    SelectorError,
+)
 from asyncdeploy.results import WorkloadStatus
+from asyncdeploy.selectors import Selector, parse_selector
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -42,7 +49,7 @@ def run(function: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) 
         return anyio.run(functools.partial(function, *args, **kwargs))
     except EngineUnavailable as exc:
         raise CommandFailed(str(exc), EXIT_UNAVAILABLE) from exc
-    except (PlanError, DriverNotFound) as exc:
+    except (PlanError, SelectorError, DriverNotFound) as exc:
         raise CommandFailed(str(exc), EXIT_USAGE) from exc
     except AsyncDeployError as exc:
         raise CommandFailed(str(exc), EXIT_FAILED) from exc
@@ -68,14 +75,31 @@ def grace_option(function: Callable[..., Any]) -> Callable[..., Any]:
     )(function)
 
 
-def parse_selector(value: str | None) -> dict[str, str]:
-    selector: dict[str, str] = {}
-    for part in filter(None, (value or "").split(",")):
-        key, sep, item = part.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"{part!r} is not key=value", param_hint="--selector")
-        selector[key.strip()] = item.strip()
-    return selector
+class SelectorParam(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """A Kubernetes label selector, parsed before any engine is touched (a bad one: exit 2)."""
+
+    name = "selector"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Selector:
+        if isinstance(value, Selector):
+            return value
+        try:
+            return parse_selector(value)
+        except SelectorError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def selector_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--selector",
+        "-l",
+        type=SelectorParam(),
+        default=None,
+        help="Only workloads whose labels match, in Kubernetes' syntax: "
+        "'team=ml', 'team!=ml', 'tier in (a,b)', 'tier notin (a)', 'gpu', '!gpu', comma-joined.",
+    )(function)
 
 
 def emit_json(data: Any) -> None:

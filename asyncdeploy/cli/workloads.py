@@ -14,15 +14,16 @@ from asyncdeploy.cli._common import (
     emit_json,
     grace_option,
     output_option,
-    parse_selector,
     pass_settings,
     run,
+    selector_option,
     status_dict,
 )
 from asyncdeploy.deployer import open_deployer
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.render import EventRenderer, LiveView
+from asyncdeploy.selectors import Selector
 
 
 @click.command()
@@ -62,20 +63,29 @@ def delete(settings: Settings, name: str, grace_period_seconds: int | None, outp
 
 
 @click.command("delete-all")
-@click.option("--selector", "-l", default=None, help="Only workloads with these labels: k=v,...")
+@selector_option
+@click.option("--all", "everything", is_flag=True, help="Every workload (instead of --selector).")
 @grace_option
 @output_option
 @pass_settings
 def delete_all(
-    settings: Settings, selector: str | None, grace_period_seconds: int | None, output: str
+    settings: Settings,
+    selector: Selector | None,
+    everything: bool,
+    grace_period_seconds: int | None,
+    output: str,
 ) -> None:
-    """Drain every matching workload at once, under one deadline."""
-    labels = parse_selector(selector)
+    """Drain every matching workload at once, under one deadline.
+
+    Needs --selector, or --all to drain every workload asyncdeploy manages.
+    """
+    if (selector is None) == (not everything):
+        raise click.UsageError("delete-all needs exactly one of --selector and --all")
 
     async def impl() -> None:
         async with open_deployer(settings.driver) as deployer:
             await stream_drain(
-                deployer.terminate_all(labels, grace_period_seconds=grace_period_seconds), output
+                deployer.terminate_all(selector, grace_period_seconds=grace_period_seconds), output
             )
 
     run(impl)
@@ -118,16 +128,15 @@ async def stream_drain(drain: Any, output: str) -> None:
 
 
 @click.command("list")
-@click.option("--selector", "-l", default=None, help="Only workloads with these labels: k=v,...")
+@selector_option
 @output_option
 @pass_settings
-def list_(settings: Settings, selector: str | None, output: str) -> None:
+def list_(settings: Settings, selector: Selector | None, output: str) -> None:
     """List workloads."""
-    labels = parse_selector(selector)
 
     async def impl() -> None:
         async with open_deployer(settings.driver) as deployer:
-            found = await deployer.list(labels)
+            found = await deployer.list(selector)
         if output == "json":
             emit_json([status_dict(s) for s in found])
             return
