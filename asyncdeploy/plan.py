@@ -17,7 +17,9 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
+from asyncdeploy._documents import load_document
 from asyncdeploy._plan_fields import (
+    MAX_SECONDS,
     FrozenMap,
     _args,
     _check_str_tuple,
@@ -33,14 +35,18 @@ from asyncdeploy._plan_fields import (
     _memory,
     _non_empty_str,
     _one_of,
+    _optional_str,
     _port_number,
     _positive_int,
     _pre_stop,
     _shm_size,
     _signal,
+    _string,
     _tuple_of,
+    _volume_name,
 )
 from asyncdeploy.errors import PlanError
+from asyncdeploy.secrets import describe
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD_SECONDS",
@@ -93,8 +99,8 @@ class Port:
     container_port: int = attrs.field(validator=_port_number)
     host_port: int | None = attrs.field(default=None, validator=_port_number)
     protocol: str = attrs.field(default="tcp", validator=_one_of("tcp", "udp"))
-    host_ip: str = attrs.field(default="")
-    name: str | None = attrs.field(default=None)
+    host_ip: str = attrs.field(default="", validator=_string)
+    name: str | None = attrs.field(default=None, validator=_optional_str)
 
 
 @attrs.frozen(kw_only=True)
@@ -102,17 +108,19 @@ class Mount:
     """A bind mount (``source`` is a host path), a named volume, or a tmpfs."""
 
     target: str = attrs.field(validator=_non_empty_str)
-    source: str | None = attrs.field(default=None)
+    source: str | None = attrs.field(default=None, validator=_optional_str)
     type: str = attrs.field(default="bind", validator=_one_of("bind", "volume", "tmpfs"))
     read_only: bool = attrs.field(default=False)
 
     def __attrs_post_init__(self) -> None:
         if not self.target.startswith("/"):
-            raise PlanError("target", f"must be an absolute path, got {self.target!r}")
+            raise PlanError("target", f"must be an absolute path, got {describe(self.target)}")
         if self.type == "bind" and not (self.source or "").startswith("/"):
             raise PlanError("source", "a bind mount needs an absolute host path")
-        if self.type == "volume" and not self.source:
-            raise PlanError("source", "a volume mount needs a volume name")
+        if self.type == "volume":
+            if not self.source:
+                raise PlanError("source", "a volume mount needs a volume name")
+            _volume_name(self.source)
 
 
 @attrs.frozen(kw_only=True)
@@ -125,12 +133,12 @@ class Resources:
 
 @attrs.frozen(kw_only=True)
 class HTTPGet:
-    path: str = attrs.field(default="/")
+    path: str = attrs.field(default="/", validator=_string)
     port: int = attrs.field(validator=_port_number)
 
     def __attrs_post_init__(self) -> None:
         if not self.path.startswith("/"):
-            raise PlanError("path", f"must start with '/', got {self.path!r}")
+            raise PlanError("path", f"must start with '/', got {describe(self.path)}")
 
 
 @attrs.frozen(kw_only=True)
@@ -162,6 +170,16 @@ class Checks:
     startup: Probe | None = attrs.field(default=None, metadata=_nested(Probe))
     readiness: Probe | None = attrs.field(default=None, metadata=_nested(Probe))
     liveness: Probe | None = attrs.field(default=None, metadata=_nested(Probe))
+
+    def __attrs_post_init__(self) -> None:
+        # The engines' health check waits out the startup probe before liveness counts: the sum
+        # must fit their durations (int64 nanoseconds), so keep it within the plan's bound.
+        if self.liveness is not None and self.startup is not None:
+            startup = self.startup.period_seconds * self.startup.failure_threshold
+            if self.liveness.initial_delay_seconds + startup > MAX_SECONDS:
+                raise PlanError(
+                    "startup", f"period_seconds x failure_threshold exceeds {MAX_SECONDS} s"
+                )
 
 
 @attrs.frozen(kw_only=True)
@@ -245,7 +263,7 @@ class WorkloadPlan:
     shm_size: str | None = attrs.field(default=None, converter=_shm_size)
     pause_image: str = attrs.field(default=DEFAULT_PAUSE_IMAGE, validator=_non_empty_str)
     autoheal: Autoheal | None = attrs.field(default=None, metadata=_nested(Autoheal))
-    namespace: str | None = attrs.field(default=None)
+    namespace: str | None = attrs.field(default=None, validator=_optional_str)
 
     @property
     def init_containers(self) -> tuple[Container, ...]:
@@ -258,24 +276,24 @@ class WorkloadPlan:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> WorkloadPlan:
         """Build a plan from plain data whose keys are exactly the attribute names."""
-        return _structure(cls, data, "")
+        try:
+            return _structure(cls, data, "")
+        except RecursionError:
+            raise PlanError("", "the plan is nested too deeply") from None
 
     @classmethod
     def from_file(cls, path: str | Path) -> WorkloadPlan:
-        """Read a YAML or JSON plan file (JSON is YAML, so one parser reads both)."""
-        import yaml
+        """Read a YAML or JSON plan file (JSON is YAML, so one parser reads both).
 
+        A key given twice in one mapping is refused, not silently overwritten.
+        """
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise PlanError("", f"cannot read plan file {str(path)!r}: {exc.strerror}") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise PlanError(
-                "", f"plan file {str(path)!r} is not valid YAML or JSON: {exc}"
-            ) from None
-        return cls.from_mapping(data)
+        except UnicodeDecodeError as exc:
+            raise PlanError("", f"plan file {str(path)!r} is not UTF-8 text: {exc}") from None
+        return cls.from_mapping(load_document(text, str(path)))
 
 
 # --- mapping <-> plan ------------------------------------------------------------------------
@@ -288,7 +306,7 @@ def _structure(cls: type[T], data: Any, path: str) -> T:
     if not isinstance(data, Mapping):
         raise PlanError(path, f"must be a mapping, got {type(data).__name__}")
     fields = {f.name: f for f in attrs.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - set(fields))
+    unknown = sorted(map(str, set(data) - set(fields)))
     if unknown:
         raise PlanError(_join(path, str(unknown[0])), "unknown field")
     kwargs: dict[str, Any] = {}
@@ -297,7 +315,7 @@ def _structure(cls: type[T], data: Any, path: str) -> T:
         nested = field.metadata.get("nested")
         here = _join(path, key)
         if key in _BOOL_FIELDS and not isinstance(value, bool):
-            raise PlanError(here, f"must be true or false, got {value!r}")
+            raise PlanError(here, f"must be true or false, got {describe(value)}")
         if nested is not None and value is not None:
             if field.metadata.get("many"):
                 if not isinstance(value, list | tuple):

@@ -16,6 +16,7 @@ Pure, and importable from every layer (plan errors, drivers, the CLI).
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,10 +89,16 @@ def mask_tree(data: Any, *, name: str = "") -> Any:
     return data
 
 
-def describe(value: Any, *, name: str = "", limit: int = 80) -> str:
-    """A value for an error message: its type only when ``name`` looks secret, else its masked
-    ``repr``, shortened (a plan file may hold anything, of any size)."""
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel = 3
+_SHORT.maxdict = _SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxset = 4
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlong = 40
+
+
+def describe(value: Any, *, name: str = "") -> str:
+    """A value for an error message: only its type when ``name`` looks secret, else a masked,
+    bounded ``repr`` (a plan file may hold anything: deep, huge, or self-referencing)."""
     if is_secret_name(name):
-        return f"a value of type {type(value).__name__} (not shown: {name} looks secret)"
-    text = mask_text(repr(value))
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+        return f"a {type(value).__name__} (not shown: {name} looks secret)"
+    return mask_text(_SHORT.repr(value))

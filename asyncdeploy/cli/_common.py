@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -11,6 +12,7 @@ import anyio
 import attrs
 import click
 
+from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import (
     AsyncDeployError,
     DriverNotFound,
@@ -89,6 +91,39 @@ class SelectorParam(click.ParamType):  # type: ignore[type-arg]  # generic from 
             return parse_selector(value)
         except SelectorError as exc:
             self.fail(str(exc), param, ctx)
+
+
+class DurationParam(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """``10s``, ``500ms``, ``1m30s`` or a bare number of seconds, up to a day (a bad one: exit 2)."""
+
+    name = "duration"
+    longest = 86_400.0
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            seconds = parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if seconds > self.longest:
+            self.fail(f"{value!r} is longer than a day", param, ctx)
+        return seconds
+
+
+DURATION = DurationParam()
+
+
+class FiniteRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan`` (which passes every comparison test)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return number
 
 
 def selector_option(function: Callable[..., Any]) -> Callable[..., Any]:

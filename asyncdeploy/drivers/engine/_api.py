@@ -316,7 +316,8 @@ class EngineAPIDriver:
         for volume in found.get("Volumes") or []:
             try:
                 with self._errors(f"remove volume {volume['Name']}"):
-                    volume_handle = aiodocker.volumes.DockerVolume(self._client, volume["Name"])  # type: ignore[no-untyped-call]
+                    segment = spec.path_segment(volume["Name"])
+                    volume_handle = aiodocker.volumes.DockerVolume(self._client, segment)  # type: ignore[no-untyped-call]
                     await volume_handle.delete()  # type: ignore[no-untyped-call]
             except WorkloadNotFound:
                 pass
@@ -429,7 +430,7 @@ class EngineAPIDriver:
         for volume in sorted(n for n in names if n):
             try:
                 with self._errors(f"inspect volume {volume}"):
-                    await self._client.volumes.get(volume)  # type: ignore[no-untyped-call]
+                    await self._client.volumes.get(spec.path_segment(volume))  # type: ignore[no-untyped-call]
                 continue  # it existed before: it is not the workload's to remove
             except WorkloadNotFound:
                 pass

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
+from urllib.parse import quote
 
 from asyncdeploy.drivers.base import (
     LABEL_CONTAINER,
@@ -30,6 +30,7 @@ __all__ = [
     "autoheal_label",
     "container_config",
     "container_name",
+    "path_segment",
     "pause_config",
     "probe_command",
     "volume_name",
@@ -44,8 +45,26 @@ _SECOND_NS = 1_000_000_000
 
 
 def container_name(workload: str, container: str) -> str:
-    """Engine name of a workload's container: ``<workload>-<container>``, ``<workload>-pause``."""
-    return f"{workload}-{container}"
+    """Engine name of a workload's container: ``<workload>_<container>``, ``<workload>_pause``.
+
+    Workload and container names are DNS labels, which never hold ``_``: the name splits back
+    one way only, so two workloads never want the same engine name (with ``-``, workload ``a``'s
+    container ``x-pause`` and workload ``a-x``'s pause would both be ``a-x-pause``). ``pause``
+    and ``autoheal`` are reserved container names, so the sidecars collide with nothing either.
+    """
+    return f"{workload}_{container}"
+
+
+def path_segment(name: str) -> str:
+    """``name`` made safe as one segment of an Engine API URL path.
+
+    aiodocker puts volume names into paths unescaped (``volumes/{name}``) and yarl resolves
+    ``..``: a name like ``../info`` would reach ``GET /info``. Plans refuse such names already;
+    this keeps any name, whatever its source, inside its one segment.
+    """
+    if name in ("", ".", ".."):
+        raise ValueError(f"{name!r} cannot be an Engine API path segment")
+    return quote(name, safe="")
 
 
 def volume_name(workload: str, mount: Mount) -> str:
@@ -225,7 +244,3 @@ def autoheal_config(plan: WorkloadPlan, socket_path: str) -> dict[str, Any]:
         config["Entrypoint"] = list(plan.autoheal.command)
         config["Cmd"] = []
     return config
-
-
-def labels_match(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
-    return all(labels.get(k) == v for k, v in selector.items())
