@@ -7,7 +7,8 @@ The grammar and the meaning are Kubernetes' own (``k8s.io/apimachinery/pkg/label
     team in (a,b)       present, with one of the values
     team notin (a,b)    absent, or present with none of the values
     team  /  !team      present / absent
-    gpus>1  gpus<8      present, an integer greater / less than the number
+    gpus>1  gpus<8      present, an integer greater / less than the number (which, being a
+                        label value, cannot be negative)
 
 Requirements are joined by ``,`` and must all hold. As in Kubernetes, ``team=`` is valid and
 means "present with the empty value" (it never matches ``team=ml``), and ``team in (a,)`` lets
@@ -37,11 +38,19 @@ _NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _PREFIX = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*"
 _KEY = re.compile(rf"(?:(?P<prefix>{_PREFIX})/)?{_NAME}", re.ASCII)
 _VALUE = re.compile(rf"(?:{_NAME})?", re.ASCII)
-_INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _INT64 = (-(2**63), 2**63 - 1)
 
 # The lexer of labels.Parse: these spell operators; anything else up to them is an identifier.
 _TOKEN = re.compile(r"[ \t\r\n]*(?:(?P<op>!=|==|=|!|\(|\)|,|>|<)|(?P<word>[^ \t\r\n!=(),><]+))")
+
+
+def _int64(text: str) -> int | None:
+    """``text`` as Go's ``strconv.ParseInt(text, 10, 64)`` reads it, else None."""
+    if not _INTEGER.fullmatch(text):
+        return None
+    number = int(text)
+    return number if _INT64[0] <= number <= _INT64[1] else None
 
 
 def _check_key(key: str) -> None:
@@ -87,7 +96,7 @@ class Requirement:
             raise SelectorError(f"{self.key!r} {self.operator} takes exactly one value")
         if self.operator in (">", "<"):
             (value,) = self.values
-            if not _INTEGER.fullmatch(value) or not _INT64[0] <= int(value) <= _INT64[1]:
+            if _int64(value) is None:
                 raise SelectorError(
                     f"{self.key}{self.operator}{value}: the value must be a whole number"
                 )
@@ -103,9 +112,10 @@ class Requirement:
             return present
         if self.operator == "!":
             return not present
-        if not present or not _INTEGER.fullmatch(labels[self.key]):
+        have = _int64(labels[self.key]) if present else None
+        if have is None:
             return False
-        have, bound = int(labels[self.key]), int(self.values[0])
+        bound = int(self.values[0])
         return have > bound if self.operator == ">" else have < bound
 
     def __str__(self) -> str:
