@@ -165,14 +165,22 @@ def _check_str_tuple(
         raise _fail(attribute, "must not be empty")
 
 
-def _frozen_map(value: Mapping[str, Any] | None) -> FrozenMap:
+def _frozen_map(value: Mapping[str, Any] | None, field: str = "") -> FrozenMap:
     if isinstance(value, FrozenMap):
         return value
     if value is None:
         return FrozenMap()
     if not isinstance(value, Mapping):
-        raise PlanError("", f"must be a mapping, got {type(value).__name__}")
+        raise PlanError(field, f"must be a mapping, got {type(value).__name__}")
     return FrozenMap({str(k): v for k, v in value.items()})
+
+
+def _env(value: Mapping[str, Any] | None) -> FrozenMap:
+    return _frozen_map(value, "env")
+
+
+def _labels(value: Mapping[str, Any] | None) -> FrozenMap:
+    return _frozen_map(value, "labels")
 
 
 def _env_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:

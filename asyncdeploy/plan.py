@@ -26,12 +26,13 @@ from asyncdeploy._plan_fields import (
     _command,
     _cpu,
     _dns_label,
+    _env,
     _env_map,
     _exec,
     _fail,
-    _frozen_map,
     _grace,
     _label_map,
+    _labels,
     _memory,
     _non_empty_str,
     _one_of,
@@ -195,7 +196,7 @@ class Container:
     args: tuple[str, ...] | None = attrs.field(
         default=None, converter=_args, validator=_check_str_tuple
     )
-    env: FrozenMap = attrs.field(factory=FrozenMap, converter=_frozen_map, validator=_env_map)
+    env: FrozenMap = attrs.field(factory=FrozenMap, converter=_env, validator=_env_map)
     ports: tuple[Port, ...] = attrs.field(
         default=(), converter=_ports, validator=_tuple_of(Port), metadata=_nested(Port, many=True)
     )
@@ -251,7 +252,7 @@ class WorkloadPlan:
     """Everything asyncdeploy needs to create, replace and drain one workload."""
 
     name: str = attrs.field(validator=_dns_label)
-    labels: FrozenMap = attrs.field(factory=FrozenMap, converter=_frozen_map, validator=_label_map)
+    labels: FrozenMap = attrs.field(factory=FrozenMap, converter=_labels, validator=_label_map)
     containers: tuple[Container, ...] = attrs.field(
         converter=_container_tuple, validator=_containers, metadata=_nested(Container, many=True)
     )
@@ -306,25 +307,26 @@ def _structure(cls: type[T], data: Any, path: str) -> T:
     if not isinstance(data, Mapping):
         raise PlanError(path, f"must be a mapping, got {type(data).__name__}")
     fields = {f.name: f for f in attrs.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(map(str, set(data) - set(fields)))
+    unknown = sorted(set(data) - set(fields), key=str)
     if unknown:
-        raise PlanError(_join(path, str(unknown[0])), "unknown field")
+        key = unknown[0]
+        where = _join(path, key) if isinstance(key, str) and key.isidentifier() else None
+        raise PlanError(where or f"{path}[{describe(key)}]", "unknown field")
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         field = fields[key]
         nested = field.metadata.get("nested")
         here = _join(path, key)
+        if value is None and field.default not in (None, attrs.NOTHING):
+            continue  # "checks:" left empty in YAML means the default, as if not written
         if key in _BOOL_FIELDS and not isinstance(value, bool):
             raise PlanError(here, f"must be true or false, got {describe(value)}")
-        if nested is not None and value is not None:
-            if field.metadata.get("many"):
-                if not isinstance(value, list | tuple):
-                    raise PlanError(here, f"must be a list, got {type(value).__name__}")
-                value = tuple(
-                    _structure(nested, item, f"{here}[{i}]") for i, item in enumerate(value)
-                )
-            else:
-                value = _structure(nested, value, here)
+        if nested is not None and field.metadata.get("many"):
+            if not isinstance(value, list | tuple):
+                raise PlanError(here, f"must be a list, got {type(value).__name__}")
+            value = tuple(_structure(nested, item, f"{here}[{i}]") for i, item in enumerate(value))
+        elif nested is not None and value is not None:
+            value = _structure(nested, value, here)
         kwargs[key] = value
     try:
         return cls(**kwargs)

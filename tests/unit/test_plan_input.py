@@ -17,7 +17,9 @@ def base(**container: Any) -> dict[str, Any]:
     return {"name": "a", "containers": [{"name": "x", "image": "i", **container}]}
 
 
-@pytest.mark.parametrize("value", ["1e30", "1e100", "1e-999999999", "9.3e18", "8Ei", 1e300, 10**400])
+@pytest.mark.parametrize(
+    "value", ["1e30", "1e100", "1e-999999999", "9.3e18", "8Ei", 1e300, 10**400]
+)
 @pytest.mark.parametrize("field", ["cpu", "memory"])
 def test_quantities_beyond_what_engines_hold_are_plan_errors(field: str, value: Any) -> None:
     with pytest.raises(PlanError) as caught:
@@ -56,7 +58,9 @@ def test_probe_durations_must_fit_the_engines_health_check() -> None:
         WorkloadPlan.from_mapping(base(checks=checks))
     assert caught.value.path == "containers[0].checks.startup"
     with pytest.raises(PlanError, match="period_seconds"):
-        WorkloadPlan.from_mapping(base(checks={"liveness": {"exec": ["t"], "period_seconds": 2**40}}))
+        WorkloadPlan.from_mapping(
+            base(checks={"liveness": {"exec": ["t"], "period_seconds": 2**40}})
+        )
 
 
 def write(tmp_path: Path, text: str, suffix: str = ".yaml") -> Path:
@@ -79,8 +83,7 @@ def test_a_key_given_twice_in_json_is_refused_by_name(tmp_path: Path) -> None:
 
 def test_yaml_merge_keys_may_still_override(tmp_path: Path) -> None:
     text = (
-        "x-base: &base {name: x, image: one}\n"
-        "name: a\ncontainers:\n  - <<: *base\n    image: two\n"
+        "x-base: &base {name: x, image: one}\nname: a\ncontainers:\n  - <<: *base\n    image: two\n"
     )
     with pytest.raises(PlanError, match="unknown field"):  # x-base, but no duplicate error
         WorkloadPlan.from_file(write(tmp_path, text))
@@ -122,7 +125,7 @@ def test_path_segments_are_escaped_and_dot_segments_refused() -> None:
     assert spec.path_segment("../info") == "..%2Finfo"
     assert spec.path_segment("a b?c#d") == "a%20b%3Fc%23d"
     for name in ("", ".", ".."):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="path segment"):
             spec.path_segment(name)
 
 

@@ -19,7 +19,10 @@ from asyncdeploy.secrets import MASK, describe, mask_env_entry, mask_text, mask_
         ("redis://:pw@cache", f"redis://:{MASK}@cache"),
         ("https://u:p@ss@host/x", f"https://u:{MASK}@host/x"),
         ("https://user@host/x", "https://user@host/x"),
-        ("host=db user=app password=hunter2 dbname=x", f"host=db user=app password={MASK} dbname=x"),
+        (
+            "host=db user=app password=hunter2 dbname=x",
+            f"host=db user=app password={MASK} dbname=x",
+        ),
         ("host=db password='a b c' port=5", f"host=db password={MASK} port=5"),
         ("Server=db;Uid=app;Pwd=hunter2;", f"Server=db;Uid=app;Pwd={MASK};"),
         ("https://api/x?api_key=abc&page=2", f"https://api/x?api_key={MASK}&page=2"),
@@ -49,7 +52,12 @@ def test_env_entries_masked_by_name_and_by_content(entry: str, masked: str) -> N
 
 
 def test_mask_tree_masks_by_key_and_content() -> None:
-    data = {"Env": ["A=postgres://u:pw@h"], "Cmd": ["--db", "x://u:pw@h"], "auth_token": "t", "n": 1}
+    data = {
+        "Env": ["A=postgres://u:pw@h"],
+        "Cmd": ["--db", "x://u:pw@h"],
+        "auth_token": "t",
+        "n": 1,
+    }
     assert mask_tree(data) == {
         "Env": [f"A=postgres://u:{MASK}@h"],
         "Cmd": ["--db", f"x://u:{MASK}@h"],
