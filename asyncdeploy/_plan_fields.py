@@ -88,11 +88,12 @@ def _string(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise _fail(attribute, f"must be a string, got {describe(value)}")
 
 
-def _volume_name(value: str) -> None:
-    """A named volume: the engines' name rule, so the name is safe in an Engine API URL too."""
-    if not _VOLUME_NAME.fullmatch(value):
+def check_volume_name(value: Any, path: str = "source") -> None:
+    """A named volume: the engines' name rule, which also keeps it one Engine API path segment
+    (no ``/``, no leading ``.``: nothing a URL could resolve as ``..``)."""
+    if not isinstance(value, str) or not _VOLUME_NAME.fullmatch(value):
         raise PlanError(
-            "source",
+            path,
             f"{describe(value)} is not a volume name (2-255 letters, digits, '_', '.' or '-', "
             "starting with a letter or digit)",
         )

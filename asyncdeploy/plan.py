@@ -44,7 +44,7 @@ from asyncdeploy._plan_fields import (
     _signal,
     _string,
     _tuple_of,
-    _volume_name,
+    check_volume_name,
 )
 from asyncdeploy.errors import PlanError
 from asyncdeploy.secrets import describe
@@ -121,7 +121,7 @@ class Mount:
         if self.type == "volume":
             if not self.source:
                 raise PlanError("source", "a volume mount needs a volume name")
-            _volume_name(self.source)
+            check_volume_name(self.source)
 
 
 @attrs.frozen(kw_only=True)

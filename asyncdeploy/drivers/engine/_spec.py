@@ -9,8 +9,8 @@ import json
 import shlex
 from decimal import Decimal
 from typing import Any
-from urllib.parse import quote
 
+from asyncdeploy._plan_fields import check_volume_name
 from asyncdeploy.drivers.base import (
     LABEL_CONTAINER,
     LABEL_GRACE,
@@ -56,15 +56,16 @@ def container_name(workload: str, container: str) -> str:
 
 
 def path_segment(name: str) -> str:
-    """``name`` made safe as one segment of an Engine API URL path.
+    """A volume name checked to be one Engine API URL path segment, before aiodocker sends it.
 
     aiodocker puts volume names into paths unescaped (``volumes/{name}``) and yarl resolves
-    ``..``: a name like ``../info`` would reach ``GET /info``. Plans refuse such names already;
-    this keeps any name, whatever its source, inside its one segment.
+    ``..``, so ``../info`` would reach ``GET /info``. Escaping is not enough: Docker's router
+    decodes ``%2F`` and cleans the path too (``volumes/..%2Finfo`` is redirected to ``/info``).
+    So only names the engines' own rule allows are sent; plans refuse the others already, and
+    this holds for any name, whatever its source. Raises ``PlanError``.
     """
-    if name in ("", ".", ".."):
-        raise ValueError(f"{name!r} cannot be an Engine API path segment")
-    return quote(name, safe="")
+    check_volume_name(name, "mounts.source")
+    return name
 
 
 def volume_name(workload: str, mount: Mount) -> str:
