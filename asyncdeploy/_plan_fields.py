@@ -206,7 +206,8 @@ def _label_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> Non
             )
         if not isinstance(item, str) or not _LABEL_VALUE.fullmatch(item):
             raise PlanError(
-                f"{attribute.name}.{key}", f"is not a valid label value: {describe(item)}"
+                f"{attribute.name}.{key}",
+                f"is not a valid label value: {describe(item, name=key)}",
             )
 
 

@@ -52,6 +52,7 @@ from asyncdeploy.secrets import describe
 __all__ = [
     "DEFAULT_GRACE_PERIOD_SECONDS",
     "DEFAULT_PAUSE_IMAGE",
+    "MAX_SECONDS",
     "Autoheal",
     "Checks",
     "Container",

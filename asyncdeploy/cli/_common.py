@@ -20,6 +20,7 @@ from asyncdeploy.errors import (
     PlanError,
     SelectorError,
 )
+from asyncdeploy.plan import MAX_SECONDS
 from asyncdeploy.results import WorkloadStatus
 from asyncdeploy.selectors import Selector, parse_selector
 
@@ -57,6 +58,10 @@ def run(function: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) 
         raise CommandFailed(str(exc), EXIT_FAILED) from exc
 
 
+GRACE_SECONDS = click.IntRange(0, MAX_SECONDS)
+"""A grace period in seconds, bounded as in plans."""
+
+
 def output_option(function: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--output",
@@ -71,7 +76,7 @@ def output_option(function: Callable[..., Any]) -> Callable[..., Any]:
 def grace_option(function: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--grace-period-seconds",
-        type=click.IntRange(min=0),
+        type=GRACE_SECONDS,
         default=None,
         help="Override the workload's termination grace period for this delete (0 kills at once).",
     )(function)

@@ -13,6 +13,7 @@ from asyncdeploy.cli._common import (
     DURATION,
     EXIT_FAILED,
     EXIT_USAGE,
+    GRACE_SECONDS,
     CommandFailed,
     FiniteRange,
     Settings,
@@ -128,7 +129,7 @@ def drain(socket_path: str, propagation_wait: float, timeout: float | None) -> N
 )
 @click.option("--image", default=None, help="Demo server image.")
 @click.option("--pause-image", default=None, help="Pause image for the demo plan.")
-@click.option("--grace-period-seconds", type=click.IntRange(min=0), default=None)
+@click.option("--grace-period-seconds", type=GRACE_SECONDS, default=None)
 @click.option(
     "--warmup",
     type=DURATION,
