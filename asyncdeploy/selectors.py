@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import attrs
 
@@ -32,6 +32,7 @@ from asyncdeploy.errors import SelectorError
 __all__ = ["Requirement", "Selector", "SelectorLike", "as_selector", "parse_selector"]
 
 Operator = Literal["=", "!=", "in", "notin", "exists", "!", ">", "<"]
+_OPERATOR_NAMES = frozenset(("=", "!=", "in", "notin", "exists", "!", ">", "<"))
 
 # What Kubernetes accepts as a label key (an optional DNS-subdomain prefix, then a name) and value.
 _NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -53,8 +54,8 @@ def _int64(text: str) -> int | None:
     return number if _INT64[0] <= number <= _INT64[1] else None
 
 
-def _check_key(key: str) -> None:
-    match = _KEY.fullmatch(key)
+def _check_key(key: object) -> None:
+    match = _KEY.fullmatch(key) if isinstance(key, str) else None
     if match is None or (match["prefix"] is not None and len(match["prefix"]) > 253):
         raise SelectorError(
             f"{key!r} is not a valid label key (an optional DNS prefix and '/', then at most "
@@ -62,15 +63,17 @@ def _check_key(key: str) -> None:
         )
 
 
-def _check_value(value: str) -> None:
-    if not _VALUE.fullmatch(value):
+def _check_value(value: object) -> None:
+    if not isinstance(value, str) or not _VALUE.fullmatch(value):
         raise SelectorError(
             f"{value!r} is not a valid label value (at most 63 letters, digits, '-', '_' or "
             "'.', starting and ending with a letter or digit, or empty)"
         )
 
 
-def _values(values: tuple[str, ...] | list[str] | frozenset[str]) -> tuple[str, ...]:
+def _values(values: Any) -> tuple[str, ...]:
+    if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+        raise SelectorError(f"selector values are a sequence of strings, not {values!r}")
     return tuple(sorted(set(values)))
 
 
@@ -83,6 +86,8 @@ class Requirement:
     values: tuple[str, ...] = attrs.field(default=(), converter=_values)
 
     def __attrs_post_init__(self) -> None:
+        if self.operator not in _OPERATOR_NAMES:
+            raise SelectorError(f"unknown selector operator {self.operator!r}")
         _check_key(self.key)
         for value in self.values:
             _check_value(value)
@@ -145,7 +150,7 @@ class Selector:
     @classmethod
     def from_labels(cls, labels: Mapping[str, str]) -> Selector:
         """``{"team": "ml"}`` → ``team=ml``: every label present with exactly that value."""
-        return cls(tuple(Requirement(str(k), "=", (str(v),)) for k, v in labels.items()))
+        return cls(tuple(Requirement(k, "=", (v,)) for k, v in labels.items()))
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         return all(r.matches(labels) for r in self.requirements)

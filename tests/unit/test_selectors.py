@@ -191,3 +191,14 @@ def test_matching_agrees_with_kubernetes(
     selector = parse_selector(str(Selector(tuple(requirements))))
     expected = all(reference_matches(r, labels) for r in requirements)
     assert selector.matches(labels) is expected
+
+
+def test_values_built_by_hand_are_checked_too() -> None:
+    with pytest.raises(SelectorError):
+        Requirement("team", "~", ("x",))  # type: ignore[arg-type]
+    with pytest.raises(SelectorError):
+        Requirement(5, "=", ("x",))  # type: ignore[arg-type]
+    with pytest.raises(SelectorError):
+        Selector.from_labels({"team": None})  # type: ignore[dict-item]
+    with pytest.raises(SelectorError):
+        Requirement("team", "in", "ab")  # type: ignore[arg-type]
