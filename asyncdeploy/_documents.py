@@ -1,11 +1,13 @@
 """Reading a plan document: YAML (and so JSON) into plain data, refusing what YAML lets slip.
 
 ``yaml.safe_load`` keeps the last of two equal keys without a word; a plan that says
-``image:`` twice is a mistake, so this loader refuses it, naming the key and its line.
+``image:`` twice is a mistake, so this loader refuses it, naming the key and its line. A file is
+read up to :data:`MAX_DOCUMENT_BYTES`, so ``-f /dev/zero`` is an error, not a machine out of memory.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -13,7 +15,9 @@ import yaml
 from asyncdeploy.errors import PlanError
 from asyncdeploy.secrets import describe
 
-__all__ = ["load_document"]
+__all__ = ["MAX_DOCUMENT_BYTES", "load_document", "read_document"]
+
+MAX_DOCUMENT_BYTES = 1 << 20  # a plan is a few kilobytes; a megabyte is not a plan
 
 _MERGE = "tag:yaml.org,2002:merge"
 
@@ -48,3 +52,19 @@ def load_document(text: str, source: str) -> Any:
         raise PlanError("", f"plan file {source!r} is not valid YAML or JSON: {exc}") from None
     except RecursionError:
         raise PlanError("", f"plan file {source!r} is nested too deeply") from None
+
+
+def read_document(path: str | Path) -> Any:
+    """The plain data in the plan file at ``path``; ``PlanError`` if it cannot be read."""
+    try:
+        with Path(path).open("rb") as file:
+            raw = file.read(MAX_DOCUMENT_BYTES + 1)
+    except OSError as exc:
+        raise PlanError("", f"cannot read plan file {str(path)!r}: {exc.strerror}") from None
+    if len(raw) > MAX_DOCUMENT_BYTES:
+        raise PlanError("", f"plan file {str(path)!r} is larger than {MAX_DOCUMENT_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlanError("", f"plan file {str(path)!r} is not UTF-8 text: {exc}") from None
+    return load_document(text, str(path))

@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
-from asyncdeploy._documents import load_document
+from asyncdeploy._documents import read_document
 from asyncdeploy._plan_fields import (
     MAX_SECONDS,
     FrozenMap,
@@ -289,13 +289,7 @@ class WorkloadPlan:
 
         A key given twice in one mapping is refused, not silently overwritten.
         """
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise PlanError("", f"cannot read plan file {str(path)!r}: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise PlanError("", f"plan file {str(path)!r} is not UTF-8 text: {exc}") from None
-        return cls.from_mapping(load_document(text, str(path)))
+        return cls.from_mapping(read_document(path))
 
 
 # --- mapping <-> plan ------------------------------------------------------------------------

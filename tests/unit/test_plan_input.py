@@ -160,3 +160,8 @@ def test_non_string_keys_and_paths_are_plan_errors() -> None:
     assert caught.value.path == "containers[0].checks.readiness.http.path"
     with pytest.raises(PlanError, match="source"):
         WorkloadPlan.from_mapping(base(mounts=[{"source": 5, "target": "/x"}]))
+
+
+def test_an_endless_file_is_refused_not_read_forever() -> None:
+    with pytest.raises(PlanError, match="larger than"):
+        WorkloadPlan.from_file("/dev/zero")
