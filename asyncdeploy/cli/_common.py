@@ -20,7 +20,7 @@ from asyncdeploy.errors import (
     PlanError,
     SelectorError,
 )
-from asyncdeploy.plan import MAX_SECONDS
+from asyncdeploy.plan import MAX_SECONDS, WorkloadPlan
 from asyncdeploy.results import WorkloadStatus
 from asyncdeploy.selectors import Selector, parse_selector
 
@@ -129,6 +129,25 @@ class FiniteRange(click.FloatRange):
         if math.isnan(number):
             self.fail(f"{value!r} is not a number", param, ctx)
         return number
+
+
+class WorkloadNameParam(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """A workload name, checked by the plan's own rule: no other name can exist, and none
+    reaches an engine filter or a Kubernetes selector as anything but a name."""
+
+    name = "workload"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        field = attrs.fields(WorkloadPlan).name
+        try:
+            if field.validator is not None:
+                field.validator(None, field, value)
+        except PlanError as exc:
+            self.fail(exc.message, param, ctx)
+        return str(value)
+
+
+WORKLOAD_NAME = WorkloadNameParam()
 
 
 def selector_option(function: Callable[..., Any]) -> Callable[..., Any]:

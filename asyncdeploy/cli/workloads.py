@@ -10,6 +10,7 @@ import anyio
 import click
 
 from asyncdeploy.cli._common import (
+    WORKLOAD_NAME,
     Settings,
     emit_json,
     grace_option,
@@ -46,7 +47,7 @@ def create(settings: Settings, plan_file: str, output: str) -> None:
 
 
 @click.command()
-@click.argument("name")
+@click.argument("name", type=WORKLOAD_NAME)
 @grace_option
 @output_option
 @pass_settings
@@ -151,7 +152,7 @@ def list_(settings: Settings, selector: Selector | None, output: str) -> None:
 
 
 @click.command()
-@click.argument("name")
+@click.argument("name", type=WORKLOAD_NAME)
 @output_option
 @pass_settings
 def get(settings: Settings, name: str, output: str) -> None:
@@ -176,7 +177,7 @@ def get(settings: Settings, name: str, output: str) -> None:
 
 
 @click.command()
-@click.argument("name")
+@click.argument("name", type=WORKLOAD_NAME)
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming new output.")
 @click.option("--container", "-c", default=None, help="Container name (default: the first run).")
 @output_option
@@ -196,7 +197,7 @@ def logs(settings: Settings, name: str, follow: bool, container: str | None, out
 
 
 @click.command()
-@click.argument("name")
+@click.argument("name", type=WORKLOAD_NAME)
 @output_option
 @pass_settings
 def inspect(settings: Settings, name: str, output: str) -> None:

@@ -166,3 +166,21 @@ def test_numbers_are_checked_before_any_engine(option: str, text: str) -> None:
         assert result.exit_code == 2, result.output
     if result.exit_code == 2:
         assert engines.opened == 0 and f"'{option}'" in result.output
+
+
+@FUZZ
+@given(
+    st.sampled_from(["get", "delete", "logs", "inspect"]),
+    st.sampled_from(["a,b", "x) ,y in (z", "A", "-a", "a_b", "", "a" * 64]) | any_text,
+)
+def test_workload_names_are_checked_before_any_engine(command: str, name: str) -> None:
+    """A name no plan can have never reaches an engine filter or a Kubernetes selector."""
+    with no_engine() as engines:
+        result = invoke(command, "--", name)
+    try:
+        WorkloadPlan.from_mapping({"name": name, "containers": [{"name": "c", "image": "i"}]})
+    except PlanError:
+        assert (result.exit_code, engines.opened) == (2, 0), result.output
+        assert "Invalid value for 'NAME'" in result.output
+    else:
+        assert (result.exit_code, engines.opened) == (3, 1)
