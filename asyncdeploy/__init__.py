@@ -14,6 +14,7 @@ from asyncdeploy.errors import (
     EngineTimeout,
     EngineUnavailable,
     PlanError,
+    SelectorError,
     WorkloadConflict,
     WorkloadNotFound,
 )
@@ -50,6 +51,7 @@ from asyncdeploy.results import (
     ExecResult,
     WorkloadStatus,
 )
+from asyncdeploy.selectors import Selector, parse_selector
 
 __version__ = "0.1.0"
 
@@ -88,6 +90,8 @@ __all__ = [
     "PreStopStarted",
     "Probe",
     "Resources",
+    "Selector",
+    "SelectorError",
     "SidecarRemoved",
     "SignalSent",
     "WorkloadConflict",
@@ -95,4 +99,5 @@ __all__ = [
     "WorkloadPlan",
     "WorkloadStatus",
     "open_deployer",
+    "parse_selector",
 ]

@@ -1,7 +1,8 @@
 """Validators and converters for the plan's fields, and the hashable mapping it uses.
 
 attrs runs converters first, then validators; both raise ``PlanError`` named after the
-attribute, and ``plan.py`` prefixes the path when it builds a child from a mapping.
+attribute, and ``plan.py`` prefixes the path when it builds a child from a mapping. Messages show
+a refused value through :func:`asyncdeploy.secrets.describe`: bounded, and masked.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import attrs
 
 from asyncdeploy.errors import PlanError
 from asyncdeploy.quantity import canonical_quantity, parse_quantity
+from asyncdeploy.secrets import describe
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*", re.ASCII)
@@ -36,6 +38,12 @@ _CDI_NAME = re.compile(
     r"=(?P<name>[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?)",
     re.ASCII,
 )
+
+# Docker's and Podman's rule for volume names; it also keeps "../info" out of the URL path.
+_VOLUME_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{1,254}", re.ASCII)
+
+MAX_SECONDS = 2**31 - 1
+"""The longest duration a plan may hold (Kubernetes keeps probe fields as int32)."""
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -85,7 +93,7 @@ def _dns_label(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         raise _fail(
             attribute,
-            f"{value!r} is not a DNS-1123 label (lower-case letters, digits and '-', "
+            f"{describe(value)} is not a DNS-1123 label (lower-case letters, digits and '-', "
             "starting and ending with a letter or digit, at most 63 characters)",
         )
 
@@ -93,31 +101,55 @@ def _dns_label(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 def _non_empty_str(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or not value.strip() or value != value.strip():
         raise _fail(
-            attribute, f"must be a non-empty string without surrounding spaces, got {value!r}"
+            attribute,
+            f"must be a non-empty string without surrounding spaces, got {describe(value)}",
+        )
+
+
+def _optional_str(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, str):
+        raise _fail(attribute, f"must be a string, got {describe(value)}")
+
+
+def _string(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, str):
+        raise _fail(attribute, f"must be a string, got {describe(value)}")
+
+
+def check_volume_name(value: Any, path: str = "source") -> None:
+    """A named volume: the engines' name rule, which also keeps it one Engine API path segment
+    (no ``/``, no leading ``.``: nothing a URL could resolve as ``..``)."""
+    if not isinstance(value, str) or not _VOLUME_NAME.fullmatch(value):
+        raise PlanError(
+            path,
+            f"{describe(value)} is not a volume name (2-255 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit)",
         )
 
 
 def _grace(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _fail(attribute, f"must be a whole number of seconds >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SECONDS:
+        raise _fail(
+            attribute, f"must be a whole number of seconds 0-{MAX_SECONDS}, got {describe(value)}"
+        )
 
 
 def _positive_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _fail(attribute, f"must be a whole number >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SECONDS:
+        raise _fail(attribute, f"must be a whole number 1-{MAX_SECONDS}, got {describe(value)}")
 
 
 def _port_number(_: Any, attribute: attrs.Attribute[Any], value: int | None) -> None:
     if value is None and attribute.name != "container_port":
         return
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-        raise _fail(attribute, f"must be a port number 1-65535, got {value!r}")
+        raise _fail(attribute, f"must be a port number 1-65535, got {describe(value)}")
 
 
-def _one_of(*choices: str) -> Callable[[Any, attrs.Attribute[Any], str], None]:
-    def check(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
-        if value not in choices:
-            raise _fail(attribute, f"must be one of {', '.join(choices)}; got {value!r}")
+def _one_of(*choices: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, str) or value not in choices:
+            raise _fail(attribute, f"must be one of {', '.join(choices)}; got {describe(value)}")
 
     return check
 
@@ -129,7 +161,7 @@ def _strings(field: str, value: Sequence[str] | str | None) -> tuple[str, ...] |
     if isinstance(value, str):
         return (value,)
     if not isinstance(value, list | tuple):
-        raise PlanError(field, f"must be a list of strings, got {value!r}")
+        raise PlanError(field, f"must be a list of strings, got {describe(value)}")
     return tuple(value)
 
 
@@ -157,19 +189,27 @@ def _check_str_tuple(
         return
     for i, item in enumerate(value):
         if not isinstance(item, str):
-            raise PlanError(f"{attribute.name}[{i}]", f"must be a string, got {item!r}")
+            raise PlanError(f"{attribute.name}[{i}]", f"must be a string, got {describe(item)}")
     if attribute.name in ("command", "pre_stop", "exec") and not value:
         raise _fail(attribute, "must not be empty")
 
 
-def _frozen_map(value: Mapping[str, Any] | None) -> FrozenMap:
+def _frozen_map(value: Mapping[str, Any] | None, field: str = "") -> FrozenMap:
     if isinstance(value, FrozenMap):
         return value
     if value is None:
         return FrozenMap()
     if not isinstance(value, Mapping):
-        raise PlanError("", f"must be a mapping, got {type(value).__name__}")
+        raise PlanError(field, f"must be a mapping, got {type(value).__name__}")
     return FrozenMap({str(k): v for k, v in value.items()})
+
+
+def _env(value: Mapping[str, Any] | None) -> FrozenMap:
+    return _frozen_map(value, "env")
+
+
+def _labels(value: Mapping[str, Any] | None) -> FrozenMap:
+    return _frozen_map(value, "labels")
 
 
 def _env_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:
@@ -178,7 +218,10 @@ def _env_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:
         if not _ENV_NAME.fullmatch(key):
             raise PlanError(f"{attribute.name}.{key}", "is not a valid environment variable name")
         if not isinstance(item, str):
-            raise PlanError(f"{attribute.name}.{key}", f"must be a string, got {item!r}")
+            # describe() names only the type when the variable's name looks secret.
+            raise PlanError(
+                f"{attribute.name}.{key}", f"must be a string, got {describe(item, name=key)}"
+            )
 
 
 def _label_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:
@@ -190,7 +233,10 @@ def _label_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> Non
                 "is not a valid label key (the asyncdeploy.io/ prefix is reserved)",
             )
         if not isinstance(item, str) or not _LABEL_VALUE.fullmatch(item):
-            raise PlanError(f"{attribute.name}.{key}", f"is not a valid label value: {item!r}")
+            raise PlanError(
+                f"{attribute.name}.{key}",
+                f"is not a valid label value: {describe(item, name=key)}",
+            )
 
 
 def _tuple_of(kind: type[T]) -> Callable[[Any, attrs.Attribute[Any], tuple[Any, ...]], None]:
@@ -198,7 +244,7 @@ def _tuple_of(kind: type[T]) -> Callable[[Any, attrs.Attribute[Any], tuple[Any, 
         for i, item in enumerate(value):
             if not isinstance(item, kind):
                 raise PlanError(
-                    f"{attribute.name}[{i}]", f"must be a {kind.__name__}, got {item!r}"
+                    f"{attribute.name}[{i}]", f"must be a {kind.__name__}, got {describe(item)}"
                 )
 
     return check
@@ -227,7 +273,7 @@ def _shm_size(value: str | float | None) -> str | None:
 
 def _signal(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and (not isinstance(value, str) or not _SIGNAL.fullmatch(value)):
-        raise _fail(attribute, f"is not a signal name like SIGTERM or a number: {value!r}")
+        raise _fail(attribute, f"is not a signal name like SIGTERM or a number: {describe(value)}")
 
 
 def _extended(value: Mapping[str, Any] | None) -> FrozenCounts:

@@ -31,6 +31,7 @@ from asyncdeploy.errors import DrainError, EngineUnavailable
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import ApplyResult, ExecResult, WorkloadStatus
+from asyncdeploy.selectors import SelectorLike, as_selector
 
 __all__ = ["AUTO_DETECT_ORDER", "DRIVER_NAMES", "Deployer", "open_deployer"]
 
@@ -56,10 +57,10 @@ class Deployer:
     async def get(self, name: str) -> WorkloadStatus:
         return await self.driver.get(name)
 
-    async def list(
-        self, selector: Mapping[str, str] | None = None
-    ) -> builtins.list[WorkloadStatus]:
-        return await self.driver.list(selector)
+    async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
+        """Workloads whose labels match ``selector``: a :class:`~asyncdeploy.selectors.Selector`,
+        a Kubernetes selector string (``"team=ml,tier in (gpu)"``) or ``{label: value}``."""
+        return await self.driver.list(as_selector(selector))
 
     async def wait_ready(self, name: str, *, timeout: float = 60) -> WorkloadStatus:
         return await self.driver.wait_ready(name, timeout=timeout)
@@ -101,14 +102,15 @@ class Deployer:
     @asynccontextmanager
     async def terminate_all(
         self,
-        selector: Mapping[str, str] | None = None,
+        selector: SelectorLike | None = None,
         *,
         grace_period_seconds: int | None = None,
         kill_now: anyio.Event | None = None,
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
-        """Drain every matching workload concurrently under one deadline (``kill_now``: as for
-        :meth:`terminate`)."""
-        names = [w.name for w in await self.driver.list(selector)]
+        """Drain every workload ``selector`` matches (every one for ``None``) concurrently
+        under one deadline (``kill_now``: as for :meth:`terminate`). An invalid selector raises
+        ``SelectorError`` before any call."""
+        names = [w.name for w in await self.driver.list(as_selector(selector))]
         async with self._drain(names, grace_period_seconds, kill_now) as events:
             yield events
 
@@ -120,7 +122,7 @@ class Deployer:
 
     async def delete_all(
         self,
-        selector: Mapping[str, str] | None = None,
+        selector: SelectorLike | None = None,
         *,
         grace_period_seconds: int | None = None,
     ) -> builtins.list[DrainSummary]:

@@ -4,6 +4,7 @@
 
     AsyncDeployError
     ├── PlanError(ValueError)            an invalid plan; ``.path`` names the field
+    ├── SelectorError(ValueError)        an invalid label selector
     ├── DriverNotFound(LookupError)      an unknown driver name
     ├── EngineError                      ``.engine`` names the driver
     │   ├── EngineUnavailable            the socket or API server cannot be reached
@@ -38,6 +39,7 @@ __all__ = [
     "EngineTimeout",
     "EngineUnavailable",
     "PlanError",
+    "SelectorError",
     "WorkloadConflict",
     "WorkloadNotFound",
 ]
@@ -66,6 +68,10 @@ class PlanError(AsyncDeployError, ValueError):
         else:
             path = f"{prefix}.{self.path}"
         return PlanError(path, self.message)
+
+
+class SelectorError(AsyncDeployError, ValueError):
+    """A label selector that does not parse, or one that would select everything by accident."""
 
 
 class DriverNotFound(AsyncDeployError, LookupError):

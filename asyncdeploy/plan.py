@@ -17,8 +17,10 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
+from asyncdeploy._documents import read_document
 from asyncdeploy._plan_fields import (
     EXTENDED_NAME_PATTERN,
+    MAX_SECONDS,
     FrozenCounts,
     FrozenMap,
     _args,
@@ -28,29 +30,35 @@ from asyncdeploy._plan_fields import (
     _cpu,
     _devices,
     _dns_label,
+    _env,
     _env_map,
     _exec,
     _extended,
     _fail,
-    _frozen_map,
     _grace,
     _label_map,
+    _labels,
     _memory,
     _non_empty_str,
     _one_of,
+    _optional_str,
     _port_number,
     _positive_int,
     _pre_stop,
     _shm_size,
     _signal,
+    _string,
     _tuple_of,
     cdi_kind,
+    check_volume_name,
 )
 from asyncdeploy.errors import PlanError
+from asyncdeploy.secrets import describe
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD_SECONDS",
     "DEFAULT_PAUSE_IMAGE",
+    "MAX_SECONDS",
     "Autoheal",
     "Checks",
     "Container",
@@ -100,8 +108,8 @@ class Port:
     container_port: int = attrs.field(validator=_port_number)
     host_port: int | None = attrs.field(default=None, validator=_port_number)
     protocol: str = attrs.field(default="tcp", validator=_one_of("tcp", "udp"))
-    host_ip: str = attrs.field(default="")
-    name: str | None = attrs.field(default=None)
+    host_ip: str = attrs.field(default="", validator=_string)
+    name: str | None = attrs.field(default=None, validator=_optional_str)
 
 
 @attrs.frozen(kw_only=True)
@@ -109,17 +117,19 @@ class Mount:
     """A bind mount (``source`` is a host path), a named volume, or a tmpfs."""
 
     target: str = attrs.field(validator=_non_empty_str)
-    source: str | None = attrs.field(default=None)
+    source: str | None = attrs.field(default=None, validator=_optional_str)
     type: str = attrs.field(default="bind", validator=_one_of("bind", "volume", "tmpfs"))
     read_only: bool = attrs.field(default=False)
 
     def __attrs_post_init__(self) -> None:
         if not self.target.startswith("/"):
-            raise PlanError("target", f"must be an absolute path, got {self.target!r}")
+            raise PlanError("target", f"must be an absolute path, got {describe(self.target)}")
         if self.type == "bind" and not (self.source or "").startswith("/"):
             raise PlanError("source", "a bind mount needs an absolute host path")
-        if self.type == "volume" and not self.source:
-            raise PlanError("source", "a volume mount needs a volume name")
+        if self.type == "volume":
+            if not self.source:
+                raise PlanError("source", "a volume mount needs a volume name")
+            check_volume_name(self.source)
 
 
 @attrs.frozen(kw_only=True)
@@ -167,12 +177,12 @@ class Resources:
 
 @attrs.frozen(kw_only=True)
 class HTTPGet:
-    path: str = attrs.field(default="/")
+    path: str = attrs.field(default="/", validator=_string)
     port: int = attrs.field(validator=_port_number)
 
     def __attrs_post_init__(self) -> None:
         if not self.path.startswith("/"):
-            raise PlanError("path", f"must start with '/', got {self.path!r}")
+            raise PlanError("path", f"must start with '/', got {describe(self.path)}")
 
 
 @attrs.frozen(kw_only=True)
@@ -205,6 +215,16 @@ class Checks:
     readiness: Probe | None = attrs.field(default=None, metadata=_nested(Probe))
     liveness: Probe | None = attrs.field(default=None, metadata=_nested(Probe))
 
+    def __attrs_post_init__(self) -> None:
+        # The engines' health check waits out the startup probe before liveness counts: the sum
+        # must fit their durations (int64 nanoseconds), so keep it within the plan's bound.
+        if self.liveness is not None and self.startup is not None:
+            startup = self.startup.period_seconds * self.startup.failure_threshold
+            if self.liveness.initial_delay_seconds + startup > MAX_SECONDS:
+                raise PlanError(
+                    "startup", f"period_seconds x failure_threshold exceeds {MAX_SECONDS} s"
+                )
+
 
 @attrs.frozen(kw_only=True)
 class Container:
@@ -219,7 +239,7 @@ class Container:
     args: tuple[str, ...] | None = attrs.field(
         default=None, converter=_args, validator=_check_str_tuple
     )
-    env: FrozenMap = attrs.field(factory=FrozenMap, converter=_frozen_map, validator=_env_map)
+    env: FrozenMap = attrs.field(factory=FrozenMap, converter=_env, validator=_env_map)
     ports: tuple[Port, ...] = attrs.field(
         default=(), converter=_ports, validator=_tuple_of(Port), metadata=_nested(Port, many=True)
     )
@@ -275,7 +295,7 @@ class WorkloadPlan:
     """Everything asyncdeploy needs to create, replace and drain one workload."""
 
     name: str = attrs.field(validator=_dns_label)
-    labels: FrozenMap = attrs.field(factory=FrozenMap, converter=_frozen_map, validator=_label_map)
+    labels: FrozenMap = attrs.field(factory=FrozenMap, converter=_labels, validator=_label_map)
     containers: tuple[Container, ...] = attrs.field(
         converter=_container_tuple, validator=_containers, metadata=_nested(Container, many=True)
     )
@@ -287,7 +307,7 @@ class WorkloadPlan:
     shm_size: str | None = attrs.field(default=None, converter=_shm_size)
     pause_image: str = attrs.field(default=DEFAULT_PAUSE_IMAGE, validator=_non_empty_str)
     autoheal: Autoheal | None = attrs.field(default=None, metadata=_nested(Autoheal))
-    namespace: str | None = attrs.field(default=None)
+    namespace: str | None = attrs.field(default=None, validator=_optional_str)
 
     @property
     def init_containers(self) -> tuple[Container, ...]:
@@ -300,24 +320,18 @@ class WorkloadPlan:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> WorkloadPlan:
         """Build a plan from plain data whose keys are exactly the attribute names."""
-        return _structure(cls, data, "")
+        try:
+            return _structure(cls, data, "")
+        except RecursionError:
+            raise PlanError("", "the plan is nested too deeply") from None
 
     @classmethod
     def from_file(cls, path: str | Path) -> WorkloadPlan:
-        """Read a YAML or JSON plan file (JSON is YAML, so one parser reads both)."""
-        import yaml
+        """Read a YAML or JSON plan file (JSON is YAML, so one parser reads both).
 
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise PlanError("", f"cannot read plan file {str(path)!r}: {exc.strerror}") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise PlanError(
-                "", f"plan file {str(path)!r} is not valid YAML or JSON: {exc}"
-            ) from None
-        return cls.from_mapping(data)
+        A key given twice in one mapping is refused, not silently overwritten.
+        """
+        return cls.from_mapping(read_document(path))
 
 
 # --- mapping <-> plan ------------------------------------------------------------------------
@@ -332,25 +346,26 @@ def _structure(cls: type[T], data: Any, path: str) -> T:
     if cls is Resources:
         data = Resources.fold_mapping(data)
     fields = {f.name: f for f in attrs.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - set(fields))
+    unknown = sorted(set(data) - set(fields), key=str)
     if unknown:
-        raise PlanError(_join(path, str(unknown[0])), "unknown field")
+        key = unknown[0]
+        where = _join(path, key) if isinstance(key, str) and key.isidentifier() else None
+        raise PlanError(where or f"{path}[{describe(key)}]", "unknown field")
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         field = fields[key]
         nested = field.metadata.get("nested")
         here = _join(path, key)
+        if value is None and field.default not in (None, attrs.NOTHING):
+            continue  # "checks:" left empty in YAML means the default, as if not written
         if key in _BOOL_FIELDS and not isinstance(value, bool):
-            raise PlanError(here, f"must be true or false, got {value!r}")
-        if nested is not None and value is not None:
-            if field.metadata.get("many"):
-                if not isinstance(value, list | tuple):
-                    raise PlanError(here, f"must be a list, got {type(value).__name__}")
-                value = tuple(
-                    _structure(nested, item, f"{here}[{i}]") for i, item in enumerate(value)
-                )
-            else:
-                value = _structure(nested, value, here)
+            raise PlanError(here, f"must be true or false, got {describe(value)}")
+        if nested is not None and field.metadata.get("many"):
+            if not isinstance(value, list | tuple):
+                raise PlanError(here, f"must be a list, got {type(value).__name__}")
+            value = tuple(_structure(nested, item, f"{here}[{i}]") for i, item in enumerate(value))
+        elif nested is not None and value is not None:
+            value = _structure(nested, value, here)
         kwargs[key] = value
     try:
         return cls(**kwargs)

@@ -129,7 +129,7 @@ class EngineBench:
         async for event in events:
             kind = type(event).__name__
             if isinstance(event, ContainerExited):
-                engine_name = f"{event.workload}-{event.container}"
+                engine_name = f"{event.workload}_{event.container}"
                 self.exited_at[engine_name] = time.time_ns()
                 self.latency_groups.setdefault(group, []).append(engine_name)
                 exited += 1

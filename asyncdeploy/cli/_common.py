@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -11,8 +12,17 @@ import anyio
 import attrs
 import click
 
-from asyncdeploy.errors import AsyncDeployError, DriverNotFound, EngineUnavailable, PlanError
+from asyncdeploy.durations import parse_duration
+from asyncdeploy.errors import (
+    AsyncDeployError,
+    DriverNotFound,
+    EngineUnavailable,
+    PlanError,
+    SelectorError,
+)
+from asyncdeploy.plan import MAX_SECONDS, WorkloadPlan
 from asyncdeploy.results import WorkloadStatus
+from asyncdeploy.selectors import Selector, parse_selector
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -42,10 +52,14 @@ def run(function: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) 
         return anyio.run(functools.partial(function, *args, **kwargs))
     except EngineUnavailable as exc:
         raise CommandFailed(str(exc), EXIT_UNAVAILABLE) from exc
-    except (PlanError, DriverNotFound) as exc:
+    except (PlanError, SelectorError, DriverNotFound) as exc:
         raise CommandFailed(str(exc), EXIT_USAGE) from exc
     except AsyncDeployError as exc:
         raise CommandFailed(str(exc), EXIT_FAILED) from exc
+
+
+GRACE_SECONDS = click.IntRange(0, MAX_SECONDS)
+"""A grace period in seconds, bounded as in plans."""
 
 
 def output_option(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -62,20 +76,89 @@ def output_option(function: Callable[..., Any]) -> Callable[..., Any]:
 def grace_option(function: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--grace-period-seconds",
-        type=click.IntRange(min=0),
+        type=GRACE_SECONDS,
         default=None,
         help="Override the workload's termination grace period for this delete (0 kills at once).",
     )(function)
 
 
-def parse_selector(value: str | None) -> dict[str, str]:
-    selector: dict[str, str] = {}
-    for part in filter(None, (value or "").split(",")):
-        key, sep, item = part.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"{part!r} is not key=value", param_hint="--selector")
-        selector[key.strip()] = item.strip()
-    return selector
+class SelectorParam(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """A Kubernetes label selector, parsed before any engine is touched (a bad one: exit 2)."""
+
+    name = "selector"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Selector:
+        if isinstance(value, Selector):
+            return value
+        try:
+            return parse_selector(value)
+        except SelectorError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class DurationParam(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """``10s``, ``500ms``, ``1m30s`` or a bare number of seconds, up to a day (a bad one: exit 2)."""
+
+    name = "duration"
+    longest = 86_400.0
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            seconds = parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if seconds > self.longest:
+            self.fail(f"{value!r} is longer than a day", param, ctx)
+        return seconds
+
+
+DURATION = DurationParam()
+
+
+class FiniteRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan`` (which passes every comparison test)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return number
+
+
+class WorkloadNameParam(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """A workload name, checked by the plan's own rule: no other name can exist, and none
+    reaches an engine filter or a Kubernetes selector as anything but a name."""
+
+    name = "workload"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        field = attrs.fields(WorkloadPlan).name
+        try:
+            if field.validator is not None:
+                field.validator(None, field, value)
+        except PlanError as exc:
+            self.fail(exc.message, param, ctx)
+        return str(value)
+
+
+WORKLOAD_NAME = WorkloadNameParam()
+
+
+def selector_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--selector",
+        "-l",
+        type=SelectorParam(),
+        default=None,
+        help="Only workloads whose labels match, in Kubernetes' syntax: "
+        "'team=ml', 'team!=ml', 'tier in (a,b)', 'tier notin (a)', 'gpu', '!gpu', comma-joined.",
+    )(function)
 
 
 def emit_json(data: Any) -> None:

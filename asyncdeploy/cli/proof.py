@@ -10,9 +10,12 @@ import attrs
 import click
 
 from asyncdeploy.cli._common import (
+    DURATION,
     EXIT_FAILED,
     EXIT_USAGE,
+    GRACE_SECONDS,
     CommandFailed,
+    FiniteRange,
     Settings,
     emit_json,
     output_option,
@@ -20,47 +23,49 @@ from asyncdeploy.cli._common import (
     run,
 )
 from asyncdeploy.deployer import open_deployer
-from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import PlanError
 from asyncdeploy.lint import lint_plan
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.render import EventRenderer
 
+RATE = FiniteRange(0, 1000)  # requests per second: finite, and one machine's worth
+
 
 @click.command("lint")
 @click.argument("plan_file", type=click.Path(dir_okay=False))
-@click.option("--expected-drain", default=None, help="How long draining takes, e.g. 30s.")
-@click.option("--request-timeout", default=None, help="The longest request, e.g. 60s.")
 @click.option(
-    "--margin", default="15s", show_default=True, help="Reserve for sidecars and cleanup."
+    "--expected-drain", type=DURATION, default=None, help="How long draining takes, e.g. 30s."
+)
+@click.option(
+    "--request-timeout", type=DURATION, default=None, help="The longest request, e.g. 60s."
+)
+@click.option(
+    "--margin",
+    type=DURATION,
+    default="15s",
+    show_default=True,
+    help="Reserve for sidecars and cleanup.",
 )
 @click.option("--strict", is_flag=True, help="Fail on warnings too.")
 @output_option
 def lint(
     plan_file: str,
-    expected_drain: str | None,
-    request_timeout: str | None,
-    margin: str,
+    expected_drain: float | None,
+    request_timeout: float | None,
+    margin: float,
     strict: bool,
     output: str,
 ) -> None:
     """Check a plan's termination budget and probes (exit 1 on errors)."""
     try:
         plan = WorkloadPlan.from_file(plan_file)
-        seconds = {
-            name: None if value is None else parse_duration(value)
-            for name, value in (("drain", expected_drain), ("timeout", request_timeout))
-        }
-        margin_seconds = parse_duration(margin)
     except PlanError as exc:
         raise CommandFailed(str(exc), EXIT_USAGE) from exc
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from exc
     findings = lint_plan(
         plan,
-        expected_drain_seconds=seconds["drain"],
-        request_timeout_seconds=seconds["timeout"],
-        margin_seconds=margin_seconds,
+        expected_drain_seconds=expected_drain,
+        request_timeout_seconds=request_timeout,
+        margin_seconds=margin,
     )
     if output == "json":
         emit_json([attrs.asdict(f) for f in findings])
@@ -83,25 +88,22 @@ def lint(
 )
 @click.option(
     "--propagation-wait",
+    type=DURATION,
     default="10s",
     show_default=True,
     help="How long traffic removal takes to reach every client, e.g. 10s.",
 )
-@click.option("--timeout", default=None, help="A bound for the whole command, e.g. 90s.")
-def drain(socket_path: str, propagation_wait: str, timeout: str | None) -> None:
+@click.option(
+    "--timeout", type=DURATION, default=None, help="A bound for the whole command, e.g. 90s."
+)
+def drain(socket_path: str, propagation_wait: float, timeout: float | None) -> None:
     """Tell a server to drain, then wait until it has no request in flight (a preStop hook).
 
     Exit 0 drained, 1 not drained in time.
     """
     from asyncdeploy.workload import run_drain_command
 
-    try:
-        wait, bound = parse_duration(propagation_wait), None
-        if timeout is not None:
-            bound = parse_duration(timeout)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from exc
-    report = run(run_drain_command, socket_path, wait, bound)
+    report = run(run_drain_command, socket_path, propagation_wait, timeout)
     emit_json(report.to_dict())
     if not report.drained:
         raise click.exceptions.Exit(EXIT_FAILED)
@@ -111,7 +113,13 @@ def drain(socket_path: str, propagation_wait: str, timeout: str | None) -> None:
 @click.option(
     "-f", "--file", "plan_file", default=None, help="A plan to verify (default: the demo)."
 )
-@click.option("--port", default=8080, show_default=True, help="Container port the traffic goes to.")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8080,
+    show_default=True,
+    help="Container port the traffic goes to.",
+)
 @click.option(
     "--mode",
     type=click.Choice(["delete", "replace", "delete-all"]),
@@ -121,15 +129,38 @@ def drain(socket_path: str, propagation_wait: str, timeout: str | None) -> None:
 )
 @click.option("--image", default=None, help="Demo server image.")
 @click.option("--pause-image", default=None, help="Pause image for the demo plan.")
-@click.option("--grace-period-seconds", type=click.IntRange(min=0), default=None)
-@click.option("--warmup", default="3s", show_default=True, help="Traffic before the disruption.")
-@click.option("--short-rate", default=5.0, show_default=True, help="Short requests per second.")
-@click.option("--long-rate", default=1.0, show_default=True, help="Long requests per second.")
-@click.option("--stream-rate", default=2.0, show_default=True, help="Streams per second.")
-@click.option("--long-seconds", default=3.0, show_default=True)
-@click.option("--stream-tokens", default=30, show_default=True)
-@click.option("--stream-pace", default=0.1, show_default=True, help="Seconds between tokens.")
-@click.option("--client-abort-every", default=0, help="Fault: abandon every Nth stream mid-way.")
+@click.option("--grace-period-seconds", type=GRACE_SECONDS, default=None)
+@click.option(
+    "--warmup",
+    type=DURATION,
+    default="3s",
+    show_default=True,
+    help="Traffic before the disruption.",
+)
+@click.option(
+    "--short-rate", type=RATE, default=5.0, show_default=True, help="Short requests per second."
+)
+@click.option(
+    "--long-rate", type=RATE, default=1.0, show_default=True, help="Long requests per second."
+)
+@click.option(
+    "--stream-rate", type=RATE, default=2.0, show_default=True, help="Streams per second."
+)
+@click.option("--long-seconds", type=FiniteRange(0, 3600), default=3.0, show_default=True)
+@click.option("--stream-tokens", type=click.IntRange(1, 100_000), default=30, show_default=True)
+@click.option(
+    "--stream-pace",
+    type=FiniteRange(0, 60),
+    default=0.1,
+    show_default=True,
+    help="Seconds between tokens.",
+)
+@click.option(
+    "--client-abort-every",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Fault: abandon every Nth stream mid-way.",
+)
 @click.option("--ignore-sigterm", is_flag=True, help="Fault: the demo ignores SIGTERM, no drain.")
 @click.option("--report", "report_file", default=None, help="Write the JSON report here.")
 @output_option
@@ -142,7 +173,7 @@ def verify(
     image: str | None,
     pause_image: str | None,
     grace_period_seconds: int | None,
-    warmup: str,
+    warmup: float,
     short_rate: float,
     long_rate: float,
     stream_rate: float,
@@ -172,7 +203,7 @@ def verify(
     options = VerifyOptions(
         mode=mode,  # type: ignore[arg-type]
         port=port,
-        warmup_seconds=parse_duration(warmup),
+        warmup_seconds=warmup,
         grace_period_seconds=grace_period_seconds,
         mix=mix,
     )

@@ -10,13 +10,14 @@ import anyio
 import click
 
 from asyncdeploy.cli._common import (
+    WORKLOAD_NAME,
     Settings,
     emit_json,
     grace_option,
     output_option,
-    parse_selector,
     pass_settings,
     run,
+    selector_option,
     status_dict,
 )
 from asyncdeploy.cli._signals import Interrupts
@@ -24,6 +25,7 @@ from asyncdeploy.deployer import open_deployer
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.render import EventRenderer, LiveView
+from asyncdeploy.selectors import Selector
 
 
 @click.command()
@@ -49,7 +51,7 @@ def create(settings: Settings, plan_file: str, output: str) -> None:
 
 
 @click.command()
-@click.argument("name")
+@click.argument("name", type=WORKLOAD_NAME)
 @grace_option
 @output_option
 @pass_settings
@@ -70,21 +72,30 @@ def delete(settings: Settings, name: str, grace_period_seconds: int | None, outp
 
 
 @click.command("delete-all")
-@click.option("--selector", "-l", default=None, help="Only workloads with these labels: k=v,...")
+@selector_option
+@click.option("--all", "everything", is_flag=True, help="Every workload (instead of --selector).")
 @grace_option
 @output_option
 @pass_settings
 def delete_all(
-    settings: Settings, selector: str | None, grace_period_seconds: int | None, output: str
+    settings: Settings,
+    selector: Selector | None,
+    everything: bool,
+    grace_period_seconds: int | None,
+    output: str,
 ) -> None:
-    """Drain every matching workload at once, under one deadline."""
-    labels = parse_selector(selector)
+    """Drain every matching workload at once, under one deadline.
+
+    Needs --selector, or --all to drain every workload asyncdeploy manages.
+    """
+    if (selector is None) == (not everything):
+        raise click.UsageError("delete-all needs exactly one of --selector and --all")
     interrupts = Interrupts("drain", "delete-all")
 
     async def impl() -> None:
         async with open_deployer(settings.driver) as deployer:
             drain = deployer.terminate_all(
-                labels, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
+                selector, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
             )
             await stream_drain(drain, output)
             interrupts.settled = True  # drained: a late signal must not claim a kill
@@ -129,16 +140,15 @@ async def stream_drain(drain: Any, output: str) -> None:
 
 
 @click.command("list")
-@click.option("--selector", "-l", default=None, help="Only workloads with these labels: k=v,...")
+@selector_option
 @output_option
 @pass_settings
-def list_(settings: Settings, selector: str | None, output: str) -> None:
+def list_(settings: Settings, selector: Selector | None, output: str) -> None:
     """List workloads."""
-    labels = parse_selector(selector)
 
     async def impl() -> None:
         async with open_deployer(settings.driver) as deployer:
-            found = await deployer.list(labels)
+            found = await deployer.list(selector)
         if output == "json":
             emit_json([status_dict(s) for s in found])
             return
@@ -153,7 +163,7 @@ def list_(settings: Settings, selector: str | None, output: str) -> None:
 
 
 @click.command()
-@click.argument("name")
+@click.argument("name", type=WORKLOAD_NAME)
 @output_option
 @pass_settings
 def get(settings: Settings, name: str, output: str) -> None:
@@ -178,7 +188,7 @@ def get(settings: Settings, name: str, output: str) -> None:
 
 
 @click.command()
-@click.argument("name")
+@click.argument("name", type=WORKLOAD_NAME)
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming new output.")
 @click.option("--container", "-c", default=None, help="Container name (default: the first run).")
 @output_option
@@ -198,7 +208,7 @@ def logs(settings: Settings, name: str, follow: bool, container: str | None, out
 
 
 @click.command()
-@click.argument("name")
+@click.argument("name", type=WORKLOAD_NAME)
 @output_option
 @pass_settings
 def inspect(settings: Settings, name: str, output: str) -> None:

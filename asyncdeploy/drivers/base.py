@@ -7,13 +7,13 @@ this boundary. Every driver drains with the same event types (:mod:`asyncdeploy.
 from __future__ import annotations
 
 import builtins
-import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, ClassVar, Protocol
 
 from asyncdeploy.events import DrainSummary, Emit
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
+from asyncdeploy.selectors import SelectorLike
 
 __all__ = [
     "LABEL_CONTAINER",
@@ -21,7 +21,6 @@ __all__ = [
     "LABEL_PLAN_DIGEST",
     "LABEL_ROLE",
     "LABEL_WORKLOAD",
-    "SECRET_ENV_NAME",
     "Driver",
 ]
 
@@ -31,9 +30,6 @@ LABEL_ROLE = "asyncdeploy.io/role"
 LABEL_CONTAINER = "asyncdeploy.io/container"
 LABEL_GRACE = "asyncdeploy.io/termination-grace-period-seconds"
 LABEL_PLAN_DIGEST = "asyncdeploy.io/plan-digest"
-
-SECRET_ENV_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH|PRIVATE", re.IGNORECASE)
-"""Env names whose values ``inspect`` masks."""
 
 
 class Driver(Protocol):
@@ -53,9 +49,9 @@ class Driver(Protocol):
         """Raise ``WorkloadNotFound`` when there is no such workload."""
         ...
 
-    async def list(
-        self, selector: Mapping[str, str] | None = None
-    ) -> builtins.list[WorkloadStatus]: ...
+    async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
+        """The workloads whose labels match ``selector`` (every workload without one)."""
+        ...
 
     async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
         """Wait until every run container passes its readiness check (or runs, without one).
@@ -73,7 +69,7 @@ class Driver(Protocol):
     ) -> ExecResult: ...
 
     async def inspect(self, name: str) -> dict[str, Any]:
-        """Engine detail for people, with secret-looking env values masked."""
+        """Engine detail for people, masked by :mod:`asyncdeploy.secrets`."""
         ...
 
     async def drain(

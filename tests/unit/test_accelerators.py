@@ -157,7 +157,7 @@ def test_docker_takes_other_cdi_names_through_the_cdi_driver_from_api_1_44() -> 
 def test_docker_before_25_refuses_cdi_names_before_creating_anything() -> None:
     """Docker 20.10 (API 1.41) has no CDI: a clear CreateError naming container and device."""
     plan = gpu_plan({"devices": ["asyncdeploy.test/device=dev0"]})
-    with pytest.raises(CreateError, match=r"llm-server.*asyncdeploy.test/device=dev0.*Docker 25"):
+    with pytest.raises(CreateError, match=r"llm_server.*asyncdeploy.test/device=dev0.*Docker 25"):
         refuse_unsupported_devices(plan, engine="docker", api_version="1.41")
     refuse_unsupported_devices(plan, engine="docker", api_version="1.44")
 
@@ -165,7 +165,7 @@ def test_docker_before_25_refuses_cdi_names_before_creating_anything() -> None:
 def test_docker_refuses_counts_of_other_vendors() -> None:
     """Docker can count only NVIDIA GPUs: ``amd.com/gpu: 1`` asks for CDI names instead."""
     plan = gpu_plan({"amd.com/gpu": 1})
-    with pytest.raises(CreateError, match=r"llm-server asks for amd.com/gpu: 1.*CDI name"):
+    with pytest.raises(CreateError, match=r"llm_server asks for amd.com/gpu: 1.*CDI name"):
         refuse_unsupported_devices(plan, engine="docker", api_version="1.47")
 
 
@@ -194,7 +194,7 @@ def test_podman_takes_cdi_names_as_devices() -> None:
 def test_podman_refuses_counts_and_asks_for_pinned_devices() -> None:
     """Podman cannot count devices; mapping N to ``=all`` would hand out more than asked."""
     plan = gpu_plan({"nvidia.com/gpu": 1})
-    with pytest.raises(CreateError, match=r"llm-server.*nvidia.com/gpu: 1.*nvidia.com/gpu=0"):
+    with pytest.raises(CreateError, match=r"llm_server.*nvidia.com/gpu: 1.*nvidia.com/gpu=0"):
         refuse_unsupported_devices(plan, engine="podman", api_version="1.41")
 
 

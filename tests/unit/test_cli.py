@@ -37,10 +37,20 @@ def test_negative_grace_is_a_usage_error(runner: CliRunner) -> None:
     assert result.exit_code == 2
 
 
-def test_bad_selector_is_a_usage_error(runner: CliRunner) -> None:
-    result = runner.invoke(main, ["delete-all", "--selector", "novalue"])
+@pytest.mark.parametrize("selector", ["", ",", "team!", "team in ml", "=ml", "Team_/x=1"])
+def test_bad_selector_is_a_usage_error(runner: CliRunner, selector: str) -> None:
+    """An invalid or empty selector stops delete-all before any engine is opened."""
+    result = runner.invoke(main, ["--driver", "docker", "delete-all", "--selector", selector])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--selector'" in result.output
+
+
+def test_delete_all_needs_a_selector_or_all(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["--driver", "docker", "delete-all"])
     assert result.exit_code == 2
-    assert "key=value" in result.output
+    assert "exactly one of --selector and --all" in result.output
+    both = runner.invoke(main, ["delete-all", "--all", "--selector", "a=b"])
+    assert both.exit_code == 2
 
 
 def test_unknown_driver_is_a_usage_error(runner: CliRunner) -> None:

@@ -20,7 +20,7 @@ from asyncdeploy.drivers.base import LABEL_CONTAINER, LABEL_PLAN_DIGEST, LABEL_R
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import ContainerRef, drain_workloads
-from asyncdeploy.drivers.engine._state import mask_secret, snapshot, workload_status
+from asyncdeploy.drivers.engine._state import snapshot, workload_labels, workload_status
 from asyncdeploy.errors import (
     CreateError,
     EngineAPIError,
@@ -33,6 +33,8 @@ from asyncdeploy.errors import (
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.plan import Container, WorkloadPlan, plan_digest
 from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
+from asyncdeploy.secrets import mask_env_entry, mask_tree
+from asyncdeploy.selectors import SelectorLike, as_selector
 
 __all__ = ["EngineAPIDriver"]
 
@@ -132,17 +134,18 @@ class EngineAPIDriver:
 
     # --- reading state -----------------------------------------------------------------------
 
-    async def _containers(self, selector: Mapping[str, str]) -> builtins.list[dict[str, Any]]:
-        labels = [LABEL_WORKLOAD] + [f"{k}={v}" for k, v in selector.items()]
+    async def _containers(self, labels: Mapping[str, str]) -> builtins.list[dict[str, Any]]:
+        """asyncdeploy's containers carrying exactly these (non-empty) label values."""
+        wanted = [LABEL_WORKLOAD] + [f"{k}={v}" for k, v in labels.items()]
         with self._errors("list containers"):
-            found = await self._client.containers.list(all=True, filters={"label": labels})
+            found = await self._client.containers.list(all=True, filters={"label": wanted})
         return [c._container for c in found]
 
     async def _by_workload(
-        self, selector: Mapping[str, str] | None = None
+        self, labels: Mapping[str, str] | None = None
     ) -> dict[str, builtins.list[dict[str, Any]]]:
         grouped: dict[str, builtins.list[dict[str, Any]]] = {}
-        for item in await self._containers(selector or {}):
+        for item in await self._containers(labels or {}):
             grouped.setdefault(item["Labels"][LABEL_WORKLOAD], []).append(item)
         return grouped
 
@@ -152,11 +155,14 @@ class EngineAPIDriver:
             raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
         return workload_status(self.name, name, items)
 
-    async def list(
-        self, selector: Mapping[str, str] | None = None
-    ) -> builtins.list[WorkloadStatus]:
-        grouped = await self._by_workload(selector)
-        return [workload_status(self.name, name, items) for name, items in sorted(grouped.items())]
+    async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
+        # Matched here, not by the engine's label filter: Podman reads "team=" as "any value".
+        wanted = as_selector(selector)
+        return [
+            workload_status(self.name, name, items)
+            for name, items in sorted((await self._by_workload()).items())
+            if wanted is None or wanted.matches(workload_labels(items))
+        ]
 
     async def _container_id(self, name: str, container: str | None) -> str:
         items = await self._containers({LABEL_WORKLOAD: name})
@@ -215,8 +221,8 @@ class EngineAPIDriver:
             with self._errors(f"inspect {name}"):
                 data = await self._client.containers.container(item["Id"]).show()
             config = data.get("Config") or {}
-            config["Env"] = [mask_secret(entry) for entry in config.get("Env") or []]
-            details[item["Labels"].get(LABEL_CONTAINER, item["Id"])] = data
+            config["Env"] = [mask_env_entry(entry) for entry in config.get("Env") or []]
+            details[item["Labels"].get(LABEL_CONTAINER, item["Id"])] = mask_tree(data)
         return {"workload": name, "driver": self.name, "containers": details}
 
     async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
@@ -325,7 +331,8 @@ class EngineAPIDriver:
         for volume in found.get("Volumes") or []:
             try:
                 with self._errors(f"remove volume {volume['Name']}"):
-                    volume_handle = aiodocker.volumes.DockerVolume(self._client, volume["Name"])  # type: ignore[no-untyped-call]
+                    segment = spec.path_segment(volume["Name"])
+                    volume_handle = aiodocker.volumes.DockerVolume(self._client, segment)  # type: ignore[no-untyped-call]
                     await volume_handle.delete()  # type: ignore[no-untyped-call]
             except WorkloadNotFound:
                 pass

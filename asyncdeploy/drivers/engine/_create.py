@@ -196,7 +196,7 @@ class CreateAttempt:
         for volume in sorted(n for n in names if n):
             try:
                 with driver._errors(f"inspect volume {volume}"):
-                    await driver._client.volumes.get(volume)  # type: ignore[no-untyped-call]
+                    await driver._client.volumes.get(spec.path_segment(volume))  # type: ignore[no-untyped-call]
                 continue  # it existed before: it is not the workload's to remove
             except WorkloadNotFound:
                 pass
@@ -237,7 +237,8 @@ class CreateAttempt:
         for volume in self.volumes:
             try:
                 with driver._errors(f"remove volume {volume}"):
-                    handle = aiodocker.volumes.DockerVolume(driver._client, volume)  # type: ignore[no-untyped-call]
+                    segment = spec.path_segment(volume)
+                    handle = aiodocker.volumes.DockerVolume(driver._client, segment)  # type: ignore[no-untyped-call]
                     await handle.delete()  # type: ignore[no-untyped-call]
             except EngineError:
                 pass

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from asyncdeploy._plan_fields import check_volume_name
 from asyncdeploy.drivers.base import (
     LABEL_CONTAINER,
     LABEL_GRACE,
@@ -31,6 +31,7 @@ __all__ = [
     "autoheal_label",
     "container_config",
     "container_name",
+    "path_segment",
     "pause_config",
     "probe_command",
     "refuse_unsupported_devices",
@@ -46,8 +47,27 @@ _SECOND_NS = 1_000_000_000
 
 
 def container_name(workload: str, container: str) -> str:
-    """Engine name of a workload's container: ``<workload>-<container>``, ``<workload>-pause``."""
-    return f"{workload}-{container}"
+    """Engine name of a workload's container: ``<workload>_<container>``, ``<workload>_pause``.
+
+    Workload and container names are DNS labels, which never hold ``_``: the name splits back
+    one way only, so two workloads never want the same engine name (with ``-``, workload ``a``'s
+    container ``x-pause`` and workload ``a-x``'s pause would both be ``a-x-pause``). ``pause``
+    and ``autoheal`` are reserved container names, so the sidecars collide with nothing either.
+    """
+    return f"{workload}_{container}"
+
+
+def path_segment(name: str) -> str:
+    """A volume name checked to be one Engine API URL path segment, before aiodocker sends it.
+
+    aiodocker puts volume names into paths unescaped (``volumes/{name}``) and yarl resolves
+    ``..``, so ``../info`` would reach ``GET /info``. Escaping is not enough: Docker's router
+    decodes ``%2F`` and cleans the path too (``volumes/..%2Finfo`` is redirected to ``/info``).
+    So only names the engines' own rule allows are sent; plans refuse the others already, and
+    this holds for any name, whatever its source. Raises ``PlanError``.
+    """
+    check_volume_name(name, "mounts.source")
+    return name
 
 
 def volume_name(workload: str, mount: Mount) -> str:
@@ -248,7 +268,3 @@ def autoheal_config(plan: WorkloadPlan, socket_path: str) -> dict[str, Any]:
         config["Entrypoint"] = list(plan.autoheal.command)
         config["Cmd"] = []
     return config
-
-
-def labels_match(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
-    return all(labels.get(k) == v for k, v in selector.items())

@@ -12,14 +12,14 @@ from asyncdeploy.drivers.base import (
     LABEL_GRACE,
     LABEL_PLAN_DIGEST,
     LABEL_ROLE,
-    SECRET_ENV_NAME,
+    LABEL_WORKLOAD,
 )
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._drain import ContainerRef, WorkloadSnapshot
 from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
 from asyncdeploy.results import ContainerStatus, WorkloadStatus
 
-__all__ = ["mask_secret", "snapshot", "workload_status"]
+__all__ = ["snapshot", "workload_labels", "workload_status"]
 
 _EXITED = re.compile(r"Exited \((-?\d+)\)")
 _HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)")
@@ -78,8 +78,12 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
     return WorkloadSnapshot(name=name, grace_period_seconds=grace, containers=tuple(refs))
 
 
-def mask_secret(entry: str) -> str:
-    key, sep, value = entry.partition("=")
-    if sep and value and SECRET_ENV_NAME.search(key):
-        return f"{key}=****"
-    return entry
+def workload_labels(items: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The labels a selector sees: the user's, and the workload's name and plan digest, as on
+    a Kubernetes Pod (the per-container ``asyncdeploy.io/`` labels are left out)."""
+    labels = items[0]["Labels"]
+    return {
+        key: value
+        for key, value in labels.items()
+        if not key.startswith("asyncdeploy.io/") or key in (LABEL_WORKLOAD, LABEL_PLAN_DIGEST)
+    }

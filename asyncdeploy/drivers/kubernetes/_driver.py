@@ -28,7 +28,7 @@ from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._config import load_cluster_config
 from asyncdeploy.drivers.kubernetes._drain import WATCH_MARGIN, drain_pods
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
-from asyncdeploy.drivers.kubernetes._manifest import apply_decision, pod_manifest, selector_string
+from asyncdeploy.drivers.kubernetes._manifest import apply_decision, pod_manifest
 from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
     CreateError,
@@ -41,6 +41,7 @@ from asyncdeploy.errors import (
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
+from asyncdeploy.selectors import SelectorLike, as_selector
 
 __all__ = ["KubernetesDriver"]
 
@@ -127,12 +128,11 @@ class KubernetesDriver:
     async def get(self, name: str) -> WorkloadStatus:
         return pod_status.workload_status(await self._pod(name))
 
-    async def list(
-        self, selector: Mapping[str, str] | None = None
-    ) -> builtins.list[WorkloadStatus]:
-        labels = selector_string(sorted((selector or {}).items()))
+    async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
+        wanted = as_selector(selector)
         found = await self.api.list_pods(
-            self.namespace, label_selector=",".join(filter(None, [LABEL_WORKLOAD, labels]))
+            self.namespace,
+            label_selector=LABEL_WORKLOAD if wanted is None else f"{LABEL_WORKLOAD},{wanted}",
         )
         statuses = [pod_status.workload_status(p) for p in found.get("items") or []]
         return sorted(statuses, key=lambda s: s.name)

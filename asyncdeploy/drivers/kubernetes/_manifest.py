@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from asyncdeploy.drivers.base import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
@@ -43,7 +43,6 @@ __all__ = [
     "pod_manifest",
     "probe_spec",
     "restart_policy",
-    "selector_string",
     "stop_signal_name",
     "volume_name",
 ]
@@ -165,11 +164,6 @@ def probe_spec(probe: Probe) -> dict[str, Any]:
         failureThreshold=probe.failure_threshold,
     )
     return out
-
-
-def selector_string(selector: Iterable[tuple[str, str]]) -> str:
-    """``{"a": "1", "b": "2"}.items()`` → ``a=1,b=2`` (a label selector)."""
-    return ",".join(f"{key}={value}" for key, value in selector)
 
 
 def volume_name(kind: str, key: str) -> str:

@@ -12,13 +12,13 @@ import copy
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from asyncdeploy.drivers.base import LABEL_PLAN_DIGEST, LABEL_WORKLOAD, SECRET_ENV_NAME
+from asyncdeploy.drivers.base import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
 from asyncdeploy.results import ContainerStatus, WorkloadStatus
+from asyncdeploy.secrets import mask_tree, mask_value
 
 __all__ = [
-    "SECRET_NAME",
     "container_specs",
     "container_state",
     "container_statuses",
@@ -31,8 +31,6 @@ __all__ = [
     "workload_status",
 ]
 
-SECRET_NAME = SECRET_ENV_NAME  # one rule for every driver
-MASK = "****"
 Role = Literal["init", "run"]
 
 
@@ -157,11 +155,13 @@ def pod_ready(pod: Mapping[str, Any]) -> bool:
 
 
 def masked_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy for people: env values whose names look secret are masked, managedFields dropped."""
+    """A copy for people, managedFields dropped, masked by :mod:`asyncdeploy.secrets`: env values
+    by their variable's name, and every string for the credentials inside it."""
     out = copy.deepcopy(dict(pod))
     (out.get("metadata") or {}).pop("managedFields", None)
     for _, container in container_specs(out):
         for env in container.get("env") or []:
-            if "value" in env and SECRET_NAME.search(env.get("name", "")):
-                env["value"] = MASK
-    return out
+            if isinstance(env.get("value"), str):
+                env["value"] = mask_value(str(env.get("name", "")), env["value"])
+    masked: dict[str, Any] = mask_tree(out)
+    return masked
