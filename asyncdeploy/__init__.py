@@ -54,6 +54,7 @@ from asyncdeploy.results import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "DRIVER_NAMES",
     "ApplyResult",
     "AsyncDeployError",
     "Autoheal",
@@ -65,7 +66,6 @@ __all__ = [
     "ContainerRemoved",
     "ContainerStatus",
     "CreateError",
-    "DRIVER_NAMES",
     "Deployer",
     "DrainError",
     "DrainEvent",

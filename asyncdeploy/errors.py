@@ -5,12 +5,14 @@
     AsyncDeployError
     ├── PlanError(ValueError)            an invalid plan; ``.path`` names the field
     ├── DriverNotFound(LookupError)      an unknown driver name
+    │   └── DriverNotInstalled           its extra is not installed; the message says how
     ├── EngineError                      ``.engine`` names the driver
     │   ├── EngineUnavailable            the socket or API server cannot be reached
     │   ├── EngineAPIError               the engine refused a call; ``.status``
     │   │   ├── WorkloadNotFound         (404) no such workload or container
     │   │   └── WorkloadConflict         (409) a name or state conflict
     │   └── EngineTimeout(TimeoutError)  a call did not answer in time
+    ├── UnsupportedEventLoop(RuntimeError) the deployer runs on asyncio only (not trio)
     ├── CreateError                      a create failed (init container, start) and was rolled back
     ├── DrainError                       a drain finished, but some steps failed; ``.summaries``
     └── WorkloadError                    the server-side drain kit (asyncdeploy.workload.errors)
@@ -32,11 +34,13 @@ __all__ = [
     "CreateError",
     "DrainError",
     "DriverNotFound",
+    "DriverNotInstalled",
     "EngineAPIError",
     "EngineError",
     "EngineTimeout",
     "EngineUnavailable",
     "PlanError",
+    "UnsupportedEventLoop",
     "WorkloadConflict",
     "WorkloadNotFound",
 ]
@@ -69,6 +73,26 @@ class PlanError(AsyncDeployError, ValueError):
 
 class DriverNotFound(AsyncDeployError, LookupError):
     """No driver has this name."""
+
+
+class DriverNotInstalled(DriverNotFound):
+    """The driver exists but its client library (a pip extra) is not installed."""
+
+    def __init__(self, driver: str, extra: str, missing: str) -> None:
+        self.driver = driver
+        self.extra = extra
+        self.missing = missing
+        super().__init__(
+            f"the {driver} driver needs {missing}, which is not installed: "
+            f"pip install 'asyncdeploy[{extra}]'"
+        )
+
+
+class UnsupportedEventLoop(AsyncDeployError, RuntimeError):
+    """The deployer was opened outside asyncio (e.g. under trio): its engine clients need asyncio.
+
+    The server kit (:mod:`asyncdeploy.workload`) runs on both asyncio and trio.
+    """
 
 
 class EngineError(AsyncDeployError):

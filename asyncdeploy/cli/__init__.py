@@ -6,16 +6,19 @@ Exit codes: 0 success, 1 the operation failed, 2 usage (bad arguments or an inva
 
 from __future__ import annotations
 
+from typing import cast
+
 import click
 
-from asyncdeploy.cli import proof, workloads
+from asyncdeploy.cli import containers, proof, replace, views, workloads
 from asyncdeploy.cli._common import Settings
-from asyncdeploy.deployer import DRIVER_NAMES
+from asyncdeploy.cli._kube_options import KubectlStyleGroup, kube_options
+from asyncdeploy.deployer import DRIVER_NAMES, DriverName
 
 __all__ = ["main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=KubectlStyleGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--driver",
     type=click.Choice(DRIVER_NAMES),
@@ -24,20 +27,38 @@ __all__ = ["main"]
     help="Engine to use [env ASYNCDEPLOY_DRIVER; default: the first of docker, podman, "
     "kubernetes that answers].",
 )
+@kube_options
 @click.version_option(package_name="asyncdeploy")
 @click.pass_context
-def main(ctx: click.Context, driver: str | None) -> None:
-    """Deploy inference workloads and take them down without losing a request."""
-    ctx.obj = Settings(driver=driver)
+def main(
+    ctx: click.Context,
+    driver: str | None,
+    namespace: str | None,
+    context: str | None,
+    kubeconfig: str | None,
+) -> None:
+    """Deploy inference workloads and take them down without losing a request.
+
+    Shell completion: eval "$(_ASYNCDEPLOY_COMPLETE=bash_source asyncdeploy)" (zsh_source,
+    fish_source for the other shells).
+    """
+    ctx.obj = Settings(
+        driver=cast(DriverName | None, driver),
+        namespace=namespace,
+        context=context,
+        kubeconfig=kubeconfig,
+    )
 
 
 for name, command in {
     "create": workloads.create,
     "delete": workloads.delete,
     "delete-all": workloads.delete_all,
-    "list": workloads.list_,
-    "get": workloads.get,
-    "logs": workloads.logs,
+    "list": views.list_,
+    "get": views.get,
+    "logs": containers.logs,
+    "exec": containers.exec_,
+    "replace": replace.replace,
     "inspect": workloads.inspect,
     "lint": proof.lint,
     "verify": proof.verify,

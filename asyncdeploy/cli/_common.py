@@ -5,12 +5,15 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any, ParamSpec, TypeVar
 
 import anyio
 import attrs
 import click
 
+from asyncdeploy.deployer import Deployer, DriverName, open_deployer
+from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import AsyncDeployError, DriverNotFound, EngineUnavailable, PlanError
 from asyncdeploy.results import WorkloadStatus
 
@@ -18,6 +21,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 1, 2, 3
+EXIT_INTERRUPTED = 130  # Ctrl-C ended a watch or a follow, as a shell reports it
 
 
 class CommandFailed(click.ClickException):
@@ -30,7 +34,23 @@ class CommandFailed(click.ClickException):
 
 @attrs.frozen
 class Settings:
-    driver: str | None
+    driver: DriverName | None
+    namespace: str | None = None  # Kubernetes only, like kubectl's -n/--context/--kubeconfig
+    context: str | None = None
+    kubeconfig: str | None = None
+
+    def open_deployer(self) -> AbstractAsyncContextManager[Deployer]:
+        """The deployer these settings name; Kubernetes options choose Kubernetes."""
+        kube = {"namespace": self.namespace, "context": self.context, "kubeconfig": self.kubeconfig}
+        given = {k: v for k, v in kube.items() if v is not None}
+        if not given:
+            return open_deployer(self.driver)
+        if self.driver not in (None, "kubernetes"):
+            flags = ", ".join(f"--{k}" for k in given)
+            raise click.UsageError(f"{flags}: Kubernetes options, but the driver is {self.driver}")
+        return open_deployer(
+            "kubernetes", namespace=self.namespace, context=self.context, kubeconfig=self.kubeconfig
+        )
 
 
 pass_settings = click.make_pass_decorator(Settings)
@@ -76,6 +96,14 @@ def parse_selector(value: str | None) -> dict[str, str]:
             raise click.BadParameter(f"{part!r} is not key=value", param_hint="--selector")
         selector[key.strip()] = item.strip()
     return selector
+
+
+def parse_timeout(value: str, param_hint: str = "--timeout") -> float:
+    """A duration option (``60``, ``90s``, ``2m``) in seconds, or a click usage error."""
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=param_hint) from exc
 
 
 def emit_json(data: Any) -> None:

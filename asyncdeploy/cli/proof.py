@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 
 import anyio
@@ -19,7 +20,6 @@ from asyncdeploy.cli._common import (
     pass_settings,
     run,
 )
-from asyncdeploy.deployer import open_deployer
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import PlanError
 from asyncdeploy.lint import lint_plan
@@ -109,7 +109,12 @@ def drain(socket_path: str, propagation_wait: str, timeout: str | None) -> None:
 
 @click.command("verify")
 @click.option(
-    "-f", "--file", "plan_file", default=None, help="A plan to verify (default: the demo)."
+    "-f",
+    "--file",
+    "plan_file",
+    default=None,
+    help="A plan to verify [default: the demo server, named asyncdeploy-verify-<random>]; "
+    "verify refuses a name that is already taken.",
 )
 @click.option("--port", default=8080, show_default=True, help="Container port the traffic goes to.")
 @click.option(
@@ -182,12 +187,16 @@ def verify(
             plan = WorkloadPlan.from_file(plan_file)
         else:
             plan = demo_plan(
-                image=image or DEMO_IMAGE, pause_image=pause_image, ignore_sigterm=ignore_sigterm
+                # a name of its own: a workload someone else named "demo" is never touched
+                f"asyncdeploy-verify-{secrets.token_hex(3)}",
+                image=image or DEMO_IMAGE,
+                pause_image=pause_image,
+                ignore_sigterm=ignore_sigterm,
             )
             if ignore_sigterm:
                 plan = attrs.evolve(plan, termination_grace_period_seconds=5)
         renderer = EventRenderer(sys.stderr)
-        async with open_deployer(settings.driver) as deployer:
+        async with settings.open_deployer() as deployer:
             report = await run_verify(
                 deployer,
                 plan,

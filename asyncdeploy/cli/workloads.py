@@ -1,4 +1,4 @@
-"""Commands on workloads: create, delete, delete-all, list, get, logs, inspect."""
+"""Commands on workloads: create, delete, delete-all, inspect (list, get: views.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 import anyio
+import attrs
 import click
 
 from asyncdeploy.cli._common import (
@@ -15,11 +16,11 @@ from asyncdeploy.cli._common import (
     grace_option,
     output_option,
     parse_selector,
+    parse_timeout,
     pass_settings,
     run,
     status_dict,
 )
-from asyncdeploy.deployer import open_deployer
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.render import EventRenderer, LiveView
@@ -27,15 +28,24 @@ from asyncdeploy.render import EventRenderer, LiveView
 
 @click.command()
 @click.option("-f", "--file", "plan_file", required=True, type=click.Path(dir_okay=False))
+@click.option("--wait", is_flag=True, help="Return once every run container is ready.")
+@click.option(
+    "--timeout", default="60s", show_default=True, help="With --wait: how long it may take."
+)
 @output_option
 @pass_settings
-def create(settings: Settings, plan_file: str, output: str) -> None:
+def create(settings: Settings, plan_file: str, wait: bool, timeout: str, output: str) -> None:
     """Create a workload from a YAML or JSON plan (a no-op when it is unchanged)."""
+    ready_timeout = parse_timeout(timeout)
 
     async def impl() -> None:
         plan = WorkloadPlan.from_file(plan_file)
-        async with open_deployer(settings.driver) as deployer:
+        async with settings.open_deployer() as deployer:
             result = await deployer.create(plan)
+            if wait:
+                result = attrs.evolve(
+                    result, status=await deployer.wait_ready(plan.name, timeout=ready_timeout)
+                )
         if output == "json":
             emit_json({"action": result.action, "workload": status_dict(result.status)})
         else:
@@ -53,7 +63,7 @@ def delete(settings: Settings, name: str, grace_period_seconds: int | None, outp
     """Drain a workload gracefully, then remove it, showing every step."""
 
     async def impl() -> None:
-        async with open_deployer(settings.driver) as deployer:
+        async with settings.open_deployer() as deployer:
             await stream_drain(
                 deployer.terminate(name, grace_period_seconds=grace_period_seconds), output
             )
@@ -73,7 +83,10 @@ def delete_all(
     labels = parse_selector(selector)
 
     async def impl() -> None:
-        async with open_deployer(settings.driver) as deployer:
+        async with settings.open_deployer() as deployer:
+            if not await deployer.list(labels):
+                click.echo("No resources found", err=True)  # as kubectl: exit 0
+                return
             await stream_drain(
                 deployer.terminate_all(labels, grace_period_seconds=grace_period_seconds), output
             )
@@ -117,75 +130,6 @@ async def stream_drain(drain: Any, output: str) -> None:
         click.echo(EventRenderer.summary_table(summary))
 
 
-@click.command("list")
-@click.option("--selector", "-l", default=None, help="Only workloads with these labels: k=v,...")
-@output_option
-@pass_settings
-def list_(settings: Settings, selector: str | None, output: str) -> None:
-    """List workloads."""
-    labels = parse_selector(selector)
-
-    async def impl() -> None:
-        async with open_deployer(settings.driver) as deployer:
-            found = await deployer.list(labels)
-        if output == "json":
-            emit_json([status_dict(s) for s in found])
-            return
-        click.echo(f"{'NAME':<24} {'STATE':<10} {'GRACE':>5} CONTAINERS")
-        for status in found:
-            names = ", ".join(f"{c.name}:{c.state}" for c in status.containers)
-            click.echo(
-                f"{status.name:<24} {status.state:<10} {status.grace_period_seconds:>5} {names}"
-            )
-
-    run(impl)
-
-
-@click.command()
-@click.argument("name")
-@output_option
-@pass_settings
-def get(settings: Settings, name: str, output: str) -> None:
-    """Show one workload and its containers."""
-
-    async def impl() -> None:
-        async with open_deployer(settings.driver) as deployer:
-            status = await deployer.get(name)
-        if output == "json":
-            emit_json(status_dict(status))
-            return
-        click.echo(
-            f"{status.name} ({status.driver}): {status.state}, "
-            f"grace {status.grace_period_seconds} s"
-        )
-        for c in status.containers:
-            extra = f" exit={c.exit_code}" if c.exit_code is not None else ""
-            health = f" health={c.health}" if c.health else ""
-            click.echo(f"  {c.role:<8} {c.name:<20} {c.state:<10} {c.image}{extra}{health}")
-
-    run(impl)
-
-
-@click.command()
-@click.argument("name")
-@click.option("-f", "--follow", is_flag=True, help="Keep streaming new output.")
-@click.option("--container", "-c", default=None, help="Container name (default: the first run).")
-@output_option
-@pass_settings
-def logs(settings: Settings, name: str, follow: bool, container: str | None, output: str) -> None:
-    """Print a container's logs."""
-
-    async def impl() -> None:
-        async with open_deployer(settings.driver) as deployer:
-            async for chunk in deployer.logs(name, container=container, follow=follow):
-                if output == "json":
-                    emit_json({"workload": name, "container": container, "text": chunk})
-                else:
-                    click.echo(chunk, nl=False)
-
-    run(impl)
-
-
 @click.command()
 @click.argument("name")
 @output_option
@@ -194,7 +138,7 @@ def inspect(settings: Settings, name: str, output: str) -> None:
     """Engine detail of a workload (secret-looking env values masked)."""
 
     async def impl() -> None:
-        async with open_deployer(settings.driver) as deployer:
+        async with settings.open_deployer() as deployer:
             details = await deployer.inspect(name)
         click.echo(json.dumps(details, indent=None if output == "json" else 2, default=str))
 

@@ -22,6 +22,7 @@ from asyncdeploy.plan import Container, Mount, Probe, WorkloadPlan, plan_digest
 from asyncdeploy.quantity import parse_quantity
 
 __all__ = [
+    "LABEL_INDEX",
     "LABEL_PRE_STOP",
     "LABEL_READINESS",
     "LABEL_RESTART_POLICY",
@@ -39,6 +40,7 @@ LABEL_PRE_STOP = "asyncdeploy.io/pre-stop"  # JSON list: the hook a later delete
 LABEL_STOP_SIGNAL = "asyncdeploy.io/stop-signal"
 LABEL_RESTART_POLICY = "asyncdeploy.io/restart-policy"
 LABEL_READINESS = "asyncdeploy.io/readiness"  # JSON list: the readiness probe as a command
+LABEL_INDEX = "asyncdeploy.io/index"  # the container's position in the plan (list order)
 SOCKET_IN_SIDECAR = "/var/run/docker.sock"
 _SECOND_NS = 1_000_000_000
 
@@ -177,6 +179,7 @@ def container_config(plan: WorkloadPlan, container: Container, pause_id: str) ->
     if container.resources.memory is not None:
         host_config["Memory"] = int(parse_quantity(container.resources.memory))
     labels = _labels(plan, container.role, container.name)
+    labels[LABEL_INDEX] = str(plan.containers.index(container))
     if container.pre_stop:
         labels[LABEL_PRE_STOP] = json.dumps(list(container.pre_stop))
     stop_signal = container.stop_signal or "SIGTERM"
