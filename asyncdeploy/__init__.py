@@ -3,17 +3,26 @@ without losing a request."""
 
 from __future__ import annotations
 
-from asyncdeploy.deployer import DRIVER_NAMES, Deployer, open_deployer
+from asyncdeploy.deployer import (
+    DRIVER_NAMES,
+    Deployer,
+    DriverName,
+    Replacement,
+    ReplaceResult,
+    open_deployer,
+)
 from asyncdeploy.errors import (
     AsyncDeployError,
     CreateError,
     DrainError,
     DriverNotFound,
+    DriverNotInstalled,
     EngineAPIError,
     EngineError,
     EngineTimeout,
     EngineUnavailable,
     PlanError,
+    UnsupportedEventLoop,
     WorkloadConflict,
     WorkloadNotFound,
 )
@@ -53,8 +62,7 @@ from asyncdeploy.results import (
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "DRIVER_NAMES",
+__all__ = [  # noqa: RUF022 - plain sorted(), as tests/unit/test_public_api.py pins
     "ApplyResult",
     "AsyncDeployError",
     "Autoheal",
@@ -66,13 +74,16 @@ __all__ = [
     "ContainerRemoved",
     "ContainerStatus",
     "CreateError",
+    "DRIVER_NAMES",
     "Deployer",
     "DrainError",
     "DrainEvent",
     "DrainFinished",
     "DrainStarted",
     "DrainSummary",
+    "DriverName",
     "DriverNotFound",
+    "DriverNotInstalled",
     "EngineAPIError",
     "EngineError",
     "EngineInfo",
@@ -87,9 +98,12 @@ __all__ = [
     "PreStopFinished",
     "PreStopStarted",
     "Probe",
+    "ReplaceResult",
+    "Replacement",
     "Resources",
     "SidecarRemoved",
     "SignalSent",
+    "UnsupportedEventLoop",
     "WorkloadConflict",
     "WorkloadNotFound",
     "WorkloadPlan",
