@@ -23,7 +23,7 @@ from asyncdeploy.cli._common import (
 )
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.render import EventRenderer, LiveView
+from asyncdeploy.render import EventRenderer, LiveView, for_stream
 
 
 @click.command()
@@ -97,13 +97,14 @@ def delete_all(
 async def stream_drain(drain: Any, output: str) -> None:
     """Print a drain's events as they come, then the result.
 
-    JSON: one object per event on stdout. Text: on a terminal, a live per-container view on
-    stderr (state, seconds left); otherwise one line per event on stderr. Then a table on stdout.
+    JSON: one object per event on stdout. Text: on a terminal of 80 columns or more, a live
+    per-container view on stderr (state, seconds left); otherwise (no terminal, narrower,
+    TERM=dumb) one line per event on stderr. Then a table on stdout.
     """
     summaries: list[DrainSummary] = []
     renderer: EventRenderer | LiveView | None = None
     if output == "text":
-        renderer = LiveView(sys.stderr) if sys.stderr.isatty() else EventRenderer(sys.stderr)
+        renderer = for_stream(sys.stderr)
 
     async def tick(view: LiveView) -> None:
         while True:
