@@ -78,8 +78,9 @@ async def test_the_live_view_stays_in_place_at_80_columns(deployer: Deployer) ->
         assert (
             not line
             or EVENT_LINE.match(line)
-            or line.startswith("  ")
-            or line.startswith((f"{name}: drained", "CONTAINER", "pause", "setup", "app", "side"))
+            or line.startswith(
+                ("  ", f"{name}: drained", "CONTAINER", "pause", "setup", "app", "side")
+            )
         ), f"a stray (wrapped) line {line!r}:\n{shown}"
 
 
