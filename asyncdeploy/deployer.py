@@ -60,7 +60,7 @@ AUTO_DETECT_ORDER: tuple[DriverName, ...] = ("docker", "podman", "kubernetes")
 DRIVER_NAMES: tuple[str, ...] = tuple(sorted(DRIVERS))
 """The names ``open_deployer`` and ``--driver`` accept."""
 EVENT_BUFFER = 64
-INSTANCE_OF_LABEL = "asyncdeploy.io/instance-of"
+INSTANCE_OF_LABEL = "replace.asyncdeploy.io/instance-of"
 """Set by :meth:`Deployer.replace` on a new instance: the plan name it serves."""
 
 
@@ -249,7 +249,7 @@ class Deployer:
         """Start ``plan`` as a new instance, wait until it is ready, then drain the old ones.
 
         The new instance is named ``new_name`` (default ``<plan.name>-<6 hex>``) and labelled
-        ``asyncdeploy.io/instance-of=<plan.name>``. The old ones are ``old``, or by default the
+        ``replace.asyncdeploy.io/instance-of=<plan.name>``. The old ones are ``old``, or by default the
         workload named ``plan.name`` and every earlier instance of it. A load balancer follows
         readiness: it adds the new instance once its readiness check passes (``on_ready`` is
         awaited then, before any drain: register it there if your balancer is told, not polled),

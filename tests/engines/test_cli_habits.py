@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
+from anyio.streams.buffered import BufferedByteReceiveStream
 from click.testing import CliRunner
 
 from asyncdeploy import Deployer
@@ -68,10 +68,10 @@ async def talkers(deployer: Deployer, tmp_path: Path, name: Callable[[str], str]
     )
     code, out, err = await cli(deployer, "create", "-f", path, "--wait", "--timeout", "60s")
     assert code == 0, out + err
-    with anyio.fail_after(20):  # both have printed their three lines
-        while "second-3" not in (await cli(deployer, "logs", workload, "-c", "second"))[1]:
-            await anyio.sleep(0.2)
-        while "first-3" not in (await cli(deployer, "logs", workload, "-c", "first"))[1]:
+    for container in ("first", "second"):  # each has printed its three lines
+        for _ in range(100):
+            if f"{container}-3" in (await cli(deployer, "logs", workload, "-c", container))[1]:
+                break
             await anyio.sleep(0.2)
     return workload
 
@@ -215,36 +215,33 @@ async def test_list_watch_prints_changes_and_ends_on_ctrl_c(
     first, second = name("w1"), name("w2")
     assert (await cli(deployer, "create", "-f", plan_file(tmp_path, first, [talker("a")])))[0] == 0
     args = ["--driver", deployer.driver_name, "list", "-w", "-l", f"{RUN_LABEL}={RUN_ID}"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "asyncdeploy", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert process.stdout is not None and process.stderr is not None
     seen: list[str] = []
+    async with await anyio.open_process(
+        [sys.executable, "-m", "asyncdeploy", *args], env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        lines = BufferedByteReceiveStream(process.stdout)
 
-    async def read_until(text: str) -> None:
-        while not any(text in line for line in seen):
-            line = await anyio.to_thread.run_sync(process.stdout.readline)  # type: ignore[union-attr]
-            assert line, f"the watch ended early: {seen}"
-            seen.append(line)
+        async def read_until(text: str) -> None:
+            while not any(text in line for line in seen):
+                seen.append((await lines.receive_until(b"\n", 65536)).decode())
 
-    try:
-        with anyio.fail_after(30):
-            await read_until(first)
-            path = plan_file(tmp_path, second, [talker("b")])
-            assert (await cli(deployer, "create", "-f", path))[0] == 0
-            await read_until(second)
-            assert (await cli(deployer, "delete", second, "--grace-period-seconds", "0"))[0] == 0
-            await read_until("deleted")
-        process.send_signal(signal.SIGINT)
-        code = await anyio.to_thread.run_sync(lambda: process.wait(timeout=20))
-    finally:
-        if process.poll() is None:
-            process.kill()
+        try:
+            with anyio.fail_after(30):
+                await read_until(first)
+                path = plan_file(tmp_path, second, [talker("b")])
+                assert (await cli(deployer, "create", "-f", path))[0] == 0
+                await read_until(second)
+                code, _, _ = await cli(deployer, "delete", second, "--grace-period-seconds", "0")
+                assert code == 0
+                await read_until("deleted")
+            process.send_signal(signal.SIGINT)
+            with anyio.fail_after(20):
+                code = await process.wait()
+                stderr = b"".join([chunk async for chunk in process.stderr]).decode()
+        finally:
+            if process.returncode is None:
+                process.kill()
     assert seen[0].split()[:2] == ["NAME", "STATE"]
     assert sum(line.startswith("NAME") for line in seen) == 1, "one header, then change rows"
-    stderr = process.stderr.read()
     assert code == 130 and "Traceback" not in stderr, stderr
