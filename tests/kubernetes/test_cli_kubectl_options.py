@@ -1,0 +1,90 @@
+"""kubectl's -n/--namespace, --context, --kubeconfig (before or after the command), and logs
+flags, with ``--driver kubernetes`` against the fake API server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+import yaml
+from click.testing import CliRunner
+from fake_apiserver import FakeApiServer
+from fake_kubelet import ContainerScript
+
+from asyncdeploy.cli import main
+from asyncdeploy.cli._kube_options import hoist_kube_options
+
+pytestmark = pytest.mark.anyio
+
+
+async def cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    def invoke() -> tuple[int, str, str]:
+        result = CliRunner(env=env or {"KUBECONFIG": None}).invoke(main, list(args))
+        return result.exit_code, result.stdout, result.stderr
+
+    return await anyio.to_thread.run_sync(invoke)
+
+
+def plan_file(tmp_path: Path) -> str:
+    plan = {
+        "name": "nsx",
+        "termination_grace_period_seconds": 3,
+        "containers": [{"name": "server", "image": "busybox:1.36"}],
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    return str(path)
+
+
+async def test_namespace_context_and_kubeconfig_on_the_command_line(
+    fake: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """No --driver needed: a Kubernetes option chooses Kubernetes, kubectl-style, anywhere."""
+    config = ["--kubeconfig", str(kubeconfig)]
+    code, out, err = await cli(*config, "create", "-f", plan_file(tmp_path), "-n", "default")
+    assert code == 0, out + err
+    assert ("default", "nsx") in fake.pods
+    code, out, _ = await cli("list", "-o", "name", "--namespace=default", *config)
+    assert (code, out) == (0, "nsx\n")
+    code, out, _ = await cli("list", "-o", "name", *config)  # the context's namespace
+    assert (code, out) == (0, "")
+    code, out, _ = await cli(
+        "--context", "fake", "-n", "default", *config, "get", "nsx", "-o", "json"
+    )
+    assert code == 0 and json.loads(out)[0]["driver"] == "kubernetes"
+    code, _, err = await cli("--context", "nope", *config, "list")
+    assert code in (2, 3) and "nope" in err, err
+    code, _, err = await cli("--driver", "docker", "-n", "default", "list")
+    assert code == 2 and "Kubernetes options" in err
+
+
+async def test_logs_tail_on_kubernetes(
+    fake: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    fake.scripts["server"] = ContainerScript(logs=("one", "two", "three"))
+    env = {"KUBECONFIG": str(kubeconfig)}
+    path = plan_file(tmp_path)
+    code, out, err = await cli("--driver", "kubernetes", "create", "-f", path, "--wait", env=env)
+    assert code == 0, out + err
+    code, out, _ = await cli("--driver", "kubernetes", "logs", "nsx", "--tail", "2", env=env)
+    assert (code, out.split()) == (0, ["two", "three"])
+    code, out, _ = await cli("--driver", "kubernetes", "logs", "nsx", env=env)
+    assert (code, out.split()) == (0, ["one", "two", "three"])
+
+
+def test_cluster_options_move_to_the_front_but_never_past_a_double_dash() -> None:
+    args = ["exec", "w", "-n", "ml", "--context=prod", "--", "sh", "-n", "x"]
+    assert hoist_kube_options(args) == [
+        "-n",
+        "ml",
+        "--context=prod",
+        "exec",
+        "w",
+        "--",
+        "sh",
+        "-n",
+        "x",
+    ]
+    assert hoist_kube_options(["list", "-nml"]) == ["-nml", "list"]
