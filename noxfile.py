@@ -11,7 +11,8 @@ PYPROJECT = nox.project.load_toml("pyproject.toml")
 
 
 def install(session: nox.Session, *groups: str) -> None:
-    session.install("-e", ".")
+    """The package with every driver extra (docker, kubernetes), then the dependency groups."""
+    session.install("-e", ".[all]")
     for group in groups:
         session.install(*nox.project.dependency_groups(PYPROJECT, group))
 
