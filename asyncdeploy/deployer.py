@@ -35,10 +35,13 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from asyncdeploy.drivers import DRIVERS, connect_driver, driver_class
 from asyncdeploy.drivers.base import Driver
 from asyncdeploy.errors import (
+    AsyncDeployError,
     DrainError,
     DriverNotInstalled,
     EngineUnavailable,
     UnsupportedEventLoop,
+    WorkloadConflict,
+    WorkloadNotFound,
 )
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary
 from asyncdeploy.plan import WorkloadPlan
@@ -258,11 +261,20 @@ class Deployer:
         ones are left untouched.
         """
         new_name = new_name or f"{plan.name[:56]}-{secrets.token_hex(3)}"
+        if await self._exists(new_name):
+            raise WorkloadConflict(
+                f"cannot start the replacement as {new_name!r}: a workload has that name",
+                engine=self.driver_name,
+                status=409,
+            )
         if old is None:
             found = await self.driver.list({INSTANCE_OF_LABEL: plan.name})
-            named = [w for w in await self.driver.list() if w.name == plan.name]
-            old = list(dict.fromkeys(w.name for w in [*named, *found]))
-        old = tuple(name for name in old if name != new_name)
+            named = [plan.name] if await self._exists(plan.name) else []
+            old = [*named, *(w.name for w in found if w.name != plan.name)]
+        else:
+            for name in old:
+                await self.driver.get(name)  # a clear WorkloadNotFound before anything starts
+        old = tuple(old)
         new_plan = attrs.evolve(
             plan, name=new_name, labels={**plan.labels, INSTANCE_OF_LABEL: plan.name}
         )
@@ -272,11 +284,23 @@ class Deployer:
             if on_ready is not None:
                 await on_ready(status)
         except BaseException:
+            # the old instances were never touched; only the new one goes (errors of this
+            # cleanup must not hide why the replacement failed)
             with anyio.CancelScope(shield=True), anyio.move_on_after(60):
-                await self.delete(new_name, grace_period_seconds=0)
+                try:
+                    await self.delete(new_name, grace_period_seconds=0)
+                except AsyncDeployError:
+                    pass
             raise
         async with self._drain(old, grace_period_seconds) as events:
             yield Replacement(new=status, old=old, events=events)
+
+    async def _exists(self, name: str) -> bool:
+        try:
+            await self.driver.get(name)
+        except WorkloadNotFound:
+            return False
+        return True
 
     @asynccontextmanager
     async def _drain(

@@ -19,7 +19,7 @@ import yaml
 from anyio.streams.buffered import BufferedByteReceiveStream
 from click.testing import CliRunner
 
-from asyncdeploy import Deployer
+from asyncdeploy import Deployer, WorkloadConflict
 from asyncdeploy.cli import main
 from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
 
@@ -245,3 +245,24 @@ async def test_list_watch_prints_changes_and_ends_on_ctrl_c(
     assert seen[0].split()[:2] == ["NAME", "STATE"]
     assert sum(line.startswith("NAME") for line in seen) == 1, "one header, then change rows"
     assert code == 130 and "Traceback" not in stderr, stderr
+
+
+async def test_verify_without_a_plan_names_its_workload_itself(
+    deployer: Deployer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not "demo": asyncdeploy-verify-<random>, a new one each run (run_verify, which refuses a
+    taken name, is stood in for here; tests/engines/test_replace.py shows the refusal)."""
+    import asyncdeploy.verify
+
+    names: list[str] = []
+
+    async def stand_in(deployer: Deployer, plan: Any, *args: Any, **kwargs: Any) -> Any:
+        names.append(plan.name)
+        raise WorkloadConflict("stop before any traffic", engine=deployer.driver_name, status=409)
+
+    monkeypatch.setattr(asyncdeploy.verify, "run_verify", stand_in)
+    for _ in range(2):
+        code, _, err = await cli(deployer, "verify")
+        assert code == 1 and "stop before any traffic" in err
+    assert all(re.fullmatch(r"asyncdeploy-verify-[0-9a-f]{6}", n) for n in names), names
+    assert len(set(names)) == 2

@@ -18,6 +18,7 @@ from asyncdeploy import (
     EngineTimeout,
     Probe,
     WorkloadConflict,
+    WorkloadNotFound,
 )
 from asyncdeploy.deployer import INSTANCE_OF_LABEL
 from asyncdeploy.verify import VerifyOptions, demo_plan, run_verify
@@ -136,3 +137,18 @@ async def test_verify_refuses_a_name_that_is_taken(
         await run_verify(deployer, demo_plan(theirs), VerifyOptions(), on_event=events.append)
     assert events == [] and not any(isinstance(e, DrainStarted) for e in events)
     assert (await deployer.get(theirs)) == before
+
+
+async def test_replace_checks_its_names_before_starting_anything(
+    deployer: Deployer, name: Callable[[str], str]
+) -> None:
+    """An unknown --old or a taken new name fails before the new instance is created."""
+    app, other = name("names"), name("other")
+    await deployer.create(plan(app, [server("v1")], termination_grace_period_seconds=3))
+    await deployer.create(plan(other, [server("v1")], termination_grace_period_seconds=3))
+    before = {w.name for w in await deployer.list({RUN_LABEL: RUN_ID})}
+    with pytest.raises(WorkloadNotFound, match="typo"):
+        await deployer.replace(plan(app, [server("v2")]), old=[f"{app}-typo"])
+    with pytest.raises(WorkloadConflict, match="has that name"):
+        await deployer.replace(plan(app, [server("v2")]), new_name=other)
+    assert {w.name for w in await deployer.list({RUN_LABEL: RUN_ID})} == before
