@@ -88,3 +88,32 @@ def test_cluster_options_move_to_the_front_but_never_past_a_double_dash() -> Non
         "x",
     ]
     assert hoist_kube_options(["list", "-nml"]) == ["-nml", "list"]
+
+
+async def test_logs_default_to_the_first_run_container_on_kubernetes(
+    fake: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    fake.scripts["first"] = ContainerScript(logs=("from-first",))
+    fake.scripts["second"] = ContainerScript(logs=("from-second",))
+    plan = {
+        "name": "two",
+        "termination_grace_period_seconds": 3,
+        "containers": [
+            {"name": "setup", "role": "init", "image": "busybox:1.36"},
+            {"name": "first", "image": "busybox:1.36"},
+            {"name": "second", "image": "busybox:1.36"},
+        ],
+    }
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    env = {"KUBECONFIG": str(kubeconfig)}
+    code, out, err = await cli(
+        "--driver", "kubernetes", "create", "-f", str(path), "--wait", env=env
+    )
+    assert code == 0, out + err
+    code, out, _ = await cli("--driver", "kubernetes", "logs", "two", env=env)
+    assert (code, out.split()) == (0, ["from-first"])
+    code, out, _ = await cli("--driver", "kubernetes", "logs", "two", "--all-containers", env=env)
+    assert code == 0 and "[first] from-first" in out and "[second] from-second" in out
+    code, out, _ = await cli("--driver", "kubernetes", "get", "two", "-o", "name", env=env)
+    assert (code, out) == (0, "two\n")
