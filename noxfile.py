@@ -12,7 +12,8 @@ PEER_REQUIREMENT = "gpustack-runtime==0.2.6"  # the version the README's figures
 
 
 def install(session: nox.Session, *groups: str) -> None:
-    session.install("-e", ".")
+    """The package with every driver extra (docker, kubernetes), then the dependency groups."""
+    session.install("-e", ".[all]")
     for group in groups:
         session.install(*nox.project.dependency_groups(PYPROJECT, group))
 

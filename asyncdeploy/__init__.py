@@ -3,18 +3,27 @@ without losing a request."""
 
 from __future__ import annotations
 
-from asyncdeploy.deployer import DRIVER_NAMES, Deployer, open_deployer
+from asyncdeploy.deployer import (
+    DRIVER_NAMES,
+    Deployer,
+    DriverName,
+    Replacement,
+    ReplaceResult,
+    open_deployer,
+)
 from asyncdeploy.errors import (
     AsyncDeployError,
     CreateError,
     DrainError,
     DriverNotFound,
+    DriverNotInstalled,
     EngineAPIError,
     EngineError,
     EngineTimeout,
     EngineUnavailable,
     PlanError,
     SelectorError,
+    UnsupportedEventLoop,
     WorkloadConflict,
     WorkloadNotFound,
 )
@@ -74,7 +83,9 @@ __all__ = [
     "DrainFinished",
     "DrainStarted",
     "DrainSummary",
+    "DriverName",
     "DriverNotFound",
+    "DriverNotInstalled",
     "EngineAPIError",
     "EngineError",
     "EngineInfo",
@@ -89,11 +100,14 @@ __all__ = [
     "PreStopFinished",
     "PreStopStarted",
     "Probe",
+    "ReplaceResult",
+    "Replacement",
     "Resources",
     "Selector",
     "SelectorError",
     "SidecarRemoved",
     "SignalSent",
+    "UnsupportedEventLoop",
     "WorkloadConflict",
     "WorkloadNotFound",
     "WorkloadPlan",

@@ -9,17 +9,25 @@
                 print(event)
         # or, without events:
         summary = await deployer.delete("demo")
+        # a zero-downtime replacement: the new instance first, ready, then the old one drained
+        result = await deployer.replace(new_plan)
+
+The deployer needs asyncio (its engine clients, aiodocker and kubernetes-asyncio, run on aiohttp);
+opened under trio it raises :class:`~asyncdeploy.errors.UnsupportedEventLoop`. The server kit,
+:mod:`asyncdeploy.workload`, runs on both.
 """
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import inspect
 import math
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
-from typing import Any
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Literal, overload
 
 import anyio
 import attrs
@@ -27,17 +35,54 @@ from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy.drivers import DRIVERS, connect_driver, driver_class
 from asyncdeploy.drivers.base import Driver
-from asyncdeploy.errors import DrainError, EngineUnavailable
+from asyncdeploy.errors import (
+    AsyncDeployError,
+    DrainError,
+    DriverNotInstalled,
+    EngineUnavailable,
+    UnsupportedEventLoop,
+    WorkloadConflict,
+    WorkloadNotFound,
+)
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import ApplyResult, ExecResult, WorkloadStatus
 from asyncdeploy.selectors import SelectorLike, as_selector
 
-__all__ = ["AUTO_DETECT_ORDER", "DRIVER_NAMES", "Deployer", "open_deployer"]
+__all__ = [
+    "AUTO_DETECT_ORDER",
+    "DRIVER_NAMES",
+    "INSTANCE_OF_LABEL",
+    "Deployer",
+    "DriverName",
+    "ReplaceResult",
+    "Replacement",
+    "open_deployer",
+]
 
-AUTO_DETECT_ORDER = ("docker", "podman", "kubernetes")
+DriverName = Literal["docker", "podman", "kubernetes"]
+AUTO_DETECT_ORDER: tuple[DriverName, ...] = ("docker", "podman", "kubernetes")
 DRIVER_NAMES: tuple[str, ...] = tuple(sorted(DRIVERS))
 """The names ``open_deployer`` and ``--driver`` accept."""
+INSTANCE_OF_LABEL = "replace.asyncdeploy.io/instance-of"
+"""Set by :meth:`Deployer.replace` on a new instance: the plan name it serves."""
+
+
+@attrs.frozen(kw_only=True)
+class Replacement:
+    """A replacement in progress: the new instance (ready) and the old ones' drain events."""
+
+    new: WorkloadStatus
+    old: tuple[str, ...]
+    events: ObjectReceiveStream[DrainEvent]
+
+
+@attrs.frozen(kw_only=True)
+class ReplaceResult:
+    """A finished replacement: the new instance and one drain summary per old instance."""
+
+    new: WorkloadStatus
+    drained: tuple[DrainSummary, ...]
 
 
 @attrs.define
@@ -66,9 +111,23 @@ class Deployer:
         return await self.driver.wait_ready(name, timeout=timeout)
 
     def logs(
-        self, name: str, *, container: str | None = None, follow: bool = False
+        self,
+        name: str,
+        *,
+        container: str | None = None,
+        follow: bool = False,
+        tail: int | None = None,
+        since: float | None = None,
+        timestamps: bool = False,
     ) -> AsyncIterator[str]:
-        return self.driver.logs(name, container=container, follow=follow)
+        """A container's output (default: the first run container of the plan).
+
+        ``tail`` keeps the last lines, ``since`` is a Unix time, ``timestamps`` prefixes each
+        line with the engine's RFC 3339 time.
+        """
+        return self.driver.logs(
+            name, container=container, follow=follow, tail=tail, since=since, timestamps=timestamps
+        )
 
     async def exec(
         self, name: str, command: Sequence[str], *, container: str | None = None
@@ -132,6 +191,94 @@ class Deployer:
         ) as events:
             return [e.summary async for e in events if isinstance(e, DrainFinished)]
 
+    async def replace(
+        self,
+        plan: WorkloadPlan,
+        *,
+        old: Sequence[str] | None = None,
+        new_name: str | None = None,
+        ready_timeout: float = 60,
+        grace_period_seconds: int | None = None,
+        on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None = None,
+    ) -> ReplaceResult:
+        """Replace a workload without downtime; see :meth:`replacing`."""
+        async with self.replacing(
+            plan,
+            old=old,
+            new_name=new_name,
+            ready_timeout=ready_timeout,
+            grace_period_seconds=grace_period_seconds,
+            on_ready=on_ready,
+        ) as replacement:
+            summaries = [
+                e.summary async for e in replacement.events if isinstance(e, DrainFinished)
+            ]
+        return ReplaceResult(new=replacement.new, drained=tuple(summaries))
+
+    @asynccontextmanager
+    async def replacing(
+        self,
+        plan: WorkloadPlan,
+        *,
+        old: Sequence[str] | None = None,
+        new_name: str | None = None,
+        ready_timeout: float = 60,
+        grace_period_seconds: int | None = None,
+        on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None = None,
+    ) -> AsyncIterator[Replacement]:
+        """Start ``plan`` as a new instance, wait until it is ready, then drain the old ones.
+
+        The new instance is named ``new_name`` (default ``<plan.name>-<6 hex>``) and labelled
+        ``replace.asyncdeploy.io/instance-of=<plan.name>``. The old ones are ``old``, or by default the
+        workload named ``plan.name`` and every earlier instance of it. A load balancer follows
+        readiness: it adds the new instance once its readiness check passes (``on_ready`` is
+        awaited then, before any drain: register it there if your balancer is told, not polled),
+        and the old one leaves rotation when its drain fails its readiness check, before its
+        listener closes. If the new instance never becomes ready it is removed and the old
+        ones are left untouched.
+        """
+        new_name = new_name or f"{plan.name[:56]}-{secrets.token_hex(3)}"
+        if await self._exists(new_name):
+            raise WorkloadConflict(
+                f"cannot start the replacement as {new_name!r}: a workload has that name",
+                engine=self.driver_name,
+                status=409,
+            )
+        if old is None:
+            found = await self.driver.list({INSTANCE_OF_LABEL: plan.name})
+            named = [plan.name] if await self._exists(plan.name) else []
+            old = [*named, *(w.name for w in found if w.name != plan.name)]
+        else:
+            for name in old:
+                await self.driver.get(name)  # a clear WorkloadNotFound before anything starts
+        old = tuple(old)
+        new_plan = attrs.evolve(
+            plan, name=new_name, labels={**plan.labels, INSTANCE_OF_LABEL: plan.name}
+        )
+        await self.driver.apply(new_plan)
+        try:
+            status = await self.driver.wait_ready(new_name, timeout=ready_timeout)
+            if on_ready is not None:
+                await on_ready(status)
+        except BaseException:
+            # the old instances were never touched; only the new one goes (errors of this
+            # cleanup must not hide why the replacement failed)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(60):
+                try:
+                    await self.delete(new_name, grace_period_seconds=0)
+                except AsyncDeployError:
+                    pass
+            raise
+        async with self._drain(old, grace_period_seconds, None) as events:
+            yield Replacement(new=status, old=old, events=events)
+
+    async def _exists(self, name: str) -> bool:
+        try:
+            await self.driver.get(name)
+        except WorkloadNotFound:
+            return False
+        return True
+
     @asynccontextmanager
     async def _drain(
         self, names: Sequence[str], grace_period_seconds: int | None, kill_now: anyio.Event | None
@@ -191,17 +338,52 @@ def _lone_error(group: BaseExceptionGroup) -> BaseException:
     return group
 
 
-@asynccontextmanager
-async def open_deployer(driver: str | None = None, **options: Any) -> AsyncIterator[Deployer]:
+@overload
+def open_deployer(
+    driver: Literal["docker", "podman"], *, url: str | None = None
+) -> AbstractAsyncContextManager[Deployer]: ...
+
+
+@overload
+def open_deployer(
+    driver: Literal["kubernetes"],
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    namespace: str | None = None,
+    request_timeout: float = 30.0,
+) -> AbstractAsyncContextManager[Deployer]: ...
+
+
+@overload
+def open_deployer(driver: None = None) -> AbstractAsyncContextManager[Deployer]: ...
+
+
+def open_deployer(
+    driver: DriverName | None = None, **options: Any
+) -> AbstractAsyncContextManager[Deployer]:
     """Open a deployer on ``driver`` (``docker``, ``podman`` or ``kubernetes``).
 
-    Without a name, an engine named by its address variable (``DOCKER_HOST``, else
-    ``CONTAINER_HOST``) is used, and ``EngineUnavailable`` raised when it does not answer;
-    with neither set, the first engine of :data:`AUTO_DETECT_ORDER` that answers.
+    Options per driver: ``url`` for Docker and Podman (default: discovered, honouring
+    ``DOCKER_HOST`` / ``CONTAINER_HOST``); ``kubeconfig``, ``context``, ``namespace``,
+    ``request_timeout`` for Kubernetes. Without a name, an engine named by its address variable
+    (``DOCKER_HOST``, else ``CONTAINER_HOST``) is used, and ``EngineUnavailable`` raised when it
+    does not answer; with neither set, the first engine of :data:`AUTO_DETECT_ORDER` that
+    answers. Needs asyncio (see the module docstring).
     """
+    return _open_deployer(driver, options)
+
+
+@asynccontextmanager
+async def _open_deployer(driver: str | None, options: Mapping[str, Any]) -> AsyncIterator[Deployer]:
+    _require_asyncio()
     if driver is None:
         opened = await _first_answering(options)
     else:
+        accepted = inspect.signature(driver_class(driver).connect).parameters
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise TypeError(f"the {driver} driver takes no option {', '.join(unknown)}")
         opened = await connect_driver(driver, **options)
     deployer = Deployer(opened)
     try:
@@ -211,11 +393,36 @@ async def open_deployer(driver: str | None = None, **options: Any) -> AsyncItera
             await deployer.aclose()
 
 
+def _require_asyncio() -> None:
+    """Fail clearly, not with aiohttp's bare "no running event loop", outside asyncio."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        library = "this event loop"
+        try:
+            import sniffio
+
+            library = sniffio.current_async_library()
+        except (ImportError, RuntimeError):
+            pass  # sniffio only names the library in the message
+        raise UnsupportedEventLoop(
+            f"the deployer needs asyncio, but it runs under {library}: its engine clients "
+            "(aiodocker, kubernetes-asyncio) are asyncio-only; run it with asyncio.run() or "
+            "anyio.run(..., backend='asyncio'). The server kit, asyncdeploy.workload, runs on both."
+        ) from None
+
+
 async def _first_answering(options: Mapping[str, Any]) -> Driver:
     candidates = _named_by_environment() or AUTO_DETECT_ORDER
     reasons = []
     for name in candidates:
-        accepted = inspect.signature(driver_class(name).connect).parameters
+        try:
+            accepted = inspect.signature(driver_class(name).connect).parameters
+        except DriverNotInstalled as exc:
+            if candidates is not AUTO_DETECT_ORDER:
+                raise
+            reasons.append(f"{name}: {exc}")
+            continue
         if not set(options) <= set(accepted):
             continue  # an option meant for another engine (url= is not a Kubernetes option)
         try:
@@ -232,7 +439,10 @@ async def _first_answering(options: Mapping[str, Any]) -> Driver:
 def _named_by_environment() -> tuple[str, ...]:
     """The first engine whose address variable is set (``DOCKER_HOST``, ``CONTAINER_HOST``)."""
     for name in AUTO_DETECT_ORDER:
-        variable = getattr(driver_class(name), "host_variable", None)
+        try:
+            variable = getattr(driver_class(name), "host_variable", None)
+        except DriverNotInstalled:
+            continue  # its extra is not installed: its variable cannot name it
         if variable and os.environ.get(variable):
             return (name,)
     return ()

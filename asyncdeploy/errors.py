@@ -6,12 +6,14 @@
     ├── PlanError(ValueError)            an invalid plan; ``.path`` names the field
     ├── SelectorError(ValueError)        an invalid label selector
     ├── DriverNotFound(LookupError)      an unknown driver name
+    │   └── DriverNotInstalled           its extra is not installed; the message says how
     ├── EngineError                      ``.engine`` names the driver
     │   ├── EngineUnavailable            the socket or API server cannot be reached
     │   ├── EngineAPIError               the engine refused a call; ``.status``
     │   │   ├── WorkloadNotFound         (404) no such workload or container
     │   │   └── WorkloadConflict         (409) a name or state conflict
     │   └── EngineTimeout(TimeoutError)  a call did not answer in time
+    ├── UnsupportedEventLoop(RuntimeError) the deployer runs on asyncio only (not trio)
     ├── CreateError                      a create failed (init container, start, image); on Docker and
     │                                    Podman it was rolled back, on Kubernetes the Pod is left to inspect
     ├── DrainError                       a drain finished, but some steps failed; ``.summaries``
@@ -34,12 +36,14 @@ __all__ = [
     "CreateError",
     "DrainError",
     "DriverNotFound",
+    "DriverNotInstalled",
     "EngineAPIError",
     "EngineError",
     "EngineTimeout",
     "EngineUnavailable",
     "PlanError",
     "SelectorError",
+    "UnsupportedEventLoop",
     "WorkloadConflict",
     "WorkloadNotFound",
 ]
@@ -76,6 +80,26 @@ class SelectorError(AsyncDeployError, ValueError):
 
 class DriverNotFound(AsyncDeployError, LookupError):
     """No driver has this name."""
+
+
+class DriverNotInstalled(DriverNotFound):
+    """The driver exists but its client library (a pip extra) is not installed."""
+
+    def __init__(self, driver: str, extra: str, missing: str) -> None:
+        self.driver = driver
+        self.extra = extra
+        self.missing = missing
+        super().__init__(
+            f"the {driver} driver needs {missing}, which is not installed: "
+            f"pip install 'asyncdeploy[{extra}]'"
+        )
+
+
+class UnsupportedEventLoop(AsyncDeployError, RuntimeError):
+    """The deployer was opened outside asyncio (e.g. under trio): its engine clients need asyncio.
+
+    The server kit (:mod:`asyncdeploy.workload`) runs on both asyncio and trio.
+    """
 
 
 class EngineError(AsyncDeployError):

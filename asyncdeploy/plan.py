@@ -17,7 +17,6 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
-from asyncdeploy._documents import read_document
 from asyncdeploy._plan_fields import (
     EXTENDED_NAME_PATTERN,
     MAX_SECONDS,
@@ -331,6 +330,8 @@ class WorkloadPlan:
 
         A key given twice in one mapping is refused, not silently overwritten.
         """
+        from asyncdeploy._documents import read_document  # PyYAML: not for the server kit
+
         return cls.from_mapping(read_document(path))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TextIO
 
@@ -22,7 +23,7 @@ from asyncdeploy.events import (
     SignalSent,
 )
 
-__all__ = ["EventRenderer", "describe"]
+__all__ = ["MIN_LIVE_WIDTH", "EventRenderer", "LiveView", "describe", "for_stream"]
 
 
 def describe(event: DrainEvent) -> str:
@@ -86,19 +87,64 @@ class EventRenderer:
         return "\n".join([head, *rows, *tail])
 
 
+MIN_LIVE_WIDTH = 80
+"""Narrower than this, or without a terminal, or with TERM=dumb: one line per event."""
+
+
+def terminal_width(stream: TextIO) -> int | None:
+    """The width of the terminal ``stream`` writes to, or None when it is no capable terminal."""
+    if os.environ.get("TERM", "") in ("dumb", "unknown"):
+        return None
+    try:
+        if not stream.isatty():
+            return None
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def for_stream(stream: TextIO) -> EventRenderer | LiveView:
+    """The live view where the terminal can hold it, else one line per event."""
+    width = terminal_width(stream)
+    if width is None or width < MIN_LIVE_WIDTH:
+        return EventRenderer(stream)
+    return LiveView(stream)
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, an ellipsis marking the cut."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "\u2026"
+
+
 class LiveView:
     """A per-container view of a drain, redrawn in place on a terminal.
 
     One row per container: its role, its state in the drain, and the seconds left until the
-    deadline; the events themselves scroll above it.
+    deadline; the events themselves scroll above it. Every line is cut to the terminal's width
+    (a wrapped line would break the cursor arithmetic that redraws in place), the columns shrink
+    to fit, and below :data:`MIN_LIVE_WIDTH` columns the view falls back to one line per event.
     """
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(
+        self, stream: TextIO, *, width: int | None = None, height: int | None = None
+    ) -> None:
         self.stream = stream
+        self._fixed_size = (width, height)
         self._rows: dict[tuple[str, str], list[str]] = {}
         self._deadlines: dict[str, float] = {}
         self._finished: set[str] = set()
         self._drawn = 0
+        self._lines_only = False
+
+    def _size(self) -> tuple[int, int]:
+        width, height = self._fixed_size
+        if width is None or height is None:
+            try:
+                size = os.get_terminal_size(self.stream.fileno())
+                width, height = width or size.columns, height or size.lines
+            except (AttributeError, OSError, ValueError):
+                width, height = width or MIN_LIVE_WIDTH, height or 24
+        return width, height
 
     def update(self, event: DrainEvent) -> None:
         match event:
@@ -120,21 +166,48 @@ class LiveView:
                     row[1] = _short_state(event)
 
     def show(self, event: DrainEvent) -> None:
+        width, _ = self._size()
         self._clear()
-        click.echo(f"[{event.elapsed:7.3f}s] {event.workload}: {describe(event)}", file=self.stream)
+        line = f"[{event.elapsed:7.3f}s] {event.workload}: {describe(event)}"
         self.update(event)
+        if self._lines_only or width < MIN_LIVE_WIDTH:
+            self._lines_only = True  # resized too narrow: stay with plain lines from now on
+            self.stream.write(line + "\n")
+            self.stream.flush()
+            return
+        self.stream.write(clip(line, width - 1) + "\n")
         self.redraw(clear=False)
 
-    def redraw(self, *, clear: bool = True) -> None:
-        if clear:
-            self._clear()
-        lines = [f"  {'WORKLOAD':<24} {'CONTAINER':<16} {'ROLE':<8} {'STATE':<28} LEFT"]
+    def table(self, width: int, height: int) -> list[str]:
+        """The table's lines, each at most ``width - 1`` characters, at most ``height - 1``."""
+        rows = []
         for (workload, name), (role, state) in self._rows.items():
             if workload in self._finished:
                 left = "done"
             else:
                 left = f"{max(0.0, self._deadlines.get(workload, 0) - time.time()):5.1f}s"
-            lines.append(f"  {workload:<24} {name:<16} {role:<8} {state:<28} {left}")
+            rows.append([workload, name, role, state, left])
+        header = ["WORKLOAD", "CONTAINER", "ROLE", "STATE", "LEFT"]
+        widths = _fit([header, *rows], width - 1 - 2)
+        lines = [
+            "  " + " ".join(clip(cell, w).ljust(w) for cell, w in zip(row, widths, strict=True))
+            for row in [header, *rows]
+        ]
+        lines = [line.rstrip() for line in lines]
+        if len(lines) > height - 1:  # cursor-up cannot reach above the screen's top
+            hidden = len(lines) - (height - 2)
+            lines = [*lines[: height - 2], f"  ... {hidden} more"]
+        return lines
+
+    def redraw(self, *, clear: bool = True) -> None:
+        if self._lines_only:
+            return
+        width, height = self._size()
+        if width < MIN_LIVE_WIDTH:
+            return  # show() switches to plain lines at the next event
+        if clear:
+            self._clear()
+        lines = self.table(width, height)
         self.stream.write("\n".join(lines) + "\n")
         self.stream.flush()
         self._drawn = len(lines)
@@ -146,6 +219,25 @@ class LiveView:
 
     def close(self) -> None:
         self.stream.flush()
+
+
+def _fit(rows: list[list[str]], room: int) -> list[int]:
+    """Column widths for rows of (workload, container, role, state, left) within ``room``.
+
+    Each column gets its natural width when they fit; otherwise role and left keep theirs and
+    the names and the state share what is left (the state first, it is what people watch).
+    """
+    natural = [max(len(row[i]) for row in rows) for i in range(5)]
+    gaps = len(natural) - 1
+    if sum(natural) + gaps <= room:
+        return natural
+    workload, container, role, state, left = natural
+    flexible = room - gaps - role - left
+    state = min(state, max(16, flexible // 2))
+    names = flexible - state
+    workload_share = max(8, min(workload, names * workload // max(1, workload + container)))
+    container_share = max(8, min(container, names - workload_share))
+    return [workload_share, container_share, role, state, left]
 
 
 def _short_state(event: DrainEvent) -> str:

@@ -18,7 +18,7 @@ import anyio
 import attrs
 
 from asyncdeploy import open_deployer
-from asyncdeploy.render import EventRenderer, LiveView
+from asyncdeploy.render import for_stream
 from asyncdeploy.verify import VerifyOptions, demo_plan, run_verify
 
 PAUSE_IMAGE = "asyncdeploy-test/pause:latest"  # built locally by ci/setup.sh: no registry here
@@ -33,7 +33,7 @@ async def main(args: argparse.Namespace) -> int:
     )
     if args.negative_control:
         plan = attrs.evolve(plan, termination_grace_period_seconds=5)
-    view = LiveView(sys.stderr) if sys.stderr.isatty() else EventRenderer(sys.stderr)
+    view = for_stream(sys.stderr)  # live view on a terminal of 80+ columns, else plain lines
     async with open_deployer(args.driver) as deployer:
         print(f"engine: {deployer.driver_name}", file=sys.stderr)
         report = await run_verify(

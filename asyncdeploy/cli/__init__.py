@@ -6,11 +6,14 @@ Exit codes: 0 success, 1 the operation failed, 2 usage (bad arguments or an inva
 
 from __future__ import annotations
 
+from typing import cast
+
 import click
 
-from asyncdeploy.cli import proof, workloads
+from asyncdeploy.cli import containers, proof, replace, views, workloads
 from asyncdeploy.cli._common import Settings
-from asyncdeploy.deployer import DRIVER_NAMES
+from asyncdeploy.cli._kube_options import cluster_options, with_cluster_options
+from asyncdeploy.deployer import DRIVER_NAMES, DriverName
 
 __all__ = ["main"]
 
@@ -26,22 +29,41 @@ __all__ = ["main"]
 )
 @click.version_option(package_name="asyncdeploy")
 @click.pass_context
-def main(ctx: click.Context, driver: str | None) -> None:
-    """Deploy inference workloads and take them down without losing a request."""
-    ctx.obj = Settings(driver=driver)
+def main(
+    ctx: click.Context,
+    driver: str | None,
+    namespace: str | None,
+    context: str | None,
+    kubeconfig: str | None,
+) -> None:
+    """Deploy inference workloads and take them down without losing a request.
+
+    Shell completion: eval "$(_ASYNCDEPLOY_COMPLETE=bash_source asyncdeploy)" (zsh_source,
+    fish_source for the other shells).
+    """
+    ctx.obj = Settings(
+        driver=cast(DriverName | None, driver),
+        namespace=namespace,
+        context=context,
+        kubeconfig=kubeconfig,
+    )
 
 
+main.params.extend(cluster_options(expose_value=True))
+
+# Commands that open a deployer take the cluster options after their name too (kubectl habit).
 for name, command in {
     "create": workloads.create,
     "delete": workloads.delete,
     "delete-all": workloads.delete_all,
-    "list": workloads.list_,
-    "get": workloads.get,
-    "logs": workloads.logs,
+    "list": views.list_,
+    "get": views.get,
+    "logs": containers.logs,
+    "exec": containers.exec_,
+    "replace": replace.replace,
     "inspect": workloads.inspect,
-    "lint": proof.lint,
     "verify": proof.verify,
-    "drain": proof.drain,
-    "schema": proof.schema,
 }.items():
+    main.add_command(with_cluster_options(command), name)
+for name, command in {"lint": proof.lint, "drain": proof.drain, "schema": proof.schema}.items():
     main.add_command(command, name)

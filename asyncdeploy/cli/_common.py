@@ -6,12 +6,14 @@ import functools
 import json
 import math
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any, ParamSpec, TypeVar
 
 import anyio
 import attrs
 import click
 
+from asyncdeploy.deployer import Deployer, DriverName, open_deployer
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import (
     AsyncDeployError,
@@ -28,6 +30,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 1, 2, 3
+EXIT_INTERRUPTED = 130  # Ctrl-C ended a watch or a follow, as a shell reports it
 
 
 class CommandFailed(click.ClickException):
@@ -40,7 +43,23 @@ class CommandFailed(click.ClickException):
 
 @attrs.frozen
 class Settings:
-    driver: str | None
+    driver: DriverName | None
+    namespace: str | None = None  # Kubernetes only, like kubectl's -n/--context/--kubeconfig
+    context: str | None = None
+    kubeconfig: str | None = None
+
+    def open_deployer(self) -> AbstractAsyncContextManager[Deployer]:
+        """The deployer these settings name; Kubernetes options choose Kubernetes."""
+        kube = {"namespace": self.namespace, "context": self.context, "kubeconfig": self.kubeconfig}
+        given = {k: v for k, v in kube.items() if v is not None}
+        if not given:
+            return open_deployer(self.driver)
+        if self.driver not in (None, "kubernetes"):
+            flags = ", ".join(f"--{k}" for k in given)
+            raise click.UsageError(f"{flags}: Kubernetes options, but the driver is {self.driver}")
+        return open_deployer(
+            "kubernetes", namespace=self.namespace, context=self.context, kubeconfig=self.kubeconfig
+        )
 
 
 pass_settings = click.make_pass_decorator(Settings)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 
 import anyio
@@ -22,7 +23,6 @@ from asyncdeploy.cli._common import (
     pass_settings,
     run,
 )
-from asyncdeploy.deployer import open_deployer
 from asyncdeploy.errors import PlanError
 from asyncdeploy.lint import lint_plan
 from asyncdeploy.plan import WorkloadPlan
@@ -111,7 +111,12 @@ def drain(socket_path: str, propagation_wait: float, timeout: float | None) -> N
 
 @click.command("verify")
 @click.option(
-    "-f", "--file", "plan_file", default=None, help="A plan to verify (default: the demo)."
+    "-f",
+    "--file",
+    "plan_file",
+    default=None,
+    help="A plan to verify [default: the demo server, named asyncdeploy-verify-<random>]; "
+    "verify refuses a name that is already taken.",
 )
 @click.option(
     "--port",
@@ -213,12 +218,16 @@ def verify(
             plan = WorkloadPlan.from_file(plan_file)
         else:
             plan = demo_plan(
-                image=image or DEMO_IMAGE, pause_image=pause_image, ignore_sigterm=ignore_sigterm
+                # a name of its own: a workload someone else named "demo" is never touched
+                f"asyncdeploy-verify-{secrets.token_hex(3)}",
+                image=image or DEMO_IMAGE,
+                pause_image=pause_image,
+                ignore_sigterm=ignore_sigterm,
             )
             if ignore_sigterm:
                 plan = attrs.evolve(plan, termination_grace_period_seconds=5)
         renderer = EventRenderer(sys.stderr)
-        async with open_deployer(settings.driver) as deployer:
+        async with settings.open_deployer() as deployer:
             report = await run_verify(
                 deployer,
                 plan,

@@ -1,4 +1,4 @@
-"""Commands on workloads: create, delete, delete-all, list, get, logs, inspect."""
+"""Commands on workloads: create, delete, delete-all, inspect (list, get: views.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import sys
 from typing import Any
 
 import anyio
+import attrs
 import click
 
 from asyncdeploy.cli._common import (
+    DURATION,
     WORKLOAD_NAME,
     Settings,
     emit_json,
@@ -21,26 +23,36 @@ from asyncdeploy.cli._common import (
     status_dict,
 )
 from asyncdeploy.cli._signals import Interrupts
-from asyncdeploy.deployer import open_deployer
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.render import EventRenderer, LiveView
+from asyncdeploy.render import EventRenderer, LiveView, for_stream
 from asyncdeploy.selectors import Selector
 
 
 @click.command()
 @click.option("-f", "--file", "plan_file", required=True, type=click.Path(dir_okay=False))
+@click.option("--wait", is_flag=True, help="Return once every run container is ready.")
+@click.option(
+    "--timeout",
+    type=DURATION,
+    default="60s",
+    show_default=True,
+    help="With --wait: how long it may take.",
+)
 @output_option
 @pass_settings
-def create(settings: Settings, plan_file: str, output: str) -> None:
+def create(settings: Settings, plan_file: str, wait: bool, timeout: float, output: str) -> None:
     """Create a workload from a YAML or JSON plan (a no-op when it is unchanged)."""
-
     interrupts = Interrupts("cancel", f"create from {plan_file}")
 
     async def impl() -> None:
         plan = WorkloadPlan.from_file(plan_file)
-        async with open_deployer(settings.driver) as deployer:
+        async with settings.open_deployer() as deployer:
             result = await deployer.create(plan)
+            if wait:
+                result = attrs.evolve(
+                    result, status=await deployer.wait_ready(plan.name, timeout=timeout)
+                )
             interrupts.settled = True  # created: a signal from now on must not claim otherwise
         if output == "json":
             emit_json({"action": result.action, "workload": status_dict(result.status)})
@@ -61,7 +73,7 @@ def delete(settings: Settings, name: str, grace_period_seconds: int | None, outp
     interrupts = Interrupts("drain", f"delete of {name!r}")
 
     async def impl() -> None:
-        async with open_deployer(settings.driver) as deployer:
+        async with settings.open_deployer() as deployer:
             drain = deployer.terminate(
                 name, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
             )
@@ -93,7 +105,10 @@ def delete_all(
     interrupts = Interrupts("drain", "delete-all")
 
     async def impl() -> None:
-        async with open_deployer(settings.driver) as deployer:
+        async with settings.open_deployer() as deployer:
+            if not await deployer.list(selector):
+                click.echo("No resources found", err=True)  # as kubectl: exit 0
+                return
             drain = deployer.terminate_all(
                 selector, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
             )
@@ -106,13 +121,14 @@ def delete_all(
 async def stream_drain(drain: Any, output: str) -> None:
     """Print a drain's events as they come, then the result.
 
-    JSON: one object per event on stdout. Text: on a terminal, a live per-container view on
-    stderr (state, seconds left); otherwise one line per event on stderr. Then a table on stdout.
+    JSON: one object per event on stdout. Text: on a terminal of 80 columns or more, a live
+    per-container view on stderr (state, seconds left); otherwise (no terminal, narrower,
+    TERM=dumb) one line per event on stderr. Then a table on stdout.
     """
     summaries: list[DrainSummary] = []
     renderer: EventRenderer | LiveView | None = None
     if output == "text":
-        renderer = LiveView(sys.stderr) if sys.stderr.isatty() else EventRenderer(sys.stderr)
+        renderer = for_stream(sys.stderr)
 
     async def tick(view: LiveView) -> None:
         while True:
@@ -139,74 +155,6 @@ async def stream_drain(drain: Any, output: str) -> None:
         click.echo(EventRenderer.summary_table(summary))
 
 
-@click.command("list")
-@selector_option
-@output_option
-@pass_settings
-def list_(settings: Settings, selector: Selector | None, output: str) -> None:
-    """List workloads."""
-
-    async def impl() -> None:
-        async with open_deployer(settings.driver) as deployer:
-            found = await deployer.list(selector)
-        if output == "json":
-            emit_json([status_dict(s) for s in found])
-            return
-        click.echo(f"{'NAME':<24} {'STATE':<10} {'GRACE':>5} CONTAINERS")
-        for status in found:
-            names = ", ".join(f"{c.name}:{c.state}" for c in status.containers)
-            click.echo(
-                f"{status.name:<24} {status.state:<10} {status.grace_period_seconds:>5} {names}"
-            )
-
-    run(impl)
-
-
-@click.command()
-@click.argument("name", type=WORKLOAD_NAME)
-@output_option
-@pass_settings
-def get(settings: Settings, name: str, output: str) -> None:
-    """Show one workload and its containers."""
-
-    async def impl() -> None:
-        async with open_deployer(settings.driver) as deployer:
-            status = await deployer.get(name)
-        if output == "json":
-            emit_json(status_dict(status))
-            return
-        click.echo(
-            f"{status.name} ({status.driver}): {status.state}, "
-            f"grace {status.grace_period_seconds} s"
-        )
-        for c in status.containers:
-            extra = f" exit={c.exit_code}" if c.exit_code is not None else ""
-            health = f" health={c.health}" if c.health else ""
-            click.echo(f"  {c.role:<8} {c.name:<20} {c.state:<10} {c.image}{extra}{health}")
-
-    run(impl)
-
-
-@click.command()
-@click.argument("name", type=WORKLOAD_NAME)
-@click.option("-f", "--follow", is_flag=True, help="Keep streaming new output.")
-@click.option("--container", "-c", default=None, help="Container name (default: the first run).")
-@output_option
-@pass_settings
-def logs(settings: Settings, name: str, follow: bool, container: str | None, output: str) -> None:
-    """Print a container's logs."""
-
-    async def impl() -> None:
-        async with open_deployer(settings.driver) as deployer:
-            async for chunk in deployer.logs(name, container=container, follow=follow):
-                if output == "json":
-                    emit_json({"workload": name, "container": container, "text": chunk})
-                else:
-                    click.echo(chunk, nl=False)
-
-    run(impl)
-
-
 @click.command()
 @click.argument("name", type=WORKLOAD_NAME)
 @output_option
@@ -215,7 +163,7 @@ def inspect(settings: Settings, name: str, output: str) -> None:
     """Engine detail of a workload (secret-looking env values masked)."""
 
     async def impl() -> None:
-        async with open_deployer(settings.driver) as deployer:
+        async with settings.open_deployer() as deployer:
             details = await deployer.inspect(name)
         click.echo(json.dumps(details, indent=None if output == "json" else 2, default=str))
 

@@ -6,7 +6,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from asyncdeploy.drivers.base import Driver
-from asyncdeploy.errors import DriverNotFound
+from asyncdeploy.errors import DriverNotFound, DriverNotInstalled
 
 __all__ = ["DRIVERS", "connect_driver"]
 
@@ -21,6 +21,8 @@ DRIVERS: dict[str, str] = {
     "podman": "asyncdeploy.drivers.engine:PodmanDriver",
     "kubernetes": "asyncdeploy.drivers.kubernetes:KubernetesDriver",
 }
+EXTRAS: dict[str, str] = {"docker": "docker", "podman": "docker", "kubernetes": "kubernetes"}
+"""The pip extra (``asyncdeploy[...]``) that brings each driver's client library."""
 
 
 def driver_class(name: str) -> Any:
@@ -31,7 +33,13 @@ def driver_class(name: str) -> Any:
             f"unknown driver {name!r}; choose one of {', '.join(sorted(DRIVERS))}"
         ) from None
     module_name, _, class_name = target.partition(":")
-    return getattr(importlib.import_module(module_name), class_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] == "asyncdeploy":
+            raise
+        raise DriverNotInstalled(name, EXTRAS[name], exc.name.split(".")[0]) from exc
+    return getattr(module, class_name)
 
 
 async def connect_driver(name: str, **options: Any) -> Driver:

@@ -61,8 +61,18 @@ class Driver(Protocol):
         ...
 
     def logs(
-        self, name: str, *, container: str | None = None, follow: bool = False
-    ) -> AsyncIterator[str]: ...
+        self,
+        name: str,
+        *,
+        container: str | None = None,
+        follow: bool = False,
+        tail: int | None = None,
+        since: float | None = None,
+        timestamps: bool = False,
+    ) -> AsyncIterator[str]:
+        """Output of ``container`` (None: the plan's first run container); ``tail`` last lines,
+        ``since`` a Unix time, ``timestamps`` RFC 3339 prefixes."""
+        ...
 
     async def exec(
         self, name: str, command: Sequence[str], *, container: str | None = None

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import secrets
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Literal
 
 import aiohttp
 import anyio
 import attrs
+from anyio.abc import ObjectReceiveStream
 
-from asyncdeploy.deployer import Deployer
-from asyncdeploy.errors import DrainError
+from asyncdeploy.deployer import Deployer, Replacement
+from asyncdeploy.errors import DrainError, WorkloadConflict
 from asyncdeploy.events import DrainEvent, DrainStarted
 from asyncdeploy.plan import Checks, Container, HTTPGet, Port, Probe, WorkloadPlan
+from asyncdeploy.results import WorkloadStatus
 from asyncdeploy.verify.report import VerifyReport
 from asyncdeploy.verify.traffic import RequestRecord, Router, TrafficMix, send_traffic
 
@@ -133,6 +136,16 @@ async def run_verify(
     run = secrets.token_hex(3)
     names = [plan.name] if options.mode != "delete-all" else [f"{plan.name}-a", f"{plan.name}-b"]
     instances = [_instance(plan, n, options.port, run) for n in names]
+    replacement = _instance(plan, f"{plan.name[:58]}-next", options.port, run)
+    taken = {w.name for w in await deployer.list()}
+    for name in [*names, *([replacement[0].name] if options.mode == "replace" else [])]:
+        if name in taken:
+            raise WorkloadConflict(
+                f"a workload named {name!r} already exists; verify creates and removes its own "
+                "workloads and will not touch it: choose another plan name",
+                engine=deployer.driver_name,
+                status=409,
+            )
     router = Router()
     records: list[RequestRecord] = []
     events: list[DrainEvent] = []
@@ -155,15 +168,34 @@ async def run_verify(
                 tg.start_soon(traffic)
                 say(f"sending traffic; disruption ({options.mode}) in {options.warmup_seconds:g} s")
                 await anyio.sleep(options.warmup_seconds)
+                grace = options.grace_period_seconds
+                drain: AbstractAsyncContextManager[ObjectReceiveStream[DrainEvent]]
                 if options.mode == "replace":
-                    new, host_port = _instance(plan, f"{plan.name}-next", options.port, run)
-                    say(f"starting the replacement {new.name}")
-                    await deployer.create(new)
-                    await deployer.wait_ready(new.name, timeout=options.ready_timeout)
-                    router.add(new.name, f"http://127.0.0.1:{host_port}")
-                    await anyio.sleep(1)  # let the router see it ready
-                say(f"draining {', '.join(names)} with requests in flight")
-                await _disrupt(deployer, options, names, run, events, on_event)
+                    new, new_port = replacement
+
+                    async def route_to_new(status: WorkloadStatus) -> None:
+                        router.add(new.name, f"http://127.0.0.1:{new_port}")
+                        await anyio.sleep(1)  # the router follows readiness: let it see it
+                        say(f"{new.name} ready; draining {names[0]} with requests in flight")
+
+                    say(f"replacing {names[0]} by {new.name} (Deployer.replacing)")
+                    drain = _drain_of(
+                        deployer.replacing(
+                            new,
+                            old=[names[0]],
+                            new_name=new.name,
+                            ready_timeout=options.ready_timeout,
+                            grace_period_seconds=grace,
+                            on_ready=route_to_new,
+                        )
+                    )
+                elif options.mode == "delete-all":
+                    say(f"draining {', '.join(names)} with requests in flight")
+                    drain = deployer.terminate_all({VERIFY_LABEL: run}, grace_period_seconds=grace)
+                else:
+                    say(f"draining {names[0]} with requests in flight")
+                    drain = deployer.terminate(names[0], grace_period_seconds=grace)
+                await _disrupt(drain, events, on_event)
                 if options.mode == "replace":
                     await anyio.sleep(options.after_seconds)
                 stop.set()
@@ -182,19 +214,19 @@ async def run_verify(
     )
 
 
+@asynccontextmanager
+async def _drain_of(
+    replacing: AbstractAsyncContextManager[Replacement],
+) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
+    async with replacing as replacement:
+        yield replacement.events
+
+
 async def _disrupt(
-    deployer: Deployer,
-    options: VerifyOptions,
-    names: Sequence[str],
-    run: str,
+    drain: AbstractAsyncContextManager[ObjectReceiveStream[DrainEvent]],
     events: list[DrainEvent],
     on_event: Callable[[DrainEvent], None] | None,
 ) -> None:
-    grace = options.grace_period_seconds
-    if options.mode == "delete-all":
-        drain = deployer.terminate_all({VERIFY_LABEL: run}, grace_period_seconds=grace)
-    else:
-        drain = deployer.terminate(names[0], grace_period_seconds=grace)
     try:
         async with drain as stream:
             async for event in stream:

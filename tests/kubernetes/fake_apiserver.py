@@ -656,6 +656,8 @@ async def _logs(
     response = web.StreamResponse(headers={"Content-Type": "text/plain"})
     await response.prepare(request)
     sent = 0
+    if "tailLines" in request.query and node is not None:  # start N lines before the end
+        sent = max(0, len(node.logs.get(container, [])) - int(request.query["tailLines"]))
     while True:
         changed = node.log_changed if node is not None else None
         lines = node.logs.get(container, []) if node is not None else []

@@ -45,11 +45,8 @@ class Engines:
 @contextlib.contextmanager
 def no_engine() -> Iterator[Engines]:
     engines = Engines()
-    with (
-        mock.patch("asyncdeploy.cli.workloads.open_deployer", engines.open),
-        mock.patch("asyncdeploy.cli.proof.open_deployer", engines.open),
-    ):
-        yield engines
+    with mock.patch("asyncdeploy.cli._common.open_deployer", engines.open):
+        yield engines  # every command opens its deployer through Settings.open_deployer
 
 
 def invoke(*args: str) -> Result:

@@ -20,7 +20,7 @@ from asyncdeploy.drivers.base import LABEL_CONTAINER, LABEL_PLAN_DIGEST, LABEL_R
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import ContainerRef, drain_workloads
-from asyncdeploy.drivers.engine._state import snapshot, workload_labels, workload_status
+from asyncdeploy.drivers.engine._state import plan_order, snapshot, workload_labels, workload_status
 from asyncdeploy.errors import (
     CreateError,
     EngineAPIError,
@@ -168,7 +168,7 @@ class EngineAPIDriver:
         items = await self._containers({LABEL_WORKLOAD: name})
         if not items:
             raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
-        for item in items:
+        for item in sorted(items, key=plan_order):  # None: the plan's first run container
             labels = item["Labels"]
             if (container is None and labels.get(LABEL_ROLE) == "run") or labels.get(
                 LABEL_CONTAINER
@@ -179,19 +179,33 @@ class EngineAPIDriver:
         )
 
     def logs(
-        self, name: str, *, container: str | None = None, follow: bool = False
+        self,
+        name: str,
+        *,
+        container: str | None = None,
+        follow: bool = False,
+        tail: int | None = None,
+        since: float | None = None,
+        timestamps: bool = False,
     ) -> AsyncIterator[str]:
-        return self._logs(name, container, follow)
+        params: dict[str, Any] = {"stdout": True, "stderr": True, "timestamps": timestamps}
+        if tail is not None:
+            params["tail"] = str(tail)
+        if since is not None:
+            params["since"] = int(since)
+        return self._logs(name, container, follow, params)
 
-    async def _logs(self, name: str, container: str | None, follow: bool) -> AsyncIterator[str]:
+    async def _logs(
+        self, name: str, container: str | None, follow: bool, params: dict[str, Any]
+    ) -> AsyncIterator[str]:
         ident = await self._container_id(name, container)
         handle = self._client.containers.container(ident)
         with self._errors(f"logs of {name}"):
             if not follow:
-                for chunk in await handle.log(stdout=True, stderr=True):
+                for chunk in await handle.log(**params):
                     yield chunk
                 return
-            async for chunk in handle.log(stdout=True, stderr=True, follow=True):
+            async for chunk in handle.log(follow=True, **params):
                 yield chunk
 
     async def exec(

@@ -23,6 +23,7 @@ from asyncdeploy.plan import Container, Mount, Probe, WorkloadPlan, plan_digest
 from asyncdeploy.quantity import parse_quantity
 
 __all__ = [
+    "LABEL_INDEX",
     "LABEL_PRE_STOP",
     "LABEL_READINESS",
     "LABEL_RESTART_POLICY",
@@ -42,6 +43,7 @@ LABEL_PRE_STOP = "asyncdeploy.io/pre-stop"  # JSON list: the hook a later delete
 LABEL_STOP_SIGNAL = "asyncdeploy.io/stop-signal"
 LABEL_RESTART_POLICY = "asyncdeploy.io/restart-policy"
 LABEL_READINESS = "asyncdeploy.io/readiness"  # JSON list: the readiness probe as a command
+LABEL_INDEX = "asyncdeploy.io/index"  # the container's position in the plan (list order)
 SOCKET_IN_SIDECAR = "/var/run/docker.sock"
 _SECOND_NS = 1_000_000_000
 
@@ -213,6 +215,7 @@ def container_config(
         device_host_config(container, engine=engine, api_version=api_version, where=where)
     )
     labels = _labels(plan, container.role, container.name)
+    labels[LABEL_INDEX] = str(plan.containers.index(container))
     if container.pre_stop:
         labels[LABEL_PRE_STOP] = json.dumps(list(container.pre_stop))
     stop_signal = container.stop_signal or "SIGTERM"

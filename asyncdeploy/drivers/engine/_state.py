@@ -19,16 +19,29 @@ from asyncdeploy.drivers.engine._drain import ContainerRef, WorkloadSnapshot
 from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
 from asyncdeploy.results import ContainerStatus, WorkloadStatus
 
-__all__ = ["snapshot", "workload_labels", "workload_status"]
+__all__ = ["plan_order", "snapshot", "workload_labels", "workload_status"]
 
 _EXITED = re.compile(r"Exited \((-?\d+)\)")
 _HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)")
 _ROLE_ORDER = {"pause": 0, "init": 1, "run": 2, "autoheal": 3}
 
 
+def plan_order(item: Mapping[str, Any]) -> tuple[int, int, int]:
+    """Sort key of a list entry: by role (pause, init, run, autoheal), then as in the plan."""
+    labels = item["Labels"]
+    index = labels.get(spec.LABEL_INDEX, "")
+    # containers made before the index label: creation order (the engine lists newest first)
+    fallback = int(item.get("Created") or 0)
+    return (
+        _ROLE_ORDER.get(labels.get(LABEL_ROLE), 9),
+        int(index) if index.isdigit() else 0,
+        fallback,
+    )
+
+
 def workload_status(driver: str, name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadStatus:
-    """A workload's status from the engine's container list entries."""
-    items = sorted(items, key=lambda c: _ROLE_ORDER.get(c["Labels"].get(LABEL_ROLE), 9))
+    """A workload's status from the engine's container list entries, in plan order."""
+    items = sorted(items, key=plan_order)
     first = items[0]["Labels"]
     user_labels = {k: v for k, v in first.items() if not k.startswith("asyncdeploy.io/")}
     containers = []

@@ -226,9 +226,12 @@ class PodAPI:
 
     @asynccontextmanager
     async def log_lines(
-        self, namespace: str, name: str, *, container: str, follow: bool
+        self, namespace: str, name: str, *, container: str, follow: bool, **options: Any
     ) -> AsyncIterator[TextLines]:
-        """``GET /api/v1/namespaces/{namespace}/pods/{name}/log?container=...&follow=...``."""
+        """``GET /api/v1/namespaces/{namespace}/pods/{name}/log?container=...&follow=...``.
+
+        ``options``: ``tail_lines``, ``since_seconds``, ``timestamps``, as the API names them.
+        """
         timeout = aiohttp.ClientTimeout(sock_connect=self.request_timeout)
         if not follow:
             timeout = self._timeout()
@@ -239,6 +242,7 @@ class PodAPI:
             follow=follow,
             _preload_content=False,
             _request_timeout=timeout,
+            **options,
         )
         what = f"logs of {namespace}/{name}/{container}"
         response = await self._open(call, what)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import builtins
 import collections
+import math
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -219,15 +221,29 @@ class KubernetesDriver:
         )
 
     def logs(
-        self, name: str, *, container: str | None = None, follow: bool = False
+        self,
+        name: str,
+        *,
+        container: str | None = None,
+        follow: bool = False,
+        tail: int | None = None,
+        since: float | None = None,
+        timestamps: bool = False,
     ) -> AsyncIterator[str]:
         """The container's log lines (newline kept); ``follow`` streams until it ends."""
-        return self._logs(name, container, follow)
+        options: dict[str, Any] = {"timestamps": timestamps}
+        if tail is not None:
+            options["tail_lines"] = tail
+        if since is not None:
+            options["since_seconds"] = max(1, math.ceil(time.time() - since))
+        return self._logs(name, container, follow, options)
 
-    async def _logs(self, name: str, container: str | None, follow: bool) -> AsyncIterator[str]:
+    async def _logs(
+        self, name: str, container: str | None, follow: bool, options: dict[str, Any]
+    ) -> AsyncIterator[str]:
         chosen = self._container(await self._pod(name), container)
         async with self.api.log_lines(
-            self.namespace, name, container=chosen, follow=follow
+            self.namespace, name, container=chosen, follow=follow, **options
         ) as lines:
             async for line in lines:
                 yield line

@@ -1,0 +1,63 @@
+"""kubectl's cluster options (``-n/--namespace``, ``--context``, ``--kubeconfig``), anywhere.
+
+kubectl takes them before or after the command (``kubectl get pods -n ml``). Here they are real
+options of the group *and* of every command that opens a deployer, so click parses them in their
+place: ``-n`` stays the value of an option that takes one (``verify --warmup -n``), and nothing
+after ``--`` is touched. A command's option updates the group's :class:`Settings`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import click
+
+from asyncdeploy.cli._common import Settings
+
+__all__ = ["KUBE_OPTION_NAMES", "cluster_options", "with_cluster_options"]
+
+KUBE_OPTION_NAMES = ("-n", "--namespace", "--context", "--kubeconfig")
+
+
+def cluster_options(*, expose_value: bool) -> list[click.Option]:
+    """The three options; a command's copy stores its value into the settings itself."""
+    store = None if expose_value else _store
+    return [
+        click.Option(
+            ["-n", "--namespace"],
+            default=None,
+            expose_value=expose_value,
+            callback=store,
+            help="Kubernetes namespace [default: the kubeconfig context's].",
+        ),
+        click.Option(
+            ["--context"],
+            default=None,
+            expose_value=expose_value,
+            callback=store,
+            help="Kubernetes kubeconfig context.",
+        ),
+        click.Option(
+            ["--kubeconfig"],
+            default=None,
+            type=click.Path(dir_okay=False),
+            expose_value=expose_value,
+            callback=store,
+            help="Kubernetes kubeconfig file [default: $KUBECONFIG or ~/.kube/config].",
+        ),
+    ]
+
+
+def _store(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    if value is not None and param.name is not None:
+        settings = ctx.find_object(Settings)
+        if settings is not None:
+            ctx.obj = attrs.evolve(settings, **{param.name: value})
+    return value
+
+
+def with_cluster_options(command: click.Command) -> click.Command:
+    """``command`` also taking the cluster options after its name, as kubectl does."""
+    command.params.extend(cluster_options(expose_value=False))
+    return command

@@ -1,0 +1,153 @@
+"""Commands on one workload's containers, docker/kubectl-style: ``logs`` and ``exec``."""
+
+from __future__ import annotations
+
+import datetime
+import sys
+import time
+
+import anyio
+import click
+
+from asyncdeploy.cli._common import (
+    EXIT_INTERRUPTED,
+    WORKLOAD_NAME,
+    Settings,
+    emit_json,
+    output_option,
+    pass_settings,
+    run,
+)
+from asyncdeploy.deployer import Deployer
+from asyncdeploy.durations import parse_duration
+
+__all__ = ["exec_", "logs", "since_to_unix_time"]
+
+
+def since_to_unix_time(value: str, *, now: float | None = None) -> float:
+    """``--since``: a duration back from now (``10s``, ``5m``) or an RFC 3339 time."""
+    try:
+        return (time.time() if now is None else now) - parse_duration(value)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.datetime.fromisoformat(value)  # 3.11 reads a trailing Z
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is neither a duration (10s, 5m, 1h) nor an RFC 3339 time",
+            param_hint="--since",
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
+
+
+class _Prefixer:
+    """Prefixes each whole line with ``[container] `` (chunks need not end at a newline)."""
+
+    def __init__(self, container: str) -> None:
+        self.prefix = f"[{container}] "
+        self.at_line_start = True
+
+    def __call__(self, chunk: str) -> str:
+        out = []
+        for piece in chunk.splitlines(keepends=True):
+            out.append(self.prefix + piece if self.at_line_start else piece)
+            self.at_line_start = piece.endswith("\n")
+        return "".join(out)
+
+
+@click.command()
+@click.argument("name", type=WORKLOAD_NAME)
+@click.option("-f", "--follow", is_flag=True, help="Keep streaming new output.")
+@click.option(
+    "--container", "-c", default=None, help="Container name [default: the plan's first run]."
+)
+@click.option(
+    "--all-containers",
+    is_flag=True,
+    help="Every container in plan order (init, run, autoheal), each line prefixed [name].",
+)
+@click.option(
+    "--tail", type=int, default=-1, show_default=True, help="Last lines to show; -1 shows all."
+)
+@click.option("--since", default=None, help="Newer than a duration (10s, 5m) or an RFC 3339 time.")
+@click.option("--timestamps", "-t", is_flag=True, help="Prefix each line with its time.")
+@output_option
+@pass_settings
+def logs(
+    settings: Settings,
+    name: str,
+    follow: bool,
+    container: str | None,
+    all_containers: bool,
+    tail: int,
+    since: str | None,
+    timestamps: bool,
+    output: str,
+) -> None:
+    """Print a container's logs (stdout and stderr as the engine interleaves them)."""
+    if all_containers and container is not None:
+        raise click.UsageError("--container and --all-containers exclude each other")
+    since_time = None if since is None else since_to_unix_time(since)
+
+    async def one(deployer: Deployer, chosen: str | None, prefixed: bool) -> None:
+        prefix = _Prefixer(chosen or "") if prefixed else None
+        async for chunk in deployer.logs(
+            name,
+            container=chosen,
+            follow=follow,
+            tail=None if tail < 0 else tail,
+            since=since_time,
+            timestamps=timestamps,
+        ):
+            if output == "json":
+                emit_json({"workload": name, "container": chosen, "text": chunk})
+            else:
+                click.echo(prefix(chunk) if prefix else chunk, nl=False)
+
+    async def impl() -> None:
+        async with settings.open_deployer() as deployer:
+            if not all_containers:
+                await one(deployer, container, False)
+                return
+            status = await deployer.get(name)
+            names = [c.name for c in status.containers if c.role != "pause"]
+            if not follow:
+                for each in names:
+                    await one(deployer, each, True)
+                return
+            async with anyio.create_task_group() as tg:
+                for each in names:
+                    tg.start_soon(one, deployer, each, True)
+
+    try:
+        run(impl)
+    except KeyboardInterrupt:
+        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
+
+@click.command("exec", context_settings={"ignore_unknown_options": True})
+@click.argument("name", type=WORKLOAD_NAME)
+@click.option(
+    "--container", "-c", default=None, help="Container name [default: the plan's first run]."
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@pass_settings
+def exec_(settings: Settings, name: str, container: str | None, command: tuple[str, ...]) -> None:
+    """Run COMMAND in a container and exit with its exit code: exec NAME [-c C] -- CMD [ARG...]
+
+    Non-interactive (no stdin, no TTY); stdout and stderr come back interleaved on stdout.
+    """
+
+    async def impl() -> int:
+        async with settings.open_deployer() as deployer:
+            result = await deployer.exec(name, list(command), container=container)
+        sys.stdout.write(result.output)
+        sys.stdout.flush()
+        return result.exit_code
+
+    code = run(impl)
+    if code != 0:
+        # -1: the engine reported no exit code; a shell could not tell it from 255 anyway
+        raise click.exceptions.Exit(code if 0 < code < 256 else 1)

@@ -1,0 +1,200 @@
+"""Read-only views of workloads, kubectl-style: ``list`` and ``get``, ``-o`` formats, ``-w``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import anyio
+import click
+import yaml
+
+from asyncdeploy.cli._common import (
+    EXIT_INTERRUPTED,
+    WORKLOAD_NAME,
+    Settings,
+    emit_json,
+    pass_settings,
+    run,
+    selector_option,
+    status_dict,
+)
+from asyncdeploy.errors import WorkloadNotFound
+from asyncdeploy.results import WorkloadStatus
+from asyncdeploy.selectors import Selector
+
+__all__ = ["get", "list_", "render_table", "show_statuses", "watch_workloads"]
+
+FORMATS = ("text", "json", "yaml", "wide", "name")
+WATCH_PERIOD = 1.0  # seconds between two polls of a watch
+
+
+def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Left-aligned columns as wide as their longest cell (the last one unpadded), like kubectl."""
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header) - 1)]
+    lines = []
+    for row in [header, *rows]:
+        cells = [f"{cell:<{width}}" for cell, width in zip(row, widths, strict=False)]
+        lines.append("   ".join([*cells, row[-1]]).rstrip())
+    return lines
+
+
+def _row(status: WorkloadStatus, wide: bool) -> list[str]:
+    runs = [c for c in status.containers if c.role == "run"]
+    ready = sum(c.state == "running" and c.health in (None, "healthy") for c in runs)
+    row = [status.name, status.state, f"{ready}/{len(runs)}", str(status.grace_period_seconds)]
+    if wide:
+        containers = " ".join(f"{c.name}({c.role}):{c.state}" for c in status.containers)
+        images = " ".join(dict.fromkeys(c.image for c in status.containers if c.role != "pause"))
+        return [*row, status.driver, containers, images]
+    return [*row, ", ".join(f"{c.name}:{c.state}" for c in status.containers)]
+
+
+def _header(wide: bool) -> list[str]:
+    base = ["NAME", "STATE", "READY", "GRACE"]
+    return [*base, "DRIVER", "CONTAINERS", "IMAGES"] if wide else [*base, "CONTAINERS"]
+
+
+def show_statuses(found: Sequence[WorkloadStatus], output: str, *, header: bool = True) -> None:
+    """Print workloads in one of :data:`FORMATS`."""
+    if output == "json":
+        emit_json([status_dict(s) for s in found])
+    elif output == "yaml":
+        click.echo(yaml.safe_dump([status_dict(s) for s in found], sort_keys=False), nl=False)
+    elif output == "name":
+        for status in found:
+            click.echo(status.name)
+    else:
+        wide = output == "wide"
+        lines = render_table(_header(wide), [_row(s, wide) for s in found])
+        for line in lines if header else lines[1:]:
+            click.echo(line)
+
+
+def output_formats(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--output",
+        "-o",
+        type=click.Choice(FORMATS),
+        default="text",
+        show_default=True,
+        help="A table (text, or wide with drivers and images), json, yaml, or names only.",
+    )(function)
+
+
+def watch_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--watch",
+        "-w",
+        is_flag=True,
+        help="After the listing, print each workload again whenever it changes (Ctrl-C ends).",
+    )(function)
+
+
+async def watch_workloads(
+    fetch: Callable[[], Awaitable[list[WorkloadStatus]]],
+    output: str,
+    *,
+    period: float = WATCH_PERIOD,
+) -> None:
+    """Poll ``fetch`` and print every workload that appeared, changed or went away.
+
+    Polling, not engine events: one loop for Docker, Podman and Kubernetes, and a missed event
+    cannot leave the view stale. Returns only when cancelled (Ctrl-C).
+    """
+    seen: dict[str, WorkloadStatus] = {}
+    first = True
+    while True:
+        found = await fetch()
+        current = {s.name: s for s in found}
+        changed = [s for s in found if seen.get(s.name) != s]
+        gone = sorted(set(seen) - set(current))
+        if changed:
+            show_statuses(changed, output, header=first and output in ("text", "wide"))
+        for name in gone:
+            if output == "json":
+                emit_json({"name": name, "state": "deleted"})
+            elif output in ("text", "wide"):
+                click.echo(render_table(_header(False), [[name, "deleted", "-", "-", ""]])[1])
+            else:
+                click.echo(name)
+        if first and not found and output in ("text", "wide"):
+            click.echo("No resources found", err=True)
+        first = first and not changed
+        seen = current
+        await anyio.sleep(period)
+
+
+def _watching(impl: Callable[[], Any]) -> None:
+    """Run a watch until Ctrl-C; the interrupt ends it quietly (exit 130, like a shell)."""
+    try:
+        run(impl)
+    except KeyboardInterrupt:
+        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
+
+@click.command("list")
+@selector_option
+@output_formats
+@watch_option
+@pass_settings
+def list_(settings: Settings, selector: Selector | None, output: str, watch: bool) -> None:
+    """List workloads (containers in plan order)."""
+    labels = selector
+
+    async def impl() -> None:
+        async with settings.open_deployer() as deployer:
+            if watch:
+                await watch_workloads(lambda: deployer.list(labels), output)
+            found = await deployer.list(labels)
+        if not found and output in ("text", "wide"):
+            click.echo("No resources found", err=True)
+            return
+        show_statuses(found, output)
+
+    if watch:
+        _watching(impl)
+    else:
+        run(impl)
+
+
+@click.command()
+@click.argument("name", type=WORKLOAD_NAME)
+@output_formats
+@watch_option
+@pass_settings
+def get(settings: Settings, name: str, output: str, watch: bool) -> None:
+    """Show one workload and its containers (in plan order)."""
+
+    async def impl() -> None:
+        async with settings.open_deployer() as deployer:
+            if watch:
+                await deployer.get(name)  # a clear "not found" before watching
+
+                async def one() -> list[WorkloadStatus]:
+                    try:
+                        return [await deployer.get(name)]
+                    except WorkloadNotFound:
+                        return []
+
+                await watch_workloads(one, output)
+            status = await deployer.get(name)
+        if output != "text":
+            show_statuses([status], output)
+            return
+        click.echo(
+            f"{status.name} ({status.driver}): {status.state}, "
+            f"grace {status.grace_period_seconds} s"
+        )
+        rows = []
+        for c in status.containers:
+            extra = [f"exit={c.exit_code}"] if c.exit_code is not None else []
+            extra += [f"health={c.health}"] if c.health else []
+            rows.append([c.role, c.name, c.state, c.image, " ".join(extra)])
+        for line in render_table(["ROLE", "CONTAINER", "STATE", "IMAGE", ""], rows):
+            click.echo(f"  {line}")
+
+    if watch:
+        _watching(impl)
+    else:
+        run(impl)

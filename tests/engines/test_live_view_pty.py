@@ -1,0 +1,98 @@
+"""The live drain view in a real terminal (a pty read back through pyte): 80 columns hold it.
+
+Each line is cut to the width (never wrapped), the table is drawn once and kept in place, and
+where the terminal cannot hold it (narrower than 80, TERM=dumb) the output is one line per event.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import anyio
+import pytest
+
+from asyncdeploy import Container, Deployer
+from tests.engines.conftest import BUSYBOX, RUN_ID
+from tests.engines.helpers import plan
+from tests.engines.pty_screen import run_in_pty, screen_of
+
+pytestmark = pytest.mark.anyio
+
+EVENT_LINE = re.compile(r"^\[\s*\d+\.\d{3}s\] ")
+
+
+async def _workload(deployer: Deployer, suffix: str) -> str:
+    """A workload whose rows would not fit in 80 columns unclipped: long names, three containers."""
+    name = f"t{RUN_ID}-a-rather-long-workload-name-{suffix}"
+    await deployer.create(
+        plan(
+            name,
+            [
+                Container(name="setup", role="init", image=BUSYBOX, command=["true"]),
+                Container(name="app", image=BUSYBOX, command=["graceful", "app", "1"]),
+                Container(
+                    name="sidecar-with-a-long-name",
+                    image=BUSYBOX,
+                    command=["graceful", "sidecar", "1"],
+                ),
+            ],
+            termination_grace_period_seconds=6,
+        )
+    )
+    return name
+
+
+def _env(term: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    return {**env, "TERM": term}
+
+
+async def _delete_in_pty(
+    deployer: Deployer, name: str, *, columns: int, lines: int, term: str = "xterm"
+) -> tuple[int, bytes]:
+    args = ["--driver", deployer.driver_name, "delete", name]
+    return await anyio.to_thread.run_sync(
+        lambda: run_in_pty(args, columns=columns, lines=lines, env=_env(term))
+    )
+
+
+async def test_the_live_view_stays_in_place_at_80_columns(deployer: Deployer) -> None:
+    """At 80 columns: no line reaches the last column (none wrapped), one table, states shown."""
+    name = await _workload(deployer, "live")
+    code, output = await _delete_in_pty(deployer, name, columns=80, lines=40)
+    screen = screen_of(output, columns=80, lines=40)
+    shown = "\n".join(screen)
+    assert code == 0, shown
+    assert b"\x1b[" in output, "a terminal of 80 columns gets the live view"
+    assert max(len(line) for line in screen) < 80, f"a line reached the edge (wrapped):\n{shown}"
+    headers = [line for line in screen if line.lstrip().startswith("WORKLOAD")]
+    assert len(headers) == 1, f"the table is drawn once, in place:\n{shown}"
+    table = screen[screen.index(headers[0]) + 1 :]
+    rows = [line for line in table if line.startswith("  ") and "removed" in line]
+    assert len(rows) == 4, f"pause, setup, app and the sidecar end as removed:\n{shown}"
+    assert all(line.rstrip().endswith("done") for line in rows), shown
+    events = [line for line in screen if EVENT_LINE.match(line)]
+    assert any("drain finished" in line for line in events), shown
+    for line in screen:  # every line is an event, a table row, or the summary on stdout
+        assert (
+            not line
+            or EVENT_LINE.match(line)
+            or line.startswith(
+                ("  ", f"{name}: drained", "CONTAINER", "pause", "setup", "app", "side")
+            )
+        ), f"a stray (wrapped) line {line!r}:\n{shown}"
+
+
+@pytest.mark.parametrize(("columns", "term"), [(79, "xterm"), (120, "dumb")])
+async def test_one_line_per_event_where_the_terminal_cannot_hold_the_view(
+    deployer: Deployer, columns: int, term: str
+) -> None:
+    """Narrower than 80 columns or TERM=dumb: plain lines, no cursor movement at all."""
+    name = await _workload(deployer, f"plain{columns}")
+    code, output = await _delete_in_pty(deployer, name, columns=columns, lines=40, term=term)
+    text = output.decode()
+    assert code == 0, text
+    assert "\x1b[" not in text, "no escape sequence: the one-line-per-event fallback"
+    events = [line for line in text.splitlines() if EVENT_LINE.match(line)]
+    assert events[0].endswith("4 containers") and "drain finished" in events[-1], text

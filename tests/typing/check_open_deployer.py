@@ -1,0 +1,30 @@
+"""Type-checked, never run: what editors and mypy see of open_deployer (tests/unit/test_typing.py)."""
+
+from __future__ import annotations
+
+from typing import assert_type
+
+from asyncdeploy import (
+    ApplyResult,
+    Deployer,
+    ReplaceResult,
+    WorkloadPlan,
+    WorkloadStatus,
+    open_deployer,
+)
+
+
+async def uses(plan: WorkloadPlan) -> None:
+    async with open_deployer("docker", url="unix:///var/run/docker.sock") as deployer:
+        assert_type(deployer, Deployer)
+        assert_type(await deployer.create(plan), ApplyResult)
+        assert_type(await deployer.get(plan.name), WorkloadStatus)
+        assert_type(await deployer.replace(plan), ReplaceResult)
+    async with open_deployer("podman") as deployer:
+        assert_type(deployer, Deployer)
+    async with open_deployer(
+        "kubernetes", kubeconfig="~/.kube/config", context="prod", namespace="ml"
+    ) as deployer:
+        assert_type(deployer, Deployer)
+    async with open_deployer() as deployer:  # the first engine that answers
+        assert_type(deployer, Deployer)
