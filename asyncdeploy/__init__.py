@@ -3,7 +3,7 @@ without losing a request."""
 
 from __future__ import annotations
 
-from asyncdeploy.deployer import DRIVER_NAMES, Deployer, open_deployer
+from asyncdeploy.deployer import DRIVER_NAMES, CreateEvents, Deployer, open_deployer
 from asyncdeploy.errors import (
     AsyncDeployError,
     CreateError,
@@ -26,6 +26,7 @@ from asyncdeploy.events import (
     DrainFinished,
     DrainStarted,
     DrainSummary,
+    Event,
     PauseRemoved,
     PreStopFinished,
     PreStopStarted,
@@ -40,9 +41,12 @@ from asyncdeploy.plan import (
     Mount,
     Port,
     Probe,
+    PullPolicy,
+    RegistryAuth,
     Resources,
     WorkloadPlan,
 )
+from asyncdeploy.pull_events import PullEvent, PullFailed, PullFinished, PullProgress, PullStarted
 from asyncdeploy.results import (
     ApplyResult,
     ContainerStatus,
@@ -65,6 +69,7 @@ __all__ = [
     "ContainerRemoved",
     "ContainerStatus",
     "CreateError",
+    "CreateEvents",
     "DRIVER_NAMES",
     "Deployer",
     "DrainError",
@@ -78,6 +83,7 @@ __all__ = [
     "EngineInfo",
     "EngineTimeout",
     "EngineUnavailable",
+    "Event",
     "ExecResult",
     "HTTPGet",
     "Mount",
@@ -87,6 +93,13 @@ __all__ = [
     "PreStopFinished",
     "PreStopStarted",
     "Probe",
+    "PullEvent",
+    "PullFailed",
+    "PullFinished",
+    "PullPolicy",
+    "PullProgress",
+    "PullStarted",
+    "RegistryAuth",
     "Resources",
     "SidecarRemoved",
     "SignalSent",

@@ -4,6 +4,11 @@
 
     async with open_deployer("docker") as deployer:
         await deployer.create(plan)
+        # or, with the image pulls (and a replacement's drain) as they happen:
+        async with deployer.creating(plan) as events:
+            async for event in events:
+                print(event)
+        result = events.result
         async with deployer.terminate("demo", grace_period_seconds=10) as events:
             async for event in events:
                 print(event)
@@ -16,9 +21,9 @@ from __future__ import annotations
 import builtins
 import inspect
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import anyio
 import attrs
@@ -27,30 +32,32 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from asyncdeploy.drivers import DRIVERS, connect_driver, driver_class
 from asyncdeploy.drivers.base import Driver
 from asyncdeploy.errors import DrainError, EngineUnavailable
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import ApplyResult, ExecResult, WorkloadStatus
 
-__all__ = ["AUTO_DETECT_ORDER", "DRIVER_NAMES", "Deployer", "open_deployer"]
+__all__ = ["AUTO_DETECT_ORDER", "DRIVER_NAMES", "CreateEvents", "Deployer", "open_deployer"]
 
 AUTO_DETECT_ORDER = ("docker", "podman", "kubernetes")
 DRIVER_NAMES: tuple[str, ...] = tuple(sorted(DRIVERS))
 """The names ``open_deployer`` and ``--driver`` accept."""
 EVENT_BUFFER = 64
+E = TypeVar("E", bound=Event)
 
 
-class _EventRelay:
-    """Takes events without ever blocking the drain, and hands them on at the consumer's pace.
+class _EventRelay(Generic[E]):
+    """Takes events without ever blocking the work, and hands them on at the consumer's pace.
 
-    The backlog is bounded by the drain itself: a handful of events per container.
+    The backlog is bounded by the work itself: a handful of events per container, and at most
+    five progress events a second per image pulled.
     """
 
     def __init__(self) -> None:
-        self._pending: deque[DrainEvent] = deque()
+        self._pending: deque[E] = deque()
         self._wakeup = anyio.Event()
         self._closed = False
 
-    def emit(self, event: DrainEvent) -> None:
+    def emit(self, event: E) -> None:
         self._pending.append(event)
         self._wakeup.set()
 
@@ -58,7 +65,7 @@ class _EventRelay:
         self._closed = True
         self._wakeup.set()
 
-    async def relay(self, send: ObjectSendStream[DrainEvent]) -> None:
+    async def relay(self, send: ObjectSendStream[E]) -> None:
         async with send:
             while True:
                 while self._pending:
@@ -73,6 +80,27 @@ class _EventRelay:
                 self._wakeup = anyio.Event()
 
 
+class CreateEvents:
+    """The events of one create, iterated as they come; ``result`` once they have all come."""
+
+    def __init__(self, events: ObjectReceiveStream[Event]) -> None:
+        self._events = events
+        self._result: ApplyResult | None = None
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._events.__aiter__()
+
+    async def receive(self) -> Event:
+        return await self._events.receive()
+
+    @property
+    def result(self) -> ApplyResult:
+        """What the create did; set when the event stream has ended."""
+        if self._result is None:
+            raise RuntimeError("the create has not finished: read the events to their end first")
+        return self._result
+
+
 @attrs.define
 class Deployer:
     """One open driver and the operations on it. Get one from :func:`open_deployer`."""
@@ -83,9 +111,31 @@ class Deployer:
     def driver_name(self) -> str:
         return self.driver.name
 
-    async def create(self, plan: WorkloadPlan) -> ApplyResult:
-        """Create the workload; unchanged plans are a no-op, changed ones replace it gracefully."""
-        return await self.driver.apply(plan)
+    async def create(self, plan: WorkloadPlan, *, on_event: Emit | None = None) -> ApplyResult:
+        """Create the workload; unchanged plans are a no-op, changed ones replace it gracefully.
+
+        Images are pulled first, as the plan's pull policies say; ``on_event`` sees the pull
+        events (and a replacement's drain events) as they happen, and must not block.
+        """
+        return await self.driver.apply(plan, emit=on_event)
+
+    @asynccontextmanager
+    async def creating(self, plan: WorkloadPlan) -> AsyncIterator[CreateEvents]:
+        """Create the workload, yielding its pull events (and a replacement's drain events).
+
+        After the stream ends, ``events.result`` is the :class:`ApplyResult`. An exception or a
+        cancellation in the block cancels the create; what it had created is removed.
+        """
+        events: CreateEvents | None = None
+
+        async def work(emit: Emit) -> None:
+            result = await self.driver.apply(plan, emit=emit)
+            assert events is not None
+            events._result = result
+
+        async with self._streaming(work) as stream:
+            events = CreateEvents(stream)
+            yield events
 
     async def get(self, name: str) -> WorkloadStatus:
         return await self.driver.get(name)
@@ -159,21 +209,36 @@ class Deployer:
     async def _drain(
         self, names: Sequence[str], grace_period_seconds: int | None
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
-        relay = _EventRelay()
         summaries: builtins.list[DrainSummary] = []
+
+        async def work(emit: Callable[[DrainEvent], None]) -> None:
+            if names:
+                summaries.extend(
+                    await self.driver.drain(  # a drain emits drain events only
+                        names, grace_period_seconds=grace_period_seconds, emit=cast(Emit, emit)
+                    )
+                )
+
+        async with self._streaming(work) as receive:
+            yield receive
+        failed = [s for s in summaries if s.errors]
+        if failed:
+            raise DrainError(failed)
+
+    @asynccontextmanager
+    async def _streaming(
+        self, work: Callable[[Callable[[E], None]], Awaitable[None]]
+    ) -> AsyncIterator[ObjectReceiveStream[E]]:
+        """Run ``work`` in a task group of its own, relaying what it emits to the consumer."""
+        relay = _EventRelay[E]()
 
         async def run() -> None:
             try:
-                if names:
-                    summaries.extend(
-                        await self.driver.drain(
-                            names, grace_period_seconds=grace_period_seconds, emit=relay.emit
-                        )
-                    )
+                await work(relay.emit)
             finally:
                 relay.close()
 
-        send, receive = anyio.create_memory_object_stream[DrainEvent](EVENT_BUFFER)
+        send, receive = anyio.create_memory_object_stream[E](EVENT_BUFFER)
         try:
             with receive:
                 async with anyio.create_task_group() as tg:
@@ -182,9 +247,6 @@ class Deployer:
                     yield receive
         except BaseExceptionGroup as group:
             raise _lone_error(group) from None
-        failed = [s for s in summaries if s.errors]
-        if failed:
-            raise DrainError(failed)
 
     async def aclose(self) -> None:
         await self.driver.aclose()

@@ -19,6 +19,7 @@ import anyio
 from asyncdeploy.drivers.base import LABEL_CONTAINER, LABEL_PLAN_DIGEST, LABEL_ROLE, LABEL_WORKLOAD
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._drain import ContainerRef, drain_workloads
+from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._state import mask_secret, snapshot, workload_status
 from asyncdeploy.errors import (
     CreateError,
@@ -332,6 +333,11 @@ class EngineAPIDriver:
                 return ApplyResult(
                     action="unchanged", status=workload_status(self.name, plan.name, existing)
                 )
+        # Pull what is needed, then create: a failed pull leaves the old workload serving.
+        await ImagePuller(self._client, self.name, self._errors).pull_for(
+            plan, emit or ignore_events
+        )
+        if existing:
             [replaced] = await self.drain(
                 [plan.name], grace_period_seconds=None, emit=emit or ignore_events
             )
@@ -391,10 +397,10 @@ class EngineAPIDriver:
         try:
             with self._errors(f"create {name}"):
                 handle = await self._client.containers.create(config, name=name)
-        except WorkloadNotFound as exc:
+        except WorkloadNotFound as exc:  # the image was removed since it was pulled
             raise CreateError(
-                f"image {config['Image']!r} for {name} is not on the {self.name} engine "
-                f"(asyncdeploy does not pull): {exc.message}"
+                f"image {config['Image']!r} for {name} is not on the {self.name} engine: "
+                f"{exc.message}"
             ) from exc
         ref = ContainerRef(id=handle.id, name=container, role=role, running=True)
         created.append(ref)
