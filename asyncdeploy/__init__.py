@@ -58,6 +58,7 @@ from asyncdeploy.results import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "DRIVER_NAMES",
     "ApplyResult",
     "AsyncDeployError",
     "Autoheal",
@@ -70,7 +71,6 @@ __all__ = [
     "ContainerStatus",
     "CreateError",
     "CreateEvents",
-    "DRIVER_NAMES",
     "Deployer",
     "DrainError",
     "DrainEvent",

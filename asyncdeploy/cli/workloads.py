@@ -20,9 +20,12 @@ from asyncdeploy.cli._common import (
     status_dict,
 )
 from asyncdeploy.deployer import open_deployer
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, event_to_dict
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Event, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.render import EventRenderer, LiveView
+from asyncdeploy.pull_events import PullFailed, PullFinished, PullProgress, PullStarted
+from asyncdeploy.render import EventRenderer, LiveView, PullView
+
+_PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
 
 
 @click.command()
@@ -30,12 +33,27 @@ from asyncdeploy.render import EventRenderer, LiveView
 @output_option
 @pass_settings
 def create(settings: Settings, plan_file: str, output: str) -> None:
-    """Create a workload from a YAML or JSON plan (a no-op when it is unchanged)."""
+    """Create a workload from a YAML or JSON plan (a no-op when it is unchanged).
+
+    Images are pulled first, as the plan's pull policies say: progress bars on a terminal,
+    a line per pull otherwise, one JSON object per event with --output json.
+    """
 
     async def impl() -> None:
         plan = WorkloadPlan.from_file(plan_file)
+        bars = PullView(sys.stderr) if output == "text" and sys.stderr.isatty() else None
+        lines = EventRenderer(sys.stderr)
         async with open_deployer(settings.driver) as deployer:
-            result = await deployer.create(plan)
+            async with deployer.creating(plan) as events:
+                event: Event
+                async for event in events:
+                    if output == "json":
+                        emit_json(event_to_dict(event))
+                    elif bars is not None and isinstance(event, _PULL_EVENTS):
+                        bars.show(event)
+                    else:
+                        lines.show(event)
+            result = events.result
         if output == "json":
             emit_json({"action": result.action, "workload": status_dict(result.status)})
         else:
