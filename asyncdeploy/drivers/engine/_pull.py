@@ -183,7 +183,11 @@ class ImagePuller:
                 who = "without credentials" if credentials is None else f"with {credentials.source}"
                 reason = f"unauthorized at {registry} ({who}): {reason}"
             emit(PullFailed(workload=plan.name, elapsed=elapsed(), image=image, reason=reason))
-            raise CreateError(f"pulling image {image!r} from {registry} failed: {reason}") from None
+            raise CreateError(
+                f"pulling image {image!r} from {registry} failed: {reason} (to provide it: "
+                f"push it to a registry the {self._engine} engine reaches and name that "
+                f"registry in the image, or build or load it on the engine)"
+            ) from None
         emit(
             PullFinished(
                 workload=plan.name,
