@@ -35,6 +35,7 @@ DEFAULT_POLICY: PullPolicy = "IfNotPresent"  # as `docker run` and compose's `mi
 _RANK = {"Never": 0, "IfNotPresent": 1, "Always": 2}
 PROGRESS_INTERVAL = 0.2  # at most five progress events a second per image
 _DONE = {"Download complete", "Verifying Checksum", "Extracting", "Pull complete", "Already exists"}
+_UNAUTHORIZED = ("unauthorized", "authentication required", "no basic auth credentials")
 _LAYER = {"Pulling fs layer", "Waiting", "Downloading", "Retrying", *_DONE}
 
 
@@ -179,14 +180,17 @@ class ImagePuller:
             reason = (
                 exc.reason if isinstance(exc, _PullError) else "the image is not there after it"
             )
-            if "unauthorized" in reason.lower() or "authentication required" in reason.lower():
+            remedy = (
+                f"push it to a registry the {self._engine} engine reaches and name that registry "
+                "in the image, or build or load it on the engine"
+            )
+            if any(marker in reason.lower() for marker in _UNAUTHORIZED):
                 who = "without credentials" if credentials is None else f"with {credentials.source}"
                 reason = f"unauthorized at {registry} ({who}): {reason}"
+                remedy = f"give credentials for {registry} (registry_auth or an auth file)"
             emit(PullFailed(workload=plan.name, elapsed=elapsed(), image=image, reason=reason))
             raise CreateError(
-                f"pulling image {image!r} from {registry} failed: {reason} (to provide it: "
-                f"push it to a registry the {self._engine} engine reaches and name that "
-                f"registry in the image, or build or load it on the engine)"
+                f"pulling image {image!r} from {registry} failed: {reason} (to provide it: {remedy})"
             ) from None
         emit(
             PullFinished(
