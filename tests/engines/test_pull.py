@@ -88,6 +88,20 @@ def pushed_image(tmp_path_factory: pytest.TempPathFactory) -> object:
     _delete_from_registry(REPOSITORY, "v1")
 
 
+@pytest.fixture
+async def second_image(deployer: Deployer, pushed_image: str) -> AsyncIterator[str]:
+    """Another tag in the registry (the busybox test image), absent from the engine."""
+    reference = f"{OPEN}/{REPOSITORY}-second:v1"
+    for command in (("tag", BUSYBOX, reference), ("push", "-q", reference), ("rmi", reference)):
+        await _run("docker", *command)
+    await _remove_image(deployer.driver_name, reference)
+    yield reference
+    with anyio.CancelScope(shield=True):
+        await deployer.delete_all({RUN_LABEL: RUN_ID}, grace_period_seconds=0)
+        await _remove_image(deployer.driver_name, reference)
+        _delete_from_registry(f"{REPOSITORY}-second", "v1")
+
+
 def _delete_from_registry(repository: str, tag: str) -> None:
     accept = "application/vnd.docker.distribution.manifest.v2+json"
     url = f"http://{OPEN}/v2/{repository}/manifests"
@@ -185,6 +199,36 @@ async def test_never_with_an_absent_image_is_a_clear_error(
     assert image in message and "Never" in message
     assert "build or load it" in message and "push it to a registry" in message
     await _nothing_created(deployer, workload)
+
+
+async def test_a_failed_pull_leaves_the_workload_it_would_replace_serving(
+    deployer: Deployer, image: str, name: Callable[[str], str]
+) -> None:
+    """A replacement pulls before it drains the old workload: a failed pull changes nothing."""
+    workload = name("keep")
+    await deployer.create(plan(workload, [_sleeper(BUSYBOX)]))
+    before = await deployer.get(workload)
+    changed = plan(workload, [_sleeper(image, image_pull_policy="Never")])
+    with pytest.raises(CreateError, match="Never"):
+        await deployer.create(changed)
+    after = await deployer.get(workload)
+    assert after.state == "running"
+    assert [c.name for c in after.containers] == [c.name for c in before.containers]
+
+
+async def test_different_images_are_pulled_concurrently(
+    deployer: Deployer, image: str, second_image: str, name: Callable[[str], str]
+) -> None:
+    """Each image's pull starts before any other pull finishes."""
+    containers = [
+        _sleeper(image),
+        Container(name="other", image=second_image, command=["sleep", "600"]),
+    ]
+    events = await _create(deployer, plan(name("both"), containers))
+    started = {e.image: e.elapsed for e in events if isinstance(e, PullStarted)}
+    finished = {e.image: e.elapsed for e in events if isinstance(e, PullFinished)}
+    assert set(started) == set(finished) == {image, second_image}
+    assert max(started.values()) < min(finished.values())
 
 
 def _credentials() -> tuple[str, str]:
