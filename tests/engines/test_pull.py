@@ -99,7 +99,7 @@ async def second_image(deployer: Deployer, pushed_image: str) -> AsyncIterator[s
     with anyio.CancelScope(shield=True):
         await deployer.delete_all({RUN_LABEL: RUN_ID}, grace_period_seconds=0)
         await _remove_image(deployer.driver_name, reference)
-        _delete_from_registry(f"{REPOSITORY}-second", "v1")
+        await anyio.to_thread.run_sync(_delete_from_registry, f"{REPOSITORY}-second", "v1")
 
 
 def _delete_from_registry(repository: str, tag: str) -> None:
@@ -373,10 +373,8 @@ async def test_a_registry_that_drops_the_pull_is_a_clear_error(
     proxy = CuttingProxy(limit=100_000)  # past the manifest and config, inside the 3 MB layer
     workload = name("cut")
     try:
-        async with anyio.create_task_group() as tg:
-            listener = await anyio.create_tcp_listener(
-                local_host="127.0.0.1", local_port=PROXY_PORT
-            )
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=PROXY_PORT)
+        async with listener, anyio.create_task_group() as tg:
             tg.start_soon(listener.serve, proxy.handle)
             # Docker retries a cut layer five times, waiting up to 20 s in between
             with pytest.raises(CreateError) as caught, anyio.fail_after(180):
@@ -434,7 +432,7 @@ async def test_verify_pulls_what_it_needs_from_the_registry_named(
         with anyio.CancelScope(shield=True):
             for target in pushed:
                 await _remove_image(deployer.driver_name, f"{OPEN}/{target}")
-                _delete_from_registry(*target.split(":"))
+                await anyio.to_thread.run_sync(_delete_from_registry, *target.split(":"))
 
 
 async def test_verify_without_the_default_pause_image_says_how_to_provide_it(
