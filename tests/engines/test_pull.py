@@ -318,10 +318,13 @@ async def test_credentials_from_the_plan_and_the_engines_files(
 
 class CuttingProxy:
     """A registry front that cuts every connection once ``limit`` bytes have come back, and
-    every connection after that at once: a registry that drops the pull mid-way."""
+    every connection after that at once: a registry that drops the pull mid-way. With
+    ``stall``, it holds the connections open instead, sending nothing more: a registry that hangs.
+    """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, stall: bool = False) -> None:
         self.limit = limit
+        self.stall = stall
         self.forwarded = 0
         self.cut = False
 
@@ -358,6 +361,8 @@ class CuttingProxy:
                 self.forwarded += len(chunk)
                 if self.forwarded > self.limit:
                     self.cut = True
+                    if self.stall:
+                        await anyio.sleep_forever()
                     break
                 await client.send(chunk)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
@@ -451,3 +456,33 @@ async def test_verify_without_the_default_pause_image_says_how_to_provide_it(
     assert result.exit_code == 1, result.output
     assert "registry.k8s.io/pause:3.10" in result.output
     assert "--registry HOST:PORT" in result.output
+
+
+async def test_one_failed_pull_stops_the_others(
+    deployer: Deployer, pushed_image: str, name: Callable[[str], str]
+) -> None:
+    """When one image cannot be pulled the create fails at once: a pull still running (from a
+    registry that hangs) is cancelled, and every pull that started is reported as ended."""
+    stalled = f"127.0.0.1:{PROXY_PORT}/{pushed_image}"
+    missing = f"{OPEN}/{REPOSITORY}:no-such-tag"
+    proxy = CuttingProxy(limit=0, stall=True)
+    containers = [
+        _sleeper(stalled),
+        Container(name="missing", image=missing, command=["sleep", "600"]),
+    ]
+    seen: list[Event] = []
+    try:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=PROXY_PORT)
+        async with listener, anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, proxy.handle)
+            with pytest.raises(CreateError) as caught, anyio.fail_after(30):
+                await deployer.create(plan(name("stop"), containers), on_event=seen.append)
+            tg.cancel_scope.cancel()
+        assert missing in str(caught.value) and stalled not in str(caught.value)
+        started = {e.image for e in seen if isinstance(e, PullStarted)}
+        ended = {e.image: e for e in seen if isinstance(e, PullFinished | PullFailed)}
+        assert stalled in started and set(ended) == started
+        assert isinstance(ended[stalled], PullFailed) and ended[stalled].reason == "cancelled"
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _remove_image(deployer.driver_name, stalled)

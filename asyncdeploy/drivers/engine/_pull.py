@@ -176,6 +176,10 @@ class ImagePuller:
             await self._stream(plan.name, image, headers, emit, elapsed)
             with self._errors(f"inspect image {image}"):
                 details = await self._client.images.inspect(image)
+        except anyio.get_cancelled_exc_class():
+            # another image failed, or the caller cancelled: no bar is left hanging
+            emit(PullFailed(workload=plan.name, elapsed=elapsed(), image=image, reason="cancelled"))
+            raise
         except (_PullError, WorkloadNotFound) as exc:
             reason = (
                 exc.reason if isinstance(exc, _PullError) else "the image is not there after it"
