@@ -27,6 +27,7 @@ from asyncdeploy import (
     Container,
     CreateError,
     Deployer,
+    EngineUnavailable,
     Event,
     PullFailed,
     PullFinished,
@@ -35,10 +36,12 @@ from asyncdeploy import (
     RegistryAuth,
     WorkloadNotFound,
     WorkloadPlan,
+    open_deployer,
 )
 from asyncdeploy.cli import main
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL, required_engines
 from tests.engines.helpers import plan
+from tests.engines.test_engine_drop import engine_proxy
 
 pytestmark = pytest.mark.anyio
 
@@ -327,6 +330,7 @@ class CuttingProxy:
         self.stall = stall
         self.forwarded = 0
         self.cut = False
+        self.reached = anyio.Event()  # set when the limit is reached
 
     async def handle(self, client: anyio.abc.SocketStream) -> None:
         async with client:
@@ -361,6 +365,7 @@ class CuttingProxy:
                 self.forwarded += len(chunk)
                 if self.forwarded > self.limit:
                     self.cut = True
+                    self.reached.set()
                     if self.stall:
                         await anyio.sleep_forever()
                     break
@@ -483,6 +488,38 @@ async def test_one_failed_pull_stops_the_others(
         ended = {e.image: e for e in seen if isinstance(e, PullFinished | PullFailed)}
         assert stalled in started and set(ended) == started
         assert isinstance(ended[stalled], PullFailed) and ended[stalled].reason == "cancelled"
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _remove_image(deployer.driver_name, stalled)
+
+
+async def test_the_engine_dropping_mid_pull_is_engine_unavailable(
+    deployer: Deployer, pushed_image: str, name: Callable[[str], str], tmp_path: Path
+) -> None:
+    """The engine's connection cut during a pull is EngineUnavailable (exit 3), not an
+    exception group, and nothing is created."""
+    stalled = f"127.0.0.1:{PROXY_PORT}/{pushed_image}"
+    registry = CuttingProxy(limit=0, stall=True)
+    socket = tmp_path / "engine.sock"
+    workload = name("engine")
+    try:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=PROXY_PORT)
+        async with listener, anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, registry.handle)
+            upstream = str(getattr(deployer.driver, "url", "")).removeprefix("unix://")
+            engine: anyio.CancelScope = await tg.start(engine_proxy, socket, upstream)
+
+            async def cut_when_the_pull_hangs() -> None:
+                await registry.reached.wait()
+                await anyio.sleep(0.5)  # the engine is now waiting on the registry
+                engine.cancel()
+
+            async with open_deployer(deployer.driver_name, url=f"unix://{socket}") as proxied:
+                tg.start_soon(cut_when_the_pull_hangs)
+                with pytest.raises(EngineUnavailable), anyio.fail_after(30):
+                    await proxied.create(plan(workload, [_sleeper(stalled)]))
+            tg.cancel_scope.cancel()
+        await _nothing_created(deployer, workload)
     finally:
         with anyio.CancelScope(shield=True):
             await _remove_image(deployer.driver_name, stalled)

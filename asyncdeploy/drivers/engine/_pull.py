@@ -24,7 +24,7 @@ import anyio
 import attrs
 
 from asyncdeploy.drivers.engine._auth import auth_header, find_credentials, registry_of
-from asyncdeploy.errors import CreateError, WorkloadNotFound
+from asyncdeploy.errors import AsyncDeployError, CreateError, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import Emit
 from asyncdeploy.plan import PullPolicy, WorkloadPlan
 from asyncdeploy.pull_events import PullFailed, PullFinished, PullProgress, PullStarted
@@ -115,22 +115,26 @@ class ImagePuller:
         self._errors = errors  # the driver's edge: transport errors → EngineUnavailable
 
     async def pull_for(self, plan: WorkloadPlan, emit: Emit) -> None:
-        """Pull every image the plan must have; raise ``CreateError`` naming each that failed."""
+        """Pull every image the plan must have; raise ``CreateError`` naming each that failed
+        (or the engine's own error, e.g. ``EngineUnavailable``, when the engine went away)."""
         started = anyio.current_time()
-        failures: list[str] = []
+        failures: list[AsyncDeployError] = []
         async with anyio.create_task_group() as tg:
 
             async def ensure(image: str, policy: PullPolicy) -> None:
                 try:
                     await self._ensure(plan, image, policy, emit, started)
-                except CreateError as exc:
-                    failures.append(str(exc))
+                except AsyncDeployError as exc:  # no exception group for the caller to unpack
+                    failures.append(exc)
                     tg.cancel_scope.cancel()  # the create fails: stop the other pulls
 
             for image, policy in images_to_pull(plan).items():
                 tg.start_soon(ensure, image, policy)
+        for failure in failures:
+            if not isinstance(failure, CreateError):
+                raise failure
         if failures:
-            raise CreateError(f"{plan.name!r} was not created: " + "; ".join(failures))
+            raise CreateError(f"{plan.name!r} was not created: " + "; ".join(map(str, failures)))
 
     async def _ensure(
         self, plan: WorkloadPlan, image: str, policy: PullPolicy, emit: Emit, started: float
@@ -238,9 +242,14 @@ class ImagePuller:
                             last = now
                             emit(progress.event(workload, elapsed(), image))
             except aiodocker.DockerError as exc:
+                if exc.status == 900:  # aiodocker's "cannot connect": the engine went away
+                    raise
                 raise _PullError(str(exc.message)) from None
-            except aiohttp.ClientPayloadError as exc:
-                raise _PullError(f"the engine cut the pull off: {exc}") from None
+            except aiohttp.ClientPayloadError as exc:  # the engine, not the registry, went away
+                raise EngineUnavailable(
+                    f"pull {image}: the connection to the engine dropped mid-pull ({exc})",
+                    engine=self._engine,
+                ) from exc
 
 
 class _PullError(Exception):
