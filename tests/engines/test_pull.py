@@ -523,3 +523,39 @@ async def test_the_engine_dropping_mid_pull_is_engine_unavailable(
     finally:
         with anyio.CancelScope(shield=True):
             await _remove_image(deployer.driver_name, stalled)
+
+
+async def test_cli_create_shows_pulls_as_json_lines_and_text(
+    deployer: Deployer, image: str, name: Callable[[str], str], tmp_path: Path
+) -> None:
+    """`create -o json` prints one object per pull event, then the result; text prints a line
+    per pull start and end (progress bars are for terminals)."""
+    import yaml
+
+    outputs = {}
+    for output in ("json", "text"):
+        await deployer.delete_all({RUN_LABEL: RUN_ID}, grace_period_seconds=0)
+        await _remove_image(deployer.driver_name, image)  # absent again
+        workload = name(output)
+        path = tmp_path / f"{output}.yaml"
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "name": workload,
+                    "labels": {RUN_LABEL: RUN_ID},
+                    "pause_image": "asyncdeploy-test/pause:latest",
+                    "containers": [{"name": "app", "image": image, "command": ["sleep", "600"]}],
+                }
+            )
+        )
+        args = ["--driver", deployer.driver_name, "create", "-f", str(path), "-o", output]
+        result = await anyio.to_thread.run_sync(CliRunner().invoke, main, args)
+        assert result.exit_code == 0, result.output
+        outputs[output] = result
+    lines = [json.loads(line) for line in outputs["json"].stdout.splitlines()]
+    kinds = [line.get("event") for line in lines]
+    assert kinds[0] == "PullStarted" and kinds[-2] == "PullFinished" and "PullProgress" in kinds
+    assert lines[-1]["action"] == "created"
+    text = outputs["text"].stderr
+    assert f"pulling {image} (IfNotPresent)" in text and f"pulled {image} (sha256:" in text
+    assert outputs["text"].stdout.startswith("created: ")
