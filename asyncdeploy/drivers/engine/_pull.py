@@ -50,7 +50,7 @@ def images_to_pull(plan: WorkloadPlan) -> dict[str, PullPolicy]:
     wanted: dict[str, PullPolicy] = {}
     for image, policy in uses:
         policy = policy or DEFAULT_POLICY
-        if _RANK[policy] > _RANK[wanted.get(image, "Never")] or image not in wanted:
+        if image not in wanted or _RANK[policy] > _RANK[wanted[image]]:
             wanted[image] = policy
     return wanted
 
