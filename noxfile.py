@@ -60,7 +60,8 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """Benchmark the drain on Docker and Podman: raw Engine API, the peer, asyncdeploy.
+    """Benchmark the drain on Docker and Podman: raw Engine API, the peer, asyncdeploy; then
+    image pulls from the local registry, asyncdeploy beside `docker pull` / `podman pull`.
 
     Prints a table per engine and writes bench-results/bench-<engine>.json (about 20 minutes;
     `nox -s bench -- --quick` is a smoke run, `-- --engines docker --runs 5` and `--no-peer`
@@ -94,3 +95,7 @@ def bench(session: nox.Session) -> None:
         except nox.command.CommandFailed as exc:
             args += ["--peer-unavailable", f"pip install gpustack-runtime failed ({exc.reason})"]
     session.run("python", "benchmarks/bench.py", *args, *session.posargs)
+    # the pull benchmark (local registry of ci/start-registry.sh): asyncdeploy beside docker/podman pull
+    session.run(
+        "python", "benchmarks/pull.py", *(["--smoke"] if "--quick" in session.posargs else [])
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from asyncdeploy.deployer import (
     DRIVER_NAMES,
+    CreateEvents,
     Deployer,
     DriverName,
     Replacement,
@@ -36,6 +37,7 @@ from asyncdeploy.events import (
     DrainFinished,
     DrainStarted,
     DrainSummary,
+    Event,
     PauseRemoved,
     PreStopFinished,
     PreStopStarted,
@@ -50,9 +52,12 @@ from asyncdeploy.plan import (
     Mount,
     Port,
     Probe,
+    PullPolicy,
+    RegistryAuth,
     Resources,
     WorkloadPlan,
 )
+from asyncdeploy.pull_events import PullEvent, PullFailed, PullFinished, PullProgress, PullStarted
 from asyncdeploy.results import (
     ApplyResult,
     ContainerStatus,
@@ -77,6 +82,7 @@ __all__ = [
     "ContainerRemoved",
     "ContainerStatus",
     "CreateError",
+    "CreateEvents",
     "Deployer",
     "DrainError",
     "DrainEvent",
@@ -91,6 +97,7 @@ __all__ = [
     "EngineInfo",
     "EngineTimeout",
     "EngineUnavailable",
+    "Event",
     "ExecResult",
     "HTTPGet",
     "Mount",
@@ -100,6 +107,13 @@ __all__ = [
     "PreStopFinished",
     "PreStopStarted",
     "Probe",
+    "PullEvent",
+    "PullFailed",
+    "PullFinished",
+    "PullPolicy",
+    "PullProgress",
+    "PullStarted",
+    "RegistryAuth",
     "ReplaceResult",
     "Replacement",
     "Resources",

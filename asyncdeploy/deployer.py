@@ -4,6 +4,11 @@
 
     async with open_deployer("docker") as deployer:
         await deployer.create(plan)
+        # or, with the image pulls (and a replacement's drain) as they happen:
+        async with deployer.creating(plan) as events:
+            async for event in events:
+                print(event)
+        result = events.result
         async with deployer.terminate("demo", grace_period_seconds=10) as events:
             async for event in events:
                 print(event)
@@ -27,7 +32,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeVar, cast, overload
 
 import anyio
 import attrs
@@ -44,7 +49,7 @@ from asyncdeploy.errors import (
     WorkloadConflict,
     WorkloadNotFound,
 )
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import ApplyResult, ExecResult, WorkloadStatus
 from asyncdeploy.selectors import SelectorLike, as_selector
@@ -53,6 +58,7 @@ __all__ = [
     "AUTO_DETECT_ORDER",
     "DRIVER_NAMES",
     "INSTANCE_OF_LABEL",
+    "CreateEvents",
     "Deployer",
     "DriverName",
     "ReplaceResult",
@@ -85,6 +91,30 @@ class ReplaceResult:
     drained: tuple[DrainSummary, ...]
 
 
+E = TypeVar("E", bound=Event)
+
+
+class CreateEvents:
+    """The events of one create, iterated as they come; ``result`` once they have all come."""
+
+    def __init__(self, events: ObjectReceiveStream[Event]) -> None:
+        self._events = events
+        self._result: ApplyResult | None = None
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._events.__aiter__()
+
+    async def receive(self) -> Event:
+        return await self._events.receive()
+
+    @property
+    def result(self) -> ApplyResult:
+        """What the create did; set when the event stream has ended."""
+        if self._result is None:
+            raise RuntimeError("the create has not finished: read the events to their end first")
+        return self._result
+
+
 @attrs.define
 class Deployer:
     """One open driver and the operations on it. Get one from :func:`open_deployer`."""
@@ -95,9 +125,31 @@ class Deployer:
     def driver_name(self) -> str:
         return self.driver.name
 
-    async def create(self, plan: WorkloadPlan) -> ApplyResult:
-        """Create the workload; unchanged plans are a no-op, changed ones replace it gracefully."""
-        return await self.driver.apply(plan)
+    async def create(self, plan: WorkloadPlan, *, on_event: Emit | None = None) -> ApplyResult:
+        """Create the workload; unchanged plans are a no-op, changed ones replace it gracefully.
+
+        Images are pulled first, as the plan's pull policies say; ``on_event`` sees the pull
+        events (and a replacement's drain events) as they happen, and must not block.
+        """
+        return await self.driver.apply(plan, emit=on_event)
+
+    @asynccontextmanager
+    async def creating(self, plan: WorkloadPlan) -> AsyncIterator[CreateEvents]:
+        """Create the workload, yielding its pull events (and a replacement's drain events).
+
+        After the stream ends, ``events.result`` is the :class:`ApplyResult`. An exception or a
+        cancellation in the block cancels the create; what it had created is removed.
+        """
+        events: CreateEvents | None = None
+
+        async def work(emit: Emit) -> None:
+            result = await self.driver.apply(plan, emit=emit)
+            assert events is not None
+            events._result = result
+
+        async with self._streaming(work) as stream:
+            events = CreateEvents(stream)
+            yield events
 
     async def get(self, name: str) -> WorkloadStatus:
         return await self.driver.get(name)
@@ -283,29 +335,45 @@ class Deployer:
     async def _drain(
         self, names: Sequence[str], grace_period_seconds: int | None, kill_now: anyio.Event | None
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
-        # Unbounded, fed with send_nowait: a slow consumer never delays the drain. The backlog
-        # is bounded by the drain itself (a handful of events per container).
-        send, receive = anyio.create_memory_object_stream[DrainEvent](math.inf)
         summaries: builtins.list[DrainSummary] = []
 
-        def emit(event: DrainEvent) -> None:
+        async def work(emit: Callable[[DrainEvent], None]) -> None:
+            async with anyio.create_task_group() as tg:
+                if kill_now is not None:
+                    tg.start_soon(_cancel_when_set, kill_now, tg.cancel_scope)
+                if names:
+                    summaries.extend(
+                        await self.driver.drain(  # a drain emits drain events only
+                            names, grace_period_seconds=grace_period_seconds, emit=cast(Emit, emit)
+                        )
+                    )
+                tg.cancel_scope.cancel()  # stop watching kill_now
+
+        async with self._streaming(work) as receive:
+            yield receive
+        failed = [s for s in summaries if s.errors]
+        if failed:
+            raise DrainError(failed)
+
+    @asynccontextmanager
+    async def _streaming(
+        self, work: Callable[[Callable[[E], None]], Awaitable[None]]
+    ) -> AsyncIterator[ObjectReceiveStream[E]]:
+        """Run ``work`` in a task group of its own; what it emits reaches the consumer through a
+        stream fed with ``send_nowait``, unbounded so that a slow consumer never delays the work
+        (the backlog is bounded by the work itself: a handful of events per container, at most
+        five progress events a second per image pulled)."""
+        send, receive = anyio.create_memory_object_stream[E](math.inf)
+
+        def emit(event: E) -> None:
             try:
                 send.send_nowait(event)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass  # the consumer left; the drain goes on without it
+                pass  # the consumer left; the work goes on without it
 
         async def run() -> None:
             with send:
-                async with anyio.create_task_group() as tg:
-                    if kill_now is not None:
-                        tg.start_soon(_cancel_when_set, kill_now, tg.cancel_scope)
-                    if names:
-                        summaries.extend(
-                            await self.driver.drain(
-                                names, grace_period_seconds=grace_period_seconds, emit=emit
-                            )
-                        )
-                    tg.cancel_scope.cancel()  # stop watching kill_now
+                await work(emit)
 
         try:
             with receive:
@@ -314,9 +382,6 @@ class Deployer:
                     yield receive
         except BaseExceptionGroup as group:
             raise _lone_error(group) from None
-        failed = [s for s in summaries if s.errors]
-        if failed:
-            raise DrainError(failed)
 
     async def aclose(self) -> None:
         await self.driver.aclose()

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 import attrs
 
+from asyncdeploy.pull_events import PullEvent
+
 __all__ = [
     "ContainerExited",
     "ContainerForceKilled",
@@ -22,6 +24,7 @@ __all__ = [
     "DrainStarted",
     "DrainSummary",
     "Emit",
+    "Event",
     "Outcome",
     "PauseRemoved",
     "PreStopFinished",
@@ -179,7 +182,11 @@ DrainEvent = (
 )
 
 
-def event_to_dict(event: DrainEvent) -> dict[str, Any]:
+Event = DrainEvent | PullEvent
+"""Everything a deployer reports as it happens: drains, and the image pulls of a create."""
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
     """Plain JSON-ready data: ``event`` (the type's name) first, then the event's fields.
 
     ``DrainFinished`` is flattened: its summary's containers and totals sit at the top level.
@@ -216,9 +223,9 @@ def event_to_dict(event: DrainEvent) -> dict[str, Any]:
     return out
 
 
-Emit = Callable[["DrainEvent"], None]
+Emit = Callable[[Event], None]
 """Hands an event to the consumer without ever waiting for it (a slow consumer never delays a kill)."""
 
 
-def ignore_events(_: DrainEvent) -> None:
+def ignore_events(_: Event) -> None:
     """An :data:`Emit` for drains nobody listens to (a replacement inside ``apply``)."""

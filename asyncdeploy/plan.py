@@ -47,6 +47,7 @@ from asyncdeploy._plan_fields import (
     _shm_size,
     _signal,
     _string,
+    _strings,
     _tuple_of,
     cdi_kind,
     check_volume_name,
@@ -67,6 +68,8 @@ __all__ = [
     "Mount",
     "Port",
     "Probe",
+    "PullPolicy",
+    "RegistryAuth",
     "Resources",
     "WorkloadPlan",
     "plan_digest",
@@ -79,6 +82,8 @@ DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 T = TypeVar("T")
 Role = Literal["init", "run"]
 RestartPolicy = Literal["no", "always", "on-failure", "unless-stopped"]
+PullPolicy = Literal["IfNotPresent", "Always", "Never"]
+_pull_policy = attrs.validators.optional(_one_of("IfNotPresent", "Always", "Never"))
 
 
 def _nested(kind: type[Any], *, many: bool = False) -> dict[str, Any]:
@@ -257,6 +262,8 @@ class Container:
     restart_policy: RestartPolicy = attrs.field(
         default="no", validator=_one_of("no", "always", "on-failure", "unless-stopped")
     )
+    # None: IfNotPresent on Docker and Podman, the cluster's own default on Kubernetes.
+    image_pull_policy: PullPolicy | None = attrs.field(default=None, validator=_pull_policy)
 
     def __attrs_post_init__(self) -> None:
         if self.role == "init" and self.restart_policy != "no":
@@ -274,6 +281,31 @@ class Autoheal:
         default=None, converter=_command, validator=_check_str_tuple
     )
     interval_seconds: int = attrs.field(default=5, validator=_positive_int)
+
+
+@attrs.frozen(kw_only=True)
+class RegistryAuth:
+    """Where the credentials for one registry are: a reference, never the secret itself.
+
+    ``auth_file`` is a Docker ``config.json`` or a Podman ``auth.json``; its ``auths`` entry for
+    ``registry`` is read when an image is pulled (Docker and Podman; on Kubernetes the kubelet
+    pulls, with the plan's ``image_pull_secrets``).
+    """
+
+    registry: str = attrs.field(validator=_non_empty_str)  # host[:port], as in image names
+    auth_file: str = attrs.field(validator=_non_empty_str)
+
+    def __attrs_post_init__(self) -> None:
+        if "/" in self.registry:
+            raise PlanError("registry", f"must be a host[:port], got {self.registry!r}")
+
+
+def _secret_names(value: Iterable[str] | str | None) -> tuple[str, ...]:
+    return _strings("image_pull_secrets", value) or ()  # type: ignore[arg-type]
+
+
+def _registry_auths(value: Iterable[RegistryAuth]) -> tuple[RegistryAuth, ...]:
+    return tuple(value)
 
 
 def _containers(_: Any, attribute: attrs.Attribute[Any], value: tuple[Container, ...]) -> None:
@@ -307,6 +339,18 @@ class WorkloadPlan:
     pause_image: str = attrs.field(default=DEFAULT_PAUSE_IMAGE, validator=_non_empty_str)
     autoheal: Autoheal | None = attrs.field(default=None, metadata=_nested(Autoheal))
     namespace: str | None = attrs.field(default=None, validator=_optional_str)
+    pause_image_pull_policy: PullPolicy | None = attrs.field(default=None, validator=_pull_policy)
+    registry_auth: tuple[RegistryAuth, ...] = attrs.field(
+        default=(),
+        converter=_registry_auths,
+        validator=_tuple_of(RegistryAuth),
+        metadata=_nested(RegistryAuth, many=True),
+    )
+    image_pull_secrets: tuple[str, ...] = attrs.field(
+        default=(),
+        converter=_secret_names,
+        validator=attrs.validators.deep_iterable(_dns_label),
+    )
 
     @property
     def init_containers(self) -> tuple[Container, ...]:

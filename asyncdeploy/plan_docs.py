@@ -31,6 +31,7 @@ TYPE_DOCS: dict[str, str] = {
     "Probe": "A health check: exactly one of `exec`, `http` or `tcp`.",
     "HTTPGet": "An HTTP GET health check; any status from 200 to 399 passes.",
     "Autoheal": "A sidecar that restarts unhealthy containers through the engine socket.",
+    "RegistryAuth": "Where the credentials for one registry are: a file, never the secret itself.",
 }
 
 _K8S_IGNORES = "Docker, Podman (Kubernetes: ignored, the Pod sandbox is the pause)"
@@ -69,6 +70,17 @@ FIELD_DOCS: dict[str, FieldDoc] = {
         "An optional sidecar restarting unhealthy containers; removed first on delete.",
         _K8S_IGNORES.replace("the Pod sandbox is the pause", "liveness probes restart"),
     ),
+    "WorkloadPlan.pause_image_pull_policy": FieldDoc(
+        "When to pull the pause image: `IfNotPresent` (unset), `Always`, `Never`.", _K8S_IGNORES
+    ),
+    "WorkloadPlan.registry_auth": FieldDoc(
+        "Credentials files per registry, read when an image is pulled (before the engines' own "
+        "`~/.docker/config.json`, `$REGISTRY_AUTH_FILE`); never printed.",
+        "Docker, Podman (Kubernetes: `image_pull_secrets`)",
+    ),
+    "WorkloadPlan.image_pull_secrets": FieldDoc(
+        "Names of Secrets the kubelet pulls with (the Pod's `imagePullSecrets`).", "Kubernetes"
+    ),
     "WorkloadPlan.namespace": FieldDoc(
         "The Kubernetes namespace (else the context's, else `default`).", "Kubernetes"
     ),
@@ -76,6 +88,11 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     "Container.name": FieldDoc("The container's name within the workload: a DNS label."),
     "Container.image": FieldDoc("The image reference."),
     "Container.role": FieldDoc("`init` runs to completion before the `run` containers start."),
+    "Container.image_pull_policy": FieldDoc(
+        "When to pull the image: `IfNotPresent`, `Always`, `Never`. Unset: `IfNotPresent` on "
+        "Docker and Podman (local `:latest` images keep working offline), the cluster's default "
+        "on Kubernetes. Every image is pulled once, concurrently, before anything is created."
+    ),
     "Container.command": FieldDoc("Replaces the image's entrypoint (a list, or one string)."),
     "Container.args": FieldDoc("Replaces the image's command arguments (a list, or one string)."),
     "Container.env": FieldDoc(
@@ -148,6 +165,11 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     # HTTPGet
     "HTTPGet.path": FieldDoc("The request path."),
     "HTTPGet.port": FieldDoc("The container port."),
+    # RegistryAuth
+    "RegistryAuth.registry": FieldDoc("The registry, `host[:port]` as in image names."),
+    "RegistryAuth.auth_file": FieldDoc(
+        "A Docker `config.json` or Podman `auth.json` whose `auths` entry for it is used."
+    ),
     # Autoheal
     "Autoheal.image": FieldDoc("The sidecar's image (it gets the engine socket mounted)."),
     "Autoheal.command": FieldDoc("Replaces the image's entrypoint."),

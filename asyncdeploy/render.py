@@ -1,4 +1,4 @@
-"""Drain events for people: one line per event, and a summary table."""
+"""Events for people: one line per drain or pull event, a summary table, live views."""
 
 from __future__ import annotations
 
@@ -22,13 +22,24 @@ from asyncdeploy.events import (
     SidecarRemoved,
     SignalSent,
 )
+from asyncdeploy.pull_events import PullEvent, PullFailed, PullFinished, PullProgress, PullStarted
 
-__all__ = ["MIN_LIVE_WIDTH", "EventRenderer", "LiveView", "describe", "for_stream"]
+__all__ = ["MIN_LIVE_WIDTH", "EventRenderer", "LiveView", "PullView", "describe", "for_stream"]
+
+BAR_WIDTH = 24
 
 
-def describe(event: DrainEvent) -> str:
+def describe(event: DrainEvent | PullEvent) -> str:
     """One line of text for an event."""
     match event:
+        case PullStarted():
+            return f"pulling {event.image} ({event.policy})"
+        case PullProgress():
+            return f"pulling {event.image}: {_amount(event)}"
+        case PullFinished():
+            return f"pulled {event.image} ({event.digest or 'no digest'}) in {event.seconds:.2f} s"
+        case PullFailed():
+            return f"pull of {event.image} failed: {event.reason}"
         case DrainStarted():
             return (
                 f"drain started: grace {event.grace_period_seconds} s, "
@@ -68,7 +79,9 @@ class EventRenderer:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
 
-    def show(self, event: DrainEvent) -> None:
+    def show(self, event: DrainEvent | PullEvent) -> None:
+        if isinstance(event, PullProgress):
+            return  # progress bars are for terminals (PullView); lines say start and end
         line = f"[{event.elapsed:7.3f}s] {event.workload}: {describe(event)}"
         click.echo(line, file=self.stream)
 
@@ -114,6 +127,49 @@ def for_stream(stream: TextIO) -> EventRenderer | LiveView:
 def clip(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters, an ellipsis marking the cut."""
     return text if len(text) <= width else text[: max(0, width - 1)] + "\u2026"
+
+
+def _amount(event: PullProgress) -> str:
+    layers = f"{event.layers_done}/{event.layers_total} layers"
+    if event.bytes_done is None or not event.bytes_total:
+        return layers
+    return f"{event.bytes_done / 1e6:.1f}/{event.bytes_total / 1e6:.1f} MB, {layers}"
+
+
+class PullView:
+    """One progress bar per image being pulled, redrawn in place on a terminal."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._rows: dict[str, str] = {}
+        self._drawn = 0
+
+    def show(self, event: PullEvent) -> None:
+        match event:
+            case PullStarted():
+                self._rows[event.image] = "starting"
+            case PullProgress():
+                self._rows[event.image] = f"{_bar(event)} {_amount(event)}"
+            case PullFinished():
+                self._rows[event.image] = f"done in {event.seconds:.1f} s"
+            case PullFailed():
+                self._rows[event.image] = "FAILED"
+        if self._drawn:
+            self.stream.write(f"\x1b[{self._drawn}F\x1b[J")  # up N lines, clear to the end
+        width = max(len(image) for image in self._rows)
+        lines = [f"  {image:<{width}}  {state}" for image, state in self._rows.items()]
+        self.stream.write("\n".join(lines) + "\n")
+        self.stream.flush()
+        self._drawn = len(lines)
+
+
+def _bar(event: PullProgress) -> str:
+    if event.bytes_done is not None and event.bytes_total:
+        share = event.bytes_done / event.bytes_total
+    else:
+        share = event.layers_done / event.layers_total if event.layers_total else 0.0
+    filled = round(BAR_WIDTH * min(share, 1.0))
+    return "[" + "#" * filled + "." * (BAR_WIDTH - filled) + "]"
 
 
 class LiveView:

@@ -33,6 +33,7 @@ _INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
     "args": _STRINGS_OR_LIST,
     "pre_stop": _STRINGS_OR_LIST,
     "exec": _STRINGS_OR_LIST,
+    "image_pull_secrets": _STRINGS_OR_LIST,
     "cpu": _QUANTITY,
     "memory": _QUANTITY,
     "shm_size": _QUANTITY,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh - bring a fresh Debian 12 machine (as root) to the point where asyncdeploy's tests and
 # demo run: Docker and the Podman API service installed and started, the test images built
-# locally (no registry is needed), containers of earlier killed runs removed, and nox in a venv.
+# locally and pushed into a local registry, containers of earlier killed runs removed, and nox in a venv.
 #
 #   source <(bash ci/setup.sh)     prints the environment to use (DOCKER_HOST, CONTAINER_HOST,
 #                                  NOX=path of nox); logs go to stderr
@@ -50,6 +50,12 @@ fi
 bash "$here/build-test-image.sh" >/dev/null
 PIP="$venv/bin/python -m pip" bash "$here/build-demo-image.sh" >/dev/null
 
+# 5. the local registry (127.0.0.1:5000 open, :5001 with a password) and the images pushed into
+#    it, for the pull tests and `asyncdeploy verify --registry 127.0.0.1:5000`
+registry_env=$(bash "$here/start-registry.sh" start)
+bash "$here/start-registry.sh" push
+
 echo "DOCKER_HOST=$DOCKER_HOST"
 echo "CONTAINER_HOST=$CONTAINER_HOST"
 echo "NOX=$venv/bin/nox"
+echo "$registry_env"

@@ -23,7 +23,7 @@ from asyncdeploy.cli._common import (
     pass_settings,
     run,
 )
-from asyncdeploy.errors import PlanError
+from asyncdeploy.errors import CreateError, PlanError
 from asyncdeploy.lint import lint_plan
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.render import EventRenderer
@@ -134,6 +134,12 @@ def drain(socket_path: str, propagation_wait: float, timeout: float | None) -> N
 )
 @click.option("--image", default=None, help="Demo server image.")
 @click.option("--pause-image", default=None, help="Pause image for the demo plan.")
+@click.option(
+    "--registry",
+    default=None,
+    help="Pull the demo and pause images from this registry (host:port) when the engine lacks "
+    "them, e.g. 127.0.0.1:5000: registry.k8s.io/pause:3.10 becomes 127.0.0.1:5000/pause:3.10.",
+)
 @click.option("--grace-period-seconds", type=GRACE_SECONDS, default=None)
 @click.option(
     "--warmup",
@@ -177,6 +183,7 @@ def verify(
     mode: str,
     image: str | None,
     pause_image: str | None,
+    registry: str | None,
     grace_period_seconds: int | None,
     warmup: float,
     short_rate: float,
@@ -194,7 +201,19 @@ def verify(
 
     Exits 1 when any request was refused at connect, truncated, lost, failed or duplicated.
     """
-    from asyncdeploy.verify import DEMO_IMAGE, TrafficMix, VerifyOptions, demo_plan, run_verify
+    from asyncdeploy.plan import DEFAULT_PAUSE_IMAGE
+    from asyncdeploy.verify import (
+        DEMO_IMAGE,
+        TrafficMix,
+        VerifyOptions,
+        demo_plan,
+        from_registry,
+        run_verify,
+    )
+
+    if registry is not None:
+        image = from_registry(image or DEMO_IMAGE, registry)
+        pause_image = from_registry(pause_image or DEFAULT_PAUSE_IMAGE, registry)
 
     mix = TrafficMix(
         short_per_second=short_rate,
@@ -228,13 +247,21 @@ def verify(
                 plan = attrs.evolve(plan, termination_grace_period_seconds=5)
         renderer = EventRenderer(sys.stderr)
         async with settings.open_deployer() as deployer:
-            report = await run_verify(
-                deployer,
-                plan,
-                options,
-                on_event=renderer.show if output == "text" else None,
-                on_status=lambda line: click.echo(f"-- {line}", err=True),
-            )
+            try:
+                report = await run_verify(
+                    deployer,
+                    plan,
+                    options,
+                    on_event=renderer.show if output == "text" else None,
+                    on_status=lambda line: click.echo(f"-- {line}", err=True),
+                )
+            except CreateError as exc:
+                if registry is not None or plan_file is not None:
+                    raise
+                raise CreateError(
+                    f"{exc}; `asyncdeploy verify --registry HOST:PORT` pulls the demo and pause "
+                    "images from a registry of yours"
+                ) from exc
         if report_file is not None:
             await anyio.Path(report_file).write_text(json.dumps(report.to_dict(), default=str))
         if output == "json":

@@ -23,10 +23,13 @@ from asyncdeploy.cli._common import (
     status_dict,
 )
 from asyncdeploy.cli._signals import Interrupts
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, event_to_dict
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Event, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.render import EventRenderer, LiveView, for_stream
+from asyncdeploy.pull_events import PullFailed, PullFinished, PullProgress, PullStarted
+from asyncdeploy.render import EventRenderer, LiveView, PullView, for_stream
 from asyncdeploy.selectors import Selector
+
+_PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
 
 
 @click.command()
@@ -42,13 +45,28 @@ from asyncdeploy.selectors import Selector
 @output_option
 @pass_settings
 def create(settings: Settings, plan_file: str, wait: bool, timeout: float, output: str) -> None:
-    """Create a workload from a YAML or JSON plan (a no-op when it is unchanged)."""
+    """Create a workload from a YAML or JSON plan (a no-op when it is unchanged).
+
+    Images are pulled first, as the plan's pull policies say: progress bars on a terminal,
+    a line per pull otherwise, one JSON object per event with --output json.
+    """
     interrupts = Interrupts("cancel", f"create from {plan_file}")
 
     async def impl() -> None:
         plan = WorkloadPlan.from_file(plan_file)
+        bars = PullView(sys.stderr) if output == "text" and sys.stderr.isatty() else None
+        lines = EventRenderer(sys.stderr)
         async with settings.open_deployer() as deployer:
-            result = await deployer.create(plan)
+            async with deployer.creating(plan) as events:
+                event: Event
+                async for event in events:
+                    if output == "json":
+                        emit_json(event_to_dict(event))
+                    elif bars is not None and isinstance(event, _PULL_EVENTS):
+                        bars.show(event)
+                    else:
+                        lines.show(event)
+            result = events.result
             if wait:
                 result = attrs.evolve(
                     result, status=await deployer.wait_ready(plan.name, timeout=timeout)

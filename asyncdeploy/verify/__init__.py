@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from asyncdeploy.verify.report import VerifyReport
-from asyncdeploy.verify.run import DEMO_IMAGE, VerifyOptions, demo_plan, run_verify
+from asyncdeploy.verify.run import DEMO_IMAGE, VerifyOptions, demo_plan, from_registry, run_verify
 from asyncdeploy.verify.traffic import RequestRecord, TrafficMix
 
 __all__ = [
@@ -13,5 +13,6 @@ __all__ = [
     "VerifyOptions",
     "VerifyReport",
     "demo_plan",
+    "from_registry",
     "run_verify",
 ]

@@ -15,13 +15,21 @@ from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy.deployer import Deployer, Replacement
 from asyncdeploy.errors import DrainError, WorkloadConflict
-from asyncdeploy.events import DrainEvent, DrainStarted
+from asyncdeploy.events import DrainEvent, DrainStarted, Event
 from asyncdeploy.plan import Checks, Container, HTTPGet, Port, Probe, WorkloadPlan
 from asyncdeploy.results import WorkloadStatus
 from asyncdeploy.verify.report import VerifyReport
 from asyncdeploy.verify.traffic import RequestRecord, Router, TrafficMix, send_traffic
 
-__all__ = ["DEMO_IMAGE", "VERIFY_LABEL", "Mode", "VerifyOptions", "demo_plan", "run_verify"]
+__all__ = [
+    "DEMO_IMAGE",
+    "VERIFY_LABEL",
+    "Mode",
+    "VerifyOptions",
+    "demo_plan",
+    "from_registry",
+    "run_verify",
+]
 
 DEMO_IMAGE = "asyncdeploy-demo/server:latest"
 VERIFY_LABEL = "asyncdeploy-verify"
@@ -100,6 +108,16 @@ def demo_plan(
     return plan if pause_image is None else attrs.evolve(plan, pause_image=pause_image)
 
 
+def from_registry(image: str, registry: str) -> str:
+    """The same repository and tag in ``registry``: ``registry.k8s.io/pause:3.10`` →
+    ``127.0.0.1:5000/pause:3.10``, ``asyncdeploy-demo/server:latest`` →
+    ``127.0.0.1:5000/asyncdeploy-demo/server:latest``."""
+    first, slash, rest = image.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        image = rest
+    return f"{registry.rstrip('/')}/{image}"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -127,7 +145,7 @@ async def run_verify(
     plan: WorkloadPlan,
     options: VerifyOptions | None = None,
     *,
-    on_event: Callable[[DrainEvent], None] | None = None,
+    on_event: Callable[[Event], None] | None = None,
     on_status: Callable[[str], None] | None = None,
 ) -> VerifyReport:
     """Deploy ``plan``, send traffic, perform the disruption, and report every request."""
@@ -155,7 +173,7 @@ async def run_verify(
         async with aiohttp.ClientSession(connector=connector) as session:
             for instance, host_port in instances:
                 say(f"creating {instance.name} on {deployer.driver_name}")
-                await deployer.create(instance)
+                await deployer.create(instance, on_event=on_event)  # pulls what is absent
                 await deployer.wait_ready(instance.name, timeout=options.ready_timeout)
                 router.add(instance.name, f"http://127.0.0.1:{host_port}")
             async with anyio.create_task_group() as tg:

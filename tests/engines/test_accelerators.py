@@ -166,7 +166,7 @@ async def test_podman_unknown_cdi_device_is_one_clear_error(
     with pytest.raises(CreateError) as caught:
         await podman.create(plan(workload, [sleeper(devices=[missing])]))
     message = str(caught.value)
-    assert f"{workload}-server" in message
+    assert f"{workload}_server" in message
     assert missing in message
     assert "unresolvable CDI devices" in message
     await assert_nothing_left(podman, workload)
@@ -191,7 +191,7 @@ async def test_docker_without_the_nvidia_driver_is_one_clear_error(
     with pytest.raises(CreateError) as caught:
         await docker.create(plan(workload, [sleeper(extended={"nvidia.com/gpu": 1})]))
     message = str(caught.value)
-    assert f"container {workload}-server" in message
+    assert f"container {workload}_server" in message
     assert "nvidia.com/gpu: 1" in message
     assert 'could not select device driver "nvidia"' in message
     await assert_nothing_left(docker, workload)

@@ -20,6 +20,7 @@ from asyncdeploy.drivers.base import LABEL_CONTAINER, LABEL_PLAN_DIGEST, LABEL_R
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import ContainerRef, drain_workloads
+from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._state import plan_order, snapshot, workload_labels, workload_status
 from asyncdeploy.errors import (
     CreateError,
@@ -378,6 +379,11 @@ class EngineAPIDriver:
                     engine=self.name,
                     status=409,
                 )
+        # Pull what is needed, then create: a failed pull leaves the old workload serving.
+        await ImagePuller(self._client, self.name, self._errors).pull_for(
+            plan, emit or ignore_events
+        )
+        if existing:
             [replaced] = await self.drain(
                 [plan.name], grace_period_seconds=None, emit=emit or ignore_events
             )

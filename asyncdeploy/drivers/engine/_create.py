@@ -114,9 +114,9 @@ class CreateAttempt:
         except WorkloadNotFound as exc:
             if "image" not in exc.message.lower():  # e.g. the pause container is gone
                 raise CreateError(f"create {name} of {self.plan.name!r}: {exc.message}") from exc
-            raise CreateError(
-                f"image {config['Image']!r} for {name} is not on the {driver.name} engine "
-                f"(asyncdeploy does not pull): {exc.message}"
+            raise CreateError(  # it was pulled (or present) a moment ago: removed since
+                f"image {config['Image']!r} for {name} is not on the {driver.name} engine: "
+                f"{exc.message}"
             ) from exc
         ref = ContainerRef(id=ident, name=container, role=role, running=True)
         self.created.append(ref)

@@ -14,6 +14,9 @@ One Pod per workload, named after it. What maps where:
   requires). Clusters without the ``ContainerStopSignals`` feature drop the field on create; the
   driver reads the signal back from the live Pod, never from the plan.
 * ``termination_grace_period_seconds`` → ``terminationGracePeriodSeconds``.
+* ``image_pull_policy`` → ``imagePullPolicy`` when set (else the cluster's default: Always for
+  ``:latest``, IfNotPresent otherwise); ``image_pull_secrets`` → ``imagePullSecrets``. The
+  kubelet pulls: ``registry_auth`` and ``pause_image_pull_policy`` are for Docker and Podman.
 * ``host_network`` → ``hostNetwork``; ``pid_shared`` → ``shareProcessNamespace``.
 * ``shm_size`` → an ``emptyDir`` (medium Memory, ``sizeLimit``) on ``/dev/shm`` of every container.
 * mounts: bind → ``hostPath``; volume → an ``emptyDir`` named after the volume (it lives and dies
@@ -85,6 +88,8 @@ def pod_manifest(plan: WorkloadPlan, *, namespace: str) -> dict[str, Any]:
         spec["volumes"] = volumes
     if any(c.stop_signal for c in plan.containers):
         spec["os"] = {"name": "linux"}  # lifecycle.stopSignal is refused without it
+    if plan.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": name} for name in plan.image_pull_secrets]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -184,6 +189,8 @@ def _container(
 ) -> dict[str, Any]:
     index = plan.containers.index(container)
     out: dict[str, Any] = {"name": container.name, "image": container.image}
+    if container.image_pull_policy is not None:  # else the cluster's default for the tag
+        out["imagePullPolicy"] = container.image_pull_policy
     if container.command is not None:
         out["command"] = list(container.command)
     if container.args is not None:
