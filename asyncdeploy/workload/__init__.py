@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from asyncdeploy.durations import parse_duration
 
-from .control import DrainReport, control_request, run_drain_command, serve_control_socket
+from .client import DrainReport, control_request, run_drain_command
+from .control import serve_control_socket
 from .errors import ControlSocketError, ControlSocketInUse, WorkloadError
 from .metrics import METRICS_CONTENT_TYPE, render_metrics
 from .middleware import DrainMiddleware, HealthPaths, sse_cut_frame

@@ -17,7 +17,7 @@ import anyio
 from asyncdeploy.durations import parse_duration
 
 from ._asgi import json_bytes
-from .control import run_drain_command
+from .client import run_drain_command
 from .errors import ControlSocketError
 
 __all__ = ["main"]
