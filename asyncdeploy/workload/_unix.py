@@ -47,7 +47,9 @@ def check_private_directory(socket_path: str) -> None:
     try:
         info = os.stat(directory)
     except OSError as exc:
-        raise ControlSocketError(socket_path, f"cannot inspect {directory}: {exc.strerror}") from exc
+        raise ControlSocketError(
+            socket_path, f"cannot inspect {directory}: {exc.strerror}"
+        ) from exc
     if not stat.S_ISDIR(info.st_mode):
         raise ControlSocketError(socket_path, f"{directory} is not a directory")
     if not _trusted_owner(info.st_uid):
