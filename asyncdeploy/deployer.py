@@ -24,6 +24,7 @@ import anyio
 import attrs
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
+from asyncdeploy._log import log_event
 from asyncdeploy.drivers import DRIVERS, connect_driver, driver_class
 from asyncdeploy.drivers.base import Driver
 from asyncdeploy.errors import DrainError, EngineUnavailable
@@ -51,6 +52,7 @@ class _EventRelay:
         self._closed = False
 
     def emit(self, event: DrainEvent) -> None:
+        log_event(event)  # every drain step, through the one place events pass
         self._pending.append(event)
         self._wakeup.set()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from asyncdeploy._log import configure_cli_logging
 from asyncdeploy.cli import proof, workloads
 from asyncdeploy.cli._common import Settings
 from asyncdeploy.deployer import DRIVER_NAMES
@@ -24,10 +25,14 @@ __all__ = ["main"]
     help="Engine to use [env ASYNCDEPLOY_DRIVER; default: the first of docker, podman, "
     "kubernetes that answers].",
 )
+@click.option(
+    "-v", "--verbose", count=True, help="Log each drain step on stderr (-vv: every detail)."
+)
 @click.version_option(package_name="asyncdeploy")
 @click.pass_context
-def main(ctx: click.Context, driver: str | None) -> None:
+def main(ctx: click.Context, driver: str | None, verbose: int) -> None:
     """Deploy inference workloads and take them down without losing a request."""
+    configure_cli_logging(verbose)
     ctx.obj = Settings(driver=driver)
 
 
