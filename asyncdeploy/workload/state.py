@@ -266,7 +266,7 @@ class DrainController:
         self._deadline = deadline
         self._draining.set()
         if self._in_flight == 0:
-            self._mark_drained(now)
+            self._mark_drained(now, now)
         self._transition(DrainState.DRAINING)
         logger.info("drain started: in_flight=%d deadline_in=%s", self._in_flight, timeout)
         return True
@@ -311,14 +311,13 @@ class DrainController:
         self._counts[outcome] += 1
         self._request_seconds.observe(seconds)
         if self._in_flight == 0 and self._drain_started is not None and self._drained_at is None:
-            self._mark_drained(time.monotonic())
+            self._mark_drained(self._drain_started, time.monotonic())
             logger.info("drained: in_flight reached zero")
         self._pulse_load()
 
-    def _mark_drained(self, now: float) -> None:
-        assert self._drain_started is not None
+    def _mark_drained(self, started: float, now: float) -> None:
         self._drained_at = now
-        self._drain_seconds.observe(now - self._drain_started)
+        self._drain_seconds.observe(now - started)
 
     # -- waiting -------------------------------------------------------------------------
     async def wait_drained(self, timeout: float | None = None) -> bool:

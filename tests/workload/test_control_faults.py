@@ -144,8 +144,9 @@ def test_300_idle_connections_leave_the_demo_serving_and_draining(tmp_path: Path
 
 
 _SERVE_SCRIPT = """
-import resource, sys, anyio
+import logging, resource, sys, anyio
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+logging.basicConfig(level=logging.INFO)
 from asyncdeploy.workload import DrainController, serve_control_socket
 
 async def main():
