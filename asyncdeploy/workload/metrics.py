@@ -141,9 +141,6 @@ def render_metrics(controller: DrainController, *, prefix: str = "asyncdeploy") 
         lines.append(f"# TYPE {family.name} {family.kind}")
         for sample in family.samples:
             labels = ",".join(f'{key}="{_escape(value)}"' for key, value in sample.labels)
-            lines.append(
-                f"{sample.name}{{{labels}}} {_number(sample.value)}"
-                if labels
-                else f"{sample.name} {_number(sample.value)}"
-            )
+            braced = f"{{{labels}}}" if labels else ""
+            lines.append(f"{sample.name}{braced} {_number(sample.value)}")
     return "\n".join(lines) + "\n"
