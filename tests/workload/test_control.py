@@ -150,3 +150,18 @@ async def test_connection_bound_sheds_silent_connections_and_refuses_when_all_sp
         for stream in silent + talkers:
             await stream.aclose()
         tg.cancel_scope.cancel()
+
+
+async def test_a_silent_connection_is_closed_after_the_idle_timeout(
+    controller: DrainController, sock_path: str
+) -> None:
+    """A connection that never sends a line is dropped, freeing its slot."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(
+            functools.partial(serve_control_socket, controller, sock_path, idle_timeout=0.3)
+        )
+        silent = await anyio.connect_unix(sock_path)
+        with anyio.fail_after(5), pytest.raises(anyio.EndOfStream):
+            await silent.receive()
+        await silent.aclose()
+        tg.cancel_scope.cancel()
