@@ -165,3 +165,34 @@ async def test_a_silent_connection_is_closed_after_the_idle_timeout(
             await silent.receive()
         await silent.aclose()
         tg.cancel_scope.cancel()
+
+
+async def test_a_client_that_never_reads_is_closed_once_replies_stall(
+    controller: DrainController, sock_path: str
+) -> None:
+    """Replies piling up unread for the idle timeout end the connection (its slot is freed)."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(
+            functools.partial(serve_control_socket, controller, sock_path, idle_timeout=0.5)
+        )
+        greedy = await anyio.connect_unix(sock_path)
+        sent = 0
+        with anyio.move_on_after(3):  # until both buffers are full, or the server hangs up
+            while True:
+                try:
+                    await greedy.send(b"status\n")
+                except anyio.BrokenResourceError:
+                    break
+                sent += 1
+        await anyio.sleep(1)  # the server's reply has been stuck longer than 0.5 s
+        received = b""
+        with anyio.fail_after(10):
+            while True:
+                try:
+                    received += await greedy.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    break
+        await greedy.aclose()
+        assert 0 < received.count(b"\n") < sent  # closed before answering everything
+        assert (await control_request(sock_path, "status"))["ok"] is True
+        tg.cancel_scope.cancel()
