@@ -3,15 +3,8 @@ without losing a request."""
 
 from __future__ import annotations
 
-from asyncdeploy.deployer import (
-    DRIVER_NAMES,
-    CreateEvents,
-    Deployer,
-    DriverName,
-    Replacement,
-    ReplaceResult,
-    open_deployer,
-)
+from asyncdeploy._opening import DRIVER_NAMES, DriverName, open_deployer
+from asyncdeploy.deployer import CreateEvents, Deployer, Replacement, ReplaceResult
 from asyncdeploy.errors import (
     AsyncDeployError,
     CreateError,

@@ -10,10 +10,11 @@ from typing import cast
 
 import click
 
+from asyncdeploy import DRIVER_NAMES, DriverName
+from asyncdeploy._log import configure_cli_logging
 from asyncdeploy.cli import containers, proof, replace, views, workloads
 from asyncdeploy.cli._common import Settings
 from asyncdeploy.cli._kube_options import cluster_options, with_cluster_options
-from asyncdeploy.deployer import DRIVER_NAMES, DriverName
 
 __all__ = ["main"]
 
@@ -27,11 +28,15 @@ __all__ = ["main"]
     help="Engine to use [env ASYNCDEPLOY_DRIVER; default: the first of docker, podman, "
     "kubernetes that answers].",
 )
+@click.option(
+    "-v", "--verbose", count=True, help="Log each drain step on stderr (-vv: every detail)."
+)
 @click.version_option(package_name="asyncdeploy")
 @click.pass_context
 def main(
     ctx: click.Context,
     driver: str | None,
+    verbose: int,
     namespace: str | None,
     context: str | None,
     kubeconfig: str | None,
@@ -41,6 +46,7 @@ def main(
     Shell completion: eval "$(_ASYNCDEPLOY_COMPLETE=bash_source asyncdeploy)" (zsh_source,
     fish_source for the other shells).
     """
+    configure_cli_logging(verbose)
     ctx.obj = Settings(
         driver=cast(DriverName | None, driver),
         namespace=namespace,

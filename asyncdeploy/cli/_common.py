@@ -13,7 +13,7 @@ import anyio
 import attrs
 import click
 
-from asyncdeploy.deployer import Deployer, DriverName, open_deployer
+from asyncdeploy import Deployer, DriverName, open_deployer
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import (
     AsyncDeployError,

@@ -9,6 +9,7 @@ import time
 import anyio
 import click
 
+from asyncdeploy import Deployer
 from asyncdeploy.cli._common import (
     EXIT_INTERRUPTED,
     WORKLOAD_NAME,
@@ -18,7 +19,6 @@ from asyncdeploy.cli._common import (
     pass_settings,
     run,
 )
-from asyncdeploy.deployer import Deployer
 from asyncdeploy.durations import parse_duration
 
 __all__ = ["exec_", "logs", "since_to_unix_time"]

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 import click
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy import Deployer, Replacement
 from asyncdeploy.cli._common import (
     DURATION,
     Settings,
@@ -19,7 +20,6 @@ from asyncdeploy.cli._common import (
     status_dict,
 )
 from asyncdeploy.cli.workloads import stream_drain
-from asyncdeploy.deployer import Deployer, Replacement
 from asyncdeploy.events import DrainEvent
 from asyncdeploy.plan import WorkloadPlan
 

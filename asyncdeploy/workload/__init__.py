@@ -1,7 +1,8 @@
 """The drain kit inference servers embed: state machine, ASGI middleware, triggers, metrics.
 
-Needs only anyio and attrs; :mod:`asyncdeploy.workload.runner` (uvicorn) and
-:mod:`asyncdeploy.workload.demo` are imported explicitly. Nothing here installs signal handlers
+Needs only anyio and attrs; :mod:`asyncdeploy.workload.runner` (uvicorn),
+:mod:`asyncdeploy.workload.demo` and :mod:`asyncdeploy.workload.prometheus` (prometheus_client)
+are imported explicitly. Nothing here installs signal handlers
 or runs an event loop at import time.
 """
 
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 from asyncdeploy.durations import parse_duration
 
-from .control import DrainReport, control_request, run_drain_command, serve_control_socket
+from .client import DrainReport, control_request, run_drain_command
+from .control import serve_control_socket
 from .errors import ControlSocketError, ControlSocketInUse, WorkloadError
-from .metrics import METRICS_CONTENT_TYPE, render_metrics
+from .histogram import HistogramSnapshot
+from .metrics import METRICS_CONTENT_TYPE, MetricFamily, Sample, metric_families, render_metrics
 from .middleware import DrainMiddleware, HealthPaths, sse_cut_frame
 from .signals import SignalHandlers, TerminationRequest, install_sigterm_handler
 from .state import (
@@ -36,13 +39,17 @@ __all__ = [
     "DrainState",
     "DrainStatistics",
     "HealthPaths",
+    "HistogramSnapshot",
+    "MetricFamily",
     "Outcome",
+    "Sample",
     "SignalHandlers",
     "StateChanged",
     "TerminationRequest",
     "WorkloadError",
     "control_request",
     "install_sigterm_handler",
+    "metric_families",
     "parse_duration",
     "render_metrics",
     "run_drain_command",

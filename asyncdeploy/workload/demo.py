@@ -26,7 +26,7 @@ from asyncdeploy.durations import parse_duration
 
 from ._asgi import Message, Receive, Scope, Send, header, json_bytes, send_response
 from .errors import WorkloadError
-from .middleware import DrainMiddleware
+from .middleware import DrainMiddleware, HealthPaths
 from .runner import ServeOptions, serve_with_drain
 from .state import DrainController, DrainStatistics
 
@@ -155,7 +155,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 async def _serve(args: argparse.Namespace) -> DrainStatistics:
     controller = DrainController(drain_timeout=args.drain_timeout)
-    app = DrainMiddleware(DemoApp(), controller, retry_after=args.retry_after)
+    # the demo has no /metrics of its own, so the kit may take that path
+    paths = HealthPaths(metrics="/metrics")
+    app = DrainMiddleware(DemoApp(), controller, paths=paths, retry_after=args.retry_after)
     options = ServeOptions(
         host=args.host,
         port=args.port,

@@ -1,8 +1,9 @@
 """``python3 -m asyncdeploy.workload.drain_cmd``: the preStop hook, without click or engine SDKs.
 
 Tells the server behind ``--socket`` to drain, waits ``--propagation-wait`` for traffic removal
-to propagate, then until in-flight reaches zero (bounded by ``--timeout``). Prints the report as
-one JSON line. Exit status: 0 drained, 1 not drained in time, 2 the server could not be reached.
+to propagate, then until in-flight reaches zero (``--timeout`` bounds it all, connecting and
+every reply included). Prints the report as one JSON line. Exit status: 0 drained, 1 not drained
+in time, 2 the server could not be reached, did not answer in time, or its socket is not trusted.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import anyio
 from asyncdeploy.durations import parse_duration
 
 from ._asgi import json_bytes
-from .control import run_drain_command
+from .client import run_drain_command
 from .errors import ControlSocketError
 
 __all__ = ["main"]

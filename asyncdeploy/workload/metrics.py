@@ -1,73 +1,146 @@
-"""Prometheus text exposition (format 0.0.4) of :class:`DrainStatistics`."""
+"""The drain kit's metrics, named as Prometheus users query them.
+
+One description (:func:`metric_families`) feeds both outputs: :func:`render_metrics`, the text
+exposition format 0.0.4 the middleware serves when given a metrics path, and
+:class:`asyncdeploy.workload.prometheus.DrainCollector` for an app's own prometheus_client
+registry. With the default prefix:
+
+==========================================  =========  ==============================================
+``asyncdeploy_state{state}``                gauge      1 for the current state, 0 for the others
+``asyncdeploy_in_flight_requests``          gauge      admitted requests not yet released
+``asyncdeploy_requests_total{outcome}``     counter    completed, cut_at_deadline, client_disconnected,
+                                                       failed, rejected_while_draining,
+                                                       rejected_while_starting
+``asyncdeploy_request_duration_seconds``    histogram  admission to release, every admitted request
+``asyncdeploy_drain_duration_seconds``      histogram  drain start until in-flight reached zero
+``asyncdeploy_live``                        gauge      1 unless the process is marked broken
+==========================================  =========  ==============================================
+
+Requests admitted so far = the four released outcomes + in flight.
+"""
 
 from __future__ import annotations
 
-from .state import DrainState, DrainStatistics
+from typing import Literal
 
-__all__ = ["METRICS_CONTENT_TYPE", "render_metrics"]
+import attrs
+
+from .histogram import HistogramSnapshot
+from .state import DrainController, DrainState
+
+__all__ = ["METRICS_CONTENT_TYPE", "MetricFamily", "Sample", "metric_families", "render_metrics"]
 
 METRICS_CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
+Kind = Literal["gauge", "counter", "histogram"]
+
+
+@attrs.frozen
+class Sample:
+    """One line of a family: the full sample name, its labels and its value."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+
+
+@attrs.frozen
+class MetricFamily:
+    """``name`` is the family's name as in ``# TYPE`` (counters keep their ``_total``)."""
+
+    name: str
+    kind: Kind
+    help: str
+    samples: tuple[Sample, ...]
+
+
+def _histogram(name: str, help_text: str, snapshot: HistogramSnapshot) -> MetricFamily:
+    samples = [
+        Sample(f"{name}_bucket", (("le", _number(bound)),), count)
+        for bound, count in snapshot.buckets
+    ]
+    samples += [
+        Sample(f"{name}_sum", (), snapshot.sum),
+        Sample(f"{name}_count", (), snapshot.count),
+    ]
+    return MetricFamily(name, "histogram", help_text, tuple(samples))
+
+
+def metric_families(
+    controller: DrainController, *, prefix: str = "asyncdeploy"
+) -> list[MetricFamily]:
+    """The kit's metrics at this moment, every family with its help text."""
+    stats = controller.statistics()
+    outcomes = {
+        "completed": stats.completed,
+        "cut_at_deadline": stats.cut_at_deadline,
+        "client_disconnected": stats.client_disconnected,
+        "failed": stats.failed,
+        "rejected_while_draining": stats.rejected_while_draining,
+        "rejected_while_starting": stats.rejected_while_starting,
+    }
+    return [
+        MetricFamily(
+            f"{prefix}_state",
+            "gauge",
+            "Drain state machine: 1 for the current state, 0 for the others.",
+            tuple(
+                Sample(f"{prefix}_state", (("state", state.value),), int(stats.state is state))
+                for state in DrainState
+            ),
+        ),
+        MetricFamily(
+            f"{prefix}_in_flight_requests",
+            "gauge",
+            "Admitted requests not yet released.",
+            (Sample(f"{prefix}_in_flight_requests", (), stats.in_flight),),
+        ),
+        MetricFamily(
+            f"{prefix}_requests_total",
+            "counter",
+            "Requests by how they ended; rejected ones were answered 503 without being admitted.",
+            tuple(
+                Sample(f"{prefix}_requests_total", (("outcome", outcome),), count)
+                for outcome, count in outcomes.items()
+            ),
+        ),
+        _histogram(
+            f"{prefix}_request_duration_seconds",
+            "Seconds from admission until the last response frame was written (or the end).",
+            controller.request_durations(),
+        ),
+        _histogram(
+            f"{prefix}_drain_duration_seconds",
+            "Seconds from the drain start until no request was in flight.",
+            controller.drain_durations(),
+        ),
+        MetricFamily(
+            f"{prefix}_live",
+            "gauge",
+            "1 unless the process is marked broken.",
+            (Sample(f"{prefix}_live", (), int(stats.broken_reason is None)),),
+        ),
+    ]
+
 
 def _number(value: float) -> str:
+    if value == float("inf"):
+        return "+Inf"
     return str(value) if isinstance(value, int) else repr(value)
 
 
-def render_metrics(stats: DrainStatistics, *, prefix: str = "asyncdeploy_workload") -> str:
-    """Render the drain metrics; every family has HELP and TYPE lines."""
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def render_metrics(controller: DrainController, *, prefix: str = "asyncdeploy") -> str:
+    """The text exposition format 0.0.4; every family has HELP and TYPE lines."""
     lines: list[str] = []
-
-    def family(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
-        full = f"{prefix}_{name}"
-        lines.append(f"# HELP {full} {help_text}")
-        lines.append(f"# TYPE {full} {kind}")
-        lines.extend(f"{full}{labels} {_number(value)}" for labels, value in samples)
-
-    family(
-        "state",
-        "gauge",
-        "Drain state machine: 1 for the current state, 0 for the others.",
-        [(f'{{state="{state.value}"}}', int(stats.state is state)) for state in DrainState],
-    )
-    family(
-        "in_flight_requests",
-        "gauge",
-        "Admitted requests not yet released.",
-        [("", stats.in_flight)],
-    )
-    counters = [
-        ("admitted", stats.admitted, "Requests admitted."),
-        ("completed", stats.completed, "Responses written completely."),
-        (
-            "rejected_while_draining",
-            stats.rejected_while_draining,
-            "Requests answered 503 while draining.",
-        ),
-        (
-            "rejected_while_starting",
-            stats.rejected_while_starting,
-            "Requests answered 503 before serving.",
-        ),
-        ("cut_at_deadline", stats.cut_at_deadline, "Responses ended early at the drain deadline."),
-        (
-            "client_disconnected",
-            stats.client_disconnected,
-            "Requests whose client went away first.",
-        ),
-        ("failed", stats.failed, "Requests whose handler failed before completing the response."),
-    ]
-    for name, value, help_text in counters:
-        family(f"requests_{name}_total", "counter", help_text, [("", value)])
-    family(
-        "drain_duration_seconds",
-        "gauge",
-        "Seconds from the drain start until in-flight reached zero (so far, while draining); 0 before.",
-        [("", float(stats.drain_duration or 0.0))],
-    )
-    family(
-        "live",
-        "gauge",
-        "1 unless the process is marked broken.",
-        [("", int(stats.broken_reason is None))],
-    )
+    for family in metric_families(controller, prefix=prefix):
+        lines.append(f"# HELP {family.name} {family.help}")
+        lines.append(f"# TYPE {family.name} {family.kind}")
+        for sample in family.samples:
+            labels = ",".join(f'{key}="{_escape(value)}"' for key, value in sample.labels)
+            braced = f"{{{labels}}}" if labels else ""
+            lines.append(f"{sample.name}{braced} {_number(sample.value)}")
     return "\n".join(lines) + "\n"

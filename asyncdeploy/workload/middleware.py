@@ -40,12 +40,17 @@ _ENDED_BY_US = (Outcome.CLIENT_DISCONNECTED, Outcome.CUT_AT_DEADLINE)
 
 @attrs.frozen(kw_only=True)
 class HealthPaths:
-    """Paths the middleware answers itself; None disables one."""
+    """Paths the middleware answers itself; None disables one.
+
+    ``metrics`` is off by default so that the app's own ``/metrics`` (vLLM has one) is reached;
+    set a path of its own (e.g. ``"/-/metrics"``) to serve the kit's metrics in text format, or
+    register :class:`asyncdeploy.workload.prometheus.DrainCollector` with the app's registry.
+    """
 
     ready: str | None = "/ready"
     live: str | None = "/live"
     startup: str | None = "/startup"
-    metrics: str | None = "/metrics"
+    metrics: str | None = None
 
 
 def sse_cut_frame(reason: str, request_id: str | None) -> bytes:
@@ -280,5 +285,5 @@ class DrainMiddleware:
         await self._probe(send, self.controller.state is not DrainState.STARTING)
 
     async def _metrics(self, send: Send) -> None:
-        text = render_metrics(self.controller.statistics())
+        text = render_metrics(self.controller)
         await send_response(send, 200, text.encode(), content_type=METRICS_CONTENT_TYPE)

@@ -20,6 +20,8 @@ import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from .histogram import DRAIN_BUCKETS, REQUEST_BUCKETS, Histogram, HistogramSnapshot
+
 __all__ = [
     "Admission",
     "DrainController",
@@ -117,11 +119,12 @@ class DrainFlag:
 class Admission:
     """One admitted unit of work; release it exactly once (later calls are ignored)."""
 
-    __slots__ = ("_controller", "_outcome")
+    __slots__ = ("_admitted_at", "_controller", "_outcome")
 
     def __init__(self, controller: DrainController) -> None:
         self._controller = controller
         self._outcome: Outcome | None = None
+        self._admitted_at = time.monotonic()
 
     @property
     def outcome(self) -> Outcome | None:
@@ -136,7 +139,7 @@ class Admission:
         if self._outcome is not None:
             return False
         self._outcome = outcome
-        self._controller._release(outcome)
+        self._controller._release(outcome, time.monotonic() - self._admitted_at)
         return True
 
 
@@ -169,6 +172,8 @@ class DrainController:
         self._drain_changed = anyio.Event()  # state, deadline or cut
         self._subscribers: set[MemoryObjectSendStream[StateChanged]] = set()
         self.dropped_state_changes = 0
+        self._request_seconds = Histogram(REQUEST_BUCKETS)  # admission to release
+        self._drain_seconds = Histogram(DRAIN_BUCKETS)  # drain start to in-flight zero
 
     # -- read side -----------------------------------------------------------------------
     @property
@@ -200,6 +205,14 @@ class DrainController:
     @property
     def is_drained(self) -> bool:
         return self._state in (DrainState.DRAINING, DrainState.STOPPED) and self._in_flight == 0
+
+    def request_durations(self) -> HistogramSnapshot:
+        """Seconds from admission to release of every released request."""
+        return self._request_seconds.snapshot()
+
+    def drain_durations(self) -> HistogramSnapshot:
+        """Seconds from the drain start until in-flight reached zero (one per drain)."""
+        return self._drain_seconds.snapshot()
 
     def statistics(self) -> DrainStatistics:
         now = time.monotonic()
@@ -251,9 +264,9 @@ class DrainController:
         self._drain_started = now
         self._drain_started_wall = time.time()
         self._deadline = deadline
-        if self._in_flight == 0:
-            self._drained_at = now
         self._draining.set()
+        if self._in_flight == 0:
+            self._mark_drained(now, now)
         self._transition(DrainState.DRAINING)
         logger.info("drain started: in_flight=%d deadline_in=%s", self._in_flight, timeout)
         return True
@@ -293,13 +306,18 @@ class DrainController:
         self._pulse_load()
         return Admission(self)
 
-    def _release(self, outcome: Outcome) -> None:
+    def _release(self, outcome: Outcome, seconds: float) -> None:
         self._in_flight -= 1
         self._counts[outcome] += 1
+        self._request_seconds.observe(seconds)
         if self._in_flight == 0 and self._drain_started is not None and self._drained_at is None:
-            self._drained_at = time.monotonic()
+            self._mark_drained(self._drain_started, time.monotonic())
             logger.info("drained: in_flight reached zero")
         self._pulse_load()
+
+    def _mark_drained(self, started: float, now: float) -> None:
+        self._drained_at = now
+        self._drain_seconds.observe(now - started)
 
     # -- waiting -------------------------------------------------------------------------
     async def wait_drained(self, timeout: float | None = None) -> bool:

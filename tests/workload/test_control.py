@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import stat
@@ -123,3 +124,75 @@ async def test_unreachable_socket_raises(sock_path: str) -> None:
     """No server: a ControlSocketError naming the path."""
     with pytest.raises(ControlSocketError, match=r"c\.sock: cannot connect"):
         await run_drain_command(sock_path, propagation_wait=0, timeout=1)
+
+
+async def test_connection_bound_sheds_silent_connections_and_refuses_when_all_speak(
+    controller: DrainController, sock_path: str
+) -> None:
+    """Full of silent peers, a newcomer takes the oldest one's slot; full of talkers, it is refused."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(
+            functools.partial(serve_control_socket, controller, sock_path, max_connections=2)
+        )
+        silent = [await anyio.connect_unix(sock_path) for _ in range(2)]
+        with anyio.fail_after(5):
+            assert (await control_request(sock_path, "status"))["ok"] is True
+            with pytest.raises(anyio.EndOfStream):  # the oldest silent one was closed for it
+                await silent[0].receive()
+        talkers = []
+        for _ in range(2):
+            talker = await anyio.connect_unix(sock_path)
+            await talker.send(b"status\n")
+            assert b'"ok":true' in await talker.receive()
+            talkers.append(talker)
+        with pytest.raises(ControlSocketError, match="busy: 2 control connections are in use"):
+            await control_request(sock_path, "status")
+        for stream in silent + talkers:
+            await stream.aclose()
+        tg.cancel_scope.cancel()
+
+
+async def test_a_silent_connection_is_closed_after_the_idle_timeout(
+    controller: DrainController, sock_path: str
+) -> None:
+    """A connection that never sends a line is dropped, freeing its slot."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(
+            functools.partial(serve_control_socket, controller, sock_path, idle_timeout=0.3)
+        )
+        silent = await anyio.connect_unix(sock_path)
+        with anyio.fail_after(5), pytest.raises(anyio.EndOfStream):
+            await silent.receive()
+        await silent.aclose()
+        tg.cancel_scope.cancel()
+
+
+async def test_a_client_that_never_reads_is_closed_once_replies_stall(
+    controller: DrainController, sock_path: str
+) -> None:
+    """Replies piling up unread for the idle timeout end the connection (its slot is freed)."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(
+            functools.partial(serve_control_socket, controller, sock_path, idle_timeout=0.5)
+        )
+        greedy = await anyio.connect_unix(sock_path)
+        sent = 0
+        with anyio.move_on_after(3):  # until both buffers are full, or the server hangs up
+            while True:
+                try:
+                    await greedy.send(b"status\n")
+                except anyio.BrokenResourceError:
+                    break
+                sent += 1
+        await anyio.sleep(1)  # the server's reply has been stuck longer than 0.5 s
+        received = b""
+        with anyio.fail_after(10):
+            while True:
+                try:
+                    received += await greedy.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    break
+        await greedy.aclose()
+        assert 0 < received.count(b"\n") < sent  # closed before answering everything
+        assert (await control_request(sock_path, "status"))["ok"] is True
+        tg.cancel_scope.cancel()

@@ -98,7 +98,7 @@ async def test_prestop_drain_command_then_sigterm(tmp_path: Path) -> None:
             result: dict[str, Any] = {}
 
             async def consume() -> None:
-                result["body"] = await read_stream(client, "/stream?tokens=12&pace=0.05", first)
+                result["body"] = await read_stream(client, "/stream?tokens=40&pace=0.05", first)
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(consume)
@@ -130,7 +130,7 @@ async def test_prestop_drain_command_then_sigterm(tmp_path: Path) -> None:
         with anyio.fail_after(3):
             process.send_signal(signal.SIGTERM)
             assert await process.wait() == 0
-    assert events(result["body"]) == ["token"] * 12 + ["done"]
+    assert events(result["body"]) == ["token"] * 40 + ["done"]
 
 
 async def test_ignore_sigterm_gets_killed_and_truncates(tmp_path: Path) -> None:

@@ -39,3 +39,20 @@ def test_import_installs_no_signal_handler_and_needs_no_uvicorn() -> None:
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_the_kit_imports_no_deployer_driver_or_cli() -> None:
+    """Inside the package the kit leans only on the lower layers (errors, durations)."""
+    import ast
+
+    allowed = {"asyncdeploy.errors", "asyncdeploy.durations"}
+    for path in Path(workload.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            inside = [n for n in names if n.split(".")[0] == "asyncdeploy"]
+            assert set(inside) <= allowed, (path.name, inside)

@@ -1,0 +1,135 @@
+"""Opening a deployer: the driver the caller named, else the engine the environment names, else
+the first that answers; asyncio only (the deployer's engine clients run on aiohttp)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Literal, overload
+
+import anyio
+
+from asyncdeploy.deployer import Deployer
+from asyncdeploy.drivers import DRIVERS, connect_driver, driver_class
+from asyncdeploy.drivers.base import Driver
+from asyncdeploy.errors import DriverNotInstalled, EngineUnavailable, UnsupportedEventLoop
+
+__all__ = ["AUTO_DETECT_ORDER", "DRIVER_NAMES", "DriverName", "open_deployer"]
+
+DriverName = Literal["docker", "podman", "kubernetes"]
+AUTO_DETECT_ORDER: tuple[DriverName, ...] = ("docker", "podman", "kubernetes")
+DRIVER_NAMES: tuple[str, ...] = tuple(sorted(DRIVERS))
+"""The names ``open_deployer`` and ``--driver`` accept."""
+
+
+@overload
+def open_deployer(
+    driver: Literal["docker", "podman"], *, url: str | None = None
+) -> AbstractAsyncContextManager[Deployer]: ...
+
+
+@overload
+def open_deployer(
+    driver: Literal["kubernetes"],
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    namespace: str | None = None,
+    request_timeout: float = 30.0,
+) -> AbstractAsyncContextManager[Deployer]: ...
+
+
+@overload
+def open_deployer(driver: None = None) -> AbstractAsyncContextManager[Deployer]: ...
+
+
+def open_deployer(
+    driver: DriverName | None = None, **options: Any
+) -> AbstractAsyncContextManager[Deployer]:
+    """Open a deployer on ``driver`` (``docker``, ``podman`` or ``kubernetes``).
+
+    Options per driver: ``url`` for Docker and Podman (default: discovered, honouring
+    ``DOCKER_HOST`` / ``CONTAINER_HOST``); ``kubeconfig``, ``context``, ``namespace``,
+    ``request_timeout`` for Kubernetes. Without a name, an engine named by its address variable
+    (``DOCKER_HOST``, else ``CONTAINER_HOST``) is used, and ``EngineUnavailable`` raised when it
+    does not answer; with neither set, the first engine of :data:`AUTO_DETECT_ORDER` that
+    answers. Needs asyncio (see the module docstring).
+    """
+    return _open_deployer(driver, options)
+
+
+@asynccontextmanager
+async def _open_deployer(driver: str | None, options: Mapping[str, Any]) -> AsyncIterator[Deployer]:
+    _require_asyncio()
+    if driver is None:
+        opened = await _first_answering(options)
+    else:
+        accepted = inspect.signature(driver_class(driver).connect).parameters
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise TypeError(f"the {driver} driver takes no option {', '.join(unknown)}")
+        opened = await connect_driver(driver, **options)
+    deployer = Deployer(opened)
+    try:
+        yield deployer
+    finally:
+        with anyio.CancelScope(shield=True):
+            await deployer.aclose()
+
+
+def _require_asyncio() -> None:
+    """Fail clearly, not with aiohttp's bare "no running event loop", outside asyncio."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        library = "this event loop"
+        try:
+            import sniffio
+
+            library = sniffio.current_async_library()
+        except (ImportError, RuntimeError):
+            pass  # sniffio only names the library in the message
+        raise UnsupportedEventLoop(
+            f"the deployer needs asyncio, but it runs under {library}: its engine clients "
+            "(aiodocker, kubernetes-asyncio) are asyncio-only; run it with asyncio.run() or "
+            "anyio.run(..., backend='asyncio'). The server kit, asyncdeploy.workload, runs on both."
+        ) from None
+
+
+async def _first_answering(options: Mapping[str, Any]) -> Driver:
+    candidates = _named_by_environment() or AUTO_DETECT_ORDER
+    reasons = []
+    for name in candidates:
+        try:
+            accepted = inspect.signature(driver_class(name).connect).parameters
+        except DriverNotInstalled as exc:
+            if candidates is not AUTO_DETECT_ORDER:
+                raise
+            reasons.append(f"{name}: {exc}")
+            continue
+        if not set(options) <= set(accepted):
+            continue  # an option meant for another engine (url= is not a Kubernetes option)
+        try:
+            return await connect_driver(name, **options)
+        except EngineUnavailable as exc:
+            if candidates is not AUTO_DETECT_ORDER:
+                raise  # the user named this engine: never fall back to another one
+            reasons.append(f"{name}: {exc.message}")
+    raise EngineUnavailable(
+        "no engine answers (" + "; ".join(reasons) + ")", engine="/".join(DRIVERS)
+    )
+
+
+def _named_by_environment() -> tuple[str, ...]:
+    """The first engine whose address variable is set (``DOCKER_HOST``, ``CONTAINER_HOST``)."""
+    for name in AUTO_DETECT_ORDER:
+        try:
+            variable = getattr(driver_class(name), "host_variable", None)
+        except DriverNotInstalled:
+            continue  # its extra is not installed: its variable cannot name it
+        if variable and os.environ.get(variable):
+            return (name,)
+    return ()
