@@ -18,7 +18,8 @@ import anyio
 
 from asyncdeploy.drivers.base import LABEL_CONTAINER, LABEL_PLAN_DIGEST, LABEL_ROLE, LABEL_WORKLOAD
 from asyncdeploy.drivers.engine import _spec as spec
-from asyncdeploy.drivers.engine._drain import ContainerRef, drain_workloads
+from asyncdeploy.drivers.engine._drain import drain_workloads
+from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef
 from asyncdeploy.drivers.engine._state import mask_secret, snapshot, workload_status
 from asyncdeploy.errors import (
     CreateError,
@@ -36,6 +37,14 @@ from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadSta
 __all__ = ["EngineAPIDriver"]
 
 PING_TIMEOUT = 10.0
+REMOVAL_POLL_SECONDS = 0.05
+# A connection cut while a response streams in is a lost connection, like a refused one.
+_CONNECTION_LOST = (
+    aiohttp.ClientConnectionError,
+    aiohttp.ClientPayloadError,
+    ConnectionError,
+    FileNotFoundError,
+)
 
 
 class EngineAPIDriver:
@@ -97,7 +106,7 @@ class EngineAPIDriver:
             if self._conflict(exc):
                 raise WorkloadConflict(message, engine=self.name, status=exc.status) from exc
             raise EngineAPIError(message, engine=self.name, status=exc.status) from exc
-        except (aiohttp.ClientConnectionError, ConnectionError, FileNotFoundError) as exc:
+        except _CONNECTION_LOST as exc:
             raise EngineUnavailable(f"{what}: {exc} at {self.url}", engine=self.name) from exc
         except aiohttp.ClientError as exc:
             raise EngineAPIError(f"{what}: {exc}", engine=self.name, status=0) from exc
@@ -245,7 +254,7 @@ class EngineAPIDriver:
                     return False
         return True
 
-    # --- the drain (ContainerOps for asyncdeploy.drivers.engine._drain) ---------------------------------------
+    # --- the drain (ContainerOps for asyncdeploy.drivers.engine._drain) ------------------------
 
     async def drain(
         self, names: Sequence[str], *, grace_period_seconds: int | None, emit: Emit
@@ -259,7 +268,7 @@ class EngineAPIDriver:
             )
         snapshots = [snapshot(name, grouped[name]) for name in names]
         return await drain_workloads(
-            self, snapshots, grace_period_seconds=grace_period_seconds, emit=emit
+            self, snapshots, grace_period_seconds=grace_period_seconds, emit=emit, engine=self.name
         )
 
     async def signal(self, ref: ContainerRef, signal: str) -> bool:
@@ -293,9 +302,40 @@ class EngineAPIDriver:
 
     async def remove(self, ref: ContainerRef) -> None:
         """Force-remove a stopped container (the drain has signalled it: Podman's force-delete
-        of a running one would stop it gracefully first)."""
-        with self._errors(f"remove {ref.name}"):
-            await self._client.containers.container(ref.id).delete(force=True, v=True)
+        of a running one would stop it gracefully first). A removal already in progress (Docker
+        answers 409: another delete, or someone by hand) is waited for instead."""
+        try:
+            with self._errors(f"remove {ref.name}"):
+                await self._client.containers.container(ref.id).delete(force=True, v=True)
+        except WorkloadConflict as exc:
+            if "already in progress" not in exc.message:
+                raise
+            while True:  # polled: the engines have no "removed" event to wait on here
+                if await self.look(ref) is None:
+                    return
+                await anyio.sleep(REMOVAL_POLL_SECONDS)
+
+    async def claim(self, pause: ContainerRef) -> bool:
+        try:
+            with self._errors(f"pause {pause.name}"):
+                await self._client.containers.container(pause.id).pause()
+        except WorkloadConflict:
+            return False  # already paused (another delete drains it), or not running
+        return True
+
+    async def look(self, ref: ContainerRef) -> ContainerLook | None:
+        try:
+            with self._errors(f"inspect {ref.name}"):
+                state = (await self._client.containers.container(ref.id).show()).get("State")
+        except WorkloadNotFound:
+            return None
+        state = state or {}
+        code = state.get("ExitCode")
+        return ContainerLook(
+            running=bool(state.get("Running")),
+            paused=bool(state.get("Paused")),
+            exit_code=None if code is None else int(code),
+        )
 
     async def run_hook(self, ref: ContainerRef, command: Sequence[str]) -> int:
         # Attached, not detached: Podman 4.3 reports a detached exec as running for ever.

@@ -26,7 +26,8 @@ import aiodocker
 import anyio
 
 from asyncdeploy.drivers.engine._api import EngineAPIDriver
-from asyncdeploy.drivers.engine._drain import ContainerRef
+from asyncdeploy.drivers.engine._ops import ContainerRef
+from asyncdeploy.errors import WorkloadNotFound
 
 __all__ = ["PodmanDriver"]
 
@@ -74,14 +75,13 @@ class PodmanDriver(EngineAPIDriver):
     async def wait_killed(self, ref: ContainerRef) -> int | None:
         """Poll the state: after a SIGKILL that cut a pre_stop hook off, every wait (compatible
         or libpod) blocks until the hook's exec session is cleaned up, 20 s later."""
-        handle = self._client.containers.container(ref.id)
         pause = KILL_POLL_SECONDS
         while True:
-            with self._errors(f"inspect {ref.name}"):
-                state = (await handle.show()).get("State") or {}
-            if not state.get("Running"):
-                code = state.get("ExitCode")
-                return None if code is None else int(code)
+            look = await self.look(ref)
+            if look is None:
+                raise WorkloadNotFound(f"{ref.name} is gone", engine=self.name, status=404)
+            if not look.running:
+                return look.exit_code
             await anyio.sleep(pause)
             pause = min(pause * 2, 0.2)  # many containers: do not flood the API service
 
