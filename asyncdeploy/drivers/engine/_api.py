@@ -67,6 +67,10 @@ class EngineAPIDriver:
         """Whether an error means "wrong state / name taken" (Docker answers 409)."""
         return bool(exc.status == 409)
 
+    def _missing(self, exc: aiodocker.DockerError) -> bool:
+        """Whether an error means "no such object" (Docker answers 404)."""
+        return bool(exc.status == 404)
+
     # --- life cycle --------------------------------------------------------------------------
 
     @classmethod
@@ -101,7 +105,7 @@ class EngineAPIDriver:
             message = f"{what}: {exc.message}"
             if exc.status == 900:
                 raise EngineUnavailable(message, engine=self.name) from exc
-            if exc.status == 404:
+            if self._missing(exc):
                 raise WorkloadNotFound(message, engine=self.name, status=404) from exc
             if self._conflict(exc):
                 raise WorkloadConflict(message, engine=self.name, status=exc.status) from exc

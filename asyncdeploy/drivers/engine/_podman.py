@@ -5,6 +5,7 @@
 - Podman answers 500 where Docker answers 409: killing a container that is not running
   ("container state improper"), a taken name ("already in use"), and removing a container whose
   namespaces others still use ("dependent containers"). These mean a conflict, not a failure.
+- A container removed while a call on it runs gives 500 "no such container": it is missing.
 - Podman answers 304 on stopping a stopped container and force-delete stops gracefully: the
   shared driver never calls stop, and it SIGKILLs before a force-delete where nothing drains.
 - A container killed with its stop signal is restarted under its restart policy (only a stop
@@ -84,6 +85,12 @@ class PodmanDriver(EngineAPIDriver):
                 return look.exit_code
             await anyio.sleep(pause)
             pause = min(pause * 2, 0.2)  # many containers: do not flood the API service
+
+    def _missing(self, exc: aiodocker.DockerError) -> bool:
+        """A container removed while the call ran: 500 "no such container" (another delete)."""
+        return exc.status == 404 or (
+            exc.status == 500 and "no such container" in str(exc.message).lower()
+        )
 
     def _conflict(self, exc: aiodocker.DockerError) -> bool:
         if exc.status == 409:
