@@ -64,12 +64,14 @@ async def test_a_connection_blink_kills_nothing(
 
     async with anyio.create_task_group() as tg:
         await tg.start(proxy.serve)
-        async with open_deployer(deployer.driver_name, url=proxy.url) as flaky:
-            async with flaky.terminate(workload) as events:
-                async for event in events:
-                    seen.append(event)
-                    if isinstance(event, SignalSent) and event.container == "app":
-                        tg.start_soon(blink)
+        async with (
+            open_deployer(deployer.driver_name, url=proxy.url) as flaky,
+            flaky.terminate(workload) as events,
+        ):
+            async for event in events:
+                seen.append(event)
+                if isinstance(event, SignalSent) and event.container == "app":
+                    tg.start_soon(blink)
         tg.cancel_scope.cancel()
 
     assert proxy.cuts == 1
