@@ -16,8 +16,8 @@ For each workload:
    share: removing it first SIGKILLs them on Docker and is refused by Podman), then the volumes.
 
 An engine call lost with the connection (``EngineUnavailable``) is retried with backoff, the
-wait re-armed, until the deadline: a connection that blinks kills nothing. Past the deadline an
-engine that stays unreachable for ``GIVE_UP_AFTER`` ends the drain: the containers whose end was
+wait re-armed, until the deadline: a connection that blinks kills nothing. An engine still
+unreachable ``GIVE_UP_AFTER`` past the deadline ends the drain: the containers whose end was
 not seen are ``unreachable`` and the call raises ``DrainUnreachable`` (the CLI's exit 3).
 
 Steps 3 and 4 run shielded and bounded, so they complete even when the caller cancels, and
@@ -146,8 +146,8 @@ class _WorkloadDrain:
     # --- engine calls: retried while the connection is lost ----------------------------------
 
     async def _call(self, call: Callable[[], Awaitable[T]]) -> T:
-        """``call()``, tried again with backoff while the engine is unreachable: until the
-        deadline, then (and during the cleanup) until it has been unreachable GIVE_UP_AFTER."""
+        """``call()``, tried again with backoff while the engine is unreachable, until it has
+        been unreachable for GIVE_UP_AFTER past the deadline (or, cancelled, in the cleanup)."""
         pause = RETRY_FIRST
         while True:
             try:
@@ -156,9 +156,11 @@ class _WorkloadDrain:
                 now = self.books.clock()
                 if self.unreachable_since is None:
                     self.unreachable_since = now
-                past = self.cleaning or now >= self.books.deadline
-                if past and now - self.unreachable_since >= GIVE_UP_AFTER:
-                    raise
+                deadline = self.books.deadline
+                if now >= deadline or self.cleaning:  # a cancelled drain cleans up early
+                    since = self.unreachable_since
+                    if now - (max(since, deadline) if now >= deadline else since) >= GIVE_UP_AFTER:
+                        raise
                 await anyio.sleep(pause)
                 pause = min(pause * 2, RETRY_MAX)
             else:
@@ -192,10 +194,12 @@ class _WorkloadDrain:
             if await self._call(lambda: self.ops.claim(pause)):
                 return False
             look = await self._call(lambda: self.ops.look(pause))
-        except WorkloadNotFound:
-            return False
-        except EngineError as exc:
+        except EngineUnavailable as exc:
             self._failed(f"claim the drain of {self.name}", exc)
+            return False
+        except EngineError:
+            # Gone, or an engine that cannot pause (no cgroup freezer): drain unclaimed; only a
+            # concurrent delete loses its protection, this one must not fail for it.
             return False
         return look is not None and look.paused
 
