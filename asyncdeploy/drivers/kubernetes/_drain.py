@@ -37,7 +37,7 @@ from typing import Any
 import anyio
 import attrs
 
-from asyncdeploy.drivers._books import TrackedContainer, effective_grace, summarize
+from asyncdeploy.drivers._books import DrainBooks, TrackedContainer, effective_grace
 from asyncdeploy.drivers.base import LABEL_WORKLOAD
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
@@ -53,7 +53,6 @@ from asyncdeploy.events import (
     ContainerExited,
     ContainerForceKilled,
     ContainerRemoved,
-    DrainFinished,
     DrainStarted,
     DrainSummary,
     Emit,
@@ -85,21 +84,15 @@ class _Tracked(TrackedContainer):
 
 
 @attrs.define(kw_only=True)
-class PodDrain:
+class PodDrain(DrainBooks):
     """One Pod's drain, driven by what the API shows; every step is emitted as it is seen."""
 
-    workload: str
     pod_name: str
     uid: str
-    grace: int
-    started: float
     margin: float
-    emit: Emit
     containers: list[_Tracked]
-    errors: list[str] = attrs.field(factory=list)
     signalled: bool = False
     summary: DrainSummary | None = None
-    clock: Callable[[], float] = anyio.current_time
 
     @classmethod
     def of(
@@ -149,19 +142,12 @@ class PodDrain:
         )
 
     @property
-    def deadline(self) -> float:
-        return self.started + self.grace
-
-    @property
     def give_up(self) -> float:
         return self.deadline + self.margin
 
     @property
     def done(self) -> bool:
         return self.summary is not None
-
-    def elapsed(self) -> float:
-        return self.clock() - self.started
 
     def begin(self) -> None:
         self.emit(
@@ -265,12 +251,7 @@ class PodDrain:
         self._finish()
 
     def _finish(self) -> None:
-        self.summary = summarize(
-            self.workload, self.grace, self.elapsed(), self.containers, self.errors
-        )
-        self.emit(
-            DrainFinished(workload=self.workload, elapsed=self.elapsed(), summary=self.summary)
-        )
+        self.summary = self.finish(self.containers)
 
 
 async def drain_pods(
