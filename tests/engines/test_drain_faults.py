@@ -11,6 +11,8 @@ import anyio
 import pytest
 
 from asyncdeploy import Container, Deployer, DrainSummary, WorkloadNotFound, open_deployer
+from asyncdeploy.drivers.base import LABEL_WORKLOAD
+from asyncdeploy.drivers.engine._state import snapshot
 from tests.engines.conftest import BUSYBOX
 from tests.engines.helpers import graceful, plan, read_markers
 
@@ -86,3 +88,32 @@ async def test_two_deletes_at_once_drain_once(
         assert marks[(container, "drained-ok")] == 1, marks
     with pytest.raises(WorkloadNotFound):
         await deployer.get(workload)
+
+
+async def test_a_removal_already_in_progress_is_waited_for_not_a_failure(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """Three removals of one container at once (two deletes, or one and a hand): Docker answers
+    409 "removal already in progress" to the late ones; each waits for the removal instead.
+    Podman answers "no such container", which the drain counts as gone."""
+    workload = name("rm3")
+    await deployer.create(plan(workload, [graceful("app", 0, markers)]))
+    driver = deployer.driver
+    listed = await driver._containers({LABEL_WORKLOAD: workload})  # type: ignore[attr-defined]
+    [app] = [r for r in snapshot(workload, listed).containers if r.name == "app"]
+    outcomes: list[str] = []
+
+    async def remove() -> None:
+        try:
+            await driver.remove(app)  # type: ignore[attr-defined]
+        except WorkloadNotFound:
+            outcomes.append("not found")
+        else:
+            outcomes.append("removed")
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(remove)
+    assert len(outcomes) == 3 and "removed" in outcomes
+    status = await deployer.get(workload)
+    assert "app" not in {c.name for c in status.containers}
