@@ -26,7 +26,7 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from asyncdeploy.drivers import DRIVERS, connect_driver, driver_class
 from asyncdeploy.drivers.base import Driver
-from asyncdeploy.errors import DrainError, EngineUnavailable
+from asyncdeploy.errors import DrainError, DrainUnreachable, EngineUnavailable
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import ApplyResult, ExecResult, WorkloadStatus
@@ -161,6 +161,7 @@ class Deployer:
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
         relay = _EventRelay()
         summaries: builtins.list[DrainSummary] = []
+        unreachable: builtins.list[DrainUnreachable] = []
 
         async def run() -> None:
             try:
@@ -170,6 +171,8 @@ class Deployer:
                             names, grace_period_seconds=grace_period_seconds, emit=relay.emit
                         )
                     )
+            except DrainUnreachable as exc:
+                unreachable.append(exc)  # raised once the consumer has every event
             finally:
                 relay.close()
 
@@ -182,6 +185,8 @@ class Deployer:
                     yield receive
         except BaseExceptionGroup as group:
             raise _lone_error(group) from None
+        if unreachable:
+            raise unreachable[0]
         failed = [s for s in summaries if s.errors]
         if failed:
             raise DrainError(failed)

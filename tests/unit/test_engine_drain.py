@@ -8,6 +8,7 @@ import anyio
 import attrs
 import pytest
 
+from asyncdeploy.deployer import Deployer
 from asyncdeploy.drivers import _books
 from asyncdeploy.drivers.engine import _drain
 from asyncdeploy.drivers.engine._drain import drain_workloads
@@ -517,3 +518,35 @@ async def test_an_engine_away_from_the_start_gives_up_past_the_deadline() -> Non
     assert 1.3 <= summary.seconds < 5  # the deadline, then GIVE_UP_AFTER (0.3 s here)
     assert isinstance(events[-1], DrainFinished)
     assert names(events, SignalSent) == [] and ops.boxes["app"].state == "running"
+
+
+async def test_the_caller_gets_every_event_before_drain_unreachable() -> None:
+    """The deployer hands on the whole stream, DrainFinished last, then raises the error (the
+    CLI's ``--output json`` ends with DrainFinished, then exits 3), even when the driver raises
+    right after its last event."""
+    ops = pod(FakeOps())
+    ops.add("app")
+    ops.down = True
+    events: list[DrainEvent] = []
+    with pytest.raises(DrainUnreachable) as caught:
+        await drain_workloads(
+            ops, [ops.snapshot(grace=0)], grace_period_seconds=0, emit=events.append
+        )
+
+    class Driver:
+        name = ENGINE
+
+        async def get(self, name: str) -> None:
+            return None
+
+        async def drain(self, names: list[str], *, grace_period_seconds: int | None, emit):  # type: ignore[no-untyped-def]
+            for event in events:
+                emit(event)
+            raise caught.value
+
+    seen: list[DrainEvent] = []
+    with pytest.raises(DrainUnreachable):  # noqa: PT012 - raised as the stream ends
+        async with Deployer(Driver()).terminate("w") as stream:  # type: ignore[arg-type]
+            async for event in stream:
+                seen.append(event)
+    assert seen == events and isinstance(seen[-1], DrainFinished)
