@@ -7,7 +7,9 @@
   namespaces others still use ("dependent containers"). These mean a conflict, not a failure.
 - A container removed while a call on it runs gives 500 "no such container": it is missing.
 - Podman answers 304 on stopping a stopped container and force-delete stops gracefully: the
-  shared driver never calls stop, and it SIGKILLs before a force-delete where nothing drains.
+  drain SIGKILLs before a force-delete where nothing drains.
+- A second pause is refused with "state improper" too: that is how a second delete sees that
+  another one has claimed the drain.
 - A container killed with its stop signal is restarted under its restart policy (only a stop
   call counts as stopped by the user): containers with a policy are stopped with a stop call
   bounded by the time left, the others with kill-then-wait (a stop call holds one of Podman's
