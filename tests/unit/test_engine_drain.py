@@ -118,7 +118,7 @@ async def test_one_hung_hook_delays_no_other_container() -> None:
 
     for quick in ("fails", "broken", "lost"):
         exited = first(events, ContainerExited, quick)
-        assert exited.elapsed < 0.5, quick  # long before the 1 s deadline
+        assert exited.elapsed < 0.9, quick  # before the 1 s deadline (it takes ms)
         assert outcomes(summary)[quick] == ("exited", 0)
     hook = first(events, PreStopFinished, "hung")
     assert hook.timed_out and hook.exit_code is None and hook.elapsed >= 1
