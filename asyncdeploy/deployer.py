@@ -39,6 +39,7 @@ from asyncdeploy.drivers.base import Driver
 from asyncdeploy.errors import (
     AsyncDeployError,
     DrainError,
+    DrainUnreachable,
     WorkloadConflict,
     WorkloadNotFound,
 )
@@ -322,21 +323,29 @@ class Deployer:
         self, names: Sequence[str], grace_period_seconds: int | None, kill_now: anyio.Event | None
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
         summaries: builtins.list[DrainSummary] = []
+        unreachable: builtins.list[DrainUnreachable] = []
 
         async def work(emit: Callable[[DrainEvent], None]) -> None:
             async with anyio.create_task_group() as tg:
                 if kill_now is not None:
                     tg.start_soon(_cancel_when_set, kill_now, tg.cancel_scope)
-                if names:
-                    summaries.extend(
-                        await self.driver.drain(  # a drain emits drain events only
-                            names, grace_period_seconds=grace_period_seconds, emit=cast(Emit, emit)
+                try:
+                    if names:
+                        summaries.extend(
+                            await self.driver.drain(  # a drain emits drain events only
+                                names,
+                                grace_period_seconds=grace_period_seconds,
+                                emit=cast(Emit, emit),
+                            )
                         )
-                    )
+                except DrainUnreachable as exc:
+                    unreachable.append(exc)  # raised once the consumer has every event
                 tg.cancel_scope.cancel()  # stop watching kill_now
 
         async with self._streaming(work) as receive:
             yield receive
+        if unreachable:
+            raise unreachable[0]
         failed = [s for s in summaries if s.errors]
         if failed:
             raise DrainError(failed)

@@ -17,6 +17,8 @@
     ├── CreateError                      a create failed (init container, start, image); on Docker and
     │                                    Podman it was rolled back, on Kubernetes the Pod is left to inspect
     ├── DrainError                       a drain finished, but some steps failed; ``.summaries``
+    │   └── DrainUnreachable             ... because the engine stopped answering (also an
+    │                                    EngineUnavailable: the CLI exits 3); delete again later
     └── WorkloadError                    the server-side drain kit (asyncdeploy.workload.errors)
         └── ControlSocketError           its control socket cannot be served or reached
 
@@ -35,6 +37,7 @@ __all__ = [
     "AsyncDeployError",
     "CreateError",
     "DrainError",
+    "DrainUnreachable",
     "DriverNotFound",
     "DriverNotInstalled",
     "EngineAPIError",
@@ -154,3 +157,18 @@ class DrainError(AsyncDeployError):
         self.summaries = tuple(summaries)
         problems = [f"{s.workload}: {e}" for s in self.summaries for e in s.errors]
         super().__init__("drain finished with errors: " + "; ".join(problems))
+
+
+class DrainUnreachable(DrainError, EngineUnavailable):
+    """The engine stopped answering during a drain and did not come back before the deadline.
+
+    Containers whose end was not seen are ``unreachable`` in ``.summaries``; a delete once the
+    engine answers again finishes the job.
+    """
+
+    def __init__(self, summaries: Sequence[DrainSummary], *, engine: str) -> None:
+        self.summaries = tuple(summaries)
+        problems = "; ".join(f"{s.workload}: {e}" for s in self.summaries for e in s.errors)
+        EngineUnavailable.__init__(
+            self, f"engine unreachable during the drain: {problems}", engine=engine
+        )

@@ -29,6 +29,7 @@ __all__ = [
     "PauseRemoved",
     "PreStopFinished",
     "PreStopStarted",
+    "Role",
     "SidecarRemoved",
     "SignalSent",
     "event_to_dict",
@@ -36,7 +37,10 @@ __all__ = [
 ]
 
 Role = Literal["pause", "init", "run", "autoheal"]
-Outcome = Literal["exited", "killed", "already-exited", "missing"]
+Outcome = Literal["exited", "killed", "already-exited", "missing", "unreachable"]
+"""How a container ended: ``unreachable`` when the engine stopped answering before its end was
+seen (a later delete finishes the job); ``missing`` when it went without its end being seen."""
+OUTCOMES: tuple[Outcome, ...] = ("exited", "killed", "already-exited", "missing", "unreachable")
 
 
 @attrs.frozen(kw_only=True)
@@ -209,10 +213,7 @@ def event_to_dict(event: Event) -> dict[str, Any]:
                 }
                 for c in summary.containers
             ],
-            totals={
-                outcome: summary.count(outcome)
-                for outcome in ("exited", "killed", "already-exited", "missing")
-            },
+            totals={outcome: summary.count(outcome) for outcome in OUTCOMES},
             errors=list(summary.errors),
         )
         return out

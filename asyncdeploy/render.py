@@ -69,7 +69,9 @@ def describe(event: DrainEvent | PullEvent) -> str:
             return (
                 f"drain finished in {s.seconds:.2f} s: {s.count('exited')} exited, "
                 f"{s.count('killed')} killed, {s.count('already-exited')} already exited, "
-                f"{s.count('missing')} missing" + (f", {len(s.errors)} errors" if s.errors else "")
+                f"{s.count('missing')} missing"
+                + (f", {s.count('unreachable')} unreachable" if s.count("unreachable") else "")
+                + (f", {len(s.errors)} errors" if s.errors else "")
             )
 
 

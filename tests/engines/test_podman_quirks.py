@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from asyncdeploy import Deployer, WorkloadConflict, open_deployer
-from asyncdeploy.drivers.engine._drain import ContainerRef
+from asyncdeploy.drivers.engine._ops import ContainerRef
 from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
 
 pytestmark = pytest.mark.anyio

@@ -18,8 +18,9 @@ import anyio
 
 from asyncdeploy.drivers.base import LABEL_CONTAINER, LABEL_PLAN_DIGEST, LABEL_ROLE, LABEL_WORKLOAD
 from asyncdeploy.drivers.engine import _spec as spec
+from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
-from asyncdeploy.drivers.engine._drain import ContainerRef, drain_workloads
+from asyncdeploy.drivers.engine._drain import drain_workloads
 from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._state import plan_order, snapshot, workload_labels, workload_status
 from asyncdeploy.errors import (
@@ -40,14 +41,20 @@ from asyncdeploy.selectors import SelectorLike, as_selector
 __all__ = ["EngineAPIDriver"]
 
 PING_TIMEOUT = 10.0
+# A connection cut while a response streams in is a lost connection, like a refused one.
+_CONNECTION_LOST = (
+    aiohttp.ClientConnectionError,
+    aiohttp.ClientPayloadError,
+    ConnectionError,
+    FileNotFoundError,
+)
 
 
-class EngineAPIDriver:
+class EngineAPIDriver(EngineContainerOps):
     """Docker Engine API driver; subclasses say how to find the socket and read quirks."""
 
     name: ClassVar[str]
     host_variable: ClassVar[str]  # the environment variable that names this engine's address
-    kill_triggers_restart: ClassVar[bool] = False  # Docker: a kill is a stop for restart policies
 
     def __init__(self, client: aiodocker.Docker, url: str, api_version: str = "") -> None:
         self._client = client
@@ -63,6 +70,10 @@ class EngineAPIDriver:
     def _conflict(self, exc: aiodocker.DockerError) -> bool:
         """Whether an error means "wrong state / name taken" (Docker answers 409)."""
         return bool(exc.status == 409)
+
+    def _missing(self, exc: aiodocker.DockerError) -> bool:
+        """Whether an error means "no such object" (Docker answers 404)."""
+        return bool(exc.status == 404)
 
     # --- life cycle --------------------------------------------------------------------------
 
@@ -105,12 +116,12 @@ class EngineAPIDriver:
             message = f"{what}: {exc.message}"
             if exc.status == 900:
                 raise EngineUnavailable(message, engine=self.name) from exc
-            if exc.status == 404:
+            if self._missing(exc):
                 raise WorkloadNotFound(message, engine=self.name, status=404) from exc
             if self._conflict(exc):
                 raise WorkloadConflict(message, engine=self.name, status=exc.status) from exc
             raise EngineAPIError(message, engine=self.name, status=exc.status) from exc
-        except (aiohttp.ClientConnectionError, ConnectionError, FileNotFoundError) as exc:
+        except _CONNECTION_LOST as exc:
             raise EngineUnavailable(f"{what}: {exc} at {self.url}", engine=self.name) from exc
         except aiohttp.ClientError as exc:
             raise EngineAPIError(f"{what}: {exc}", engine=self.name, status=0) from exc
@@ -276,7 +287,7 @@ class EngineAPIDriver:
                     return False
         return True
 
-    # --- the drain (ContainerOps for asyncdeploy.drivers.engine._drain) ---------------------------------------
+    # --- the drain (its engine calls: _container_ops.py) -------------------------------------
 
     async def drain(
         self, names: Sequence[str], *, grace_period_seconds: int | None, emit: Emit
@@ -290,67 +301,8 @@ class EngineAPIDriver:
             )
         snapshots = [snapshot(name, grouped[name]) for name in names]
         return await drain_workloads(
-            self, snapshots, grace_period_seconds=grace_period_seconds, emit=emit
+            self, snapshots, grace_period_seconds=grace_period_seconds, emit=emit, engine=self.name
         )
-
-    async def signal(self, ref: ContainerRef, signal: str) -> bool:
-        try:
-            with self._errors(f"signal {ref.name}"):
-                await self._kill(ref.id, signal)
-        except WorkloadConflict:
-            return False  # not running (Docker 409, Podman 500)
-        return True
-
-    async def _kill(self, ident: str, signal: str) -> None:
-        await self._client.containers.container(ident).kill(signal=signal)
-
-    async def wait_exit(self, ref: ContainerRef) -> int | None:
-        with self._errors(f"wait for {ref.name}"):
-            result = await self._client.containers.container(ref.id).wait()
-        code = result.get("StatusCode")
-        return None if code is None else int(code)
-
-    async def stop(self, ref: ContainerRef, timeout: float) -> int | None:
-        with self._errors(f"stop {ref.name}"):
-            handle = self._client.containers.container(ref.id)
-            await handle.stop(t=max(0, int(timeout)))
-            result = await handle.wait()
-        code = result.get("StatusCode")
-        return None if code is None else int(code)
-
-    async def wait_killed(self, ref: ContainerRef) -> int | None:
-        """Wait for a container just sent SIGKILL (Docker's wait returns as it dies)."""
-        return await self.wait_exit(ref)
-
-    async def remove(self, ref: ContainerRef) -> None:
-        """Force-remove a stopped container (the drain has signalled it: Podman's force-delete
-        of a running one would stop it gracefully first)."""
-        try:
-            with self._errors(f"remove {ref.name}"):
-                await self._client.containers.container(ref.id).delete(force=True, v=True)
-        except WorkloadConflict as exc:
-            if "already in progress" not in exc.message:
-                raise
-            # Another command removes it (a create rolling back, a second delete): gone.
-
-    async def run_hook(self, ref: ContainerRef, command: Sequence[str]) -> int:
-        # Attached, not detached: Podman 4.3 reports a detached exec as running for ever.
-        return (await self._exec(ref.id, command, f"pre_stop of {ref.name}")).exit_code
-
-    async def remove_volumes(self, workload: str) -> None:
-        """Remove the volumes asyncdeploy created for this workload (never pre-existing ones)."""
-        with self._errors(f"list volumes of {workload}"):
-            found = await self._client.volumes.list(  # type: ignore[no-untyped-call]
-                filters={"label": [f"{LABEL_WORKLOAD}={workload}"]}
-            )
-        for volume in found.get("Volumes") or []:
-            try:
-                with self._errors(f"remove volume {volume['Name']}"):
-                    segment = spec.path_segment(volume["Name"])
-                    volume_handle = aiodocker.volumes.DockerVolume(self._client, segment)  # type: ignore[no-untyped-call]
-                    await volume_handle.delete()  # type: ignore[no-untyped-call]
-            except WorkloadNotFound:
-                pass
 
     # --- create ------------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ import attrs
 from asyncdeploy.drivers.base import LABEL_CONTAINER, LABEL_ROLE, LABEL_WORKLOAD
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._devices import accelerators
-from asyncdeploy.drivers.engine._drain import ContainerRef
+from asyncdeploy.drivers.engine._ops import ContainerRef
 from asyncdeploy.errors import (
     AsyncDeployError,
     CreateError,

@@ -5,9 +5,12 @@
 - Podman answers 500 where Docker answers 409: killing a container that is not running
   ("container state improper"), a taken name ("already in use"), and removing a container whose
   namespaces others still use ("dependent containers"). These mean a conflict, not a failure.
+- A container removed while a call on it runs gives 500 "no such container": it is missing.
 - Podman answers 304 on stopping a stopped container and force-delete stops gracefully: the
-  shared driver calls stop only for containers with a restart policy (below), and it SIGKILLs
-  before a force-delete where nothing drains.
+  shared driver calls stop only for containers with a restart policy (below), and the drain
+  SIGKILLs before a force-delete where nothing drains.
+- A second pause is refused with "state improper" too: that is how a second delete sees that
+  another one has claimed the drain.
 - A container killed with its stop signal is restarted under its restart policy (only a stop
   call counts as stopped by the user): containers with a policy are stopped with a stop call
   bounded by the time left, the others with kill-then-wait (a stop call holds one of Podman's
@@ -31,9 +34,9 @@ import aiodocker
 import anyio
 
 from asyncdeploy.drivers.engine._api import EngineAPIDriver
-from asyncdeploy.drivers.engine._drain import ContainerRef
 from asyncdeploy.drivers.engine._libpod import libpod_spec
-from asyncdeploy.errors import CreateError
+from asyncdeploy.drivers.engine._ops import ContainerRef
+from asyncdeploy.errors import CreateError, WorkloadNotFound
 
 __all__ = ["PodmanDriver"]
 
@@ -97,16 +100,21 @@ class PodmanDriver(EngineAPIDriver):
     async def wait_killed(self, ref: ContainerRef) -> int | None:
         """Poll the state: after a SIGKILL that cut a pre_stop hook off, every wait (compatible
         or libpod) blocks until the hook's exec session is cleaned up, 20 s later."""
-        handle = self._client.containers.container(ref.id)
         pause = KILL_POLL_SECONDS
         while True:
-            with self._errors(f"inspect {ref.name}"):
-                state = (await handle.show()).get("State") or {}
-            if not state.get("Running"):
-                code = state.get("ExitCode")
-                return None if code is None else int(code)
+            look = await self.look(ref)
+            if look is None:
+                raise WorkloadNotFound(f"{ref.name} is gone", engine=self.name, status=404)
+            if not look.running:
+                return look.exit_code
             await anyio.sleep(pause)
             pause = min(pause * 2, 0.2)  # many containers: do not flood the API service
+
+    def _missing(self, exc: aiodocker.DockerError) -> bool:
+        """A container removed while the call ran: 500 "no such container" (another delete)."""
+        return exc.status == 404 or (
+            exc.status == 500 and "no such container" in str(exc.message).lower()
+        )
 
     def _conflict(self, exc: aiodocker.DockerError) -> bool:
         if exc.status == 409:

@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from asyncdeploy.drivers._books import effective_grace
 from asyncdeploy.drivers.base import (
     LABEL_CONTAINER,
     LABEL_GRACE,
@@ -15,8 +16,7 @@ from asyncdeploy.drivers.base import (
     LABEL_WORKLOAD,
 )
 from asyncdeploy.drivers.engine import _spec as spec
-from asyncdeploy.drivers.engine._drain import ContainerRef, WorkloadSnapshot
-from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
+from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
 from asyncdeploy.results import ContainerStatus, WorkloadStatus
 
 __all__ = ["plan_order", "snapshot", "workload_labels", "workload_status"]
@@ -62,7 +62,7 @@ def workload_status(driver: str, name: str, items: Sequence[Mapping[str, Any]]) 
         name=name,
         driver=driver,
         labels=user_labels,
-        grace_period_seconds=int(first.get(LABEL_GRACE, DEFAULT_GRACE_PERIOD_SECONDS)),
+        grace_period_seconds=effective_grace(first.get(LABEL_GRACE)),
         plan_digest=first.get(LABEL_PLAN_DIGEST),
         containers=tuple(containers),
     )
@@ -80,6 +80,7 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
                 name=labels.get(LABEL_CONTAINER, str(item["Id"])[:12]),
                 role=labels.get(LABEL_ROLE, "run"),
                 running=item.get("State") in ("running", "restarting", "paused"),
+                paused=item.get("State") == "paused",
                 exit_code=int(exited.group(1)) if exited else None,
                 pre_stop=tuple(json.loads(pre_stop)) if pre_stop else None,
                 stop_signal=labels.get(spec.LABEL_STOP_SIGNAL, "SIGTERM"),
@@ -87,7 +88,7 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
             )
         )
     refs.sort(key=lambda r: _ROLE_ORDER.get(r.role, 9))
-    grace = int(items[0]["Labels"].get(LABEL_GRACE, DEFAULT_GRACE_PERIOD_SECONDS))
+    grace = effective_grace(items[0]["Labels"].get(LABEL_GRACE))
     return WorkloadSnapshot(name=name, grace_period_seconds=grace, containers=tuple(refs))
 
 

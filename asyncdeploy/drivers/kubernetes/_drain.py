@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import attrs
 
+from asyncdeploy.drivers._books import DrainBooks, TrackedContainer, effective_grace
 from asyncdeploy.drivers.base import LABEL_WORKLOAD
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
@@ -51,9 +52,7 @@ from asyncdeploy.errors import (
 from asyncdeploy.events import (
     ContainerExited,
     ContainerForceKilled,
-    ContainerOutcome,
     ContainerRemoved,
-    DrainFinished,
     DrainStarted,
     DrainSummary,
     Emit,
@@ -61,7 +60,6 @@ from asyncdeploy.events import (
     PauseRemoved,
     SignalSent,
 )
-from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
 
 __all__ = ["KILL_TOLERANCE", "WATCH_MARGIN", "PodDrain", "drain_pods", "sandbox_name"]
 
@@ -79,33 +77,22 @@ def _uid(pod: Mapping[str, Any]) -> str:
     return str((pod.get("metadata") or {}).get("uid", ""))
 
 
-@attrs.define
-class _Tracked:
-    name: str
-    role: Literal["init", "run"]
+@attrs.define(kw_only=True)
+class _Tracked(TrackedContainer):
     signal: str
     running_at_start: bool
-    outcome: Outcome | None = None
-    exit_code: int | None = None
-    seconds: float | None = None
 
 
 @attrs.define(kw_only=True)
-class PodDrain:
+class PodDrain(DrainBooks):
     """One Pod's drain, driven by what the API shows; every step is emitted as it is seen."""
 
-    workload: str
     pod_name: str
     uid: str
-    grace: int
-    started: float
     margin: float
-    emit: Emit
     containers: list[_Tracked]
-    errors: list[str] = attrs.field(factory=list)
     signalled: bool = False
     summary: DrainSummary | None = None
-    clock: Callable[[], float] = anyio.current_time
 
     @classmethod
     def of(
@@ -120,10 +107,7 @@ class PodDrain:
     ) -> PodDrain:
         metadata = pod.get("metadata") or {}
         spec_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
-        if grace is None:
-            effective = DEFAULT_GRACE_PERIOD_SECONDS if spec_grace is None else int(spec_grace)
-        else:
-            effective = grace
+        effective = effective_grace(spec_grace, grace)
         pending = metadata.get("deletionGracePeriodSeconds")
         if pending is not None:  # already terminating: a longer grace would not be honoured
             effective = min(effective, int(pending))
@@ -158,19 +142,12 @@ class PodDrain:
         )
 
     @property
-    def deadline(self) -> float:
-        return self.started + self.grace
-
-    @property
     def give_up(self) -> float:
         return self.deadline + self.margin
 
     @property
     def done(self) -> bool:
         return self.summary is not None
-
-    def elapsed(self) -> float:
-        return self.clock() - self.started
 
     def begin(self) -> None:
         self.emit(
@@ -274,25 +251,7 @@ class PodDrain:
         self._finish()
 
     def _finish(self) -> None:
-        self.summary = DrainSummary(
-            workload=self.workload,
-            grace_period_seconds=self.grace,
-            seconds=self.elapsed(),
-            containers=tuple(
-                ContainerOutcome(
-                    name=c.name,
-                    role=c.role,
-                    outcome=c.outcome or "missing",
-                    exit_code=c.exit_code,
-                    seconds=c.seconds,
-                )
-                for c in self.containers
-            ),
-            errors=tuple(self.errors),
-        )
-        self.emit(
-            DrainFinished(workload=self.workload, elapsed=self.elapsed(), summary=self.summary)
-        )
+        self.summary = self.finish(self.containers)
 
 
 async def drain_pods(

@@ -12,9 +12,9 @@ import copy
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
+from asyncdeploy.drivers._books import effective_grace
 from asyncdeploy.drivers.base import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
-from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
 from asyncdeploy.results import ContainerStatus, WorkloadStatus
 from asyncdeploy.secrets import mask_tree, mask_value
 
@@ -121,7 +121,7 @@ def workload_status(pod: Mapping[str, Any]) -> WorkloadStatus:
         name=workload_name(pod),
         driver=ENGINE,
         labels={k: v for k, v in labels.items() if not k.startswith("asyncdeploy.io/")},
-        grace_period_seconds=DEFAULT_GRACE_PERIOD_SECONDS if grace is None else int(grace),
+        grace_period_seconds=effective_grace(grace),
         plan_digest=(metadata.get("annotations") or {}).get(LABEL_PLAN_DIGEST),
         containers=tuple(containers),
     )

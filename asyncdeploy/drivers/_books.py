@@ -1,0 +1,115 @@
+"""The drain's books, kept once for every driver: the effective grace period, what is known of
+each container, the context every event carries, and the summary that ends a drain.
+
+The engine drain (:mod:`asyncdeploy.drivers.engine._drain`) and the Kubernetes drain
+(:mod:`asyncdeploy.drivers.kubernetes._drain`) differ in how they learn what happens; what they
+write down about it, and how it is summed up, is the same and lives here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import anyio
+import attrs
+
+from asyncdeploy.events import (
+    ContainerOutcome,
+    DrainFinished,
+    DrainSummary,
+    Emit,
+    Outcome,
+    Role,
+)
+from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
+
+__all__ = ["DrainBooks", "TrackedContainer", "effective_grace", "summarize"]
+
+
+def effective_grace(declared: int | str | None, override: int | None = None) -> int:
+    """The grace period a drain uses: the caller's override, else the workload's declared one,
+    else the default (the one place the default applies)."""
+    if override is not None:
+        return override
+    return DEFAULT_GRACE_PERIOD_SECONDS if declared is None else int(declared)
+
+
+@attrs.define(kw_only=True)
+class TrackedContainer:
+    """What a drain knows of one init or run container; ``outcome`` None while unknown."""
+
+    name: str
+    role: Role
+    outcome: Outcome | None = None
+    exit_code: int | None = None
+    seconds: float | None = None
+
+
+def summarize(
+    workload: str,
+    grace: int,
+    seconds: float,
+    containers: Iterable[TrackedContainer],
+    errors: Sequence[str],
+    *,
+    unknown: Outcome = "missing",
+) -> DrainSummary:
+    """The summary of one drain; a container whose end was never seen counts as ``unknown``."""
+    return DrainSummary(
+        workload=workload,
+        grace_period_seconds=grace,
+        seconds=seconds,
+        containers=tuple(
+            ContainerOutcome(
+                name=c.name,
+                role=c.role,
+                outcome=c.outcome or unknown,
+                exit_code=c.exit_code,
+                seconds=c.seconds,
+            )
+            for c in containers
+        ),
+        errors=tuple(errors),
+    )
+
+
+@attrs.define(kw_only=True)
+class DrainBooks:
+    """One workload's drain: its clock, its deadline, its error lines, its events' context."""
+
+    workload: str
+    grace: int
+    started: float  # on ``clock``, when the whole drain call began
+    emit: Emit
+    errors: list[str] = attrs.field(factory=list)
+    clock: Callable[[], float] = anyio.current_time
+
+    @property
+    def deadline(self) -> float:
+        return self.started + self.grace
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    def at(self, container: TrackedContainer | None = None, **more: Any) -> dict[str, Any]:
+        """The fields every event carries (workload, elapsed; container and role for one)."""
+        context: dict[str, Any] = {"workload": self.workload, "elapsed": self.elapsed()}
+        if container is not None:
+            context.update(container=container.name, role=container.role)
+        return context | more
+
+    def error(self, message: str) -> None:
+        """Write an error line down, once (a retried step may fail the same way twice)."""
+        if message not in self.errors:
+            self.errors.append(message)
+
+    def finish(
+        self, containers: Iterable[TrackedContainer], *, unknown: Outcome = "missing"
+    ) -> DrainSummary:
+        """Sum the drain up and emit ``DrainFinished``, its last event."""
+        summary = summarize(
+            self.workload, self.grace, self.elapsed(), containers, self.errors, unknown=unknown
+        )
+        self.emit(DrainFinished(**self.at(), summary=summary))
+        return summary

@@ -1,0 +1,67 @@
+"""A unix-socket proxy in front of the engine's socket that a test can cut and take down.
+
+``cut()`` drops every open connection (an in-flight ``wait`` loses its answer) and the proxy
+keeps accepting; ``down()`` also makes it hang up on every new connection at once, until
+``heal()``. That is how a restarting engine socket or a flaky network hop looks to a client.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+from anyio.abc import ByteStream, TaskStatus
+
+
+class EngineProxy:
+    def __init__(self, listen: Path, upstream: str) -> None:
+        self.listen = listen
+        self.upstream = upstream
+        self.url = f"unix://{listen}"
+        self.cuts = 0
+        self._open: set[anyio.CancelScope] = set()
+        self._down = False
+
+    def cut(self) -> None:
+        """Drop every connection open now; new ones are served as before."""
+        self.cuts += 1
+        for scope in self._open:
+            scope.cancel()
+
+    def down(self) -> None:
+        """Drop every connection and hang up on new ones until :meth:`heal`."""
+        self._down = True
+        self.cut()
+
+    def heal(self) -> None:
+        self._down = False
+
+    async def serve(self, *, task_status: TaskStatus[None]) -> None:
+        async def pump(source: ByteStream, sink: ByteStream, pair: anyio.CancelScope) -> None:
+            try:
+                async for chunk in source:
+                    await sink.send(chunk)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass
+            pair.cancel()
+
+        async def handle(client: ByteStream) -> None:
+            async with client:
+                if self._down:
+                    return  # hang up at once
+                with anyio.CancelScope() as scope:
+                    self._open.add(scope)
+                    try:
+                        async with (
+                            await anyio.connect_unix(self.upstream) as server,
+                            anyio.create_task_group() as pair,
+                        ):
+                            pair.start_soon(pump, client, server, pair.cancel_scope)
+                            pair.start_soon(pump, server, client, pair.cancel_scope)
+                    finally:
+                        self._open.discard(scope)
+
+        listener = await anyio.create_unix_listener(self.listen)
+        async with listener:
+            task_status.started()
+            await listener.serve(handle)

@@ -1,0 +1,237 @@
+"""A fake ``ContainerOps``: containers that drain, hooks that hang, a pause that takes the others
+with it, and faults on demand, so the engine drain's ordering and error paths run without an
+engine. It follows what the real engines were seen to do (tests/engines): a stop signal starts a
+drain that ends in exit 0, SIGKILL is exit 137, killing the pause kills every container that
+joined it, a second pause is refused, the pause container cannot be removed before the others
+(Podman), a call while the engine is away raises ``EngineUnavailable``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import ClassVar
+
+import anyio
+import attrs
+
+from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef, WorkloadSnapshot
+from asyncdeploy.errors import (
+    EngineAPIError,
+    EngineError,
+    EngineUnavailable,
+    WorkloadConflict,
+    WorkloadNotFound,
+)
+
+ENGINE = "fake"
+
+
+@attrs.define(kw_only=True)
+class Box:
+    """One fake container."""
+
+    ref: ContainerRef
+    state: str = "running"  # running, paused, exited or gone
+    exit_code: int | None = None
+    drain: float = 0.0  # from its stop signal to its exit 0
+    ignores_term: bool = False
+    hook: float = 0.0  # how long its pre_stop hook runs
+    hook_code: int = 0
+    pause: str | None = None  # the pause container whose namespaces it joined
+    exit_at: float | None = None
+    changed: anyio.Event = attrs.field(factory=anyio.Event)
+
+    @property
+    def running(self) -> bool:
+        return self.state in ("running", "paused")
+
+    def settle(self) -> None:
+        if self.running and self.exit_at is not None and anyio.current_time() >= self.exit_at:
+            self.die(0)
+
+    def die(self, code: int) -> None:
+        if self.running:
+            self.state, self.exit_code = "exited", code
+            self.changed.set()
+            self.changed = anyio.Event()
+
+
+class FakeOps:
+    """The engine calls of a drain on a set of fake containers; ``log`` records every call."""
+
+    name: ClassVar[str] = ENGINE
+    kill_triggers_restart: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self.boxes: dict[str, Box] = {}
+        self.log: list[tuple[str, str, str]] = []  # (call, container, detail)
+        self.faults: dict[tuple[str, str], list[BaseException]] = {}
+        self.delays: dict[tuple[str, str], float] = {}
+        self.hang: set[tuple[str, str]] = set()
+        self._down = False
+        self.volumes_removed: list[str] = []
+
+    @property
+    def down(self) -> bool:
+        """True while the engine is away: every call, and every wait in flight, is lost."""
+        return self._down
+
+    @down.setter
+    def down(self, value: bool) -> None:
+        self._down = value
+        if value:
+            for box in self.boxes.values():
+                box.changed.set()
+                box.changed = anyio.Event()
+
+    # --- building the workload ---------------------------------------------------------------
+
+    def add(self, name: str, role: str = "run", **kw: object) -> Box:
+        ref_fields = {
+            k: kw.pop(k) for k in ("pre_stop", "stop_signal", "restart_policy") if k in kw
+        }
+        state = str(kw.pop("state", "running"))
+        ref = ContainerRef(
+            id=f"id-{name}",
+            name=name,
+            role=role,  # type: ignore[arg-type]
+            running=state in ("running", "paused"),
+            paused=state == "paused",
+            exit_code=kw.get("exit_code"),  # type: ignore[arg-type]
+            **ref_fields,  # type: ignore[arg-type]
+        )
+        pauses = [b.ref.name for b in self.boxes.values() if b.ref.role == "pause"]
+        joined = pauses[-1] if pauses and role != "pause" else None
+        box = Box(ref=ref, state=state, pause=joined, **kw)  # type: ignore[arg-type]
+        self.boxes[name] = box
+        return box
+
+    def snapshot(
+        self, workload: str = "w", grace: int = 30, only: Sequence[str] | None = None
+    ) -> WorkloadSnapshot:
+        return WorkloadSnapshot(
+            name=workload,
+            grace_period_seconds=grace,
+            containers=tuple(
+                b.ref for b in self.boxes.values() if only is None or b.ref.name in only
+            ),
+        )
+
+    def fail(self, call: str, name: str, *errors: BaseException) -> None:
+        """The next calls of ``call`` on ``name`` raise ``errors``, one each."""
+        self.faults.setdefault((call, name), []).extend(errors)
+
+    def calls(self, call: str, name: str | None = None) -> list[tuple[str, str, str]]:
+        return [c for c in self.log if c[0] == call and name in (None, c[1])]
+
+    # --- the protocol ------------------------------------------------------------------------
+
+    async def _enter(self, call: str, ref: ContainerRef, detail: str = "") -> Box:
+        self.log.append((call, ref.name, detail))
+        if (delay := self.delays.get((call, ref.name))) is not None:
+            await anyio.sleep(delay)
+        if (call, ref.name) in self.hang:
+            await anyio.sleep_forever()
+        if self.down:
+            raise EngineUnavailable(f"{call} {ref.name}: connection reset", engine=ENGINE)
+        if queued := self.faults.get((call, ref.name)):
+            raise queued.pop(0)
+        box = self.boxes[ref.name]
+        box.settle()
+        if box.state == "gone":
+            raise WorkloadNotFound(
+                f"{call} {ref.name}: no such container", engine=ENGINE, status=404
+            )
+        return box
+
+    async def signal(self, ref: ContainerRef, signal: str) -> bool:
+        box = await self._enter("signal", ref, signal)
+        if not box.running:
+            return False
+        if signal == "SIGKILL":
+            box.die(137)
+            if ref.role == "pause":  # the others lose their namespaces with it
+                for other in self.boxes.values():
+                    if other.pause == ref.name:
+                        other.die(137)
+        elif not box.ignores_term and box.exit_at is None:
+            box.exit_at = anyio.current_time() + box.drain
+        return True
+
+    async def _until_stopped(self, box: Box) -> int | None:
+        while True:
+            box.settle()
+            if box.state == "gone":
+                raise WorkloadNotFound(
+                    f"wait for {box.ref.name}: removed", engine=ENGINE, status=404
+                )
+            if not box.running:
+                return box.exit_code
+            with anyio.move_on_at(box.exit_at if box.exit_at is not None else math.inf):
+                await box.changed.wait()
+            if self.down:
+                raise EngineUnavailable(
+                    f"wait for {box.ref.name}: server disconnected", engine=ENGINE
+                )
+
+    async def wait_exit(self, ref: ContainerRef) -> int | None:
+        return await self._until_stopped(await self._enter("wait_exit", ref))
+
+    async def wait_killed(self, ref: ContainerRef) -> int | None:
+        return await self._until_stopped(await self._enter("wait_killed", ref))
+
+    async def stop(self, ref: ContainerRef, timeout: float) -> int | None:
+        box = await self._enter("stop", ref, f"{timeout:.1f}")
+        if box.running and not box.ignores_term and box.exit_at is None:
+            box.exit_at = anyio.current_time() + box.drain
+        with anyio.move_on_after(timeout):
+            return await self._until_stopped(box)
+        box.die(137)
+        return 137
+
+    async def remove(self, ref: ContainerRef) -> None:
+        box = await self._enter("remove", ref)
+        if ref.role == "pause" and any(
+            b.state != "gone" and b.pause == ref.name for b in self.boxes.values()
+        ):
+            raise WorkloadConflict(
+                f"remove {ref.name}: container has dependent containers",
+                engine=ENGINE,
+                status=500,
+            )
+        box.die(137)
+        box.state = "gone"
+
+    async def run_hook(self, ref: ContainerRef, command: Sequence[str]) -> int:
+        box = await self._enter("run_hook", ref, " ".join(command))
+        await anyio.sleep(box.hook)
+        return box.hook_code
+
+    async def remove_volumes(self, workload: str) -> None:
+        self.log.append(("remove_volumes", workload, ""))
+        if self.down:
+            raise EngineUnavailable("list volumes: connection reset", engine=ENGINE)
+        if queued := self.faults.get(("remove_volumes", workload)):
+            raise queued.pop(0)
+        self.volumes_removed.append(workload)
+
+    async def claim(self, pause: ContainerRef) -> bool:
+        box = await self._enter("claim", pause)
+        if box.state != "running":
+            return False
+        box.state = "paused"
+        return True
+
+    async def look(self, ref: ContainerRef) -> ContainerLook | None:
+        try:
+            box = await self._enter("look", ref)
+        except WorkloadNotFound:
+            return None
+        return ContainerLook(
+            running=box.running, paused=box.state == "paused", exit_code=box.exit_code
+        )
+
+
+def refused(call: str, name: str) -> EngineError:
+    return EngineAPIError(f"{call} {name}: refused", engine=ENGINE, status=500)

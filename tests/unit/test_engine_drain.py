@@ -1,0 +1,552 @@
+"""The engine drain without an engine: a fake ContainerOps (tests/unit/fake_engine.py) drives the
+ordering, the per-container pipelines, the deadline, grace 0, cancellation, the connection
+blinks, two deletes at once and every error path. The real engines' side: tests/engines."""
+
+from __future__ import annotations
+
+import anyio
+import attrs
+import pytest
+
+from asyncdeploy.deployer import Deployer
+from asyncdeploy.drivers import _books
+from asyncdeploy.drivers.engine import _drain
+from asyncdeploy.drivers.engine._drain import drain_workloads
+from asyncdeploy.errors import DrainUnreachable, EngineUnavailable, WorkloadNotFound
+from asyncdeploy.events import (
+    ContainerExited,
+    ContainerForceKilled,
+    ContainerRemoved,
+    DrainEvent,
+    DrainFinished,
+    DrainStarted,
+    DrainSummary,
+    PauseRemoved,
+    PreStopFinished,
+    SidecarRemoved,
+    SignalSent,
+)
+from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
+from tests.unit.fake_engine import ENGINE, FakeOps, refused
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drain's margins, scaled down so a test takes a fraction of a second."""
+    monkeypatch.setattr(_drain, "GIVE_UP_AFTER", 0.3)
+    monkeypatch.setattr(_drain, "FOLLOW_MARGIN", 0.5)
+    monkeypatch.setattr(_drain, "STALE_AFTER", 0.3)
+    monkeypatch.setattr(_drain, "RETRY_MAX", 0.1)
+    monkeypatch.setattr(_drain, "FOLLOW_POLL_MAX", 0.05)
+    monkeypatch.setattr(_drain, "KILL_WAIT", 0.5)
+
+
+def pod(ops: FakeOps, *, with_init: bool = False) -> FakeOps:
+    ops.add("pause", "pause")
+    if with_init:
+        ops.add("setup", "init", state="exited", exit_code=0)
+    return ops
+
+
+async def drain(
+    ops: FakeOps, *, grace: int | None = None, declared: int = 30
+) -> tuple[DrainSummary, list[DrainEvent]]:
+    events: list[DrainEvent] = []
+    [summary] = await drain_workloads(
+        ops,
+        [ops.snapshot(grace=declared)],
+        grace_period_seconds=grace,
+        emit=events.append,
+        engine=ENGINE,
+    )
+    return summary, events
+
+
+def outcomes(summary: DrainSummary) -> dict[str, tuple[str, int | None]]:
+    return {c.name: (c.outcome, c.exit_code) for c in summary.containers}
+
+
+def names(events: list[DrainEvent], kind: type) -> list[str]:
+    return [e.container for e in events if isinstance(e, kind)]  # type: ignore[attr-defined]
+
+
+def first(events: list[DrainEvent], kind: type, container: str) -> DrainEvent:
+    return next(e for e in events if isinstance(e, kind) and e.container == container)  # type: ignore[attr-defined]
+
+
+# --- the ordering -------------------------------------------------------------------------------
+
+
+async def test_sidecar_first_then_pipelines_then_removals_and_the_pause_last() -> None:
+    ops = pod(FakeOps(), with_init=True)
+    ops.add("app", drain=0.1, pre_stop=("drain",))
+    ops.add("side", drain=0.05)
+    ops.add("autoheal", "autoheal")
+    summary, events = await drain(ops, declared=5)
+
+    assert isinstance(events[0], DrainStarted) and isinstance(events[-1], DrainFinished)
+    assert events[0].containers == ("pause", "setup", "app", "side", "autoheal")
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.index("SidecarRemoved") < kinds.index("SignalSent")
+    assert ops.log.index(("run_hook", "app", "drain")) < ops.log.index(("signal", "app", "SIGTERM"))
+    assert kinds[-2] == "PauseRemoved" and kinds.count("PauseRemoved") == 1
+    assert sorted(names(events, ContainerRemoved)) == ["app", "setup", "side"]
+    assert ops.log[-1] == ("remove_volumes", "w", "")
+    assert outcomes(summary) == {
+        "setup": ("already-exited", 0),
+        "app": ("exited", 0),
+        "side": ("exited", 0),
+    }
+    assert summary.errors == () and summary.grace_period_seconds == 5
+    assert ops.calls("claim") == [("claim", "pause", "")]  # the drain is claimed before signals
+    assert ops.log.index(("claim", "pause", "")) < ops.log.index(("signal", "app", "SIGTERM"))
+    assert all(b.state == "gone" for b in ops.boxes.values())
+
+
+async def test_one_hung_hook_delays_no_other_container() -> None:
+    """Each container's hook, signal and exit run on their own under the one deadline."""
+    ops = pod(FakeOps())
+    ops.add("hung", pre_stop=("sleep",), hook=60, drain=0.1)
+    ops.add("fails", pre_stop=("false",), hook_code=1)
+    ops.add("broken", pre_stop=("nope",))
+    ops.fail("run_hook", "broken", refused("exec", "broken"))
+    ops.add("lost", pre_stop=("drain",))
+    ops.fail("run_hook", "lost", EngineUnavailable("exec lost", engine=ENGINE))
+    summary, events = await drain(ops, declared=1)
+
+    for quick in ("fails", "broken", "lost"):
+        exited = first(events, ContainerExited, quick)
+        assert exited.elapsed < 0.9, quick  # before the 1 s deadline (it takes ms)
+        assert outcomes(summary)[quick] == ("exited", 0)
+    hook = first(events, PreStopFinished, "hung")
+    assert hook.timed_out and hook.exit_code is None and hook.elapsed >= 1
+    assert first(events, PreStopFinished, "fails").exit_code == 1  # type: ignore[attr-defined]
+    assert outcomes(summary)["hung"] == ("killed", 137)
+    killed = first(events, ContainerForceKilled, "hung")
+    assert killed.reason == "deadline" and killed.elapsed >= 1  # type: ignore[attr-defined]
+    assert "hung" not in names(events, SignalSent)  # its hook held its own signal, only
+    assert summary.errors == ("pre_stop of broken: [500] exec broken: refused (engine=fake)",)
+
+
+async def test_nothing_is_killed_before_the_deadline() -> None:
+    ops = pod(FakeOps())
+    ops.add("stubborn", ignores_term=True)
+    summary, events = await drain(ops, declared=1)
+    killed = first(events, ContainerForceKilled, "stubborn")
+    assert killed.elapsed >= 1 and killed.reason == "deadline"  # type: ignore[attr-defined]
+    assert outcomes(summary) == {"stubborn": ("killed", 137)}
+
+
+async def test_grace_0_kills_at_once_and_reports_killed_even_through_the_pause() -> None:
+    """No hooks, no TERM. ``slow``'s own SIGKILL lands after the pause's, which took it down:
+    it is still ``killed`` (asyncdeploy killed it), not ``exited``."""
+    ops = pod(FakeOps())
+    ops.add("app", pre_stop=("drain",))
+    ops.add("slow")
+    ops.delays[("signal", "slow")] = 0.05
+    summary, events = await drain(ops, grace=0)
+    assert ops.calls("run_hook") == [] and names(events, SignalSent) == []
+    assert ops.calls("claim") == []  # grace 0 has no drain to protect
+    assert outcomes(summary) == {"app": ("killed", 137), "slow": ("killed", 137)}
+    assert sorted(names(events, ContainerForceKilled)) == ["app", "slow"]
+    assert [e.graceful for e in events if isinstance(e, ContainerExited)] == [False, False]
+
+
+async def test_a_restart_policy_on_podman_is_stopped_with_the_time_left() -> None:
+    ops = pod(FakeOps())
+    ops.kill_triggers_restart = True  # type: ignore[misc]
+    ops.add("app", restart_policy="always", drain=0.05)
+    summary, events = await drain(ops, declared=3)
+    [(_, _, timeout)] = ops.calls("stop", "app")
+    assert 2.0 < float(timeout) <= 3.0
+    assert names(events, SignalSent) == ["app"] and ops.calls("signal", "app") == []
+    assert outcomes(summary) == {"app": ("exited", 0)}
+
+
+async def test_several_workloads_drain_together_each_under_its_grace() -> None:
+    ops = FakeOps()
+    ops.add("pause", "pause")
+    ops.add("app", ignores_term=True)
+    ops.add("pause2", "pause")
+    ops.add("db", drain=0.05)
+    w = ops.snapshot(workload="w", grace=1, only=["pause", "app"])
+    v = ops.snapshot(workload="v", grace=3, only=["pause2", "db"])
+    events: list[DrainEvent] = []
+    summaries = await drain_workloads(ops, [w, v], grace_period_seconds=None, emit=events.append)
+    assert [(s.workload, s.grace_period_seconds) for s in summaries] == [("w", 1), ("v", 3)]
+    assert outcomes(summaries[0]) == {"app": ("killed", 137)}
+    assert outcomes(summaries[1]) == {"db": ("exited", 0)}
+    assert sorted(ops.volumes_removed) == ["v", "w"]
+
+
+# --- cancellation -------------------------------------------------------------------------------
+
+
+async def test_a_cancelled_drain_still_cleans_up_and_ends_with_drain_finished() -> None:
+    ops = pod(FakeOps())
+    ops.add("app", drain=30)
+    ops.add("late", pre_stop=("sleep",), hook=30)
+    events: list[DrainEvent] = []
+    with anyio.move_on_after(0.3) as scope:
+        await drain_workloads(
+            ops, [ops.snapshot(grace=30)], grace_period_seconds=None, emit=events.append
+        )
+    assert scope.cancelled_caught
+    assert isinstance(events[-1], DrainFinished)
+    summary = events[-1].summary
+    assert outcomes(summary) == {"app": ("killed", 137), "late": ("killed", 137)}
+    assert {e.reason for e in events if isinstance(e, ContainerForceKilled)} == {"cancelled"}  # type: ignore[attr-defined]
+    assert isinstance(events[-2], PauseRemoved)
+    assert all(b.state == "gone" for b in ops.boxes.values())
+    assert ops.volumes_removed == ["w"]
+
+
+async def test_a_cleanup_that_hangs_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_drain, "CLEANUP_TIMEOUT", 0.2)
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.01)
+    ops.hang.add(("remove", "app"))
+    summary, events = await drain(ops, declared=2)
+    assert summary.errors == ("cleanup did not finish within 0 s",)
+    assert isinstance(events[-1], DrainFinished)
+
+
+# --- the engine connection ----------------------------------------------------------------------
+
+
+async def test_a_connection_blink_is_retried_and_kills_nothing() -> None:
+    """Every call fails for 0.4 s, from 0.1 s into a 3 s drain: the lost waits are re-armed,
+    the signal lost on ``late`` is sent again, and both exit 0 after their drain."""
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.8)
+    ops.add("late", pre_stop=("wait",), hook=0.2, drain=0.2)
+
+    async def blink() -> None:
+        await anyio.sleep(0.1)
+        ops.down = True
+        await anyio.sleep(0.4)
+        ops.down = False
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(blink)
+        summary, events = await drain(ops, declared=3)
+    assert names(events, ContainerForceKilled) == []
+    assert outcomes(summary) == {"app": ("exited", 0), "late": ("exited", 0)}
+    assert summary.errors == ()
+    assert len(ops.calls("wait_exit", "app")) >= 2  # re-armed
+    assert len(ops.calls("signal", "late")) >= 2  # the lost signal was sent again
+    assert first(events, ContainerExited, "app").elapsed >= 0.8
+
+
+async def test_an_engine_that_stays_away_is_unreachable_and_a_second_drain_finishes() -> None:
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.3)
+    ops.add("autoheal", "autoheal")
+    ops.fail("signal", "autoheal", EngineUnavailable("gone", engine=ENGINE))
+
+    async def away() -> None:
+        await anyio.sleep(0.1)
+        ops.down = True
+
+    events: list[DrainEvent] = []
+    caught: list[DrainUnreachable] = []
+
+    async def delete() -> None:
+        try:
+            await drain_workloads(
+                ops,
+                [ops.snapshot(grace=1)],
+                grace_period_seconds=None,
+                emit=events.append,
+                engine=ENGINE,
+            )
+        except DrainUnreachable as exc:
+            caught.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(away)
+        tg.start_soon(delete)
+    [error] = caught
+    assert isinstance(error, EngineUnavailable) and error.engine == ENGINE
+    [summary] = error.summaries
+    assert outcomes(summary) == {"app": ("unreachable", None)}
+    assert len(summary.errors) == 1 and "engine unreachable" in summary.errors[0]
+    assert "engine unreachable" in str(error)
+    assert isinstance(events[-1], DrainFinished)
+    assert ops.boxes["pause"].state == "paused"  # the first drain's claim is still there
+
+    ops.down = False  # the engine is back; the app drained meanwhile
+    again, events = await drain(relisted(ops), declared=1)
+    assert outcomes(again) == {"app": ("already-exited", 0)}
+    assert again.errors == ()
+    assert all(b.state == "gone" for b in ops.boxes.values())
+
+
+def relisted(ops: FakeOps) -> FakeOps:
+    """A second delete's view of the same fake engine: what is left, as it is now."""
+    ops.boxes = {n: b for n, b in ops.boxes.items() if b.state != "gone"}
+    for box in ops.boxes.values():
+        box.settle()
+        box.ref = attrs.evolve(
+            box.ref, running=box.running, paused=box.state == "paused", exit_code=box.exit_code
+        )
+    return ops
+
+
+# --- two deletes at once ------------------------------------------------------------------------
+
+
+async def test_a_second_delete_follows_the_first_and_never_signals() -> None:
+    ops = pod(FakeOps())
+    ops.add("a", drain=0.3)
+    ops.add("b", drain=0.3)
+    snapshot = ops.snapshot(grace=5)
+    runs: list[tuple[DrainSummary, list[DrainEvent]]] = []
+
+    async def delete() -> None:
+        events: list[DrainEvent] = []
+        [summary] = await drain_workloads(
+            ops, [snapshot], grace_period_seconds=None, emit=events.append
+        )
+        runs.append((summary, events))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(delete)
+        tg.start_soon(delete)
+    assert [s.errors for s, _ in runs] == [(), ()]
+    assert len(ops.calls("signal", "a")) == 1 and len(ops.calls("signal", "b")) == 1
+    assert [len(names(e, SignalSent)) for _, e in runs] == [2, 0]
+    assert outcomes(runs[0][0]) == {"a": ("exited", 0), "b": ("exited", 0)}
+    follower_summary, follower = runs[1]
+    assert {o for o, _ in outcomes(follower_summary).values()} <= {"exited", "missing"}
+    assert "PauseRemoved" in [type(e).__name__ for e in follower]
+    assert all(b.state == "gone" for b in ops.boxes.values())
+
+
+async def test_a_follower_takes_over_a_claimed_workload_nobody_drains() -> None:
+    """The pause is paused (a deleter died after its claim) and the containers still run: the
+    follower waits past the deadline plus its margin, then kills and removes them itself."""
+    ops = FakeOps()
+    ops.add("pause", "pause", state="paused")
+    ops.add("app", ignores_term=True)
+    summary, events = await drain(ops, declared=1)
+    assert ops.calls("signal", "app") == [("signal", "app", "SIGKILL")]
+    assert first(events, ContainerForceKilled, "app").elapsed >= 1.5  # type: ignore[attr-defined]
+    assert outcomes(summary) == {"app": ("killed", 137)}
+    assert all(b.state == "gone" for b in ops.boxes.values())
+
+
+async def test_a_follower_takes_over_at_once_when_nothing_runs() -> None:
+    ops = FakeOps()
+    ops.add("pause", "pause", state="paused")
+    ops.add("app", state="exited", exit_code=0)
+    ops.add("gone-by-hand")
+    ops.boxes["gone-by-hand"].state = "gone"
+    summary, _ = await drain(ops, declared=30)
+    assert outcomes(summary) == {"app": ("already-exited", 0), "gone-by-hand": ("missing", None)}
+    assert summary.seconds < 5 and summary.errors == ()
+    assert all(b.state == "gone" for b in ops.boxes.values())
+
+
+async def test_a_follower_sees_a_kill_and_a_removal() -> None:
+    ops = pod(FakeOps())
+    ops.add("app")
+    snapshot = ops.snapshot(grace=5)
+    ops.boxes["pause"].state = "paused"  # claimed by someone else after our listing
+    events: list[DrainEvent] = []
+
+    async def other_deleter() -> None:
+        await anyio.sleep(0.1)
+        ops.boxes["app"].die(137)
+        await anyio.sleep(0.1)
+        for name in ("app", "pause"):
+            ops.boxes[name].state = "gone"
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other_deleter)
+        [summary] = await drain_workloads(
+            ops, [snapshot], grace_period_seconds=None, emit=events.append
+        )
+    assert outcomes(summary) == {"app": ("killed", 137)}
+    assert names(events, ContainerRemoved) == ["app"] and names(events, PauseRemoved) == ["pause"]
+    assert ops.calls("signal") == [] and ops.calls("remove") == []
+
+
+async def test_a_follower_that_cannot_look_reports_it_and_touches_nothing() -> None:
+    ops = FakeOps()
+    ops.add("pause", "pause", state="paused")
+    ops.add("app")
+    ops.fail("look", "pause", refused("inspect", "pause"))
+    summary, _ = await drain(ops, declared=5)
+    assert summary.errors == ("follow w: [500] inspect pause: refused (engine=fake)",)
+    assert ops.calls("signal") == [] and ops.calls("remove") == []
+
+
+async def test_a_refused_claim_on_a_stopped_pause_drains_anyway() -> None:
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.05)
+    ops.boxes["pause"].state = "exited"  # it died after the listing
+    summary, _ = await drain(ops, declared=2)
+    assert outcomes(summary) == {"app": ("exited", 0)} and summary.errors == ()
+    assert ops.calls("look", "pause")  # claim refused: was it another delete? no
+
+
+async def test_an_engine_that_cannot_pause_drains_unclaimed() -> None:
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.05)
+    ops.fail("claim", "pause", refused("pause", "pause"))
+    summary, _ = await drain(ops, declared=2)
+    assert outcomes(summary) == {"app": ("exited", 0)}
+    assert summary.errors == ()
+
+
+async def test_a_pause_gone_before_the_claim_is_no_follower() -> None:
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.05)
+    ops.fail("claim", "pause", WorkloadNotFound("gone", engine=ENGINE, status=404))
+    summary, _ = await drain(ops, declared=2)
+    assert outcomes(summary) == {"app": ("exited", 0)} and summary.errors == ()
+
+
+# --- containers that go, and steps that fail ----------------------------------------------------
+
+
+async def test_a_container_removed_by_hand_mid_drain_is_no_failure() -> None:
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.05)
+    ops.add("doomed", drain=5)
+
+    async def by_hand() -> None:
+        await anyio.sleep(0.1)
+        ops.boxes["doomed"].state = "gone"
+        ops.boxes["doomed"].changed.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(by_hand)
+        summary, _ = await drain(ops, declared=2)
+    assert outcomes(summary) == {"app": ("exited", 0), "doomed": ("missing", None)}
+    assert summary.errors == ()
+
+
+async def test_every_failing_step_is_a_line_and_the_drain_goes_on() -> None:
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.05)
+    ops.add("stuck")
+    ops.add("autoheal", "autoheal")
+    ops.fail("remove", "autoheal", refused("remove", "autoheal"))
+    ops.fail("signal", "stuck", refused("kill", "stuck"), refused("kill", "stuck"))
+    ops.fail("remove", "app", refused("remove", "app"))
+    ops.fail("remove_volumes", "w", refused("volumes", "w"))
+    summary, events = await drain(ops, declared=1)
+    assert summary.errors == (
+        "remove autoheal: [500] remove autoheal: refused (engine=fake)",
+        "stop stuck: [500] kill stuck: refused (engine=fake)",
+        "kill stuck: [500] kill stuck: refused (engine=fake)",
+        "remove app: [500] remove app: refused (engine=fake)",
+        "remove pause: [500] remove pause: container has dependent containers (engine=fake)",
+        "remove volumes: [500] volumes w: refused (engine=fake)",
+    )
+    assert names(events, SidecarRemoved) == []
+    assert isinstance(events[-1], DrainFinished)
+
+
+async def test_a_kill_the_engine_does_not_confirm_in_time_leaves_the_outcome_unknown() -> None:
+    ops = pod(FakeOps())
+    ops.add("stubborn", ignores_term=True)
+    ops.hang.add(("wait_killed", "stubborn"))
+    summary, _ = await drain(ops, grace=0)
+    assert outcomes(summary) == {"stubborn": ("missing", None)}
+
+
+async def test_a_survivor_that_went_before_its_kill_is_missing() -> None:
+    ops = pod(FakeOps())
+    ops.add("app", ignores_term=True)
+    ops.fail("signal", "app", WorkloadNotFound("gone", engine=ENGINE, status=404))
+    ops.fail("signal", "pause", WorkloadNotFound("gone", engine=ENGINE, status=404))
+    summary, _ = await drain(ops, grace=0)
+    assert outcomes(summary) == {"app": ("missing", None)}
+    assert summary.errors == ()
+
+
+async def test_a_container_that_had_exited_is_not_signalled_as_a_kill() -> None:
+    ops = pod(FakeOps())
+    ops.add("app", ignores_term=True)
+
+    async def exits_on_its_own() -> None:
+        await anyio.sleep(0.05)
+        ops.boxes["app"].die(3)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(exits_on_its_own)
+        ops.delays[("signal", "app")] = 0.1
+        summary, events = await drain(ops, declared=2)
+    assert outcomes(summary) == {"app": ("already-exited", 3)}
+    assert names(events, SignalSent) == []
+
+
+# --- the books ----------------------------------------------------------------------------------
+
+
+def test_the_effective_grace_is_the_override_else_the_declared_else_the_default() -> None:
+    assert _books.effective_grace(12, 0) == 0
+    assert _books.effective_grace("12") == 12
+    assert _books.effective_grace(None) == DEFAULT_GRACE_PERIOD_SECONDS == 30
+
+
+def test_an_error_line_is_written_once() -> None:
+    books = _books.DrainBooks(
+        workload="w", grace=1, started=0.0, emit=lambda _: None, clock=lambda: 2.5
+    )
+    books.error("x")
+    books.error("x")
+    assert books.errors == ["x"] and books.elapsed() == 2.5 and books.deadline == 1
+
+
+async def test_an_engine_away_from_the_start_gives_up_past_the_deadline() -> None:
+    ops = pod(FakeOps())
+    ops.add("app")
+    ops.down = True
+    events: list[DrainEvent] = []
+    with pytest.raises(DrainUnreachable) as caught:
+        await drain_workloads(
+            ops, [ops.snapshot(grace=1)], grace_period_seconds=None, emit=events.append
+        )
+    [summary] = caught.value.summaries
+    assert outcomes(summary) == {"app": ("unreachable", None)}
+    assert 1.3 <= summary.seconds < 5  # the deadline, then GIVE_UP_AFTER (0.3 s here)
+    assert isinstance(events[-1], DrainFinished)
+    assert names(events, SignalSent) == [] and ops.boxes["app"].state == "running"
+
+
+async def test_the_caller_gets_every_event_before_drain_unreachable() -> None:
+    """The deployer hands on the whole stream, DrainFinished last, then raises the error (the
+    CLI's ``--output json`` ends with DrainFinished, then exits 3), even when the driver raises
+    right after its last event."""
+    ops = pod(FakeOps())
+    ops.add("app")
+    ops.down = True
+    events: list[DrainEvent] = []
+    with pytest.raises(DrainUnreachable) as caught:
+        await drain_workloads(
+            ops, [ops.snapshot(grace=0)], grace_period_seconds=0, emit=events.append
+        )
+
+    class Driver:
+        name = ENGINE
+
+        async def get(self, name: str) -> None:
+            return None
+
+        async def drain(self, names: list[str], *, grace_period_seconds: int | None, emit):  # type: ignore[no-untyped-def]
+            for event in events:
+                emit(event)
+            raise caught.value
+
+    seen: list[DrainEvent] = []
+    with pytest.raises(DrainUnreachable):  # noqa: PT012 - raised as the stream ends
+        async with Deployer(Driver()).terminate("w") as stream:  # type: ignore[arg-type]
+            async for event in stream:
+                seen.append(event)
+    assert seen == events and isinstance(seen[-1], DrainFinished)
