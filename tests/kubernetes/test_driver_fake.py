@@ -45,6 +45,7 @@ from asyncdeploy.drivers.kubernetes import KubernetesDriver
 
 pytestmark = pytest.mark.anyio
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
+EVENTS = f"/api/v1/namespaces/{NAMESPACE}/events"
 
 
 def plan(name: str = "demo", *, grace: int = 5, **container: Any) -> WorkloadPlan:
@@ -380,11 +381,14 @@ async def test_one_delete_makes_exactly_a_list_a_collection_delete_and_a_watch(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
     await running(driver, plan())
+    uid = fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"]
     fake.requests.clear()
     _, [summary] = await drained(driver, ["demo"])
     selector = {"labelSelector": "asyncdeploy.io/workload in (demo)"}
     assert [(r.method, r.path, r.query) for r in fake.requests] == [
         ("GET", PODS, selector),
+        # the kubelet's Events of the Pod, from before the delete (the fake has none: 404)
+        ("GET", EVENTS, {"fieldSelector": f"involvedObject.uid={uid}"}),
         ("DELETE", PODS, selector),
         (
             "GET",
@@ -428,7 +432,10 @@ async def test_grace_zero_removes_at_once(driver: KubernetesDriver, fake: FakeAp
     await running(driver, plan(grace=30))
     events, [summary] = await drained(driver, ["demo"], grace=0)
     assert summary.seconds < 1
-    assert [(c.outcome, c.exit_code) for c in summary.containers] == [("missing", None)]
+    assert [(c.outcome, c.exit_code) for c in summary.containers] == [("killed", None)]
+    assert [(type(e), e.reason) for e in events if isinstance(e, ContainerForceKilled)] == [
+        (ContainerForceKilled, "grace period 0")
+    ]
     assert isinstance(events[-2], PauseRemoved)
 
 
@@ -528,8 +535,9 @@ async def test_an_interrupted_watch_is_resumed_from_a_fresh_list(
         tg.start_soon(interrupt)
         events, [summary] = await drained(driver, ["demo"])
     assert summary.ok and summary.count("exited") == 1
-    watches = [r for r in fake.requests if r.query.get("watch")]
-    lists = [r for r in fake.requests if r.method == "GET" and not r.query.get("watch")]
+    watches = [r for r in fake.requests if r.path == PODS and r.query.get("watch")]
+    lists = [r for r in fake.requests if r.path == PODS and r.method == "GET"]
+    lists = [r for r in lists if not r.query.get("watch")]
     assert len(watches) == 2 and len(lists) == 2  # the first list, and the fresh one
     assert [type(e) for e in events].count(ContainerExited) == 1
 

@@ -1,6 +1,7 @@
-"""Following Pods through a watch that is resumed, never abandoned.
+"""Following Pods (or their Events) through a watch that is resumed, never abandoned.
 
-:class:`PodFollower` hands every change of the matching Pods to a callback, in order:
+:class:`PodFollower` hands every change of the matching Pods (``resource="events"``: of the
+matching Events) to a callback, in order:
 
 * it watches from a given ``resourceVersion`` (so nothing between a list and the watch is lost);
 * whenever a watch ends — the server's ``timeoutSeconds``, a ``410 Expired`` (an ``ERROR`` event
@@ -26,7 +27,7 @@ from typing import Any
 import anyio
 import attrs
 
-from asyncdeploy.drivers.kubernetes._api import PodAPI
+from asyncdeploy.drivers.kubernetes._api import PodAPI, Resource
 from asyncdeploy.drivers.kubernetes._errors import status_error
 from asyncdeploy.errors import EngineAPIError, EngineError, EngineTimeout, EngineUnavailable
 
@@ -62,6 +63,7 @@ class PodFollower:
     namespace: str
     label_selector: str | None = None
     field_selector: str | None = None
+    resource: Resource = "pods"
     resyncs: int = attrs.field(default=0, init=False)
     last_error: str | None = attrs.field(default=None, init=False)
     _failures: int = attrs.field(default=0, init=False)
@@ -95,6 +97,7 @@ class PodFollower:
                     self.namespace,
                     label_selector=self.label_selector,
                     field_selector=self.field_selector,
+                    resource=self.resource,
                 )
                 break
             except EngineError as exc:
@@ -121,6 +124,7 @@ class PodFollower:
                 timeout_seconds=seconds,
                 label_selector=self.label_selector,
                 field_selector=self.field_selector,
+                resource=self.resource,
             ) as events:
                 async for event in events:
                     kind = event.get("type")
@@ -129,7 +133,7 @@ class PodFollower:
                         continue
                     if kind == "ERROR":
                         code = int(body.get("code") or 0)
-                        raise status_error(code, body, f"watch pods in {self.namespace}")
+                        raise status_error(code, body, f"watch {self.resource} in {self.namespace}")
                     self._failures = 0
                     if handle(PodChange(str(kind), body)):
                         self._done = True
