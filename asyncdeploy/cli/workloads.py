@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 import anyio
+import attrs
 import click
 
 from asyncdeploy.cli._common import (
@@ -27,15 +28,27 @@ from asyncdeploy.render import EventRenderer, LiveView
 
 @click.command()
 @click.option("-f", "--file", "plan_file", required=True, type=click.Path(dir_okay=False))
+@click.option(
+    "--wait",
+    "wait_seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Then wait up to this many seconds until it is ready; why it will not start "
+    "(an image that cannot be pulled, no node for it, ...) fails the command at once.",
+)
 @output_option
 @pass_settings
-def create(settings: Settings, plan_file: str, output: str) -> None:
+def create(settings: Settings, plan_file: str, wait_seconds: float | None, output: str) -> None:
     """Create a workload from a YAML or JSON plan (a no-op when it is unchanged)."""
 
     async def impl() -> None:
         plan = WorkloadPlan.from_file(plan_file)
         async with open_deployer(settings.driver) as deployer:
             result = await deployer.create(plan)
+            if wait_seconds is not None:
+                result = attrs.evolve(
+                    result, status=await deployer.wait_ready(plan.name, timeout=wait_seconds)
+                )
         if output == "json":
             emit_json({"action": result.action, "workload": status_dict(result.status)})
         else:

@@ -1,8 +1,10 @@
-"""The driver contract against a real cluster, when ``ASYNCDEPLOY_TEST_KUBECONFIG`` names one.
+"""The driver contract, the kubelet's Events and start-up reasons, on a real cluster.
 
-No package registry ships a kube-apiserver, so CI has none: without the variable every test here
-is skipped, and says why (``-ra`` lists the reason). With ``ASYNCDEPLOY_REQUIRE_ENGINES``
-naming ``kubernetes`` a missing cluster fails the run instead.
+``ASYNCDEPLOY_TEST_KUBECONFIG`` names the cluster: CI starts one (``ci/start-kube.sh``: etcd,
+kube-apiserver, a kubelet on containerd, ... on 127.0.0.1) whenever the Kubernetes binaries are
+there (``../shared/kubernetes/bin``, or ``ASYNCDEPLOY_KUBE_ASSETS``), and then sets
+``ASYNCDEPLOY_REQUIRE_KUBERNETES=1``: a missing cluster fails the run. Without the variable every
+test here is skipped with a one-line reason naming it (``-ra`` lists it).
 
 Each run works in its own namespace, ``asyncdeploy-test-<run id>``, deleted afterwards. The
 cluster must be able to run ``ASYNCDEPLOY_TEST_K8S_IMAGE`` (default ``busybox:1.36``: a shell,
@@ -20,6 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 import k8s_contract
+import k8s_kubelet
 import pytest
 from kubernetes_asyncio.client import CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -36,7 +39,9 @@ pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 
 
 def _required() -> bool:
-    return "kubernetes" in os.environ.get("ASYNCDEPLOY_REQUIRE_ENGINES", "").split(",")
+    return os.environ.get("ASYNCDEPLOY_REQUIRE_KUBERNETES") == "1" or "kubernetes" in (
+        os.environ.get("ASYNCDEPLOY_REQUIRE_ENGINES", "").split(",")
+    )
 
 
 @pytest.fixture(scope="session")
@@ -44,8 +49,8 @@ async def cluster() -> AsyncIterator[str]:
     """The run's namespace on the real cluster, deleted (with what is left in it) afterwards."""
     if not KUBECONFIG:
         reason = (
-            "ASYNCDEPLOY_TEST_KUBECONFIG is not set: the Kubernetes contract suite needs a real "
-            "cluster (it ran against the fake API server in test_driver_fake.py instead)"
+            "ASYNCDEPLOY_TEST_KUBECONFIG is not set: no real cluster (ci/start-kube.sh starts "
+            "one from ASYNCDEPLOY_KUBE_ASSETS or ../shared/kubernetes/bin)"
         )
         if _required():
             pytest.fail(reason)
@@ -109,4 +114,11 @@ async def test_contract_on_a_real_cluster(
     driver: KubernetesDriver, check: Callable[[k8s_contract.Env], Awaitable[None]]
 ) -> None:
     # A first pull of the image may take a while: ready_timeout is generous.
+    await check(k8s_contract.Env(driver, image=IMAGE, ready_timeout=180, run_id=RUN_ID))
+
+
+@pytest.mark.parametrize("check", k8s_kubelet.KUBELET_CHECKS, ids=lambda c: c.__name__)
+async def test_the_kubelet_on_a_real_cluster(
+    driver: KubernetesDriver, check: Callable[[k8s_contract.Env], Awaitable[None]]
+) -> None:
     await check(k8s_contract.Env(driver, image=IMAGE, ready_timeout=180, run_id=RUN_ID))

@@ -190,7 +190,7 @@ def startup_failure(pod: Mapping[str, Any]) -> StartupFailure | None:
 
 def _short_of(pod: Mapping[str, Any], message: str) -> str:
     """The containers asking for what the scheduler says is short ("Insufficient cpu")."""
-    short = set(re.findall(r"Insufficient ([\w./-]+)", message))
+    short = set(re.findall(r"Insufficient ([\w./-]*\w)", message))
     names = [
         str(spec["name"])
         for _, spec in pod_status.container_specs(pod)
