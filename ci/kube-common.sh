@@ -345,7 +345,8 @@ stop_cluster() { # everything, by recorded PID, and what the node leaves on the 
     stop_pid kube-scheduler
     stop_pid kubelet
     # containers of a killed run: containerd reconnects to their shims when it starts again
-    if ! running containerd && [ -s "$STATE/containerd/config.toml" ] && [ -d "$STATE/containerd/root" ]; then
+    # (a pid file is left only when containerd was not stopped here)
+    if ! running containerd && [ -s "$STATE/containerd.pid" ] && [ -s "$STATE/containerd/config.toml" ]; then
         spawn containerd containerd --config "$STATE/containerd/config.toml"
         for _ in $(seq 1 100); do containerd_up && break; sleep 0.1; done
     fi

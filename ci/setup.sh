@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # setup.sh - bring a fresh Debian 12 machine (as root) to the point where asyncdeploy's tests and
 # demo run: Docker and the Podman API service installed and started, the test images built
-# locally (no registry is needed), containers of earlier killed runs removed, and nox in a venv.
+# locally (no registry is needed), containers of earlier killed runs removed, nox in a venv, and
+# a one-node Kubernetes cluster on 127.0.0.1 (ci/start-kube.sh) when its binaries are there
+# (ASYNCDEPLOY_KUBE_ASSETS, default ../shared/kubernetes/bin) and no ASYNCDEPLOY_TEST_KUBECONFIG
+# names a cluster of your own. Stop that cluster with ci/stop-kube.sh (ci/test.sh does).
 #
 #   source <(bash ci/setup.sh)     prints the environment to use (DOCKER_HOST, CONTAINER_HOST,
-#                                  NOX=path of nox); logs go to stderr
+#                                  NOX=path of nox, and with a cluster ASYNCDEPLOY_TEST_KUBECONFIG,
+#                                  the images in its node, ASYNCDEPLOY_REQUIRE_KUBERNETES=1);
+#                                  logs go to stderr
 # Idempotent and quick when everything is already there.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -50,6 +55,15 @@ fi
 bash "$here/build-test-image.sh" >/dev/null
 PIP="$venv/bin/python -m pip" bash "$here/build-demo-image.sh" >/dev/null
 
+# 5. Kubernetes: a real cluster whenever its binaries are there; the tests then require it
+kube_env=
+if [ -z "${ASYNCDEPLOY_TEST_KUBECONFIG:-}" ]; then
+    kube_env=$(bash "$here/start-kube.sh")
+    [ -z "$kube_env" ] || kube_env="$kube_env
+ASYNCDEPLOY_REQUIRE_KUBERNETES=1"
+fi
+
 echo "DOCKER_HOST=$DOCKER_HOST"
 echo "CONTAINER_HOST=$CONTAINER_HOST"
 echo "NOX=$venv/bin/nox"
+[ -z "$kube_env" ] || echo "$kube_env"

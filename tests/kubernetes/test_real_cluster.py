@@ -16,22 +16,32 @@ server to reach the kubelets, as ``kubectl exec`` does.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
 import anyio
+import attrs
 import k8s_contract
 import k8s_kubelet
 import pytest
+import yaml
+from click.testing import CliRunner
 from kubernetes_asyncio.client import CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from asyncdeploy import WorkloadNotFound
+from asyncdeploy import Deployer, WorkloadNotFound, WorkloadPlan
+from asyncdeploy.cli import main
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
+from asyncdeploy.verify import TrafficMix, VerifyOptions, demo_plan, run_verify
 
 KUBECONFIG = os.environ.get("ASYNCDEPLOY_TEST_KUBECONFIG", "")
 IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_IMAGE", "busybox:1.36")
+DEMO_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_DEMO_IMAGE", "asyncdeploy-demo/server:kube")
 RUN_ID = secrets.token_hex(3)
 NAMESPACE = f"asyncdeploy-test-{RUN_ID}"
 
@@ -122,3 +132,99 @@ async def test_the_kubelet_on_a_real_cluster(
     driver: KubernetesDriver, check: Callable[[k8s_contract.Env], Awaitable[None]]
 ) -> None:
     await check(k8s_contract.Env(driver, image=IMAGE, ready_timeout=180, run_id=RUN_ID))
+
+
+# --- the CLI and `verify` on the real cluster ----------------------------------------------
+
+
+@pytest.fixture
+def cli_env(cluster: str, tmp_path: Path) -> dict[str, str]:
+    """KUBECONFIG for the CLI: the test kubeconfig with the run's namespace as its default."""
+    config = yaml.safe_load(Path(KUBECONFIG).read_text())
+    for context in config["contexts"]:
+        context["context"]["namespace"] = cluster
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return {"KUBECONFIG": str(path)}
+
+
+async def _cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    def invoke() -> tuple[int, str, str]:
+        result = CliRunner(env=env).invoke(main, ["--driver", "kubernetes", *args])
+        return result.exit_code, result.stdout, result.stderr
+
+    return await anyio.to_thread.run_sync(invoke)
+
+
+async def test_the_cli_on_a_real_cluster(
+    driver: KubernetesDriver, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """create --wait, get, logs, exec, delete with its events; and a start that cannot work
+    fails create --wait at once with the kubelet's reason (exit 1, no traceback)."""
+    name = f"t{RUN_ID}-cli"
+    plan = {
+        "name": name,
+        "labels": {k8s_contract.RUN_LABEL: RUN_ID},
+        "termination_grace_period_seconds": 5,
+        "containers": [
+            {"name": "server", "image": IMAGE, "command": k8s_contract.trap_script(0.5, False)}
+        ],
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    code, out, err = await _cli(cli_env, "create", "-f", str(path), "--wait", "60", "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["workload"]["state"] == "running"
+    code, out, _ = await _cli(cli_env, "get", name)
+    assert code == 0 and f"{name} (kubernetes)" in out
+    code, out, _ = await _cli(cli_env, "logs", name)
+    assert (code, out) == (0, "started\n")
+    code, out, _ = await _cli(cli_env, "delete", name, "-o", "json")
+    assert code == 0, out
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [e["event"] for e in lines][:3] == ["DrainStarted", "SignalSent", "ContainerExited"]
+    assert lines[-1]["containers"][0]["outcome"] == "exited"
+
+    plan["containers"][0]["image"] = IMAGE.rsplit(":", 1)[0] + ":no-such-tag"  # type: ignore[index]
+    path.write_text(yaml.safe_dump(plan))
+    started = anyio.current_time()
+    code, out, err = await _cli(cli_env, "create", "-f", str(path), "--wait", "90")
+    assert code == 1, (out, err)
+    assert "Traceback" not in err
+    assert re.search(r"(ErrImagePull|ImagePullBackOff): server of ", err), err
+    assert anyio.current_time() - started < 30
+
+
+VERIFY_MIX = TrafficMix(
+    short_per_second=4, long_per_second=1, stream_per_second=2, long_seconds=2, stream_tokens=20
+)
+
+
+def _demo(name: str, **kw: Any) -> WorkloadPlan:
+    made = demo_plan(f"t{RUN_ID}-{name}", image=DEMO_IMAGE, **kw)
+    return attrs.evolve(made, labels={k8s_contract.RUN_LABEL: RUN_ID})
+
+
+@pytest.mark.parametrize("mode", ["delete", "replace"])
+async def test_verify_on_a_real_cluster_loses_nothing(driver: KubernetesDriver, mode: str) -> None:
+    """The demo server behind the kubelet's preStop and SIGTERM: not one request lost."""
+    report = await run_verify(
+        Deployer(driver),
+        _demo(f"v-{mode[:3]}", grace_period_seconds=20),
+        VerifyOptions(mode=mode, mix=VERIFY_MIX),  # type: ignore[arg-type]
+    )
+    assert report.passed, report.text()
+    assert report.in_flight_at_drain > 0, "the disruption must happen with requests in flight"
+    kinds = [type(e).__name__ for e in report.events]
+    assert kinds.index("PreStopStarted") < kinds.index("SignalSent")
+
+
+async def test_verify_catches_the_negative_control_on_a_real_cluster(
+    driver: KubernetesDriver,
+) -> None:
+    """A server that ignores SIGTERM is killed at the deadline: the verifier sees the losses."""
+    bad = _demo("v-bad", grace_period_seconds=4, ignore_sigterm=True)
+    report = await run_verify(Deployer(driver), bad, VerifyOptions(mix=VERIFY_MIX))
+    assert not report.passed
+    assert report.counts()["stream"]["truncated"] >= 1, report.text()
+    assert [s.count("killed") for s in report.summaries] == [1]
