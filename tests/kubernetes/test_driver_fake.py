@@ -380,27 +380,24 @@ async def test_exec_in_a_container_that_is_not_running_is_an_api_error(
 async def test_one_delete_makes_exactly_a_list_a_collection_delete_and_a_watch(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
+    """Plus the Pod's Events: one list before the delete, one watch beside the Pod's."""
     await running(driver, plan())
     uid = fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"]
     fake.requests.clear()
     _, [summary] = await drained(driver, ["demo"])
     selector = {"labelSelector": "asyncdeploy.io/workload in (demo)"}
-    assert [(r.method, r.path, r.query) for r in fake.requests] == [
+    events = {"fieldSelector": f"involvedObject.uid={uid}"}
+    requests = [(r.method, r.path, r.query) for r in fake.requests]
+    assert requests[:3] == [
         ("GET", PODS, selector),
-        # the kubelet's Events of the Pod, from before the delete (the fake has none: 404)
-        ("GET", EVENTS, {"fieldSelector": f"involvedObject.uid={uid}"}),
+        ("GET", EVENTS, events),  # before the delete: nothing the kubelet records is missed
         ("DELETE", PODS, selector),
-        (
-            "GET",
-            PODS,
-            {
-                **selector,
-                "watch": "True",
-                "allowWatchBookmarks": "True",
-                "resourceVersion": fake.requests[-1].query["resourceVersion"],
-                "timeoutSeconds": "7",  # grace 5 + margin 2: control comes back then
-            },
-        ),
+    ]
+    version = requests[0] and fake.requests[-1].query["resourceVersion"]
+    watch = {"watch": "True", "allowWatchBookmarks": "True", "resourceVersion": version}
+    assert sorted(requests[3:]) == [
+        ("GET", EVENTS, {**events, **watch, "timeoutSeconds": "300"}),  # ended by the drain
+        ("GET", PODS, {**selector, **watch, "timeoutSeconds": "7"}),  # grace 5 + margin 2
     ]
     assert summary.ok and summary.grace_period_seconds == 5
 
