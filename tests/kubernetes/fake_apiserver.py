@@ -338,6 +338,8 @@ class FakeApiServer:
         stamp = k8s.rfc3339(now.replace(microsecond=0))
         namespace, pod_name = node.key
         event = {
+            "kind": "Event",
+            "apiVersion": "v1",
             "metadata": {
                 "name": f"{pod_name}.{int(now.timestamp() * 1e9):x}",
                 "namespace": namespace,
@@ -351,6 +353,9 @@ class FakeApiServer:
                 "name": pod_name,
                 "uid": node.uid,
                 "apiVersion": "v1",
+                "resourceVersion": (self.pods.get(node.key) or {})
+                .get("metadata", {})
+                .get("resourceVersion", ""),
                 "fieldPath": f"spec.containers{{{container}}}",
             },
             "reason": reason,

@@ -13,10 +13,12 @@ import anyio
 import pytest
 from fake_apiserver import NAMESPACE, FakeApiServer
 from fake_kubelet import ContainerScript, Node
+from k8s_recordings import recording
 from test_driver_fake import EVENTS, drained, plan, running
 
 from asyncdeploy import PreStopFinished, PreStopStarted, SignalSent
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
+from asyncdeploy.drivers.kubernetes._kubelet import event_time
 
 pytestmark = pytest.mark.anyio
 HOOK = ["sh", "-c", "sleep 1"]
@@ -112,3 +114,24 @@ async def test_an_event_recorded_before_the_drain_is_not_about_it(
     assert (finished.exit_code, finished.timed_out) == (0, False)
     assert finished.elapsed > 1.4  # at the container's end, not at the resync
     assert events[-1].summary.ok  # type: ignore[attr-defined]
+
+
+async def test_the_fakes_events_have_the_recorded_shape(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """Held to ``recordings/08d``: the same fields (managedFields aside), the same name form."""
+    recorded = recording("08d")["event_watch"][0]["object"]
+    await running(driver, plan())
+    await drained(driver, ["demo"])
+    [(_, _, made)] = fake.kubelet_events
+    assert sorted(made) == sorted(recorded)
+    assert sorted(made["metadata"]) == sorted(set(recorded["metadata"]) - {"managedFields"})
+    assert sorted(made["involvedObject"]) == sorted(recorded["involvedObject"])
+    for key in ("reason", "type", "count", "eventTime", "reportingComponent"):
+        assert made[key] == recorded[key], key
+    assert (made["message"], recorded["message"]) == (
+        "Stopping container server",
+        "Stopping container c",
+    )
+    suffix = made["metadata"]["name"].rsplit(".", 1)[1]
+    assert event_time(made) == int(suffix, 16) / 1e9  # the recorder's name form
