@@ -81,12 +81,18 @@ all_running() {
     local c
     for c in $COMPONENTS; do running "$c" || return 1; done
 }
-stop_pid() { # NAME: SIGTERM, SIGKILL after 15 s; only if the PID still runs NAME
-    local name=$1 pid
-    pid=$(pid_of "$name")
-    [ -n "$pid" ] || return 0
-    if running "$name"; then
-        kill -TERM "$pid" 2>/dev/null || true
+stop_pids() { # NAME...: SIGTERM to each, SIGKILL after 15 s; only a PID that still runs NAME
+    local name pid waiting=()
+    for name in "$@"; do
+        pid=$(pid_of "$name")
+        if [ -n "$pid" ] && running "$name"; then
+            kill -TERM "$pid" 2>/dev/null || true
+            waiting+=("$name:$pid")
+        fi
+        rm -f "$STATE/$name.pid"
+    done
+    for item in "${waiting[@]}"; do
+        name=${item%%:*} pid=${item#*:}
         for _ in $(seq 1 150); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
         if [ -d "/proc/$pid" ]; then
             log "$name (pid $pid) still there after 15 s: SIGKILL"
@@ -94,8 +100,7 @@ stop_pid() { # NAME: SIGTERM, SIGKILL after 15 s; only if the PID still runs NAM
             sleep 0.3
         fi
         log "$name stopped (pid $pid)"
-    fi
-    rm -f "$STATE/$name.pid"
+    done
 }
 spawn() { # NAME COMMAND...: start in the background, record the PID
     local name=$1
@@ -123,7 +128,7 @@ api() { # PATH: GET on the API server with the admin token
 etcd_healthy() { curl -fsS --max-time 2 "http://$HOST:$ETCD_PORT/health" 2>/dev/null | grep -q '"health":"true"'; }
 apiserver_ready() { [ -s "$PKI/token" ] && [ "$(api /readyz)" = ok ]; }
 default_account() { api /api/v1/namespaces/default/serviceaccounts/default | grep -q '"uid"'; }
-containerd_up() { ctr -a "$SOCK" version >/dev/null 2>&1; }
+containerd_up() { [ -S "$SOCK" ] && running containerd && ctr -a "$SOCK" version >/dev/null 2>&1; }
 node_ready() { # BIN
     [ -s "$KUBECONFIG_OUT" ] &&
         [ "$("$1/kubectl" --kubeconfig "$KUBECONFIG_OUT" get node "$NODE" \
@@ -342,8 +347,7 @@ except Exception:
 
 stop_cluster() { # everything, by recorded PID, and what the node leaves on the host
     local netns m ctl
-    stop_pid kube-scheduler
-    stop_pid kubelet
+    stop_pids kube-scheduler kubelet
     # containers of a killed run: containerd reconnects to their shims when it starts again
     # (a pid file is left only when containerd was not stopped here)
     if ! running containerd && [ -s "$STATE/containerd.pid" ] && [ -s "$STATE/containerd/config.toml" ]; then
@@ -351,10 +355,8 @@ stop_cluster() { # everything, by recorded PID, and what the node leaves on the 
         for _ in $(seq 1 100); do containerd_up && break; sleep 0.1; done
     fi
     netns=$(remove_containers | sort -u)
-    stop_pid containerd
-    stop_pid kube-controller-manager
-    stop_pid kube-apiserver
-    stop_pid etcd
+    stop_pids containerd kube-controller-manager kube-apiserver
+    stop_pids etcd
     for m in $(findmnt -rn -o TARGET | grep "^$STATE/" | sort -r); do
         umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
     done

@@ -2,9 +2,10 @@
 # setup.sh - bring a fresh Debian 12 machine (as root) to the point where asyncdeploy's tests and
 # demo run: Docker and the Podman API service installed and started, the test images built
 # locally (no registry is needed), containers of earlier killed runs removed, nox in a venv, and
-# a one-node Kubernetes cluster on 127.0.0.1 (ci/start-kube.sh) when its binaries are there
-# (ASYNCDEPLOY_KUBE_ASSETS, default ../shared/kubernetes/bin) and no ASYNCDEPLOY_TEST_KUBECONFIG
-# names a cluster of your own. Stop that cluster with ci/stop-kube.sh (ci/test.sh does).
+# with ASYNCDEPLOY_START_KUBE=1 (ci/test.sh sets it) a one-node Kubernetes cluster on 127.0.0.1
+# (ci/start-kube.sh) when its binaries are there (ASYNCDEPLOY_KUBE_ASSETS, default
+# ../shared/kubernetes/bin) and no ASYNCDEPLOY_TEST_KUBECONFIG names a cluster of your own.
+# Stop that cluster with ci/stop-kube.sh (ci/test.sh does).
 #
 #   source <(bash ci/setup.sh)     prints the environment to use (DOCKER_HOST, CONTAINER_HOST,
 #                                  NOX=path of nox, and with a cluster ASYNCDEPLOY_TEST_KUBECONFIG,
@@ -55,9 +56,10 @@ fi
 bash "$here/build-test-image.sh" >/dev/null
 PIP="$venv/bin/python -m pip" bash "$here/build-demo-image.sh" >/dev/null
 
-# 5. Kubernetes: a real cluster whenever its binaries are there; the tests then require it
+# 5. Kubernetes (for the tests: ci/test.sh sets ASYNCDEPLOY_START_KUBE=1; the demo needs none):
+#    a real cluster whenever its binaries are there; the tests then require it
 kube_env=
-if [ -z "${ASYNCDEPLOY_TEST_KUBECONFIG:-}" ]; then
+if [ "${ASYNCDEPLOY_START_KUBE:-0}" = 1 ] && [ -z "${ASYNCDEPLOY_TEST_KUBECONFIG:-}" ]; then
     kube_env=$(bash "$here/start-kube.sh")
     [ -z "$kube_env" ] || kube_env="$kube_env
 ASYNCDEPLOY_REQUIRE_KUBERNETES=1"

@@ -10,8 +10,9 @@ cd "$(dirname "$here")"
 own_cluster=${ASYNCDEPLOY_TEST_KUBECONFIG:-}
 stop_kube() { [ -n "$own_cluster" ] || bash "$here/stop-kube.sh" || true; }
 trap stop_kube EXIT
+setup_env=$(ASYNCDEPLOY_START_KUBE=1 bash "$here/setup.sh") # a failed set-up (a cluster that did not start) ends the run
 set -a
-eval "$(bash "$here/setup.sh")"
+eval "$setup_env"
 set +a
 export ASYNCDEPLOY_REQUIRE_ENGINES=${ASYNCDEPLOY_REQUIRE_ENGINES:-docker,podman}
 if [ -n "${ASYNCDEPLOY_KUBE_STARTUP_SECONDS:-}" ]; then
