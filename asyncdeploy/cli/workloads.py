@@ -21,6 +21,7 @@ from asyncdeploy.cli._common import (
     status_dict,
 )
 from asyncdeploy.deployer import open_deployer
+from asyncdeploy.errors import AsyncDeployError, CreateError
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.render import EventRenderer, LiveView
@@ -34,7 +35,8 @@ from asyncdeploy.render import EventRenderer, LiveView
     type=click.FloatRange(min=0, min_open=True),
     default=None,
     help="Then wait up to this many seconds until it is ready; why it will not start "
-    "(an image that cannot be pulled, no node for it, ...) fails the command at once.",
+    "(an image that cannot be pulled, no node for it, ...) fails the command at once, "
+    "and the workload is removed.",
 )
 @output_option
 @pass_settings
@@ -46,9 +48,19 @@ def create(settings: Settings, plan_file: str, wait_seconds: float | None, outpu
         async with open_deployer(settings.driver) as deployer:
             result = await deployer.create(plan)
             if wait_seconds is not None:
-                result = attrs.evolve(
-                    result, status=await deployer.wait_ready(plan.name, timeout=wait_seconds)
-                )
+                try:
+                    ready = await deployer.wait_ready(plan.name, timeout=wait_seconds)
+                except CreateError:
+                    # it will not start as planned: nothing is left behind (bounded, shielded)
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+                        try:
+                            await deployer.delete(plan.name, grace_period_seconds=0)
+                        except AsyncDeployError as exc:  # the CreateError is the news
+                            click.echo(f"removing {plan.name} failed: {exc}", err=True)
+                        else:
+                            click.echo(f"removed {plan.name}: it will not start", err=True)
+                    raise
+                result = attrs.evolve(result, status=ready)
         if output == "json":
             emit_json({"action": result.action, "workload": status_dict(result.status)})
         else:

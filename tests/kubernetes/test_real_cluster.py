@@ -193,6 +193,9 @@ async def test_the_cli_on_a_real_cluster(
     assert "Traceback" not in err
     assert re.search(r"(ErrImagePull|ImagePullBackOff): server of ", err), err
     assert anyio.current_time() - started < 30
+    assert f"removed {name}: it will not start" in err
+    with pytest.raises(WorkloadNotFound):
+        await driver.get(name)  # nothing left behind
 
 
 VERIFY_MIX = TrafficMix(
