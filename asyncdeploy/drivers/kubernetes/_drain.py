@@ -1,4 +1,5 @@
-"""Draining Pods: one delete, one watch, and the container engines' event vocabulary.
+"""Draining Pods: one delete, a watch of the Pods and of their Events, and the container
+engines' event vocabulary.
 
 For the workloads of one ``drain`` call:
 
@@ -38,7 +39,6 @@ finishes it: nothing is left running here.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -55,9 +55,8 @@ from asyncdeploy.drivers.kubernetes._kubelet import (
     FAILED_PRE_STOP_HOOK,
     KILLING,
     KubeletEvent,
-    read_event,
 )
-from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
+from asyncdeploy.drivers.kubernetes._watch import KubeletEvents, PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
     EngineAPIError,
     EngineError,
@@ -86,7 +85,6 @@ __all__ = ["KILL_TOLERANCE", "WATCH_MARGIN", "PodDrain", "drain_pods", "sandbox_
 WATCH_MARGIN = 15.0  # seconds past a Pod's grace before it counts as stuck
 KILL_TOLERANCE = 1.0  # deletionTimestamp has whole seconds: the kubelet's deadline may be earlier
 SIGKILLED = 137
-_log = logging.getLogger(__name__)
 
 
 def sandbox_name(pod_name: str) -> str:
@@ -128,7 +126,6 @@ class PodDrain:
     containers: list[_Tracked]
     errors: list[str] = attrs.field(factory=list)
     deleting: bool = False  # the delete took effect (deletionTimestamp seen)
-    seen_events: set[str] = attrs.field(factory=set)
     summary: DrainSummary | None = None
     clock: Callable[[], float] = anyio.current_time
 
@@ -223,9 +220,8 @@ class PodDrain:
 
     def kubelet(self, event: KubeletEvent) -> None:
         """An Event the kubelet recorded about one of the Pod's containers (:mod:`._kubelet`)."""
-        if self.done or event.key in self.seen_events:
+        if self.done:
             return
-        self.seen_events.add(event.key)
         c = next((c for c in self.containers if c.name == event.container), None)
         if c is None or c.outcome is not None:
             return
@@ -414,7 +410,8 @@ async def drain_pods(
         PodDrain.of(found[n], grace=grace_period_seconds, started=started, margin=margin, emit=emit)
         for n in wanted
     ]
-    kubelet = KubeletFollower(api, namespace, drains)
+    by_uid = {d.uid: d for d in drains}
+    kubelet = KubeletEvents(api, namespace, set(by_uid), lambda e: by_uid[e.uid].kubelet(e))
     await kubelet.start()  # before the delete: nothing the kubelet records is missed
     for drain in drains:
         drain.begin()
@@ -426,56 +423,6 @@ async def drain_pods(
             await _watch_until_gone(api, namespace, selector, version, drains, margin)
             tg.cancel_scope.cancel()
     return [d.summary for d in drains if d.summary is not None]
-
-
-@attrs.define
-class KubeletFollower:
-    """The Pods' Events, from just before the delete, each handed to its :class:`PodDrain`.
-
-    One watch (``involvedObject.uid`` for one Pod, every Pod's Events for several), resumed as
-    the Pod watch is. Events cannot be read (a 403 from a role without them)? The drains go on
-    without: every step is then emitted when the container's end is seen.
-    """
-
-    api: PodAPI
-    namespace: str
-    drains: list[PodDrain]
-    version: str | None = None
-    _follower: PodFollower | None = None
-
-    async def start(self) -> None:
-        uids = {d.uid for d in self.drains}
-        selector = f"involvedObject.uid={next(iter(uids))}" if len(uids) == 1 else None
-        selector = selector or "involvedObject.kind=Pod"
-        self._follower = PodFollower(
-            self.api, self.namespace, field_selector=selector, resource="events"
-        )
-        try:
-            listing = await self.api.list_events(self.namespace, field_selector=selector)
-        except EngineError as exc:
-            _log.debug("the Pods' Events cannot be read (%s): drain steps from the Pod only", exc)
-            return
-        for drain in self.drains:  # what was recorded before the drain is not about it
-            drain.seen_events.update(str(e["metadata"]["name"]) for e in listing.get("items") or [])
-        self.version = str(listing["metadata"]["resourceVersion"])
-
-    async def run(self) -> None:
-        if self.version is None or self._follower is None:
-            return
-        by_uid = {d.uid: d for d in self.drains}
-
-        def handle(change: PodEvent) -> bool:
-            found = change.pods if isinstance(change, Resync) else [change.pod]
-            for item in found:
-                event = read_event(item)
-                if event is not None and (drain := by_uid.get(event.uid)) is not None:
-                    drain.kubelet(event)
-            return False  # until the Pod watch is done
-
-        try:
-            await self._follower.run(handle, resource_version=self.version)
-        except EngineError as exc:
-            _log.debug("following the Pods' Events stopped (%s)", exc)
 
 
 async def _delete(

@@ -29,9 +29,10 @@ import attrs
 
 from asyncdeploy.drivers.kubernetes._api import PodAPI, Resource
 from asyncdeploy.drivers.kubernetes._errors import status_error
+from asyncdeploy.drivers.kubernetes._kubelet import KubeletEvent, read_event
 from asyncdeploy.errors import EngineAPIError, EngineError, EngineTimeout, EngineUnavailable
 
-__all__ = ["MAX_WATCH_SECONDS", "PodChange", "PodEvent", "PodFollower", "Resync"]
+__all__ = ["MAX_WATCH_SECONDS", "KubeletEvents", "PodChange", "PodEvent", "PodFollower", "Resync"]
 
 MAX_WATCH_SECONDS = 300
 MIN_WATCH_SECONDS = 0.05
@@ -153,6 +154,63 @@ class PodFollower:
         pause = min(0.1 * 2 ** (self._failures - 1), 2.0)
         _log.debug("%s; retrying in %.1f s", exc.message, pause)
         await anyio.sleep(pause)
+
+
+@attrs.define
+class KubeletEvents:
+    """The Events of some Pods, from just before their delete, each handed to ``deliver`` once.
+
+    One watch (``involvedObject.uid`` for one Pod, every Pod's Events for several, filtered
+    here), resumed as the Pod watch is; an Event already listed before :meth:`start` (an
+    earlier restart's ``Killing``) or seen again in a fresh list is not delivered. When Events
+    cannot be read (a 403 from a role without them) nothing is delivered and :meth:`run`
+    returns: the caller goes on without.
+    """
+
+    api: PodAPI
+    namespace: str
+    uids: set[str]
+    deliver: Callable[[KubeletEvent], None]
+    version: str | None = None
+    seen: set[str] = attrs.field(factory=set)
+
+    @property
+    def selector(self) -> str:
+        if len(self.uids) == 1:
+            return f"involvedObject.uid={next(iter(self.uids))}"
+        return "involvedObject.kind=Pod"
+
+    async def start(self) -> None:
+        """List what is there (it is not about this delete) and where the watch starts."""
+        try:
+            listing = await self.api.list_events(self.namespace, field_selector=self.selector)
+        except EngineError as exc:
+            _log.debug("the Pods' Events cannot be read (%s)", exc)
+            return
+        self.seen.update(str(e["metadata"]["name"]) for e in listing.get("items") or [])
+        self.version = str(listing["metadata"]["resourceVersion"])
+
+    async def run(self) -> None:
+        """Deliver until cancelled (the caller ends it when its Pods are gone)."""
+        if self.version is None:
+            return
+        follower = PodFollower(
+            self.api, self.namespace, field_selector=self.selector, resource="events"
+        )
+
+        def handle(change: PodEvent) -> bool:
+            for item in change.pods if isinstance(change, Resync) else [change.pod]:
+                event = read_event(item)
+                if event is None or event.uid not in self.uids or event.key in self.seen:
+                    continue
+                self.seen.add(event.key)
+                self.deliver(event)
+            return False
+
+        try:
+            await follower.run(handle, resource_version=self.version)
+        except EngineError as exc:
+            _log.debug("following the Pods' Events stopped (%s)", exc)
 
 
 def _transient(exc: EngineError) -> bool:
