@@ -194,3 +194,20 @@ def test_only_container_events_with_drain_reasons_are_read() -> None:
         "Killing": True,
         "FailedPreStopHook": True,
     }
+
+
+def test_unschedulable_names_the_containers_asking_for_what_is_short() -> None:
+    """09e with an extended resource instead of cpu (as a node without enough GPUs answers):
+    only the container that asks for it is named."""
+    pod = copy.deepcopy(recording("09e")["pod_watch"][-1]["object"])
+    [asking] = pod["spec"]["containers"]
+    asking["resources"] = {"limits": {"nvidia.com/gpu": "4"}, "requests": {"nvidia.com/gpu": "4"}}
+    pod["spec"]["containers"].append({"name": "sidecar", "image": asking["image"]})
+    [condition] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    condition["message"] = condition["message"].replace(
+        "Insufficient cpu", "Insufficient nvidia.com/gpu"
+    )
+    failure = startup_failure(pod)
+    assert failure is not None
+    assert (failure.what, failure.container) == ("unschedulable", "c")
+    assert "Insufficient nvidia.com/gpu." in failure.message
