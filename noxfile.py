@@ -20,9 +20,11 @@ def install(session: nox.Session, *groups: str) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Every test: unit, workload kit, Kubernetes fake API server, real Docker and Podman.
+    """Every test: unit, workload kit, Kubernetes fake API server, real Docker and Podman, and
+    a real Kubernetes cluster when ASYNCDEPLOY_TEST_KUBECONFIG names one (ci/setup.sh starts it).
 
-    Set ASYNCDEPLOY_REQUIRE_ENGINES=docker,podman to fail (not skip) when an engine is missing.
+    Set ASYNCDEPLOY_REQUIRE_ENGINES=docker,podman to fail (not skip) when an engine is missing,
+    ASYNCDEPLOY_REQUIRE_KUBERNETES=1 to fail when the cluster is.
     """
     install(session, "test")
     session.run("pytest", *session.posargs)
@@ -99,3 +101,15 @@ def bench(session: nox.Session) -> None:
     session.run(
         "python", "benchmarks/pull.py", *(["--smoke"] if "--quick" in session.posargs else [])
     )
+
+
+@nox.session(default=False)
+def bench_kube(session: nox.Session) -> None:
+    """Benchmark a Kubernetes delete: `asyncdeploy delete` against `kubectl delete --wait` of the
+    same Pod (draining 2 s) on the cluster ci/start-kube.sh starts, plus the latency from the
+    kubelet's Killing Event to SignalSent. Needs its environment (ASYNCDEPLOY_TEST_KUBECONFIG,
+    ASYNCDEPLOY_KUBECTL, ...): `set -a; eval "$(bash ci/start-kube.sh)"; set +a` first.
+    `nox -s bench_kube -- --smoke` is one run; `-- --runs 9` more; writes
+    bench-results/bench-kube.json."""
+    install(session)
+    session.run("python", "benchmarks/kube.py", *session.posargs)

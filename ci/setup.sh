@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # setup.sh - bring a fresh Debian 12 machine (as root) to the point where asyncdeploy's tests and
 # demo run: Docker and the Podman API service installed and started, the test images built
-# locally and pushed into a local registry, containers of earlier killed runs removed, and nox in a venv.
+# locally and pushed into a local registry, containers of earlier killed runs removed, nox in a venv,
+# and with ASYNCDEPLOY_START_KUBE=1 (ci/test.sh sets it) a one-node Kubernetes cluster on 127.0.0.1
+# (ci/start-kube.sh) when its binaries are there (ASYNCDEPLOY_KUBE_ASSETS, default
+# ../shared/kubernetes/bin) and no ASYNCDEPLOY_TEST_KUBECONFIG names a cluster of your own.
+# Stop that cluster with ci/stop-kube.sh (ci/test.sh does).
 #
 #   source <(bash ci/setup.sh)     prints the environment to use (DOCKER_HOST, CONTAINER_HOST,
-#                                  NOX=path of nox); logs go to stderr
+#                                  NOX=path of nox, and with a cluster ASYNCDEPLOY_TEST_KUBECONFIG,
+#                                  the images in its node, ASYNCDEPLOY_REQUIRE_KUBERNETES=1);
+#                                  logs go to stderr
 # Idempotent and quick when everything is already there.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -54,8 +60,17 @@ PIP="$venv/bin/python -m pip" bash "$here/build-demo-image.sh" >/dev/null
 #    it, for the pull tests and `asyncdeploy verify --registry 127.0.0.1:5000`
 registry_env=$(bash "$here/start-registry.sh" start)
 bash "$here/start-registry.sh" push
+# 6. Kubernetes (for the tests: ci/test.sh sets ASYNCDEPLOY_START_KUBE=1; the demo needs none):
+#    a real cluster whenever its binaries are there; the tests then require it
+kube_env=
+if [ "${ASYNCDEPLOY_START_KUBE:-0}" = 1 ] && [ -z "${ASYNCDEPLOY_TEST_KUBECONFIG:-}" ]; then
+    kube_env=$(bash "$here/start-kube.sh")
+    [ -z "$kube_env" ] || kube_env="$kube_env
+ASYNCDEPLOY_REQUIRE_KUBERNETES=1"
+fi
 
 echo "DOCKER_HOST=$DOCKER_HOST"
 echo "CONTAINER_HOST=$CONTAINER_HOST"
 echo "NOX=$venv/bin/nox"
 echo "$registry_env"
+[ -z "$kube_env" ] || echo "$kube_env"

@@ -23,6 +23,7 @@ from asyncdeploy.cli._common import (
     status_dict,
 )
 from asyncdeploy.cli._signals import Interrupts
+from asyncdeploy.errors import AsyncDeployError, CreateError
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Event, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.pull_events import PullFailed, PullFinished, PullProgress, PullStarted
@@ -34,7 +35,13 @@ _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
 
 @click.command()
 @click.option("-f", "--file", "plan_file", required=True, type=click.Path(dir_okay=False))
-@click.option("--wait", is_flag=True, help="Return once every run container is ready.")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Return once every run container is ready; why it will not start (an image "
+    "that cannot be pulled, no node for it, ...) fails the command at once, and the workload is "
+    "removed.",
+)
 @click.option(
     "--timeout",
     type=DURATION,
@@ -68,9 +75,19 @@ def create(settings: Settings, plan_file: str, wait: bool, timeout: float, outpu
                         lines.show(event)
             result = events.result
             if wait:
-                result = attrs.evolve(
-                    result, status=await deployer.wait_ready(plan.name, timeout=timeout)
-                )
+                try:
+                    ready = await deployer.wait_ready(plan.name, timeout=timeout)
+                except CreateError:
+                    # it will not start as planned: nothing is left behind (bounded, shielded)
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+                        try:
+                            await deployer.delete(plan.name, grace_period_seconds=0)
+                        except AsyncDeployError as exc:  # the CreateError is the news
+                            click.echo(f"removing {plan.name} failed: {exc}", err=True)
+                        else:
+                            click.echo(f"removed {plan.name}: it will not start", err=True)
+                    raise
+                result = attrs.evolve(result, status=ready)
             interrupts.settled = True  # created: a signal from now on must not claim otherwise
         if output == "json":
             emit_json({"action": result.action, "workload": status_dict(result.status)})

@@ -20,6 +20,9 @@ server-side rules live in :mod:`fake_pods`, the node's in :mod:`fake_kubelet`;
   container's preStop time, "sends SIGTERM" and lets the container exit as its
   :class:`ContainerScript` says — or kills it with 137 at the deadline — then reports the
   terminal phase and makes the final delete (MODIFIED with dGP 0, then DELETED);
+* Events, as the kubelet records them (``recordings/08*``): ``Killing`` ("Stopping container X")
+  when it starts to stop a container, ``FailedPreStopHook`` when a hook fails or runs past the
+  deadline; listed and watched like Pods, by ``involvedObject`` field selectors;
 * logs (``follow`` too) and exec over a ``v4.channel.k8s.io`` websocket;
 * bearer-token auth (401), injected failures (403, 5xx, delays), dropped or expired watches.
 """
@@ -47,6 +50,7 @@ NODE = "fake-node-1"
 NAMESPACE = "asyncdeploy-test"  # where the driver tests work
 TOKEN = "fake-token"
 _POD = re.compile(r"/api/v1/namespaces/([^/]+)/pods(?:/([^/]+))?(?:/(log|exec))?")
+_EVENTS = re.compile(r"/api/v1/namespaces/([^/]+)/events")
 
 
 @attrs.define
@@ -75,6 +79,7 @@ class _Injected:
 class _Watcher:
     namespace: str
     match: Callable[[dict[str, Any]], bool]
+    resource: str = "pods"
     queue: asyncio.Queue[Any] = attrs.Factory(asyncio.Queue)
 
 
@@ -99,7 +104,8 @@ class FakeApiServer:
         )
         self.requests: list[Recorded] = []
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
-        self.events: list[tuple[int, str, dict[str, Any]]] = []
+        self.events: list[tuple[int, str, dict[str, Any]]] = []  # the Pods' history
+        self.kubelet_events: list[tuple[int, str, dict[str, Any]]] = []  # Event objects
         self.resource_version = 100
         self.oldest_version = 1
         self._nodes: dict[tuple[str, str], kubelet.Node] = {}
@@ -240,6 +246,10 @@ class FakeApiServer:
             return web.json_response(
                 {"major": "1", "minor": "36", "gitVersion": "v1.36.2", "platform": "linux/amd64"}
             )
+        if (events := _EVENTS.fullmatch(path)) is not None and method == "GET":
+            if _truthy(request.query.get("watch")):
+                return await _watch(self, request, events[1], resource="events")
+            return web.json_response(self._list_events(events[1], request.query))
         if path.startswith("/api/v1/namespaces") and not _POD.fullmatch(path):
             return self._namespaces(method, path, request[_BODY])
         match = _POD.fullmatch(path)
@@ -313,9 +323,71 @@ class FakeApiServer:
         snapshot = copy.deepcopy(pod)
         self.events.append((self.resource_version, kind, snapshot))
         for watcher in list(self._watchers):
-            if watcher.namespace == key[0] and watcher.match(snapshot):
+            if (
+                watcher.resource == "pods"
+                and watcher.namespace == key[0]
+                and watcher.match(snapshot)
+            ):
                 watcher.queue.put_nowait((self.resource_version, kind, snapshot))
         return copy.deepcopy(pod)
+
+    def record_event(self, node: kubelet.Node, container: str, reason: str, message: str) -> None:
+        """An Event the kubelet records about one of a Pod's containers (shaped as in 08*)."""
+        self.resource_version += 1
+        now = datetime.now(UTC)
+        stamp = k8s.rfc3339(now.replace(microsecond=0))
+        namespace, pod_name = node.key
+        event = {
+            "kind": "Event",
+            "apiVersion": "v1",
+            "metadata": {
+                "name": f"{pod_name}.{int(now.timestamp() * 1e9):x}",
+                "namespace": namespace,
+                "uid": f"event-{self.resource_version}",
+                "resourceVersion": str(self.resource_version),
+                "creationTimestamp": stamp,
+            },
+            "involvedObject": {
+                "kind": "Pod",
+                "namespace": namespace,
+                "name": pod_name,
+                "uid": node.uid,
+                "apiVersion": "v1",
+                "resourceVersion": (self.pods.get(node.key) or {})
+                .get("metadata", {})
+                .get("resourceVersion", ""),
+                "fieldPath": f"spec.containers{{{container}}}",
+            },
+            "reason": reason,
+            "message": message,
+            "source": {"component": "kubelet", "host": NODE},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+            "type": "Normal" if reason == "Killing" else "Warning",
+            "eventTime": None,
+            "reportingComponent": "kubelet",
+            "reportingInstance": NODE,
+        }
+        self.kubelet_events.append((self.resource_version, "ADDED", event))
+        for watcher in list(self._watchers):
+            wanted = watcher.resource == "events" and watcher.namespace == namespace
+            if wanted and watcher.match(event):
+                watcher.queue.put_nowait((self.resource_version, "ADDED", event))
+
+    def _list_events(self, namespace: str, query: Any) -> dict[str, Any]:
+        match = _event_matcher(query.get("fieldSelector"))
+        items = [
+            copy.deepcopy(e)
+            for _, _, e in self.kubelet_events
+            if e["metadata"]["namespace"] == namespace and match(e)
+        ]
+        return {
+            "kind": "EventList",
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": str(self.resource_version)},
+            "items": items,
+        }
 
     def _get(self, namespace: str, name: str) -> dict[str, Any]:
         pod = self.pods.get((namespace, name))
@@ -452,6 +524,7 @@ class FakeApiServer:
         await self._run(node)
 
     async def _run(self, node: kubelet.Node) -> None:
+        pod: dict[str, Any] = {}  # as the node started it
         await anyio.sleep(self.start_delay)
         if not node.stopping.is_set():
             self._update(node, lambda pod: kubelet.start_status(pod, False, self.script))
@@ -476,8 +549,11 @@ class FakeApiServer:
                 tg.cancel_scope.cancel()
         else:
             await node.stopping.wait()
-        if node.gone.is_set():
-            return  # removed at once (grace 0): the node stops it out of sight
+        if node.gone.is_set():  # removed at once (grace 0): the node stops it out of sight
+            for _, container in kubelet.containers(pod):
+                name = container["name"]
+                self.record_event(node, name, "Killing", f"Stopping container {name}")
+            return
         async with anyio.create_task_group() as tg:
             for _, container in kubelet.containers(self.pods.get(node.key) or {}):
                 tg.start_soon(self._stop, node, container)
@@ -509,8 +585,11 @@ class FakeApiServer:
             return
         script = self.script(container)
         kill_at = node.stop_at + node.grace
+        self.record_event(node, name, "Killing", f"Stopping container {name}")
         if (container.get("lifecycle") or {}).get("preStop"):
             await anyio.sleep(max(0.0, min(script.prestop, kill_at - anyio.current_time())))
+            if script.prestop_fails or anyio.current_time() >= kill_at:
+                self.record_event(node, name, "FailedPreStopHook", "PreStopHook failed")
         if anyio.current_time() < kill_at:
             node.log(name, "got TERM")
         exit_at = anyio.current_time() + script.drain
@@ -536,10 +615,29 @@ def _without_kind(pod: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in pod.items() if k not in ("kind", "apiVersion")}
 
 
-async def _watch(server: FakeApiServer, request: web.Request, namespace: str) -> web.StreamResponse:
+def _event_matcher(selector: str | None) -> Callable[[dict[str, Any]], bool]:
+    """``involvedObject.uid=``, ``.name=``, ``.kind=`` (what the driver and the tests ask)."""
+    tests = []
+    for part in filter(None, (selector or "").split(",")):
+        m = re.fullmatch(r"involvedObject\.(uid|name|kind)\s*==?\s*(.*)", part)
+        if m is None:
+            raise k8s.bad_request(f'field label not supported: "{part}"')
+        tests.append((m[1], m[2]))
+    return lambda event: all(event["involvedObject"].get(f) == v for f, v in tests)
+
+
+async def _watch(
+    server: FakeApiServer, request: web.Request, namespace: str, resource: str = "pods"
+) -> web.StreamResponse:
     query = request.query
-    labels = k8s.label_matcher(query.get("labelSelector"))
-    fields = k8s.field_matcher(query.get("fieldSelector"))
+    if resource == "events":
+        labels: Callable[[dict[str, Any]], bool] = lambda _: True
+        fields = _event_matcher(query.get("fieldSelector"))
+        history = server.kubelet_events
+    else:
+        labels = k8s.label_matcher(query.get("labelSelector"))
+        fields = k8s.field_matcher(query.get("fieldSelector"))
+        history = server.events
     version = query.get("resourceVersion", "")
     if version not in ("", "0") and not version.isdigit():
         raise k8s.APIError(
@@ -558,11 +656,15 @@ async def _watch(server: FakeApiServer, request: web.Request, namespace: str) ->
     response = web.StreamResponse(headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
     await response.prepare(request)
-    watcher = _Watcher(namespace, lambda pod: labels(pod) and fields(pod))
+    watcher = _Watcher(namespace, lambda pod: labels(pod) and fields(pod), resource)
     server._watchers.add(watcher)
     try:
         sent = server.resource_version
-        if version in ("", "0"):  # synthetic ADDED for what exists (05e, etcd 3.6)
+        if version in ("", "0") and resource == "events":
+            for _, _, event in list(history):
+                if event["metadata"]["namespace"] == namespace and watcher.match(event):
+                    await _write_line(response, {"type": "ADDED", "object": event})
+        elif version in ("", "0"):  # synthetic ADDED for what exists (05e, etcd 3.6)
             for (ns, _), pod in sorted(server.pods.items()):
                 if ns == namespace and watcher.match(pod):
                     await _write_line(response, {"type": "ADDED", "object": pod})
@@ -574,7 +676,7 @@ async def _watch(server: FakeApiServer, request: web.Request, namespace: str) ->
             )
             return response
         else:
-            for rv, kind, pod in list(server.events):
+            for rv, kind, pod in list(history):
                 if (
                     rv > int(version)
                     and pod["metadata"]["namespace"] == namespace

@@ -25,6 +25,7 @@ class ContainerScript:
     ignore_term: bool = False  # then the kubelet kills it at the deadline: 137
     exit_on_start: int | None = None  # ends right after starting, with this code
     prestop: float = 0.0  # how long its preStop hook runs, if the Pod declares one
+    prestop_fails: bool = False  # the hook fails (the kubelet records FailedPreStopHook)
     ready_after: float = 0.0  # readiness passes this long after start (with a readinessProbe)
     logs: tuple[str, ...] = ("started",)
 

@@ -243,21 +243,25 @@ async def check_several_workloads_drain_concurrently(env: Env) -> None:
 
 
 async def check_containers_drain_concurrently_under_one_deadline(env: Env) -> None:
-    """Three containers needing 1 s each, grace 5: all drain, in about 1 s rather than 3."""
+    """Three containers needing 2 s each, grace 15: all drain, in about 2 s rather than 6.
+
+    The bound leaves a wide gap (under 5 s against a serial 6 s): a kubelet's sync loop on a
+    loaded machine adds a second or more; the exact figure belongs in the benchmark."""
     workload = name(env, "three")
-    containers = [env.container(f"{workload}-r{i}", drain=1.0) for i in range(3)]
-    await env.driver.apply(plan(env, workload, containers, termination_grace_period_seconds=5))
+    containers = [env.container(f"{workload}-r{i}", drain=2.0) for i in range(3)]
+    await env.driver.apply(plan(env, workload, containers, termination_grace_period_seconds=15))
     await env.driver.wait_ready(workload, timeout=env.ready_timeout)
     started = anyio.current_time()
     events = await collect(env, [workload], None)
     elapsed = anyio.current_time() - started
     summary = events[-1].summary  # type: ignore[union-attr]
     assert [(c.outcome, c.exit_code) for c in summary.containers] == [("exited", 0)] * 3
-    assert 0.9 < elapsed < 2.7, f"a concurrent drain of 1 s took {elapsed:.2f} s (serial: 3)"
+    assert 1.9 < elapsed < 5, f"a concurrent drain of 2 s took {elapsed:.2f} s (serial: 6)"
 
 
 async def check_grace_zero_removes_at_once(env: Env) -> None:
-    """Grace 0: the Pod is gone at once; its containers' ends are not seen (they go with it)."""
+    """Grace 0: the Pod is gone at once and its running containers are killed (no status is
+    left to show their end, so no ContainerExited)."""
     workload = name(env, "now")
     container = env.container(f"{workload}-c", drain=5)
     await env.driver.apply(plan(env, workload, [container], termination_grace_period_seconds=30))
@@ -267,7 +271,9 @@ async def check_grace_zero_removes_at_once(env: Env) -> None:
     assert anyio.current_time() - started < 3
     summary = events[-1].summary  # type: ignore[union-attr]
     assert summary.ok and summary.grace_period_seconds == 0
-    assert [c.outcome for c in summary.containers] == ["missing"]
+    assert [(c.outcome, c.exit_code) for c in summary.containers] == [("killed", None)]
+    killed = [e for e in events if isinstance(e, ContainerForceKilled)]
+    assert [(k.container, k.reason) for k in killed] == [(container.name, "grace period 0")]
     assert not any(isinstance(e, ContainerExited) for e in events)
     assert isinstance(events[-2], PauseRemoved)
 

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from fake_apiserver import FakeApiServer
+from fake_kubelet import ContainerScript
 
 from asyncdeploy.cli import main
 
@@ -68,3 +69,30 @@ async def test_every_command(fake: FakeApiServer, kubeconfig: Path, tmp_path: Pa
     assert code == 1
     code, out = await cli(kubeconfig, "delete-all", "--selector", "team=ml", "-o", "json")
     assert (code, out) == (0, "")
+
+
+async def test_create_wait_reports_why_it_will_not_start_and_removes_it(
+    fake: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """A container that ends at once: exit 1 with the reason and the container's name, no
+    traceback, and nothing left behind."""
+    fake.scripts["server"] = ContainerScript(exit_on_start=3)
+    plan = {
+        "name": "broken",
+        "containers": [{"name": "server", "image": "busybox:1.36", "command": ["false"]}],
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+
+    def invoke() -> tuple[int, str]:
+        result = CliRunner(env={"KUBECONFIG": str(kubeconfig)}).invoke(
+            main, ["--driver", "kubernetes", "create", "-f", str(path), "--wait", "--timeout", "20"]
+        )
+        return result.exit_code, result.stderr
+
+    code, err = await anyio.to_thread.run_sync(invoke)
+    assert code == 1
+    assert "container exited: server of 'broken' (exit code 3)" in err
+    assert "removed broken: it will not start" in err
+    assert "Traceback" not in err
+    assert not [key for key in fake.pods if key[1] == "broken"]

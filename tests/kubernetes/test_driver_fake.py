@@ -45,6 +45,7 @@ from asyncdeploy.drivers.kubernetes import KubernetesDriver
 
 pytestmark = pytest.mark.anyio
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
+EVENTS = f"/api/v1/namespaces/{NAMESPACE}/events"
 
 
 def plan(name: str = "demo", *, grace: int = 5, **container: Any) -> WorkloadPlan:
@@ -379,24 +380,24 @@ async def test_exec_in_a_container_that_is_not_running_is_an_api_error(
 async def test_one_delete_makes_exactly_a_list_a_collection_delete_and_a_watch(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
+    """Plus the Pod's Events: one list before the delete, one watch beside the Pod's."""
     await running(driver, plan())
+    uid = fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"]
     fake.requests.clear()
     _, [summary] = await drained(driver, ["demo"])
     selector = {"labelSelector": "asyncdeploy.io/workload in (demo)"}
-    assert [(r.method, r.path, r.query) for r in fake.requests] == [
+    events = {"fieldSelector": f"involvedObject.uid={uid}"}
+    requests = [(r.method, r.path, r.query) for r in fake.requests]
+    assert requests[:3] == [
         ("GET", PODS, selector),
+        ("GET", EVENTS, events),  # before the delete: nothing the kubelet records is missed
         ("DELETE", PODS, selector),
-        (
-            "GET",
-            PODS,
-            {
-                **selector,
-                "watch": "True",
-                "allowWatchBookmarks": "True",
-                "resourceVersion": fake.requests[-1].query["resourceVersion"],
-                "timeoutSeconds": "7",  # grace 5 + margin 2: control comes back then
-            },
-        ),
+    ]
+    version = requests[0] and fake.requests[-1].query["resourceVersion"]
+    watch = {"watch": "True", "allowWatchBookmarks": "True", "resourceVersion": version}
+    assert sorted(requests[3:]) == [
+        ("GET", EVENTS, {**events, **watch, "timeoutSeconds": "300"}),  # ended by the drain
+        ("GET", PODS, {**selector, **watch, "timeoutSeconds": "7"}),  # grace 5 + margin 2
     ]
     assert summary.ok and summary.grace_period_seconds == 5
 
@@ -428,7 +429,10 @@ async def test_grace_zero_removes_at_once(driver: KubernetesDriver, fake: FakeAp
     await running(driver, plan(grace=30))
     events, [summary] = await drained(driver, ["demo"], grace=0)
     assert summary.seconds < 1
-    assert [(c.outcome, c.exit_code) for c in summary.containers] == [("missing", None)]
+    assert [(c.outcome, c.exit_code) for c in summary.containers] == [("killed", None)]
+    assert [(type(e), e.reason) for e in events if isinstance(e, ContainerForceKilled)] == [
+        (ContainerForceKilled, "grace period 0")
+    ]
     assert isinstance(events[-2], PauseRemoved)
 
 
@@ -528,8 +532,9 @@ async def test_an_interrupted_watch_is_resumed_from_a_fresh_list(
         tg.start_soon(interrupt)
         events, [summary] = await drained(driver, ["demo"])
     assert summary.ok and summary.count("exited") == 1
-    watches = [r for r in fake.requests if r.query.get("watch")]
-    lists = [r for r in fake.requests if r.method == "GET" and not r.query.get("watch")]
+    watches = [r for r in fake.requests if r.path == PODS and r.query.get("watch")]
+    lists = [r for r in fake.requests if r.path == PODS and r.method == "GET"]
+    lists = [r for r in lists if not r.query.get("watch")]
     assert len(watches) == 2 and len(lists) == 2  # the first list, and the fresh one
     assert [type(e) for e in events].count(ContainerExited) == 1
 

@@ -196,16 +196,18 @@ def test_the_rich_pod_init_containers_had_already_exited() -> None:
     assert removed == ["init-index", "init-check", "server", "sidecar"]
 
 
-def test_a_pod_removed_at_once_leaves_its_running_containers_missing() -> None:
-    """03e: grace 0 removes the object while the containers still show running."""
+def test_a_pod_removed_at_once_has_its_running_containers_killed() -> None:
+    """03e: grace 0 removes the object while the containers still show running: the kubelet
+    kills them (its minimum grace, 2 s), and no status is left to show it."""
     running = recording("03e")["watches"][0]["response"]["events"][0]["object"]
     running = copy.deepcopy(running)
     for key in ("deletionTimestamp", "deletionGracePeriodSeconds"):
         running["metadata"].pop(key)
     events = replay("03e", running, 0.0, grace=0)
     summary = events[-1].summary  # type: ignore[union-attr]
-    assert [(c.outcome, c.exit_code) for c in summary.containers] == [("missing", None)]
+    assert [(c.outcome, c.exit_code) for c in summary.containers] == [("killed", None)]
     assert summary.ok
+    assert [e.reason for e in events if isinstance(e, ContainerForceKilled)] == ["grace period 0"]
     assert not any(isinstance(e, ContainerRemoved) for e in events)
     assert isinstance(events[-2], PauseRemoved)
 

@@ -6,8 +6,9 @@ module         concern
 ``_driver``    :class:`KubernetesDriver`, the ``Driver`` contract: connect, apply, get, ...
 ``_manifest``  plan → Pod manifest, pure (unit-testable without a cluster)
 ``_status``    live Pod → ``WorkloadStatus``, readiness, masked inspect output, pure
-``_drain``     delete + watch → the drain events and summaries
-``_watch``     following Pods through a watch resumed from a fresh list, never abandoned
+``_drain``     delete + watch of the Pods and their Events → the drain events and summaries
+``_kubelet``   the kubelet's Events and start-up reasons (ErrImagePull, ...), pure
+``_watch``     following Pods (or Events) through a watch resumed from a fresh list
 ``_api``       the Pod calls, JSON in and out, through one explicit ``ApiClient``
 ``_config``    kubeconfig / in-cluster configuration and the namespace
 ``_errors``    API statuses and transport failures → asyncdeploy's errors

@@ -10,9 +10,9 @@ answers wrong: a collection delete answers a ``PodList`` that the client squeeze
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, VersionApi
@@ -21,9 +21,14 @@ from kubernetes_asyncio.stream import WsApiClient
 from asyncdeploy.drivers.kubernetes._errors import ENGINE, map_errors, status_error
 from asyncdeploy.errors import EngineAPIError, EngineUnavailable
 
-__all__ = ["JSONLines", "PodAPI", "TextLines"]
+__all__ = ["JSONLines", "PodAPI", "Resource", "TextLines"]
 
 STDOUT, STDERR, ERROR = 1, 2, 3  # exec channels (v4.channel.k8s.io)
+Resource = Literal["pods", "events"]
+_LISTS: dict[str, Callable[[CoreV1Api], Callable[..., Awaitable[object]]]] = {
+    "pods": lambda core: core.list_namespaced_pod,
+    "events": lambda core: core.list_namespaced_event,  # the kubelet's and scheduler's records
+}
 
 
 class TextLines:
@@ -137,15 +142,21 @@ class PodAPI:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        resource: Resource = "pods",
     ) -> dict[str, Any]:
-        """``GET /api/v1/namespaces/{namespace}/pods``: a PodList with its resourceVersion."""
-        call = self._core.list_namespaced_pod(
+        """``GET /api/v1/namespaces/{namespace}/pods`` (or ``events``): a list with its
+        resourceVersion."""
+        call = _LISTS[resource](self._core)(
             namespace,
             **_selectors(label_selector, field_selector),
             _preload_content=False,
             _request_timeout=self._timeout(),
         )
-        return await self._json(call, f"list pods in {namespace}")
+        return await self._json(call, f"list {resource} in {namespace}")
+
+    async def list_events(self, namespace: str, *, field_selector: str) -> dict[str, Any]:
+        """``GET /api/v1/namespaces/{namespace}/events?fieldSelector=...``."""
+        return await self.list_pods(namespace, field_selector=field_selector, resource="events")
 
     async def create(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any]:
         """``POST /api/v1/namespaces/{namespace}/pods``."""
@@ -200,8 +211,9 @@ class PodAPI:
         timeout_seconds: int,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        resource: Resource = "pods",
     ) -> AsyncIterator[JSONLines]:
-        """``GET /api/v1/namespaces/{namespace}/pods?watch=1&resourceVersion=...``.
+        """``GET /api/v1/namespaces/{namespace}/pods?watch=1&resourceVersion=...`` (or events).
 
         The server ends the stream after ``timeout_seconds``; the client gives up on a stream
         silent for longer than that plus ``request_timeout``.
@@ -209,7 +221,7 @@ class PodAPI:
         timeout = aiohttp.ClientTimeout(
             sock_connect=self.request_timeout, sock_read=timeout_seconds + self.request_timeout
         )
-        call = self._core.list_namespaced_pod(
+        call = _LISTS[resource](self._core)(
             namespace,
             **_selectors(label_selector, field_selector),
             watch=True,
@@ -219,7 +231,7 @@ class PodAPI:
             _preload_content=False,
             _request_timeout=timeout,
         )
-        what = f"watch pods in {namespace}"
+        what = f"watch {resource} in {namespace}"
         response = await self._open(call, what)
         async with response:
             yield JSONLines(response, what)

@@ -1,4 +1,5 @@
-"""Draining Pods: one delete, one watch, and the container engines' event vocabulary.
+"""Draining Pods: one delete, a watch of the Pods and of their Events, and the container
+engines' event vocabulary.
 
 For the workloads of one ``drain`` call:
 
@@ -12,17 +13,25 @@ For the workloads of one ``drain`` call:
 3. one watch over all of them until every Pod is gone, resumed from a fresh list whenever it
    ends (:mod:`.watch`), under a deadline of each Pod's grace plus ``WATCH_MARGIN``.
 
-What the API shows becomes events, and nothing else (preStop hooks are invisible, so there are
-no ``PreStop*`` events): ``DrainStarted`` lists the init and run containers; ``SignalSent`` for
-each running container once the ``deletionTimestamp`` is seen (the kubelet signals after the
-preStop hook, if there is one); ``ContainerExited`` from ``state.terminated``;
-``ContainerForceKilled`` first when that is exit 137 at the deadline; ``ContainerRemoved`` for
-each container seen ended and one ``PauseRemoved`` for the sandbox (``<pod>-sandbox``) when the
-Pod is gone; ``DrainFinished`` with the summary.
+What the API shows becomes events. Beside the Pod watch, a second watch follows the Pod's
+Events (resumed the same way), where the kubelet records what it does (:mod:`._kubelet`):
+``DrainStarted`` lists the init and run containers; at the kubelet's ``Killing`` ("Stopping
+container X") ``PreStopStarted`` for a container with a preStop hook, else ``SignalSent`` (the
+kubelet signals right after that record); at ``FailedPreStopHook`` ``PreStopFinished`` (exit code
+unknown: the kubelet does not record it; ``timed_out`` when it came at the deadline) and then
+``SignalSent``; ``ContainerExited`` from ``state.terminated``, before which any step the Events
+did not show is emitted (a hook that succeeds is not recorded, so its ``PreStopFinished`` (exit
+0) and the ``SignalSent`` after it are known only then; likewise when Events cannot be read);
+``ContainerForceKilled`` first when that is exit 137 at the deadline (or ``ExceededGracePeriod``
+is recorded); ``ContainerRemoved`` for each container seen ended and one ``PauseRemoved`` for the
+sandbox (``<pod>-sandbox``) when the Pod is gone; ``DrainFinished`` with the summary.
 
 Outcomes: ``exited`` / ``killed`` as seen; ``already-exited`` for containers that had ended before
-the delete took effect (init containers, always); ``missing`` for containers that went with the
-Pod without a terminated state (grace 0 removes the object at once; a container never started).
+the delete took effect (init containers, always); ``killed`` also for the containers of a
+Pod deleted with grace 0 (the API removes the object at once, the kubelet kills what runs: a
+``Killing`` Event, then SIGKILL after its minimum grace of 2 s, with no status left to show it);
+``missing`` for containers that went with the Pod without a terminated state otherwise (a
+container never started).
 A Pod still there after its deadline, or that cannot be followed (a watch refused with 403), is
 an error in its summary. If the caller cancels, the delete has been sent and the cluster
 finishes it: nothing is left running here.
@@ -42,7 +51,13 @@ from asyncdeploy.drivers.base import LABEL_WORKLOAD
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
-from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
+from asyncdeploy.drivers.kubernetes._kubelet import (
+    EXCEEDED_GRACE_PERIOD,
+    FAILED_PRE_STOP_HOOK,
+    KILLING,
+    KubeletEvent,
+)
+from asyncdeploy.drivers.kubernetes._watch import KubeletEvents, PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
     EngineAPIError,
     EngineError,
@@ -58,6 +73,8 @@ from asyncdeploy.events import (
     Emit,
     Outcome,
     PauseRemoved,
+    PreStopFinished,
+    PreStopStarted,
     SignalSent,
 )
 
@@ -81,6 +98,11 @@ def _uid(pod: Mapping[str, Any]) -> str:
 class _Tracked(TrackedContainer):
     signal: str
     running_at_start: bool
+    pre_stop: bool = False  # it has a preStop hook
+    stopping: bool = False  # the kubelet began to stop it (Killing)
+    pre_stop_ended: bool = False
+    signalled: bool = False
+    force_killed: bool = False
 
 
 @attrs.define(kw_only=True)
@@ -91,7 +113,7 @@ class PodDrain(DrainBooks):
     uid: str
     margin: float
     containers: list[_Tracked]
-    signalled: bool = False
+    deleting: bool = False  # the delete took effect (deletionTimestamp seen)
     summary: DrainSummary | None = None
 
     @classmethod
@@ -120,6 +142,7 @@ class PodDrain(DrainBooks):
                 role=role,
                 signal=pod_status.stop_signal(spec),
                 running_at_start=pod_status.container_state(entry) == "running",
+                pre_stop=bool((spec.get("lifecycle") or {}).get("preStop")),
             )
             ended = pod_status.terminated(entry) or (
                 pod_status.terminated({"state": (entry or {}).get("lastState")})
@@ -161,46 +184,106 @@ class PodDrain(DrainBooks):
         )
 
     def observe(self, pod: Mapping[str, Any]) -> None:
-        """A newer state of the Pod: signals sent, containers ended."""
+        """A newer state of the Pod: the delete taking effect, containers ended."""
         if self.done:
             return
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            self.deleting = True
         statuses = pod_status.container_statuses(pod)
-        if (pod.get("metadata") or {}).get("deletionTimestamp") and not self.signalled:
-            self.signalled = True
-            for c in self.containers:
-                running = pod_status.container_state(statuses.get(c.name)) == "running"
-                if c.outcome is None and (c.running_at_start or running):
-                    self.emit(
-                        SignalSent(
-                            workload=self.workload,
-                            elapsed=self.elapsed(),
-                            container=c.name,
-                            role=c.role,
-                            signal=c.signal,
-                        )
-                    )
         for c in self.containers:
             ended = pod_status.terminated(statuses.get(c.name))
             if c.outcome is None and ended is not None:
                 self._exited(c, ended)
 
+    def kubelet(self, event: KubeletEvent) -> None:
+        """An Event the kubelet recorded about one of the Pod's containers (:mod:`._kubelet`)."""
+        if self.done:
+            return
+        c = next((c for c in self.containers if c.name == event.container), None)
+        if c is None or c.outcome is not None:
+            return
+        self.deleting = True  # the kubelet acts on the delete before the Pod watch may show it
+        if event.reason == KILLING:
+            self._stopping(c)
+            if not c.pre_stop:
+                self._signal(c)
+        elif event.reason == FAILED_PRE_STOP_HOOK:
+            self._stopping(c)
+            self._pre_stop_ended(c, failed=True)
+            self._signal(c)
+        elif event.reason == EXCEEDED_GRACE_PERIOD:
+            self._force_killed(c)
+
+    def _stopping(self, c: _Tracked) -> None:
+        if c.stopping:
+            return
+        c.stopping = True
+        if c.pre_stop:
+            self.emit(
+                PreStopStarted(
+                    workload=self.workload, elapsed=self.elapsed(), container=c.name, role=c.role
+                )
+            )
+
+    def _pre_stop_ended(self, c: _Tracked, *, failed: bool) -> None:
+        if not c.pre_stop or c.pre_stop_ended:
+            return
+        c.pre_stop_ended = True
+        late = failed and self.clock() >= self.deadline - KILL_TOLERANCE
+        self.emit(
+            PreStopFinished(
+                workload=self.workload,
+                elapsed=self.elapsed(),
+                container=c.name,
+                role=c.role,
+                exit_code=None if failed else 0,  # the kubelet records no exit code
+                timed_out=late,
+            )
+        )
+
+    def _signal(self, c: _Tracked) -> None:
+        if c.signalled:
+            return
+        c.signalled = True
+        self.emit(
+            SignalSent(
+                workload=self.workload,
+                elapsed=self.elapsed(),
+                container=c.name,
+                role=c.role,
+                signal=c.signal,
+            )
+        )
+
+    def _force_killed(self, c: _Tracked, reason: str = "deadline") -> None:
+        if c.force_killed:
+            return
+        c.force_killed = True
+        self.emit(
+            ContainerForceKilled(
+                workload=self.workload,
+                elapsed=self.elapsed(),
+                container=c.name,
+                role=c.role,
+                reason=reason,
+            )
+        )
+
     def _exited(self, c: _Tracked, ended: Mapping[str, Any]) -> None:
         code = ended.get("exitCode")
         exit_code = None if code is None else int(code)
         outcome: Outcome = "exited"
-        if not self.signalled:
+        if not self.deleting:
             outcome = "already-exited"  # it ended on its own before the delete took effect
-        elif exit_code == SIGKILLED and self.clock() >= self.deadline - KILL_TOLERANCE:
-            outcome = "killed"
-            self.emit(
-                ContainerForceKilled(
-                    workload=self.workload,
-                    elapsed=self.elapsed(),
-                    container=c.name,
-                    role=c.role,
-                    reason="deadline",
-                )
-            )
+        else:
+            # the steps the Events did not show (a hook that succeeded is not recorded)
+            self._stopping(c)
+            self._pre_stop_ended(c, failed=False)
+            self._signal(c)
+            late = self.clock() >= self.deadline - KILL_TOLERANCE
+            if c.force_killed or (exit_code == SIGKILLED and late):
+                outcome = "killed"
+                self._force_killed(c)
         c.outcome, c.exit_code, c.seconds = outcome, exit_code, self.elapsed()
         self.emit(
             ContainerExited(
@@ -220,8 +303,12 @@ class PodDrain(DrainBooks):
         if pod is not None:
             self.observe(pod)
         for c in self.containers:
-            if c.outcome is None:
-                c.outcome = "missing"  # gone without a terminated state (grace 0, never started)
+            if c.outcome is None and self.grace == 0 and (c.running_at_start or c.stopping):
+                # removed at once; the kubelet kills it with no status left to show the end
+                c.outcome = "killed"
+                self._force_killed(c, reason="grace period 0")
+            elif c.outcome is None:
+                c.outcome = "missing"  # gone without a terminated state (never started)
             else:
                 self.emit(
                     ContainerRemoved(
@@ -282,12 +369,18 @@ async def drain_pods(
         PodDrain.of(found[n], grace=grace_period_seconds, started=started, margin=margin, emit=emit)
         for n in wanted
     ]
+    by_uid = {d.uid: d for d in drains}
+    kubelet = KubeletEvents(api, namespace, set(by_uid), lambda e: by_uid[e.uid].kubelet(e))
+    await kubelet.start()  # before the delete: nothing the kubelet records is missed
     for drain in drains:
         drain.begin()
     await _delete(api, namespace, selector, drains, grace_period_seconds)
     if not all(d.done for d in drains):
         version = str(listing["metadata"]["resourceVersion"])
-        await _watch_until_gone(api, namespace, selector, version, drains, margin)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(kubelet.run)
+            await _watch_until_gone(api, namespace, selector, version, drains, margin)
+            tg.cancel_scope.cancel()
     return [d.summary for d in drains if d.summary is not None]
 
 

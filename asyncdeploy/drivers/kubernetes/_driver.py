@@ -30,6 +30,7 @@ from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._config import load_cluster_config
 from asyncdeploy.drivers.kubernetes._drain import WATCH_MARGIN, drain_pods
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
+from asyncdeploy.drivers.kubernetes._kubelet import StartupFailure, startup_failure
 from asyncdeploy.drivers.kubernetes._manifest import apply_decision, pod_manifest
 from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
@@ -151,18 +152,22 @@ class KubernetesDriver:
     async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
         """Watch the Pod until its ``Ready`` condition is True.
 
-        ``CreateError`` (with the exit code and the container's last log lines) when an init
-        container fails, a run container ends, or the Pod fails or is deleted meanwhile — the
-        Pod is left for inspection; ``WorkloadNotFound`` when it is (or goes) missing;
+        ``CreateError`` at once, naming the container, when the Pod will not start
+        (:func:`._kubelet.startup_failure`): no node can take it ("Insufficient cpu"), an image
+        cannot be pulled (``ErrImagePull``, ``ImagePullBackOff``, ``ErrImageNeverPull``), the
+        container cannot be created (``CreateContainerConfigError``), it crash-loops, an init
+        container fails, a run container ends, or the Pod fails or is deleted meanwhile (with the
+        exit code and the container's last log lines when it ran) — the Pod is left for
+        inspection; ``WorkloadNotFound`` when it is (or goes) missing;
         ``EngineTimeout`` after ``timeout``.
         """
         ready: list[WorkloadStatus] = []
-        failed: list[tuple[str, str, int | None]] = []
+        failed: list[StartupFailure] = []
 
         def check(pod: Mapping[str, Any]) -> bool:
             if (pod.get("metadata") or {}).get("deletionTimestamp"):
                 raise CreateError(f"pod {name} is being deleted; it will not become ready")
-            if (failure := pod_status.startup_failure(pod)) is not None:
+            if (failure := startup_failure(pod)) is not None:
                 failed.append(failure)
                 return True
             if pod_status.pod_ready(pod):
@@ -194,31 +199,32 @@ class KubernetesDriver:
             with anyio.fail_after(timeout):
                 await follower.run(handle, poll=lambda: deadline - anyio.current_time())
                 if failed:
-                    raise await self._startup_error(name, *failed[0])
+                    raise await self._startup_error(name, failed[0])
         except TimeoutError:
             raise EngineTimeout(
                 f"workload {name!r} was not ready within {timeout:g} s", engine=ENGINE
             ) from None
         return ready[0]
 
-    async def _startup_error(
-        self, name: str, what: str, container: str, exit_code: int | None
-    ) -> CreateError:
-        """The error for a Pod that will not start, with the end of the container's log."""
-        if not container:
-            return CreateError(f"{what}: {name!r}", exit_code=exit_code)
+    async def _startup_error(self, name: str, failure: StartupFailure) -> CreateError:
+        """The error for a Pod that will not start: the kubelet's or the scheduler's reason and
+        message, and the end of the container's log when it ran."""
+        where = f"{failure.container} of {name!r}" if failure.container else repr(name)
+        message = f"{failure.what}: {where}"
+        if failure.message:
+            message += f": {failure.message}"
+        if failure.exit_code is None and failure.what != "container exited":
+            return CreateError(message, exit_code=failure.exit_code)  # it never ran: no logs
         lines: collections.deque[str] = collections.deque(maxlen=20)
         try:
             async with self.api.log_lines(
-                self.namespace, name, container=container, follow=False
+                self.namespace, name, container=failure.container, follow=False
             ) as stream:
                 async for line in stream:
                     lines.append(line)
         except EngineError:
             pass  # best effort: the error is about the exit, not the logs
-        return CreateError(
-            f"{what}: {container} of {name!r}", exit_code=exit_code, logs="".join(lines)
-        )
+        return CreateError(message, exit_code=failure.exit_code, logs="".join(lines))
 
     def logs(
         self,

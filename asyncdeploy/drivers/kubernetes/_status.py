@@ -24,7 +24,6 @@ __all__ = [
     "container_statuses",
     "masked_pod",
     "pod_ready",
-    "startup_failure",
     "stop_signal",
     "terminated",
     "workload_name",
@@ -125,27 +124,6 @@ def workload_status(pod: Mapping[str, Any]) -> WorkloadStatus:
         plan_digest=(metadata.get("annotations") or {}).get(LABEL_PLAN_DIGEST),
         containers=tuple(containers),
     )
-
-
-def startup_failure(pod: Mapping[str, Any]) -> tuple[str, str, int | None] | None:
-    """Why the Pod will not become ready: ``(what, container, exit code)``, else None.
-
-    A failed init container (ended, or crash-looping, with a non-zero code), an ended run
-    container, or the Pod's phase ``Failed``.
-    """
-    statuses = container_statuses(pod)
-    for role, spec in container_specs(pod):
-        entry = statuses.get(spec["name"])
-        if role == "init":
-            ended = terminated(entry) or terminated({"state": (entry or {}).get("lastState")})
-            if ended is not None and ended.get("exitCode"):
-                return "init container failed", spec["name"], int(ended["exitCode"])
-        elif (ended := terminated(entry)) is not None:
-            code = ended.get("exitCode")
-            return "container exited", spec["name"], None if code is None else int(code)
-    if (pod.get("status") or {}).get("phase") == "Failed":
-        return "pod failed", "", None
-    return None
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:

@@ -1,6 +1,7 @@
-"""Following Pods through a watch that is resumed, never abandoned.
+"""Following Pods (or their Events) through a watch that is resumed, never abandoned.
 
-:class:`PodFollower` hands every change of the matching Pods to a callback, in order:
+:class:`PodFollower` hands every change of the matching Pods (``resource="events"``: of the
+matching Events) to a callback, in order:
 
 * it watches from a given ``resourceVersion`` (so nothing between a list and the watch is lost);
 * whenever a watch ends — the server's ``timeoutSeconds``, a ``410 Expired`` (an ``ERROR`` event
@@ -26,11 +27,12 @@ from typing import Any
 import anyio
 import attrs
 
-from asyncdeploy.drivers.kubernetes._api import PodAPI
+from asyncdeploy.drivers.kubernetes._api import PodAPI, Resource
 from asyncdeploy.drivers.kubernetes._errors import status_error
+from asyncdeploy.drivers.kubernetes._kubelet import KubeletEvent, read_event
 from asyncdeploy.errors import EngineAPIError, EngineError, EngineTimeout, EngineUnavailable
 
-__all__ = ["MAX_WATCH_SECONDS", "PodChange", "PodEvent", "PodFollower", "Resync"]
+__all__ = ["MAX_WATCH_SECONDS", "KubeletEvents", "PodChange", "PodEvent", "PodFollower", "Resync"]
 
 MAX_WATCH_SECONDS = 300
 MIN_WATCH_SECONDS = 0.05
@@ -62,6 +64,7 @@ class PodFollower:
     namespace: str
     label_selector: str | None = None
     field_selector: str | None = None
+    resource: Resource = "pods"
     resyncs: int = attrs.field(default=0, init=False)
     last_error: str | None = attrs.field(default=None, init=False)
     _failures: int = attrs.field(default=0, init=False)
@@ -95,6 +98,7 @@ class PodFollower:
                     self.namespace,
                     label_selector=self.label_selector,
                     field_selector=self.field_selector,
+                    resource=self.resource,
                 )
                 break
             except EngineError as exc:
@@ -121,6 +125,7 @@ class PodFollower:
                 timeout_seconds=seconds,
                 label_selector=self.label_selector,
                 field_selector=self.field_selector,
+                resource=self.resource,
             ) as events:
                 async for event in events:
                     kind = event.get("type")
@@ -129,7 +134,7 @@ class PodFollower:
                         continue
                     if kind == "ERROR":
                         code = int(body.get("code") or 0)
-                        raise status_error(code, body, f"watch pods in {self.namespace}")
+                        raise status_error(code, body, f"watch {self.resource} in {self.namespace}")
                     self._failures = 0
                     if handle(PodChange(str(kind), body)):
                         self._done = True
@@ -149,6 +154,63 @@ class PodFollower:
         pause = min(0.1 * 2 ** (self._failures - 1), 2.0)
         _log.debug("%s; retrying in %.1f s", exc.message, pause)
         await anyio.sleep(pause)
+
+
+@attrs.define
+class KubeletEvents:
+    """The Events of some Pods, from just before their delete, each handed to ``deliver`` once.
+
+    One watch (``involvedObject.uid`` for one Pod, every Pod's Events for several, filtered
+    here), resumed as the Pod watch is; an Event already listed before :meth:`start` (an
+    earlier restart's ``Killing``) or seen again in a fresh list is not delivered. When Events
+    cannot be read (a 403 from a role without them) nothing is delivered and :meth:`run`
+    returns: the caller goes on without.
+    """
+
+    api: PodAPI
+    namespace: str
+    uids: set[str]
+    deliver: Callable[[KubeletEvent], None]
+    version: str | None = None
+    seen: set[str] = attrs.field(factory=set)
+
+    @property
+    def selector(self) -> str:
+        if len(self.uids) == 1:
+            return f"involvedObject.uid={next(iter(self.uids))}"
+        return "involvedObject.kind=Pod"
+
+    async def start(self) -> None:
+        """List what is there (it is not about this delete) and where the watch starts."""
+        try:
+            listing = await self.api.list_events(self.namespace, field_selector=self.selector)
+        except EngineError as exc:
+            _log.debug("the Pods' Events cannot be read (%s)", exc)
+            return
+        self.seen.update(str(e["metadata"]["name"]) for e in listing.get("items") or [])
+        self.version = str(listing["metadata"]["resourceVersion"])
+
+    async def run(self) -> None:
+        """Deliver until cancelled (the caller ends it when its Pods are gone)."""
+        if self.version is None:
+            return
+        follower = PodFollower(
+            self.api, self.namespace, field_selector=self.selector, resource="events"
+        )
+
+        def handle(change: PodEvent) -> bool:
+            for item in change.pods if isinstance(change, Resync) else [change.pod]:
+                event = read_event(item)
+                if event is None or event.uid not in self.uids or event.key in self.seen:
+                    continue
+                self.seen.add(event.key)
+                self.deliver(event)
+            return False
+
+        try:
+            await follower.run(handle, resource_version=self.version)
+        except EngineError as exc:
+            _log.debug("following the Pods' Events stopped (%s)", exc)
 
 
 def _transient(exc: EngineError) -> bool:

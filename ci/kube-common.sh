@@ -1,0 +1,369 @@
+# kube-common.sh - what ci/start-kube.sh and ci/stop-kube.sh share (sourced, not run).
+# Environment (all optional):
+#   ASYNCDEPLOY_KUBE_STATE=/tmp/asyncdeploy-kube   pki, etcd data, kubelet dir, logs, pid files
+#   ASYNCDEPLOY_KUBE_CACHE=/var/cache/asyncdeploy-kube   unpacked binaries, saved images
+#   ASYNCDEPLOY_KUBE_APISERVER_PORT=6443  ASYNCDEPLOY_KUBE_ETCD_PORT=2379 (peer: +1)
+#   ASYNCDEPLOY_KUBE_IMAGE_TAG=kube   the tag the test images get in the node
+#   DOCKER_HOST                       the Docker holding the test images
+
+STATE=${ASYNCDEPLOY_KUBE_STATE:-/tmp/asyncdeploy-kube}
+CACHE=${ASYNCDEPLOY_KUBE_CACHE:-/var/cache/asyncdeploy-kube}
+HOST=127.0.0.1
+NODE=127.0.0.1 # the API server dials the kubelet by this name for logs and exec
+KAS_PORT=${ASYNCDEPLOY_KUBE_APISERVER_PORT:-6443}
+ETCD_PORT=${ASYNCDEPLOY_KUBE_ETCD_PORT:-2379}
+ETCD_PEER_PORT=$((ETCD_PORT + 1))
+POD_SUBNET=198.18.0.0/24 # RFC 2544 benchmarking range: never routed anywhere else
+BRIDGE=adbr0
+IMAGE_TAG=${ASYNCDEPLOY_KUBE_IMAGE_TAG:-kube}
+TEST_IMAGES="asyncdeploy-test/busybox asyncdeploy-test/pause asyncdeploy-test/python asyncdeploy-demo/server"
+KUBE_BINARIES="etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl"
+PKI=$STATE/pki
+LOGS=$STATE/logs
+SOCK=$STATE/containerd/containerd.sock
+KUBECONFIG_OUT=$STATE/kubeconfig
+# started in this order, stopped in the reverse one
+COMPONENTS="etcd kube-apiserver kube-controller-manager containerd kubelet kube-scheduler"
+
+export DEBIAN_FRONTEND=noninteractive
+log() { printf '[kube %s] %s\n' "$(date +%T)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+now_ms() { date +%s%3N; }
+ms_to_s() { awk -v ms="$1" 'BEGIN { printf "%.1f", ms / 1000 }'; }
+
+need_pkgs() { # install the Debian packages that are missing
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
+    done
+    [ ${#missing[@]} = 0 ] && return 0
+    log "installing ${missing[*]}"
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 ||
+        { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
+}
+
+resolve_binaries() { # ASSETS -> prints a directory holding the checked binaries
+    local assets=$1 archive sums dir sha
+    if [ -d "$assets" ] && [ -x "$assets/kube-apiserver" ]; then echo "$assets"; return; fi
+    if [ -d "$assets" ]; then
+        archive=$(find "$assets" -maxdepth 1 -name 'kubernetes-*.tar.zst' | sort | tail -n 1)
+        [ -n "$archive" ] || die "$assets holds neither kube-apiserver nor a kubernetes-*.tar.zst archive"
+    else
+        archive=$assets
+    fi
+    sums=$(dirname "$archive")/SHA256SUMS
+    [ -s "$sums" ] || die "no SHA256SUMS beside $archive"
+    sha=$(awk -v f="$(basename "$archive")" '$2 == f { print $1 }' "$sums")
+    [ -n "$sha" ] || die "$sums has no line for $(basename "$archive")"
+    dir=$CACHE/bin-${sha:0:16}
+    if [ ! -f "$dir/.checked" ]; then
+        log "checking and unpacking $(basename "$archive") into $dir"
+        echo "$sha  $archive" | sha256sum -c --quiet - >&2 || die "$archive does not match $sums"
+        rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+        zstd -dc "$archive" | tar -x -C "$dir.tmp"
+        # the other lines of SHA256SUMS are the binaries inside the archive
+        (cd "$dir.tmp" && grep -v " $(basename "$archive")\$" "$sums" | sha256sum -c --quiet - >&2) ||
+            die "the binaries unpacked from $archive do not match $sums"
+        touch "$dir.tmp/.checked"
+        rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    fi
+    echo "$dir"
+}
+
+# ---- processes, by recorded PID ------------------------------------------------------------
+pid_of() { [ -s "$STATE/$1.pid" ] && cat "$STATE/$1.pid" || true; }
+running() { # NAME: the recorded PID is alive and is that program (PIDs get reused)
+    local pid
+    pid=$(pid_of "$1")
+    [ -n "$pid" ] && [ -d "/proc/$pid" ] && [ "$(basename "$(readlink -f "/proc/$pid/exe" 2>/dev/null)")" = "$1" ]
+}
+all_running() {
+    local c
+    for c in $COMPONENTS; do running "$c" || return 1; done
+}
+stop_pids() { # NAME...: SIGTERM to each, SIGKILL after 15 s; only a PID that still runs NAME
+    local name pid waiting=()
+    for name in "$@"; do
+        pid=$(pid_of "$name")
+        if [ -n "$pid" ] && running "$name"; then
+            kill -TERM "$pid" 2>/dev/null || true
+            waiting+=("$name:$pid")
+        fi
+        rm -f "$STATE/$name.pid"
+    done
+    for item in "${waiting[@]}"; do
+        name=${item%%:*} pid=${item#*:}
+        for _ in $(seq 1 150); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
+        if [ -d "/proc/$pid" ]; then
+            log "$name (pid $pid) still there after 15 s: SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            sleep 0.3
+        fi
+        log "$name stopped (pid $pid)"
+    done
+}
+spawn() { # NAME COMMAND...: start in the background, record the PID
+    local name=$1
+    shift
+    nohup "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
+    echo $! >"$STATE/$name.pid"
+}
+wait_for() { # WHAT NAME SECONDS COMMAND...: poll COMMAND until it succeeds; NAME must stay alive
+    local what=$1 name=$2 seconds=$3 deadline
+    shift 3
+    deadline=$(($(now_ms) + seconds * 1000))
+    until "$@"; do
+        running "$name" || die "$name exited while waiting for $what; see $LOGS/$name.log"
+        [ "$(now_ms)" -lt "$deadline" ] || die "no $what after ${seconds} s; see $LOGS/$name.log"
+        sleep 0.1
+    done
+}
+port_free() { ! ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+
+# ---- health --------------------------------------------------------------------------------
+api() { # PATH: GET on the API server with the admin token
+    curl -sS --max-time 3 --cacert "$PKI/ca.crt" -H "Authorization: Bearer $(cat "$PKI/token")" \
+        "https://$HOST:$KAS_PORT$1" 2>/dev/null
+}
+etcd_healthy() { curl -fsS --max-time 2 "http://$HOST:$ETCD_PORT/health" 2>/dev/null | grep -q '"health":"true"'; }
+apiserver_ready() { [ -s "$PKI/token" ] && [ "$(api /readyz)" = ok ]; }
+default_account() { api /api/v1/namespaces/default/serviceaccounts/default | grep -q '"uid"'; }
+containerd_up() { [ -S "$SOCK" ] && running containerd && ctr -a "$SOCK" version >/dev/null 2>&1; }
+node_ready() { # BIN
+    [ -s "$KUBECONFIG_OUT" ] &&
+        [ "$("$1/kubectl" --kubeconfig "$KUBECONFIG_OUT" get node "$NODE" \
+            -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+scheduler_healthy() { [ "$(curl -sk --max-time 2 "https://$HOST:10259/healthz" 2>/dev/null)" = ok ]; }
+
+# ---- start ---------------------------------------------------------------------------------
+make_pki() { # once per state dir: a CA, the API server's certificate, the service-account key, a token
+    [ -s "$PKI/ca.crt" ] && [ -s "$PKI/serving.crt" ] && [ -s "$PKI/sa.key" ] && [ -s "$PKI/token" ] && return 0
+    log "making the CA, the API server's certificate (127.0.0.1), the service-account key, a token"
+    (
+        umask 077
+        cd "$PKI"
+        openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=asyncdeploy-kube-ca \
+            -keyout ca.key -out ca.crt 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -subj /CN=kube-apiserver -keyout serving.key -out serving.csr 2>/dev/null
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >serving.ext
+        openssl x509 -req -in serving.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+            -extfile serving.ext -out serving.crt 2>/dev/null
+        openssl genrsa -out sa.key 2048 2>/dev/null
+        openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+        openssl rand -hex 24 >token
+        printf '%s,asyncdeploy-admin,asyncdeploy-admin,"system:masters"\n' "$(cat token)" >tokens.csv
+    )
+}
+
+write_kubeconfig() {
+    local tmp=$KUBECONFIG_OUT.tmp
+    (
+        umask 077
+        cat >"$tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: asyncdeploy-kube
+  cluster:
+    server: https://$HOST:$KAS_PORT
+    certificate-authority-data: $(base64 -w0 <"$PKI/ca.crt")
+users:
+- name: asyncdeploy-admin
+  user:
+    token: $(cat "$PKI/token")
+contexts:
+- name: asyncdeploy-kube
+  context: {cluster: asyncdeploy-kube, user: asyncdeploy-admin, namespace: default}
+current-context: asyncdeploy-kube
+EOF
+    )
+    mv "$tmp" "$KUBECONFIG_OUT"
+}
+
+write_node_config() { # containerd's config, the CNI bridge, the kubelet's config
+    mkdir -p "$STATE/containerd" "$STATE/cni/net.d" "$STATE/kubelet" "$STATE/pod-logs"
+    cat >"$STATE/containerd/config.toml" <<EOF
+version = 2
+root = "$STATE/containerd/root"
+state = "$STATE/containerd/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = "$SOCK"
+[ttrpc]
+  address = "$SOCK.ttrpc"
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$STATE/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$(node_ref asyncdeploy-test/pause)"
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  disable_apparmor = true
+  enable_selinux = false
+  restrict_oom_score_adj = true  # no CAP_SYS_RESOURCE here: runc cannot lower oom_score_adj
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$STATE/cni/net.d"
+EOF
+    # the bridge's gateway is this host, so the kubelet's HTTP probes and local clients reach Pod
+    # IPs; no masquerade, nothing routed further; portmap for hostPort
+    cat >"$STATE/cni/net.d/10-asyncdeploy.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "asyncdeploy-kube",
+ "plugins": [{"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+              "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_SUBNET"}]], "dataDir": "$STATE/cni/ipam"}},
+             {"type": "portmap", "capabilities": {"portMappings": true}, "snat": true}]}
+EOF
+    cat >"$STATE/kubelet-config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: true}   # loopback only: the API server proxies logs and exec without a client cert
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+cgroupDriver: cgroupfs
+failCgroupV1: false            # this machine has cgroup v1
+failSwapOn: false
+containerRuntimeEndpoint: unix://$SOCK
+imageServiceEndpoint: unix://$SOCK
+podLogsDir: $STATE/pod-logs
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+registerNode: true
+imageGCHighThresholdPercent: 100   # never remove the imported test images
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
+EOF
+}
+
+start_cluster() { # BIN: every component, in order, each waited for
+    local bin=$1 t
+    for p in "$ETCD_PORT" "$ETCD_PEER_PORT" "$KAS_PORT" 10257 10259 10250 10248; do
+        port_free "$p" || die "port $p on this host is taken by another program (another cluster?)"
+    done
+    make_pki
+    t=$(now_ms)
+    mkdir -p "$STATE/etcd-data" && chmod 700 "$STATE/etcd-data"
+    spawn etcd "$bin/etcd" --name asyncdeploy --data-dir "$STATE/etcd-data" \
+        --listen-client-urls "http://$HOST:$ETCD_PORT" --advertise-client-urls "http://$HOST:$ETCD_PORT" \
+        --listen-peer-urls "http://$HOST:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://$HOST:$ETCD_PEER_PORT" \
+        --initial-cluster "asyncdeploy=http://$HOST:$ETCD_PEER_PORT" --initial-cluster-state new \
+        --heartbeat-interval 20 --election-timeout 200 --quota-backend-bytes 2147483648
+    wait_for "healthy etcd" etcd 30 etcd_healthy
+    log "etcd healthy after $(ms_to_s $(($(now_ms) - t))) s"
+    t=$(now_ms)
+    spawn kube-apiserver "$bin/kube-apiserver" \
+        --bind-address=$HOST --advertise-address=$HOST --secure-port="$KAS_PORT" \
+        --etcd-servers="http://$HOST:$ETCD_PORT" \
+        --tls-cert-file="$PKI/serving.crt" --tls-private-key-file="$PKI/serving.key" \
+        --client-ca-file="$PKI/ca.crt" --token-auth-file="$PKI/tokens.csv" \
+        --anonymous-auth=false --authorization-mode=AlwaysAllow \
+        --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+        --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+        --api-audiences=https://kubernetes.default.svc.cluster.local \
+        --service-cluster-ip-range=10.0.0.0/24 --endpoint-reconciler-type=none \
+        --kubelet-preferred-address-types=Hostname,InternalIP \
+        --allow-privileged=true --profiling=false --cert-dir="$PKI/generated" --v=1
+    wait_for "/readyz ok" kube-apiserver 120 apiserver_ready
+    write_kubeconfig
+    log "kube-apiserver ready after $(ms_to_s $(($(now_ms) - t))) s"
+    t=$(now_ms)
+    # only these controllers: no Pod garbage collection or eviction behind a test's back
+    spawn kube-controller-manager "$bin/kube-controller-manager" \
+        --kubeconfig="$KUBECONFIG_OUT" --authentication-kubeconfig="$KUBECONFIG_OUT" \
+        --authorization-kubeconfig="$KUBECONFIG_OUT" --bind-address=$HOST --secure-port=10257 \
+        --leader-elect=false --use-service-account-credentials=false \
+        --root-ca-file="$PKI/ca.crt" --service-account-private-key-file="$PKI/sa.key" \
+        --controllers=serviceaccount-controller,root-ca-certificate-publisher-controller,namespace-controller,garbage-collector-controller \
+        --v=1
+    write_node_config
+    running containerd || spawn containerd containerd --config "$STATE/containerd/config.toml"
+    wait_for "containerd answering" containerd 20 containerd_up
+    spawn kubelet "$bin/kubelet" --config="$STATE/kubelet-config.yaml" --kubeconfig="$KUBECONFIG_OUT" \
+        --root-dir="$STATE/kubelet" --cert-dir="$STATE/kubelet/pki" --hostname-override="$NODE" --v=1
+    spawn kube-scheduler "$bin/kube-scheduler" --kubeconfig="$KUBECONFIG_OUT" \
+        --authentication-kubeconfig="$KUBECONFIG_OUT" --authorization-kubeconfig="$KUBECONFIG_OUT" \
+        --leader-elect=false --bind-address=$HOST --secure-port=10259 --v=1
+    wait_for "the default ServiceAccount" kube-controller-manager 60 default_account
+    wait_for "node $NODE Ready" kubelet 90 node_ready "$bin"
+    # no node-lifecycle controller runs to lift the taint the kubelet registers with
+    "$bin/kubectl" --kubeconfig "$KUBECONFIG_OUT" taint nodes "$NODE" node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
+    wait_for "kube-scheduler healthy" kube-scheduler 30 scheduler_healthy
+    log "controller manager, containerd, kubelet (node $NODE Ready), scheduler after $(ms_to_s $(($(now_ms) - t))) s"
+}
+
+node_ref() { echo "$1:$IMAGE_TAG"; }
+
+import_images() { # docker save -> ctr import, once per image ID (recorded in the state dir)
+    local image id seen
+    for image in $TEST_IMAGES; do
+        id=$(docker image inspect -f '{{.Id}}' "$image:latest" 2>/dev/null) ||
+            die "Docker has no $image:latest (build it: ci/build-test-image.sh, ci/build-demo-image.sh)"
+        seen=$STATE/images/$(echo "$image" | tr / _)
+        mkdir -p "$STATE/images"
+        if [ "$(cat "$seen" 2>/dev/null)" = "$id" ] &&
+            ctr -a "$SOCK" -n k8s.io images check "name==docker.io/$(node_ref "$image")" 2>/dev/null | grep -q complete; then
+            continue
+        fi
+        docker save "$image:latest" | ctr -a "$SOCK" -n k8s.io images import --all-platforms - >/dev/null ||
+            die "importing $image into the node's containerd failed"
+        ctr -a "$SOCK" -n k8s.io images tag --force "docker.io/$image:latest" "docker.io/$(node_ref "$image")" >/dev/null
+        echo "$id" >"$seen"
+        log "imported $image as $(node_ref "$image")"
+    done
+}
+
+# ---- stop ----------------------------------------------------------------------------------
+remove_containers() { # every container of the node's containerd; prints their network namespaces
+    local c=(ctr -a "$SOCK" -n k8s.io) id
+    containerd_up || return 0
+    for id in $("${c[@]}" containers ls -q 2>/dev/null); do
+        "${c[@]}" containers info "$id" 2>/dev/null | python3 -c '
+import json, sys
+try:
+    for ns in json.load(sys.stdin)["Spec"]["linux"]["namespaces"]:
+        if ns["type"] == "network" and ns.get("path"):
+            print(ns["path"])
+except Exception:
+    pass' || true
+        "${c[@]}" tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
+    done
+    sleep 0.5
+    for id in $("${c[@]}" containers ls -q 2>/dev/null); do
+        "${c[@]}" tasks delete -f "$id" >/dev/null 2>&1 || true
+        "${c[@]}" containers delete "$id" >/dev/null 2>&1 || true
+    done
+}
+
+stop_cluster() { # everything, by recorded PID, and what the node leaves on the host
+    local netns m ctl
+    stop_pids kube-scheduler kubelet
+    # containers of a killed run: containerd reconnects to their shims when it starts again
+    # (a pid file is left only when containerd was not stopped here)
+    if ! running containerd && [ -s "$STATE/containerd.pid" ] && [ -s "$STATE/containerd/config.toml" ]; then
+        spawn containerd containerd --config "$STATE/containerd/config.toml"
+        for _ in $(seq 1 100); do containerd_up && break; sleep 0.1; done
+    fi
+    netns=$(remove_containers | sort -u)
+    stop_pids containerd kube-controller-manager kube-apiserver
+    stop_pids etcd
+    for m in $(findmnt -rn -o TARGET | grep "^$STATE/" | sort -r); do
+        umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+    done
+    for m in $netns; do [ -e "$m" ] && { umount "$m" 2>/dev/null || true; rm -f "$m"; }; done
+    ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
+    for ctl in /sys/fs/cgroup/*/kubepods; do # the kubelet's QoS cgroups (v1), deepest first
+        [ -d "$ctl" ] && find "$ctl" -depth -type d -exec rmdir {} \; 2>/dev/null
+    done
+    return 0
+}

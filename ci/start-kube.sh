@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# start-kube.sh - a one-node Kubernetes cluster on 127.0.0.1 for asyncdeploy's tests: etcd,
+# kube-apiserver, kube-controller-manager (a few controllers), a private containerd and a kubelet
+# (node "127.0.0.1"), kube-scheduler. The test images are copied from Docker into the node's
+# containerd: nothing is ever pulled.
+#
+#   source <(bash ci/start-kube.sh)   prints the environment on stdout (logs go to stderr):
+#       ASYNCDEPLOY_TEST_KUBECONFIG=...       the cluster's kubeconfig (admin token)
+#       ASYNCDEPLOY_TEST_K8S_IMAGE=...        busybox test image (sh, sleep, trap)
+#       ASYNCDEPLOY_TEST_K8S_PYTHON_IMAGE=... ASYNCDEPLOY_TEST_K8S_DEMO_IMAGE=...
+#       ASYNCDEPLOY_TEST_K8S_PAUSE_IMAGE=...  ASYNCDEPLOY_KUBECTL=...
+#       ASYNCDEPLOY_KUBE_STARTUP_SECONDS=...  how long this start took
+#   prints nothing and exits 0 when there are no binaries (see ASYNCDEPLOY_KUBE_ASSETS); fails
+#   (exit 1) when there are binaries but the cluster does not come up.
+#   Stop with ci/stop-kube.sh (by the PIDs recorded in the state dir).
+#
+# Binaries follow envtest's KUBEBUILDER_ASSETS convention: ASYNCDEPLOY_KUBE_ASSETS names a
+# directory holding kube-apiserver, etcd, ... or holding (or being) a kubernetes-*.tar.zst archive
+# with its SHA256SUMS; the default is ../shared/kubernetes/bin beside the repository. An archive
+# is unpacked once into ASYNCDEPLOY_KUBE_CACHE (default /var/cache/asyncdeploy-kube) and checked.
+#
+# A healthy cluster of an earlier start is reused. Anything else left by a run that was killed
+# (processes, containers, mounts, the CNI bridge, etcd's data) is removed first, then the cluster
+# starts afresh. Needs root, Debian 12: containerd, runc, containernetworking-plugins, zstd,
+# openssl, curl (installed here when missing), and Docker holding the test images
+# (ci/build-test-image.sh, ci/build-demo-image.sh).
+#
+# Machine quirks handled (see ../shared/kubernetes/reference): no CAP_SYS_RESOURCE, so containerd
+# runs with restrict_oom_score_adj; cgroup v1, so the kubelet has failCgroupV1: false; the API
+# server reaches the kubelet (logs, exec) by the node name 127.0.0.1, and the kubelet accepts
+# anonymous requests on loopback; the node's "not-ready" taint is lifted by hand (no node
+# lifecycle controller runs); image tags are not "latest" (that would mean imagePullPolicy Always).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$here")
+# shellcheck source=ci/kube-common.sh
+. "$here/kube-common.sh"
+
+T0=$(now_ms)
+[ "$(id -u)" = 0 ] || die "run as root (containerd and the kubelet need it)"
+
+# ---- 1. binaries ----------------------------------------------------------------------------
+assets=${ASYNCDEPLOY_KUBE_ASSETS:-}
+if [ -z "$assets" ] && [ -d "$repo/../shared/kubernetes/bin" ]; then
+    assets=$(cd "$repo/../shared/kubernetes/bin" && pwd)
+fi
+if [ -z "$assets" ]; then
+    log "no Kubernetes binaries (set ASYNCDEPLOY_KUBE_ASSETS, or put ../shared/kubernetes/bin beside the repository): no cluster started"
+    exit 0
+fi
+[ -e "$assets" ] || die "ASYNCDEPLOY_KUBE_ASSETS=$assets does not exist"
+
+need_pkgs containerd runc containernetworking-plugins zstd openssl curl iproute2
+BIN=$(resolve_binaries "$assets")
+for b in $KUBE_BINARIES; do [ -x "$BIN/$b" ] || die "$BIN/$b is missing"; done
+KUBECTL=("$BIN/kubectl" --kubeconfig "$KUBECONFIG_OUT")
+
+# ---- 2. reuse a healthy cluster, else clean what a killed run left ---------------------------
+mkdir -p "$STATE" "$LOGS" "$PKI"
+chmod 700 "$STATE"
+if all_running "$BIN" && apiserver_ready && node_ready "$BIN"; then
+    log "a healthy cluster is already running (state $STATE): reusing it"
+else
+    [ -e "$STATE/etcd-data" ] || [ -e "$STATE/kubelet" ] || [ -s "$STATE/kubelet.pid" ] &&
+        log "cleaning what an earlier run left"
+    stop_cluster
+    rm -rf "$STATE/etcd-data" "$STATE/kubelet" "$STATE/pod-logs" "$STATE/cni" "$KUBECONFIG_OUT"
+    start_cluster "$BIN"
+fi
+T_UP=$(now_ms)
+
+# ---- 3. the test images, from Docker into the node's containerd ------------------------------
+import_images
+T_END=$(now_ms)
+log "cluster up in $(ms_to_s $((T_UP - T0))) s, images in $(ms_to_s $((T_END - T_UP))) s (total $(ms_to_s $((T_END - T0))) s)"
+
+echo "ASYNCDEPLOY_TEST_KUBECONFIG=$KUBECONFIG_OUT"
+echo "ASYNCDEPLOY_TEST_K8S_IMAGE=$(node_ref asyncdeploy-test/busybox)"
+echo "ASYNCDEPLOY_TEST_K8S_PYTHON_IMAGE=$(node_ref asyncdeploy-test/python)"
+echo "ASYNCDEPLOY_TEST_K8S_PAUSE_IMAGE=$(node_ref asyncdeploy-test/pause)"
+echo "ASYNCDEPLOY_TEST_K8S_DEMO_IMAGE=$(node_ref asyncdeploy-demo/server)"
+echo "ASYNCDEPLOY_KUBECTL=$BIN/kubectl"
+echo "ASYNCDEPLOY_KUBE_STARTUP_SECONDS=$(ms_to_s $((T_END - T0)))"
