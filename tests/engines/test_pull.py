@@ -40,8 +40,8 @@ from asyncdeploy import (
 )
 from asyncdeploy.cli import main
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL, required_engines
+from tests.engines.fault_proxy import EngineProxy
 from tests.engines.helpers import plan
-from tests.engines.test_engine_drop import engine_proxy
 
 pytestmark = pytest.mark.anyio
 
@@ -507,12 +507,13 @@ async def test_the_engine_dropping_mid_pull_is_engine_unavailable(
         async with listener, anyio.create_task_group() as tg:
             tg.start_soon(listener.serve, registry.handle)
             upstream = str(getattr(deployer.driver, "url", "")).removeprefix("unix://")
-            engine: anyio.CancelScope = await tg.start(engine_proxy, socket, upstream)
+            engine = EngineProxy(socket, upstream)
+            await tg.start(engine.serve)
 
             async def cut_when_the_pull_hangs() -> None:
                 await registry.reached.wait()
                 await anyio.sleep(0.5)  # the engine is now waiting on the registry
-                engine.cancel()
+                engine.down()  # the engine's socket goes away mid-pull
 
             async with open_deployer(deployer.driver_name, url=f"unix://{socket}") as proxied:
                 tg.start_soon(cut_when_the_pull_hangs)
