@@ -54,7 +54,9 @@ def _required() -> bool:
     )
 
 
-@pytest.fixture(scope="session")
+# Module, not session: while an async fixture lives its event loop runs, and the anyio.run of a
+# later test (the CLI under CliRunner) would fail with "Already running asyncio in this thread".
+@pytest.fixture(scope="module")
 async def cluster() -> AsyncIterator[str]:
     """The run's namespace on the real cluster, deleted (with what is left in it) afterwards."""
     if not KUBECONFIG:
