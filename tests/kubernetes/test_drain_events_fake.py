@@ -109,7 +109,8 @@ async def test_an_event_recorded_before_the_drain_is_not_about_it(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(expire_once_the_hook_runs)
-        await driver.drain(["demo"], grace_period_seconds=None, emit=events.append)
+        found = await driver.find(["demo"])
+        await driver.drain(found, grace_period_seconds=None, emit=events.append)
     [finished] = [e for e in events if isinstance(e, PreStopFinished)]
     assert (finished.exit_code, finished.timed_out) == (0, False)
     assert finished.elapsed > 1.4  # at the container's end, not at the resync

@@ -66,7 +66,9 @@ async def drained(
     driver: KubernetesDriver, names: list[str], grace: int | None = None
 ) -> tuple[list[DrainEvent], list[Any]]:
     events: list[DrainEvent] = []
-    summaries = await driver.drain(names, grace_period_seconds=grace, emit=events.append)
+    summaries = await driver.drain(
+        await driver.find(names), grace_period_seconds=grace, emit=events.append
+    )
     return events, summaries
 
 
@@ -597,7 +599,8 @@ async def test_a_cancelled_drain_leaves_no_task_and_the_cluster_finishes(
     await running(driver, plan())
     events: list[DrainEvent] = []
     with anyio.move_on_after(0.15) as scope:
-        await driver.drain(["demo"], grace_period_seconds=None, emit=events.append)
+        found = await driver.find(["demo"])
+        await driver.drain(found, grace_period_seconds=None, emit=events.append)
     assert scope.cancelled_caught
     assert not any(isinstance(e, DrainFinished) for e in events)
     await _until(lambda: fake.open_watches() == 0)

@@ -4,13 +4,13 @@ never delays the drain, and ``kill_now`` cuts the drain short while the events k
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import anyio
 import attrs
 import pytest
 
 from asyncdeploy.deployer import Deployer
+from asyncdeploy.drivers.base import Found
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainStarted, DrainSummary, Emit
 
 pytestmark = pytest.mark.anyio
@@ -26,12 +26,13 @@ class DrainingDriver:
     finished_at: float | None = None
     name: str = "fake"
 
-    async def get(self, name: str) -> Any:
-        return name
+    async def find(self, names: Sequence[str]) -> Found:
+        return Found(names=tuple(names))
 
     async def drain(
-        self, names: Sequence[str], *, grace_period_seconds: int | None, emit: Emit
+        self, found: Found, *, grace_period_seconds: int | None, emit: Emit
     ) -> list[DrainSummary]:
+        names = found.names
         summary = DrainSummary(workload=names[0], grace_period_seconds=30, seconds=0, containers=())
         try:
             for _ in range(self.events):
