@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 import k8s_contract
 import pytest
 from fake_apiserver import NAMESPACE, FakeApiServer
@@ -25,6 +26,7 @@ from asyncdeploy import (
     ContainerForceKilled,
     ContainerRemoved,
     CreateError,
+    Deployer,
     DrainEvent,
     DrainFinished,
     DrainStarted,
@@ -382,11 +384,13 @@ async def test_exec_in_a_container_that_is_not_running_is_an_api_error(
 async def test_one_delete_makes_exactly_a_list_a_collection_delete_and_a_watch(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
-    """Plus the Pod's Events: one list before the delete, one watch beside the Pod's."""
+    """Deployer.delete, from the top: one list of the Pod (its not-found check and the drain's
+    start in one), the Pod's Events listed before the delete, one watch beside the Pod's; no
+    GET of the Pod."""
     await running(driver, plan())
     uid = fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"]
     fake.requests.clear()
-    _, [summary] = await drained(driver, ["demo"])
+    summary = await Deployer(driver).delete("demo")
     selector = {"labelSelector": "asyncdeploy.io/workload in (demo)"}
     events = {"fieldSelector": f"involvedObject.uid={uid}"}
     requests = [(r.method, r.path, r.query) for r in fake.requests]
@@ -402,6 +406,40 @@ async def test_one_delete_makes_exactly_a_list_a_collection_delete_and_a_watch(
         ("GET", PODS, {**selector, **watch, "timeoutSeconds": "7"}),  # grace 5 + margin 2
     ]
     assert summary.ok and summary.grace_period_seconds == 5
+
+
+async def test_a_missing_workload_is_one_list_and_no_event(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """Deployer.terminate raises WorkloadNotFound from its one list, before the stream opens."""
+    fake.requests.clear()
+    with pytest.raises(WorkloadNotFound, match="'nope'"):
+        async with Deployer(driver).terminate("nope"):
+            pytest.fail("the stream opened for a missing workload")
+    assert [(r.method, r.path) for r in fake.requests] == [("GET", PODS)]
+
+
+async def test_delete_all_lists_once_for_all(driver: KubernetesDriver, fake: FakeApiServer) -> None:
+    """Deployer.delete_all: one list by the selector finds the Pods, and the drain starts from
+    it: one collection delete by their names, no second list before it."""
+    for name, labels in (("x", {"group": "g"}), ("y", {"group": "g"}), ("z", {})):
+        await driver.apply(attrs.evolve(plan(name, container=f"{name}-c"), labels=labels))
+    fake.requests.clear()
+    summaries = await Deployer(driver).delete_all({"group": "g"}, grace_period_seconds=0)
+    assert sorted(s.workload for s in summaries) == ["x", "y"]
+    requests = [(r.method, r.path, r.query) for r in fake.requests]
+    assert requests[:3] == [
+        ("GET", PODS, {"labelSelector": "asyncdeploy.io/workload,group=g"}),
+        ("GET", EVENTS, {"fieldSelector": "involvedObject.kind=Pod"}),
+        (
+            "DELETE",
+            PODS,
+            {"labelSelector": "asyncdeploy.io/workload in (x,y)", "gracePeriodSeconds": "0"},
+        ),
+    ]
+    assert not any(
+        r.method == "GET" and r.path == PODS and not r.query.get("watch") for r in fake.requests[1:]
+    )
 
 
 async def test_a_grace_override_reaches_the_api_server(
