@@ -27,6 +27,7 @@ from asyncdeploy import (
     ContainerRemoved,
     CreateError,
     Deployer,
+    DrainError,
     DrainEvent,
     DrainFinished,
     DrainStarted,
@@ -207,6 +208,22 @@ async def test_a_changed_plan_drains_the_old_pod_then_creates(
     assert isinstance(events[0], DrainStarted) and isinstance(events[-1], DrainFinished)
     assert fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"] != old_uid
     assert fake.calls(writes_only=True) == [f"DELETE {PODS}", f"POST {PODS}"]
+
+
+async def test_a_replacement_whose_drain_fails_creates_nothing(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """The old Pod's delete is refused: the DrainError is raised and no Pod is created (as on
+    the engines): the old Pod still holds the name."""
+    await running(driver, plan())
+    old_uid = fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"]
+    fake.inject("DELETE", PODS, 405)
+    fake.inject("DELETE", f"{PODS}/demo", 403)
+    fake.requests.clear()
+    with pytest.raises(DrainError, match="forbidden"):
+        await driver.apply(plan(grace=7))
+    assert fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"] == old_uid
+    assert not any(r.method == "POST" for r in fake.requests)
 
 
 async def test_a_pod_of_the_same_name_that_is_not_ours_is_a_conflict(
