@@ -113,7 +113,8 @@ class Deployer:
         return self.driver.name
 
     async def create(self, plan: WorkloadPlan, *, on_event: Emit | None = None) -> ApplyResult:
-        """Create the workload; unchanged plans are a no-op, changed ones replace it gracefully.
+        """Create the workload; unchanged plans are a no-op, changed ones replace it gracefully
+        (when the old one's drain fails, its ``DrainError`` is raised and nothing is created).
 
         Images are pulled first, as the plan's pull policies say; ``on_event`` sees the pull
         events (and a replacement's drain events) as they happen, and must not block.

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 import yaml
 from click.testing import CliRunner
 
-from asyncdeploy import Deployer
+from asyncdeploy import Container, Deployer, EngineAPIError
 from asyncdeploy.cli import main
+from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
+from tests.engines.helpers import plan
 
 pytestmark = pytest.mark.anyio
 
@@ -70,3 +73,32 @@ async def test_delete_prints_one_json_object_per_event(deployer: Deployer, tmp_p
     assert by_name["setup"]["outcome"] == "already-exited"
     code, out = await anyio.to_thread.run_sync(invoke, "--driver", driver, "delete", name)
     assert code == 1
+
+
+async def test_a_failed_delete_still_prints_its_summary_table(
+    deployer: Deployer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container that cannot be removed fails the delete (exit 1), and the table that says
+    which one is still printed: that is when it matters most."""
+    name = f"t{RUN_ID}-cli-fail-{deployer.driver_name}"
+    app = Container(name="app", image=BUSYBOX, command=["graceful", "app", "0"])
+    await deployer.create(plan(name, [app]))
+    remove = EngineContainerOps.remove
+
+    async def refuse_app(self: EngineContainerOps, ref: Any) -> None:
+        if ref.name == "app":
+            raise EngineAPIError("remove app: refused by the test", engine=self.name, status=500)
+        await remove(self, ref)
+
+    monkeypatch.setattr(EngineContainerOps, "remove", refuse_app)
+    code, out = await anyio.to_thread.run_sync(
+        invoke, "--driver", deployer.driver_name, "delete", name
+    )
+    monkeypatch.undo()
+    assert code == 1, out
+    table = out.splitlines()
+    assert table[0].startswith(f"{name}: drained in ")
+    assert table[1].split() == ["CONTAINER", "ROLE", "OUTCOME", "EXIT", "SECONDS"]
+    assert table[2].split()[:4] == ["app", "run", "exited", "0"]
+    errors = [line for line in table if line.startswith("error: ")]
+    assert errors[0].startswith("error: remove app: ") and "refused by the test" in errors[0]
