@@ -1,7 +1,8 @@
 """The one Engine API driver behind Docker and Podman, on aiodocker.
 
-Engine-specific parts (socket discovery, Podman's status codes) live in ``docker.py`` and
-``podman.py``; everything else is here. Engine errors are translated in :meth:`_errors` only.
+Engine-specific parts (socket discovery, Podman's status codes) live in ``_docker.py`` and
+``_podman.py``; the create in ``_create.py``, the pulls in ``_pull.py``, the drain's engine calls
+in ``_container_ops.py``; the rest is here. Engine errors are translated in :meth:`_errors` only.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ For the workloads of one ``drain`` call:
    (405, or 403 from an RBAC role without ``deletecollection``) or misses a Pod, that Pod is
    deleted on its own, with a ``uid`` precondition so a same-named successor is never hit;
 3. one watch over all of them until every Pod is gone, resumed from a fresh list whenever it
-   ends (:mod:`.watch`), under a deadline of each Pod's grace plus ``WATCH_MARGIN``.
+   ends (:mod:`._watch`), under a deadline of each Pod's grace plus ``WATCH_MARGIN``.
 
 What the API shows becomes events. Beside the Pod watch, a second watch follows the Pod's
 Events (resumed the same way), where the kubelet records what it does (:mod:`._kubelet`):

@@ -4,7 +4,7 @@ Workloads are Pods named after them and labelled ``asyncdeploy.io/workload=<name
 without that label are never touched (and read as not found). ``apply`` uses the plan's
 namespace, else the driver's; every call that takes only a name uses the driver's namespace.
 
-Apply without needless recreation (:func:`.manifest.apply_decision`): the Pod carries
+Apply without needless recreation (:func:`._manifest.apply_decision`): the Pod carries
 ``plan_digest(plan)`` (annotation and label ``asyncdeploy.io/plan-digest``). An equal digest means
 unchanged: one GET, no write at all. Any other digest means the plan changed (an image, the grace
 period, anything it declares): the old Pod is drained, with its events, then the new one is
