@@ -9,11 +9,10 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from click.testing import CliRunner
 
 from asyncdeploy import Container, Deployer, EngineAPIError
-from asyncdeploy.cli import main
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
+from tests import cli_runner
 from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
 from tests.engines.helpers import plan
 
@@ -21,7 +20,7 @@ pytestmark = pytest.mark.anyio
 
 
 def invoke(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, list(args))
+    result = cli_runner.invoke(*args)
     return result.exit_code, result.stdout
 
 

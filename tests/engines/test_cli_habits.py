@@ -17,10 +17,9 @@ import anyio
 import pytest
 import yaml
 from anyio.streams.buffered import BufferedByteReceiveStream
-from click.testing import CliRunner
 
 from asyncdeploy import Deployer, WorkloadConflict
-from asyncdeploy.cli import main
+from tests.cli_runner import invoke_in_thread
 from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
 
 pytestmark = pytest.mark.anyio
@@ -50,12 +49,8 @@ def plan_file(tmp_path: Path, name: str, containers: list[dict[str, Any]], **kw:
 
 async def cli(deployer: Deployer, *args: str) -> tuple[int, str, str]:
     """Run the CLI on the deployer's engine: (exit code, stdout, stderr)."""
-
-    def invoke() -> tuple[int, str, str]:
-        result = CliRunner().invoke(main, ["--driver", deployer.driver_name, *args])
-        return result.exit_code, result.stdout, result.stderr
-
-    return await anyio.to_thread.run_sync(invoke)
+    result = await invoke_in_thread("--driver", deployer.driver_name, *args)
+    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture

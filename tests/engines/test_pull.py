@@ -21,7 +21,6 @@ import anyio
 import anyio.abc
 import httpx
 import pytest
-from click.testing import CliRunner
 
 from asyncdeploy import (
     Container,
@@ -38,10 +37,10 @@ from asyncdeploy import (
     WorkloadPlan,
     open_deployer,
 )
-from asyncdeploy.cli import main
+from tests.cli_runner import invoke_in_thread
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL, required_engines
+from tests.engines.fault_proxy import EngineProxy
 from tests.engines.helpers import plan
-from tests.engines.test_engine_drop import engine_proxy
 
 pytestmark = pytest.mark.anyio
 
@@ -415,25 +414,20 @@ async def test_verify_pulls_what_it_needs_from_the_registry_named(
         await _run("docker", "push", "-q", f"{OPEN}/{target}")
         await _run("docker", "rmi", f"{OPEN}/{target}")
     try:
-        result = await anyio.to_thread.run_sync(
-            lambda: CliRunner().invoke(
-                main,
-                [
-                    "--driver",
-                    deployer.driver_name,
-                    "verify",
-                    "--registry",
-                    OPEN,
-                    "--image",
-                    demo,
-                    "--pause-image",
-                    pause,
-                    "--warmup",
-                    "1s",
-                    "--long-seconds",
-                    "1",
-                ],
-            )
+        result = await invoke_in_thread(
+            "--driver",
+            deployer.driver_name,
+            "verify",
+            "--registry",
+            OPEN,
+            "--image",
+            demo,
+            "--pause-image",
+            pause,
+            "--warmup",
+            "1s",
+            "--long-seconds",
+            "1",
         )
         assert result.exit_code == 0, result.output
         assert f"pulled {OPEN}/{demo}" in result.stderr
@@ -455,9 +449,7 @@ async def test_verify_without_the_default_pause_image_says_how_to_provide_it(
         present = await _run("podman", "images", "-q", "registry.k8s.io/pause:3.10")
     if present.strip():
         pytest.skip("registry.k8s.io/pause:3.10 is on this engine")
-    result = await anyio.to_thread.run_sync(
-        lambda: CliRunner().invoke(main, ["--driver", deployer.driver_name, "verify"])
-    )
+    result = await invoke_in_thread("--driver", deployer.driver_name, "verify")
     assert result.exit_code == 1, result.output
     assert "registry.k8s.io/pause:3.10" in result.output
     assert "--registry HOST:PORT" in result.output
@@ -507,12 +499,13 @@ async def test_the_engine_dropping_mid_pull_is_engine_unavailable(
         async with listener, anyio.create_task_group() as tg:
             tg.start_soon(listener.serve, registry.handle)
             upstream = str(getattr(deployer.driver, "url", "")).removeprefix("unix://")
-            engine: anyio.CancelScope = await tg.start(engine_proxy, socket, upstream)
+            engine = EngineProxy(socket, upstream)
+            await tg.start(engine.serve)
 
             async def cut_when_the_pull_hangs() -> None:
                 await registry.reached.wait()
                 await anyio.sleep(0.5)  # the engine is now waiting on the registry
-                engine.cancel()
+                engine.down()
 
             async with open_deployer(deployer.driver_name, url=f"unix://{socket}") as proxied:
                 tg.start_soon(cut_when_the_pull_hangs)
@@ -549,7 +542,7 @@ async def test_cli_create_shows_pulls_as_json_lines_and_text(
             )
         )
         args = ["--driver", deployer.driver_name, "create", "-f", str(path), "-o", output]
-        result = await anyio.to_thread.run_sync(CliRunner().invoke, main, args)
+        result = await invoke_in_thread(*args)
         assert result.exit_code == 0, result.output
         outputs[output] = result
     lines = [json.loads(line) for line in outputs["json"].stdout.splitlines()]

@@ -13,18 +13,16 @@ from fake_apiserver import FakeApiServer
 from fake_kubelet import ContainerScript
 
 from asyncdeploy.cli import main
+from tests.cli_runner import invoke_in_thread
 
 pytestmark = pytest.mark.anyio
 
 
 async def cli(kubeconfig: Path, *args: str) -> tuple[int, str]:
-    def invoke() -> tuple[int, str]:
-        result = CliRunner(env={"KUBECONFIG": str(kubeconfig)}).invoke(
-            main, ["--driver", "kubernetes", *args]
-        )
-        return result.exit_code, result.stdout
-
-    return await anyio.to_thread.run_sync(invoke)
+    result = await invoke_in_thread(
+        "--driver", "kubernetes", *args, env={"KUBECONFIG": str(kubeconfig)}
+    )
+    return result.exit_code, result.stdout
 
 
 async def test_every_command(fake: FakeApiServer, kubeconfig: Path, tmp_path: Path) -> None:
