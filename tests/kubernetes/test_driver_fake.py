@@ -6,7 +6,6 @@ tests check what the driver asks and does with the answers, down to the exact AP
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -45,6 +44,7 @@ from asyncdeploy import (
 )
 from asyncdeploy.drivers import connect_driver
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
+from tests.polling import until
 
 pytestmark = pytest.mark.anyio
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
@@ -580,7 +580,7 @@ async def test_an_interrupted_watch_is_resumed_from_a_fresh_list(
     await running(driver, plan())
 
     async def interrupt() -> None:
-        await _until(lambda: fake.open_watches() > 0)
+        await until(lambda: fake.open_watches() > 0)
         await anyio.sleep(0.1)
         fake.expire_watches() if interruption == "expire" else fake.drop_watches()
 
@@ -658,8 +658,8 @@ async def test_a_cancelled_drain_leaves_no_task_and_the_cluster_finishes(
         await driver.drain(found, grace_period_seconds=None, emit=events.append)
     assert scope.cancelled_caught
     assert not any(isinstance(e, DrainFinished) for e in events)
-    await _until(lambda: fake.open_watches() == 0)
-    await _until(lambda: (NAMESPACE, "demo") not in fake.pods)  # the delete had been sent
+    await until(lambda: fake.open_watches() == 0)
+    await until(lambda: (NAMESPACE, "demo") not in fake.pods)  # the delete had been sent
 
 
 async def test_delete_all_through_the_deployer(kubeconfig: Path, fake: FakeApiServer) -> None:
@@ -746,19 +746,11 @@ async def test_a_server_that_went_away_is_engine_unavailable(
 # --- helpers ----------------------------------------------------------------------------------
 
 
-async def _until(condition: Callable[[], bool], timeout: float = 3) -> None:
-    with anyio.fail_after(timeout):
-        for _ in itertools.count():
-            if condition():
-                return
-            await anyio.sleep(0.01)
-
-
 async def _no_watches(fake: FakeApiServer) -> bool:
-    await _until(lambda: fake.open_watches() == 0)
+    await until(lambda: fake.open_watches() == 0)
     return True
 
 
 async def _expire_once_watched(fake: FakeApiServer) -> None:
-    await _until(lambda: fake.open_watches() > 0)
+    await until(lambda: fake.open_watches() > 0)
     fake.expire_watches()
