@@ -8,13 +8,12 @@ from typing import Any
 
 import anyio
 import pytest
-import yaml
 
 from asyncdeploy import Container, Deployer, EngineAPIError
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from tests import cli_runner
-from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
-from tests.engines.helpers import plan
+from tests.engines.conftest import BUSYBOX, RUN_ID
+from tests.engines.helpers import plan, plan_file
 
 pytestmark = pytest.mark.anyio
 
@@ -26,23 +25,16 @@ def invoke(*args: str) -> tuple[int, str]:
 
 async def test_delete_prints_one_json_object_per_event(deployer: Deployer, tmp_path: Path) -> None:
     name = f"t{RUN_ID}-cli"
-    plan = {
-        "name": name,
-        "labels": {RUN_LABEL: RUN_ID},
-        "pause_image": PAUSE,
-        "termination_grace_period_seconds": 4,
-        "containers": [
-            {"name": "setup", "role": "init", "image": BUSYBOX, "command": ["true"]},
-            {
-                "name": "app",
-                "image": BUSYBOX,
-                "command": ["graceful", "app", "1"],
-                "env": {"MARKER_FILE": "/tmp/m"},
-            },
-        ],
-    }
-    path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump(plan))
+    containers = [
+        {"name": "setup", "role": "init", "image": BUSYBOX, "command": ["true"]},
+        {
+            "name": "app",
+            "image": BUSYBOX,
+            "command": ["graceful", "app", "1"],
+            "env": {"MARKER_FILE": "/tmp/m"},
+        },
+    ]
+    path = plan_file(tmp_path, name, containers, termination_grace_period_seconds=4)
     driver = deployer.driver_name
     code, out = await anyio.to_thread.run_sync(
         invoke, "--driver", driver, "create", "-f", str(path), "-o", "json"

@@ -20,7 +20,8 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from asyncdeploy import Deployer, WorkloadConflict
 from tests.cli_runner import invoke_in_thread
-from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
+from tests.engines import helpers
+from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL
 
 pytestmark = pytest.mark.anyio
 
@@ -34,17 +35,8 @@ def talker(name: str, **extra: Any) -> dict[str, Any]:
 
 
 def plan_file(tmp_path: Path, name: str, containers: list[dict[str, Any]], **kw: Any) -> str:
-    data = {
-        "name": name,
-        "labels": {RUN_LABEL: RUN_ID},
-        "pause_image": PAUSE,
-        "termination_grace_period_seconds": 3,
-        "containers": containers,
-        **kw,
-    }
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return str(path)
+    kw.setdefault("termination_grace_period_seconds", 3)
+    return str(helpers.plan_file(tmp_path, name, containers, **kw))
 
 
 async def cli(deployer: Deployer, *args: str) -> tuple[int, str, str]:

@@ -15,8 +15,9 @@ import yaml
 
 from asyncdeploy import Container, CreateError, Deployer, WorkloadConflict, WorkloadNotFound
 from tests.engines.cli_process import start_cli
-from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
+from tests.engines.conftest import BUSYBOX
 from tests.engines.helpers import plan
+from tests.engines.helpers import plan_file as written_plan
 from tests.polling import until
 
 pytestmark = pytest.mark.anyio
@@ -40,17 +41,8 @@ def plan_file(tmp_path: Path, workload: str, *, init_sleep: int = 0, **extra: An
                 "command": ["sleep", str(init_sleep)],
             },
         )
-    doc = {
-        "name": workload,
-        "labels": {RUN_LABEL: RUN_ID},
-        "pause_image": PAUSE,
-        "termination_grace_period_seconds": 1,
-        "containers": containers,
-        **extra,
-    }
-    path = tmp_path / f"{workload}.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    extra.setdefault("termination_grace_period_seconds", 1)
+    return written_plan(tmp_path, workload, containers, **extra)
 
 
 async def assert_gone(deployer: Deployer, name: str) -> None:

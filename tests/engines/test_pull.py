@@ -40,7 +40,7 @@ from asyncdeploy import (
 from tests.cli_runner import invoke_in_thread
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL, required_engines
 from tests.engines.fault_proxy import EngineProxy
-from tests.engines.helpers import plan
+from tests.engines.helpers import plan, plan_file
 
 pytestmark = pytest.mark.anyio
 
@@ -523,24 +523,14 @@ async def test_cli_create_shows_pulls_as_json_lines_and_text(
 ) -> None:
     """`create -o json` prints one object per pull event, then the result; text prints a line
     per pull start and end (progress bars are for terminals)."""
-    import yaml
 
     outputs = {}
     for output in ("json", "text"):
         await deployer.delete_all({RUN_LABEL: RUN_ID}, grace_period_seconds=0)
         await _remove_image(deployer.driver_name, image)  # absent again
         workload = name(output)
-        path = tmp_path / f"{output}.yaml"
-        path.write_text(
-            yaml.safe_dump(
-                {
-                    "name": workload,
-                    "labels": {RUN_LABEL: RUN_ID},
-                    "pause_image": "asyncdeploy-test/pause:latest",
-                    "containers": [{"name": "app", "image": image, "command": ["sleep", "600"]}],
-                }
-            )
-        )
+        app = {"name": "app", "image": image, "command": ["sleep", "600"]}
+        path = plan_file(tmp_path, workload, [app])
         args = ["--driver", deployer.driver_name, "create", "-f", str(path), "-o", output]
         result = await invoke_in_thread(*args)
         assert result.exit_code == 0, result.output
