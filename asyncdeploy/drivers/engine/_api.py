@@ -321,6 +321,8 @@ class EngineAPIDriver(EngineContainerOps):
     async def find(self, names: Sequence[str]) -> EngineFound:
         """One list call: filtered by name for one workload, all of asyncdeploy's for several."""
         names = tuple(dict.fromkeys(names))
+        if not names:
+            return _found({})
         grouped = await self._by_workload({LABEL_WORKLOAD: names[0]} if len(names) == 1 else None)
         missing = [n for n in names if n not in grouped]
         if missing:
@@ -336,7 +338,7 @@ class EngineAPIDriver(EngineContainerOps):
         self, found: Found, *, grace_period_seconds: int | None, emit: Emit
     ) -> builtins.list[DrainSummary]:
         if not isinstance(found, EngineFound):
-            raise TypeError(f"{self.name} drains what its own find found, not {found!r}")
+            raise TypeError(f"{self.name} drains only what its own find returned, not {found!r}")
         return await drain_workloads(
             self,
             found.snapshots,

@@ -288,7 +288,7 @@ class KubernetesDriver:
         self, found: Found, *, grace_period_seconds: int | None, emit: Emit
     ) -> builtins.list[DrainSummary]:
         if not isinstance(found, PodsFound):
-            raise TypeError(f"{ENGINE} drains what its own find found, not {found!r}")
+            raise TypeError(f"{ENGINE} drains only what its own find returned, not {found!r}")
         return await drain_pods(
             self.api,
             found,
