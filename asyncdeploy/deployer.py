@@ -35,7 +35,7 @@ import attrs
 from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy._log import log_event
-from asyncdeploy.drivers.base import Driver
+from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import (
     AsyncDeployError,
     DrainError,
@@ -113,7 +113,8 @@ class Deployer:
         return self.driver.name
 
     async def create(self, plan: WorkloadPlan, *, on_event: Emit | None = None) -> ApplyResult:
-        """Create the workload; unchanged plans are a no-op, changed ones replace it gracefully.
+        """Create the workload; unchanged plans are a no-op, changed ones replace it gracefully
+        (when the old one's drain fails, its ``DrainError`` is raised and nothing is created).
 
         Images are pulled first, as the plan's pull policies say; ``on_event`` sees the pull
         events (and a replacement's drain events) as they happen, and must not block.
@@ -191,10 +192,12 @@ class Deployer:
         (the events of that cleanup are then not delivered: the block is gone). Setting
         ``kill_now`` cuts the drain short instead while the events keep flowing: survivors are
         SIGKILLed at once, everything is removed, and ``DrainFinished`` still arrives.
-        Raises ``DrainError`` on exit when some step failed.
+        Raises ``DrainError`` on exit when some step failed, and ``WorkloadNotFound`` before any
+        event when there is no such workload (the driver's one look, which the drain starts
+        from).
         """
-        await self.driver.get(name)  # a clear WorkloadNotFound before the stream opens
-        async with self._drain([name], grace_period_seconds, kill_now) as events:
+        found = await self.driver.find([name])
+        async with self._drain(found, grace_period_seconds, kill_now) as events:
             yield events
 
     @asynccontextmanager
@@ -206,10 +209,11 @@ class Deployer:
         kill_now: anyio.Event | None = None,
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
         """Drain every workload ``selector`` matches (every one for ``None``) concurrently
-        under one deadline (``kill_now``: as for :meth:`terminate`). An invalid selector raises
-        ``SelectorError`` before any call."""
-        names = [w.name for w in await self.driver.list(as_selector(selector))]
-        async with self._drain(names, grace_period_seconds, kill_now) as events:
+        under one deadline (``kill_now``: as for :meth:`terminate`), from one look at them all;
+        none matching yields no event. An invalid selector raises ``SelectorError`` before any
+        call."""
+        found = await self.driver.find_matching(as_selector(selector))
+        async with self._drain(found, grace_period_seconds, kill_now) as events:
             yield events
 
     async def delete(self, name: str, *, grace_period_seconds: int | None = None) -> DrainSummary:
@@ -284,12 +288,11 @@ class Deployer:
                 status=409,
             )
         if old is None:
-            found = await self.driver.list({INSTANCE_OF_LABEL: plan.name})
+            instances = await self.driver.list({INSTANCE_OF_LABEL: plan.name})
             named = [plan.name] if await self._exists(plan.name) else []
-            old = [*named, *(w.name for w in found if w.name != plan.name)]
+            old = [*named, *(w.name for w in instances if w.name != plan.name)]
         else:
-            for name in old:
-                await self.driver.get(name)  # a clear WorkloadNotFound before anything starts
+            await self.driver.find(old)  # a clear WorkloadNotFound before anything starts
         old = tuple(old)
         new_plan = attrs.evolve(
             plan, name=new_name, labels={**plan.labels, INSTANCE_OF_LABEL: plan.name}
@@ -308,7 +311,8 @@ class Deployer:
                 except AsyncDeployError:
                     pass
             raise
-        async with self._drain(old, grace_period_seconds, None) as events:
+        found = await self.driver.find(old)  # afresh: they may have changed while it started
+        async with self._drain(found, grace_period_seconds, None) as events:
             yield Replacement(new=status, old=old, events=events)
 
     async def _exists(self, name: str) -> bool:
@@ -320,7 +324,7 @@ class Deployer:
 
     @asynccontextmanager
     async def _drain(
-        self, names: Sequence[str], grace_period_seconds: int | None, kill_now: anyio.Event | None
+        self, found: Found, grace_period_seconds: int | None, kill_now: anyio.Event | None
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
         summaries: builtins.list[DrainSummary] = []
         unreachable: builtins.list[DrainUnreachable] = []
@@ -330,10 +334,10 @@ class Deployer:
                 if kill_now is not None:
                     tg.start_soon(_cancel_when_set, kill_now, tg.cancel_scope)
                 try:
-                    if names:
+                    if found.names:
                         summaries.extend(
                             await self.driver.drain(  # a drain emits drain events only
-                                names,
+                                found,
                                 grace_period_seconds=grace_period_seconds,
                                 emit=cast(Emit, emit),
                             )

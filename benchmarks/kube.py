@@ -100,7 +100,9 @@ async def one_round(
     seen: list[tuple[DrainEvent, float]] = []
     started = time.perf_counter()
     await driver.drain(
-        [name], grace_period_seconds=None, emit=lambda e: seen.append((e, time.time()))
+        await driver.find([name]),
+        grace_period_seconds=None,
+        emit=lambda e: seen.append((e, time.time())),
     )
     out["drain() in process"] = time.perf_counter() - started
     events = await driver.api.list_events(ns, field_selector=f"involvedObject.uid={uid}")

@@ -195,30 +195,16 @@ async def create_plain(
     client: aiodocker.Docker, names: Sequence[str], labels: dict[str, str]
 ) -> list[Any]:
     """Plain draining containers (NetworkMode none), created and started; not timed."""
-
-    def creator(name: str) -> Callable[[], Awaitable[Any]]:
-        async def create() -> Any:
-            config = {
-                "Image": BUSYBOX,
-                "Cmd": DRAIN_COMMAND,
-                "Labels": {BENCH_LABEL: "1", **labels},
-                "HostConfig": {"NetworkMode": "none"},
-            }
-            container = await client.containers.create(config, name=name)
-            await container.start()
-            return container
-
-        return create
-
-    return await bounded_gather([creator(n) for n in names], 4)
+    return await _start_draining(client, names, labels, {"NetworkMode": "none"})
 
 
 async def create_pod(
     client: aiodocker.Docker, base: str, names: Sequence[str], labels: dict[str, str]
 ) -> tuple[Any, list[Any]]:
     """asyncdeploy's pod shape without asyncdeploy: a pause container (default bridge network,
-    shareable IPC, as ``_engine_spec.pause_config``) and draining containers that join its
-    network, IPC and PID namespaces (as ``container_config`` with the default ``pid_shared``)."""
+    shareable IPC, as ``drivers/engine/_spec.py``'s ``pause_config``) and draining containers
+    that join its network, IPC and PID namespaces (as ``container_config`` with the default
+    ``pid_shared``)."""
     pause = await client.containers.create(
         {
             "Image": PAUSE,
@@ -231,6 +217,17 @@ async def create_pod(
     )
     await pause.start()
     joined = f"container:{pause.id}"
+    host = {"NetworkMode": joined, "IpcMode": joined, "PidMode": joined}
+    return pause, await _start_draining(client, names, labels, host)
+
+
+async def _start_draining(
+    client: aiodocker.Docker,
+    names: Sequence[str],
+    labels: dict[str, str],
+    host_config: dict[str, Any],
+) -> list[Any]:
+    """Draining containers with ``host_config``, created and started four at a time."""
 
     def creator(name: str) -> Callable[[], Awaitable[Any]]:
         async def create() -> Any:
@@ -238,7 +235,7 @@ async def create_pod(
                 "Image": BUSYBOX,
                 "Cmd": DRAIN_COMMAND,
                 "Labels": {BENCH_LABEL: "1", **labels},
-                "HostConfig": {"NetworkMode": joined, "IpcMode": joined, "PidMode": joined},
+                "HostConfig": host_config,
             }
             container = await client.containers.create(config, name=name)
             await container.start()
@@ -246,7 +243,7 @@ async def create_pod(
 
         return create
 
-    return pause, await bounded_gather([creator(n) for n in names], 4)
+    return await bounded_gather([creator(n) for n in names], 4)
 
 
 def _stamp() -> tuple[float, int]:

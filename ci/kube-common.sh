@@ -31,16 +31,8 @@ die() { log "ERROR: $*"; exit 1; }
 now_ms() { date +%s%3N; }
 ms_to_s() { awk -v ms="$1" 'BEGIN { printf "%.1f", ms / 1000 }'; }
 
-need_pkgs() { # install the Debian packages that are missing
-    local missing=() p
-    for p in "$@"; do
-        dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
-    done
-    [ ${#missing[@]} = 0 ] && return 0
-    log "installing ${missing[*]}"
-    apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 ||
-        { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
-}
+# shellcheck source=ci/apt.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/apt.sh"
 
 resolve_binaries() { # ASSETS -> prints a directory holding the checked binaries
     local assets=$1 archive sums dir sha

@@ -50,7 +50,7 @@ if [ -z "$assets" ]; then
 fi
 [ -e "$assets" ] || die "ASYNCDEPLOY_KUBE_ASSETS=$assets does not exist"
 
-need_pkgs containerd runc containernetworking-plugins zstd openssl curl iproute2
+apt_install containerd runc containernetworking-plugins zstd openssl curl iproute2
 BIN=$(resolve_binaries "$assets")
 for b in $KUBE_BINARIES; do [ -x "$BIN/$b" ] || die "$BIN/$b is missing"; done
 KUBECTL=("$BIN/kubectl" --kubeconfig "$KUBECONFIG_OUT")

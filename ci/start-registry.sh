@@ -31,32 +31,9 @@ export DEBIAN_FRONTEND=noninteractive
 log() { printf '[start-registry %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-missing_pkgs() {
-    local p
-    for p in "$@"; do
-        dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
-    done
-}
-
-apt_install() {
-    local missing made_policy=0
-    missing=$(missing_pkgs "$@" | tr '\n' ' ')
-    [ -n "${missing// /}" ] || return 0
-    log "apt-get install --no-install-recommends $missing"
-    # the package's own service must not start: we run the binary with our config
-    if [ ! -e /usr/sbin/policy-rc.d ]; then
-        printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-        chmod +x /usr/sbin/policy-rc.d
-        made_policy=1
-    fi
-    local aptopts=(-y -q -o DPkg::Lock::Timeout=300 -o Dpkg::Use-Pty=0)
-    apt-get "${aptopts[@]}" update >"$STATE_DIR/apt-update.log" 2>&1 \
-        || { tail -20 "$STATE_DIR/apt-update.log" >&2; die "apt-get update failed"; }
-    # shellcheck disable=SC2086
-    apt-get "${aptopts[@]}" install --no-install-recommends $missing >"$STATE_DIR/apt-install.log" 2>&1 \
-        || { tail -30 "$STATE_DIR/apt-install.log" >&2; die "apt-get install failed"; }
-    [ "$made_policy" = 0 ] || rm -f /usr/sbin/policy-rc.d
-}
+# shellcheck source=ci/apt.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/apt.sh"
+APT_LOG_DIR=$STATE_DIR
 
 answers() { # answers PORT: the registry API answers (200 open, 401 with auth)
     local code

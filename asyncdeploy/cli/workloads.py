@@ -141,24 +141,23 @@ def delete_all(
 
     async def impl() -> None:
         async with settings.open_deployer() as deployer:
-            if not await deployer.list(selector):
-                click.echo("No resources found", err=True)  # as kubectl: exit 0
-                return
             drain = deployer.terminate_all(
                 selector, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
             )
-            await stream_drain(drain, output)
+            if not await stream_drain(drain, output):
+                click.echo("No resources found", err=True)  # as kubectl: exit 0
             interrupts.settled = True  # drained: a late signal must not claim a kill
 
     run(interrupts.guard, impl)
 
 
-async def stream_drain(drain: Any, output: str) -> None:
-    """Print a drain's events as they come, then the result.
+async def stream_drain(drain: Any, output: str) -> list[DrainSummary]:
+    """Print a drain's events as they come, then the result; return the summaries.
 
     JSON: one object per event on stdout. Text: on a terminal of 80 columns or more, a live
     per-container view on stderr (state, seconds left); otherwise (no terminal, narrower,
-    TERM=dumb) one line per event on stderr. Then a table on stdout.
+    TERM=dumb) one line per event on stderr. Then a table per workload on stdout, also when the
+    drain failed (its ``DrainError`` is raised after the tables): that is when it matters most.
     """
     summaries: list[DrainSummary] = []
     renderer: EventRenderer | LiveView | None = None
@@ -186,8 +185,9 @@ async def stream_drain(drain: Any, output: str) -> None:
     finally:
         if renderer is not None:
             renderer.close()
-    for summary in summaries if renderer is not None else ():
-        click.echo(EventRenderer.summary_table(summary))
+            for summary in summaries:
+                click.echo(EventRenderer.summary_table(summary))
+    return summaries
 
 
 @click.command()

@@ -10,10 +10,12 @@ import builtins
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, ClassVar, Protocol
 
+import attrs
+
 from asyncdeploy.events import DrainSummary, Emit
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
-from asyncdeploy.selectors import SelectorLike
+from asyncdeploy.selectors import Selector, SelectorLike
 
 __all__ = [
     "LABEL_CONTAINER",
@@ -22,6 +24,7 @@ __all__ = [
     "LABEL_ROLE",
     "LABEL_WORKLOAD",
     "Driver",
+    "Found",
 ]
 
 # Labels that identify what asyncdeploy created (container labels, Pod labels and annotations).
@@ -30,6 +33,17 @@ LABEL_ROLE = "asyncdeploy.io/role"
 LABEL_CONTAINER = "asyncdeploy.io/container"
 LABEL_GRACE = "asyncdeploy.io/termination-grace-period-seconds"
 LABEL_PLAN_DIGEST = "asyncdeploy.io/plan-digest"
+
+
+@attrs.frozen(kw_only=True)
+class Found:
+    """What one :meth:`Driver.find` found: the workloads a :meth:`Driver.drain` will take.
+
+    ``names`` is for the caller; each driver returns a subclass that carries what it saw (the
+    containers, the Pods) so that its drain starts from that one look instead of listing again.
+    """
+
+    names: tuple[str, ...]
 
 
 class Driver(Protocol):
@@ -42,7 +56,12 @@ class Driver(Protocol):
         ...
 
     async def apply(self, plan: WorkloadPlan, *, emit: Emit | None = None) -> ApplyResult:
-        """Create the workload; a no-op for an unchanged plan, a graceful replacement otherwise."""
+        """Create the workload; a no-op for an unchanged plan, a graceful replacement otherwise.
+
+        A replacement drains the old workload first; when that drain fails (``DrainError``,
+        ``DrainUnreachable``) the error is raised and nothing is created: what is left of the
+        old workload may still hold its ports and names.
+        """
         ...
 
     async def get(self, name: str) -> WorkloadStatus:
@@ -82,13 +101,24 @@ class Driver(Protocol):
         """Engine detail for people, masked by :mod:`asyncdeploy.secrets`."""
         ...
 
-    async def drain(
-        self, names: Sequence[str], *, grace_period_seconds: int | None, emit: Emit
-    ) -> builtins.list[DrainSummary]:
-        """Drain the named workloads concurrently under one deadline and remove them.
+    async def find(self, names: Sequence[str]) -> Found:
+        """One list call: the named workloads, as a drain needs them.
 
-        Emits every step; returns one summary per workload. A missing name raises
-        ``WorkloadNotFound`` before anything is touched.
+        A missing name raises ``WorkloadNotFound``; nothing is touched either way.
+        """
+        ...
+
+    async def find_matching(self, selector: Selector | None) -> Found:
+        """One list call: every workload ``selector`` matches (every one for None)."""
+        ...
+
+    async def drain(
+        self, found: Found, *, grace_period_seconds: int | None, emit: Emit
+    ) -> builtins.list[DrainSummary]:
+        """Drain what :meth:`find` found concurrently under one deadline and remove it.
+
+        Starts from that one list (no second); emits every step; returns one summary per
+        workload.
         """
         ...
 

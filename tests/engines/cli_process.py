@@ -53,12 +53,3 @@ async def start_cli(driver: str, *args: str) -> CLIProcess:
     )
     assert process.stdout is not None
     return CLIProcess(process, BufferedByteReceiveStream(process.stdout))
-
-
-async def wait_for(predicate: Any, *, timeout: float = 30, interval: float = 0.02) -> None:
-    """Poll an async predicate until it is true."""
-    with anyio.fail_after(timeout):
-        while True:
-            if await predicate():
-                return
-            await anyio.sleep(interval)

@@ -32,10 +32,10 @@ def required_engines() -> set[str]:
     return {e for e in os.environ.get("ASYNCDEPLOY_REQUIRE_ENGINES", "").split(",") if e}
 
 
-@pytest.fixture(params=ENGINES)
-async def deployer(request: pytest.FixtureRequest) -> AsyncIterator[Deployer]:
-    """A deployer on a real engine; what the test leaves behind is removed at once afterwards."""
-    engine = request.param
+async def open_engine(engine: str) -> AsyncIterator[Deployer]:
+    """A deployer on a real engine (for a fixture to ``async for`` over); what the test leaves
+    behind is removed at once afterwards. An engine that does not answer skips, or fails the test
+    where it is required."""
     try:
         async with open_deployer(engine) as opened:
             yield opened
@@ -45,6 +45,13 @@ async def deployer(request: pytest.FixtureRequest) -> AsyncIterator[Deployer]:
         if engine in required_engines():
             pytest.fail(f"{engine} is required but does not answer: {exc}")
         pytest.skip(f"{engine} does not answer: {exc}")
+
+
+@pytest.fixture(params=ENGINES)
+async def deployer(request: pytest.FixtureRequest) -> AsyncIterator[Deployer]:
+    """A deployer on each real engine."""
+    async for opened in open_engine(request.param):
+        yield opened
 
 
 @pytest.fixture

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from asyncdeploy import Container, Mount, WorkloadPlan
 from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
 
@@ -37,6 +39,20 @@ def plan(
         containers=containers,
         **kw,
     )
+
+
+def plan_file(directory: Path, name: str, containers: list[dict[str, Any]], **fields: Any) -> Path:
+    """A plan file as a user writes it (YAML), labelled with the run's id like :func:`plan`."""
+    document = {
+        "name": name,
+        "labels": {RUN_LABEL: RUN_ID},
+        "pause_image": PAUSE,
+        "containers": containers,
+        **fields,
+    }
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
 
 
 def read_markers(markers: Path) -> list[tuple[str, str]]:

@@ -12,7 +12,6 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
-import anyio
 import pytest
 
 from asyncdeploy import (
@@ -20,14 +19,12 @@ from asyncdeploy import (
     Container,
     CreateError,
     Deployer,
-    EngineUnavailable,
     Mount,
     Probe,
     Resources,
-    open_deployer,
 )
 from asyncdeploy.drivers.base import LABEL_WORKLOAD
-from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL, required_engines
+from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL, open_engine
 from tests.engines.helpers import plan
 
 pytestmark = pytest.mark.anyio
@@ -48,27 +45,15 @@ devices:
 """
 
 
-async def _open(engine: str) -> AsyncIterator[Deployer]:
-    try:
-        async with open_deployer(engine) as opened:
-            yield opened
-            with anyio.CancelScope(shield=True):
-                await opened.delete_all({RUN_LABEL: RUN_ID}, grace_period_seconds=0)
-    except EngineUnavailable as exc:
-        if engine in required_engines():
-            pytest.fail(f"{engine} is required but does not answer: {exc}")
-        pytest.skip(f"{engine} does not answer: {exc}")
-
-
 @pytest.fixture
 async def podman() -> AsyncIterator[Deployer]:
-    async for opened in _open("podman"):
+    async for opened in open_engine("podman"):
         yield opened
 
 
 @pytest.fixture
 async def docker() -> AsyncIterator[Deployer]:
-    async for opened in _open("docker"):
+    async for opened in open_engine("docker"):
         yield opened
 
 

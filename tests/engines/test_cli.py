@@ -4,43 +4,37 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
-import yaml
-from click.testing import CliRunner
 
-from asyncdeploy import Deployer
-from asyncdeploy.cli import main
-from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
+from asyncdeploy import Container, Deployer, EngineAPIError
+from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
+from tests import cli_runner
+from tests.engines.conftest import BUSYBOX, RUN_ID
+from tests.engines.helpers import plan, plan_file
 
 pytestmark = pytest.mark.anyio
 
 
 def invoke(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, list(args))
+    result = cli_runner.invoke(*args)
     return result.exit_code, result.stdout
 
 
 async def test_delete_prints_one_json_object_per_event(deployer: Deployer, tmp_path: Path) -> None:
     name = f"t{RUN_ID}-cli"
-    plan = {
-        "name": name,
-        "labels": {RUN_LABEL: RUN_ID},
-        "pause_image": PAUSE,
-        "termination_grace_period_seconds": 4,
-        "containers": [
-            {"name": "setup", "role": "init", "image": BUSYBOX, "command": ["true"]},
-            {
-                "name": "app",
-                "image": BUSYBOX,
-                "command": ["graceful", "app", "1"],
-                "env": {"MARKER_FILE": "/tmp/m"},
-            },
-        ],
-    }
-    path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump(plan))
+    containers = [
+        {"name": "setup", "role": "init", "image": BUSYBOX, "command": ["true"]},
+        {
+            "name": "app",
+            "image": BUSYBOX,
+            "command": ["graceful", "app", "1"],
+            "env": {"MARKER_FILE": "/tmp/m"},
+        },
+    ]
+    path = plan_file(tmp_path, name, containers, termination_grace_period_seconds=4)
     driver = deployer.driver_name
     code, out = await anyio.to_thread.run_sync(
         invoke, "--driver", driver, "create", "-f", str(path), "-o", "json"
@@ -70,3 +64,32 @@ async def test_delete_prints_one_json_object_per_event(deployer: Deployer, tmp_p
     assert by_name["setup"]["outcome"] == "already-exited"
     code, out = await anyio.to_thread.run_sync(invoke, "--driver", driver, "delete", name)
     assert code == 1
+
+
+async def test_a_failed_delete_still_prints_its_summary_table(
+    deployer: Deployer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container that cannot be removed fails the delete (exit 1), and the table that says
+    which one is still printed: that is when it matters most."""
+    name = f"t{RUN_ID}-cli-fail-{deployer.driver_name}"
+    app = Container(name="app", image=BUSYBOX, command=["graceful", "app", "0"])
+    await deployer.create(plan(name, [app]))
+    remove = EngineContainerOps.remove
+
+    async def refuse_app(self: EngineContainerOps, ref: Any) -> None:
+        if ref.name == "app":
+            raise EngineAPIError("remove app: refused by the test", engine=self.name, status=500)
+        await remove(self, ref)
+
+    monkeypatch.setattr(EngineContainerOps, "remove", refuse_app)
+    code, out = await anyio.to_thread.run_sync(
+        invoke, "--driver", deployer.driver_name, "delete", name
+    )
+    monkeypatch.undo()
+    assert code == 1, out
+    table = out.splitlines()
+    assert table[0].startswith(f"{name}: drained in ")
+    assert table[1].split() == ["CONTAINER", "ROLE", "OUTCOME", "EXIT", "SECONDS"]
+    assert table[2].split()[:4] == ["app", "run", "exited", "0"]
+    errors = [line for line in table if line.startswith("error: ")]
+    assert errors[0].startswith("error: remove app: ") and "refused by the test" in errors[0]

@@ -17,11 +17,11 @@ import anyio
 import pytest
 import yaml
 from anyio.streams.buffered import BufferedByteReceiveStream
-from click.testing import CliRunner
 
 from asyncdeploy import Deployer, WorkloadConflict
-from asyncdeploy.cli import main
-from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
+from tests.cli_runner import invoke_in_thread
+from tests.engines import helpers
+from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL
 
 pytestmark = pytest.mark.anyio
 
@@ -35,27 +35,14 @@ def talker(name: str, **extra: Any) -> dict[str, Any]:
 
 
 def plan_file(tmp_path: Path, name: str, containers: list[dict[str, Any]], **kw: Any) -> str:
-    data = {
-        "name": name,
-        "labels": {RUN_LABEL: RUN_ID},
-        "pause_image": PAUSE,
-        "termination_grace_period_seconds": 3,
-        "containers": containers,
-        **kw,
-    }
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return str(path)
+    kw.setdefault("termination_grace_period_seconds", 3)
+    return str(helpers.plan_file(tmp_path, name, containers, **kw))
 
 
 async def cli(deployer: Deployer, *args: str) -> tuple[int, str, str]:
     """Run the CLI on the deployer's engine: (exit code, stdout, stderr)."""
-
-    def invoke() -> tuple[int, str, str]:
-        result = CliRunner().invoke(main, ["--driver", deployer.driver_name, *args])
-        return result.exit_code, result.stdout, result.stderr
-
-    return await anyio.to_thread.run_sync(invoke)
+    result = await invoke_in_thread("--driver", deployer.driver_name, *args)
+    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import attrs
@@ -16,16 +17,19 @@ from asyncdeploy import (
     ContainerForceKilled,
     CreateError,
     Deployer,
+    DrainError,
     DrainEvent,
     DrainFinished,
     DrainStarted,
+    EngineAPIError,
     Mount,
     PauseRemoved,
     SidecarRemoved,
     SignalSent,
     WorkloadNotFound,
 )
-from asyncdeploy.drivers.base import LABEL_WORKLOAD
+from asyncdeploy.drivers.base import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
+from asyncdeploy.plan import plan_digest
 from tests.engines.conftest import BUSYBOX, PYTHON
 from tests.engines.helpers import graceful, plan, read_markers
 
@@ -254,6 +258,32 @@ async def test_unchanged_plan_is_a_no_op_and_a_changed_one_replaces(
     assert replaced.replaced is not None
     assert {c.outcome for c in replaced.replaced.containers} == {"exited"}
     assert (await deployer.get(workload)).grace_period_seconds == 6
+
+
+async def test_a_replacement_whose_drain_fails_creates_nothing(
+    deployer: Deployer, name: Callable[[str], str], markers: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A changed plan whose old workload cannot be removed raises the DrainError and creates
+    nothing (as on Kubernetes): what is left of the old one may still hold its ports and names."""
+    workload = name("stuck")
+    old = plan(workload, [graceful("app", 0, markers)], termination_grace_period_seconds=5)
+    await deployer.create(old)
+    driver: Any = deployer.driver
+    remove = driver.remove
+
+    async def refuse_app(ref: Any) -> None:
+        if ref.name == "app":
+            raise EngineAPIError("remove app: refused by the test", engine=driver.name, status=500)
+        await remove(ref)
+
+    monkeypatch.setattr(driver, "remove", refuse_app)
+    changed = plan(workload, [graceful("app", 0, markers)], termination_grace_period_seconds=6)
+    with pytest.raises(DrainError, match="refused by the test"):
+        await deployer.create(changed)
+    monkeypatch.undo()
+    left = await driver._containers({LABEL_WORKLOAD: workload})
+    assert left, "the container that could not be removed is still there"
+    assert {c["Labels"][LABEL_PLAN_DIGEST] for c in left} == {plan_digest(old)}
 
 
 async def test_failing_init_container_fails_create_and_cleans_up(

@@ -14,9 +14,11 @@ import pytest
 import yaml
 
 from asyncdeploy import Container, CreateError, Deployer, WorkloadConflict, WorkloadNotFound
-from tests.engines.cli_process import start_cli, wait_for
-from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
+from tests.engines.cli_process import start_cli
+from tests.engines.conftest import BUSYBOX
 from tests.engines.helpers import plan
+from tests.engines.helpers import plan_file as written_plan
+from tests.polling import until
 
 pytestmark = pytest.mark.anyio
 
@@ -39,17 +41,8 @@ def plan_file(tmp_path: Path, workload: str, *, init_sleep: int = 0, **extra: An
                 "command": ["sleep", str(init_sleep)],
             },
         )
-    doc = {
-        "name": workload,
-        "labels": {RUN_LABEL: RUN_ID},
-        "pause_image": PAUSE,
-        "termination_grace_period_seconds": 1,
-        "containers": containers,
-        **extra,
-    }
-    path = tmp_path / f"{workload}.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    extra.setdefault("termination_grace_period_seconds", 1)
+    return written_plan(tmp_path, workload, containers, **extra)
 
 
 async def assert_gone(deployer: Deployer, name: str) -> None:
@@ -97,7 +90,7 @@ async def test_a_signal_during_create_removes_everything(
     workload = name("sigcreate")
     path = plan_file(tmp_path, workload, init_sleep=2)
     cli = await start_cli(deployer.driver_name, "create", "-f", str(path))
-    await wait_for(lambda: has_container(deployer, workload, point))
+    await until(lambda: has_container(deployer, workload, point), timeout=30, interval=0.02)
     cli.send(signum)
     code, stderr = await cli.finish()
 
@@ -156,7 +149,11 @@ async def test_two_creates_of_one_plan_at_once(
         async with anyio.create_task_group() as tg:
             tg.start_soon(create)
             if second_after is not None:
-                await wait_for(lambda: has_container(deployer, workload, second_after))  # noqa: B023
+                await until(
+                    lambda: has_container(deployer, workload, second_after),  # noqa: B023
+                    timeout=30,
+                    interval=0.02,
+                )
             tg.start_soon(create)
         outcome = sorted(r.partition(":")[0] for r in results)
         assert outcome in (["conflict", "created"], ["created", "unchanged"]), results
@@ -173,7 +170,7 @@ async def test_two_cli_creates_at_once(
     workload = name("twicecli")
     path = plan_file(tmp_path, workload, init_sleep=1)
     first = await start_cli(deployer.driver_name, "create", "-f", str(path), "-o", "json")
-    await wait_for(lambda: has_container(deployer, workload, "pause"))
+    await until(lambda: has_container(deployer, workload, "pause"), timeout=30, interval=0.02)
     second = await start_cli(deployer.driver_name, "create", "-f", str(path), "-o", "json")
     (code1, err1), (code2, err2) = await first.finish(), await second.finish()
 
@@ -196,7 +193,7 @@ async def test_delete_racing_a_create(
     workload = name("race")
     path = plan_file(tmp_path, workload, init_sleep=5)
     create = await start_cli(deployer.driver_name, "create", "-f", str(path))
-    await wait_for(lambda: has_container(deployer, workload, "setup"))
+    await until(lambda: has_container(deployer, workload, "setup"), timeout=30, interval=0.02)
     delete = await start_cli(deployer.driver_name, "delete", workload, "-o", "json")
     (create_code, create_err), (delete_code, delete_err) = (
         await create.finish(),
@@ -218,7 +215,7 @@ async def test_delete_racing_the_start_of_a_create(
     workload = name("racestart")
     path = plan_file(tmp_path, workload)
     create = await start_cli(deployer.driver_name, "create", "-f", str(path))
-    await wait_for(lambda: has_container(deployer, workload, "pause"), interval=0.005)
+    await until(lambda: has_container(deployer, workload, "pause"), timeout=30, interval=0.005)
     delete = await start_cli(
         deployer.driver_name, "delete", workload, "-o", "json", "--grace-period-seconds", "0"
     )

@@ -7,10 +7,9 @@ from collections.abc import Callable
 
 import anyio
 import pytest
-from click.testing import CliRunner
 
 from asyncdeploy import Container, Deployer, Mount, PlanError, WorkloadNotFound
-from asyncdeploy.cli import main
+from tests import cli_runner
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL
 from tests.engines.helpers import plan
 
@@ -18,8 +17,7 @@ pytestmark = pytest.mark.anyio
 
 
 def invoke(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, list(args))
-    assert "Traceback" not in result.output
+    result = cli_runner.invoke(*args)
     return result.exit_code, result.output
 
 

@@ -21,7 +21,6 @@ import anyio
 import anyio.abc
 import httpx
 import pytest
-from click.testing import CliRunner
 
 from asyncdeploy import (
     Container,
@@ -38,10 +37,10 @@ from asyncdeploy import (
     WorkloadPlan,
     open_deployer,
 )
-from asyncdeploy.cli import main
+from tests.cli_runner import invoke_in_thread
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL, required_engines
 from tests.engines.fault_proxy import EngineProxy
-from tests.engines.helpers import plan
+from tests.engines.helpers import plan, plan_file
 
 pytestmark = pytest.mark.anyio
 
@@ -415,25 +414,20 @@ async def test_verify_pulls_what_it_needs_from_the_registry_named(
         await _run("docker", "push", "-q", f"{OPEN}/{target}")
         await _run("docker", "rmi", f"{OPEN}/{target}")
     try:
-        result = await anyio.to_thread.run_sync(
-            lambda: CliRunner().invoke(
-                main,
-                [
-                    "--driver",
-                    deployer.driver_name,
-                    "verify",
-                    "--registry",
-                    OPEN,
-                    "--image",
-                    demo,
-                    "--pause-image",
-                    pause,
-                    "--warmup",
-                    "1s",
-                    "--long-seconds",
-                    "1",
-                ],
-            )
+        result = await invoke_in_thread(
+            "--driver",
+            deployer.driver_name,
+            "verify",
+            "--registry",
+            OPEN,
+            "--image",
+            demo,
+            "--pause-image",
+            pause,
+            "--warmup",
+            "1s",
+            "--long-seconds",
+            "1",
         )
         assert result.exit_code == 0, result.output
         assert f"pulled {OPEN}/{demo}" in result.stderr
@@ -455,9 +449,7 @@ async def test_verify_without_the_default_pause_image_says_how_to_provide_it(
         present = await _run("podman", "images", "-q", "registry.k8s.io/pause:3.10")
     if present.strip():
         pytest.skip("registry.k8s.io/pause:3.10 is on this engine")
-    result = await anyio.to_thread.run_sync(
-        lambda: CliRunner().invoke(main, ["--driver", deployer.driver_name, "verify"])
-    )
+    result = await invoke_in_thread("--driver", deployer.driver_name, "verify")
     assert result.exit_code == 1, result.output
     assert "registry.k8s.io/pause:3.10" in result.output
     assert "--registry HOST:PORT" in result.output
@@ -531,26 +523,16 @@ async def test_cli_create_shows_pulls_as_json_lines_and_text(
 ) -> None:
     """`create -o json` prints one object per pull event, then the result; text prints a line
     per pull start and end (progress bars are for terminals)."""
-    import yaml
 
     outputs = {}
     for output in ("json", "text"):
         await deployer.delete_all({RUN_LABEL: RUN_ID}, grace_period_seconds=0)
         await _remove_image(deployer.driver_name, image)  # absent again
         workload = name(output)
-        path = tmp_path / f"{output}.yaml"
-        path.write_text(
-            yaml.safe_dump(
-                {
-                    "name": workload,
-                    "labels": {RUN_LABEL: RUN_ID},
-                    "pause_image": "asyncdeploy-test/pause:latest",
-                    "containers": [{"name": "app", "image": image, "command": ["sleep", "600"]}],
-                }
-            )
-        )
+        app = {"name": "app", "image": image, "command": ["sleep", "600"]}
+        path = plan_file(tmp_path, workload, [app])
         args = ["--driver", deployer.driver_name, "create", "-f", str(path), "-o", output]
-        result = await anyio.to_thread.run_sync(CliRunner().invoke, main, args)
+        result = await invoke_in_thread(*args)
         assert result.exit_code == 0, result.output
         outputs[output] = result
     lines = [json.loads(line) for line in outputs["json"].stdout.splitlines()]

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
-from click.testing import CliRunner
 
 from asyncdeploy import (
     Checks,
@@ -22,6 +19,7 @@ from asyncdeploy import (
 )
 from asyncdeploy.deployer import INSTANCE_OF_LABEL
 from asyncdeploy.verify import VerifyOptions, demo_plan, run_verify
+from tests.cli_runner import invoke_in_thread
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL
 from tests.engines.helpers import plan
 
@@ -107,22 +105,13 @@ containers:
 """
     )
 
-    def invoke() -> tuple[int, str, str]:
-        args = ["--driver", deployer.driver_name, "replace", "-f", str(path), "--name", f"{app}-b"]
-        result = CliRunner().invoke(main_cli(), args)
-        return result.exit_code, result.stdout, result.stderr
-
-    code, out, err = await anyio.to_thread.run_sync(invoke)
+    args = ["--driver", deployer.driver_name, "replace", "-f", str(path), "--name", f"{app}-b"]
+    result = await invoke_in_thread(*args)
+    code, out, err = result.exit_code, result.stdout, result.stderr
     assert code == 0, out + err
     assert f"ready: {app}-b; draining {app}" in err
     assert f"{app}: drained in" in out
     assert {w.name for w in await deployer.list({RUN_LABEL: RUN_ID})} == {f"{app}-b"}
-
-
-def main_cli() -> Any:
-    from asyncdeploy.cli import main
-
-    return main
 
 
 async def test_verify_refuses_a_name_that_is_taken(

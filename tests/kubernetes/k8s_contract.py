@@ -89,7 +89,9 @@ def plan(env: Env, workload: str, containers: list[Container], **kw: Any) -> Wor
 
 async def collect(env: Env, names: list[str], grace: int | None) -> list[DrainEvent]:
     events: list[DrainEvent] = []
-    await env.driver.drain(names, grace_period_seconds=grace, emit=events.append)
+    await env.driver.drain(
+        await env.driver.find(names), grace_period_seconds=grace, emit=events.append
+    )
     return events
 
 
@@ -319,7 +321,8 @@ async def check_a_cancelled_drain_still_removes_the_pod(env: Env) -> None:
     await env.driver.wait_ready(workload, timeout=env.ready_timeout)
     events: list[DrainEvent] = []
     with anyio.move_on_after(0.5) as scope:
-        await env.driver.drain([workload], grace_period_seconds=None, emit=events.append)
+        found = await env.driver.find([workload])
+        await env.driver.drain(found, grace_period_seconds=None, emit=events.append)
     assert scope.cancelled_caught
     assert isinstance(events[0], DrainStarted)
     with anyio.fail_after(15):

@@ -190,7 +190,7 @@ async def record(driver: KubernetesDriver, ns: str, stem: str) -> dict[str, Any]
                 await anyio.sleep(12)
             tg.cancel_scope.cancel()
     if stem in STARTS:
-        await driver.drain([name], grace_period_seconds=0, emit=lambda _: None)
+        await driver.drain(await driver.find([name]), grace_period_seconds=0, emit=lambda _: None)
     return {
         "description": description,
         "recorded": datetime.now(UTC).isoformat(timespec="seconds"),

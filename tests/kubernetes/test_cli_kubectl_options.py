@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import anyio
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -14,16 +13,14 @@ from fake_apiserver import FakeApiServer
 from fake_kubelet import ContainerScript
 
 from asyncdeploy.cli import main
+from tests.cli_runner import invoke_in_thread
 
 pytestmark = pytest.mark.anyio
 
 
 async def cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    def invoke() -> tuple[int, str, str]:
-        result = CliRunner(env=env or {"KUBECONFIG": None}).invoke(main, list(args))
-        return result.exit_code, result.stdout, result.stderr
-
-    return await anyio.to_thread.run_sync(invoke)
+    result = await invoke_in_thread(*args, env=env or {"KUBECONFIG": None})
+    return result.exit_code, result.stdout, result.stderr
 
 
 def plan_file(tmp_path: Path) -> str:

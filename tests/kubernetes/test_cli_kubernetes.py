@@ -9,22 +9,20 @@ import anyio
 import pytest
 import yaml
 from click.testing import CliRunner
-from fake_apiserver import FakeApiServer
+from fake_apiserver import NAMESPACE, FakeApiServer
 from fake_kubelet import ContainerScript
 
 from asyncdeploy.cli import main
+from tests.cli_runner import invoke_in_thread
 
 pytestmark = pytest.mark.anyio
 
 
 async def cli(kubeconfig: Path, *args: str) -> tuple[int, str]:
-    def invoke() -> tuple[int, str]:
-        result = CliRunner(env={"KUBECONFIG": str(kubeconfig)}).invoke(
-            main, ["--driver", "kubernetes", *args]
-        )
-        return result.exit_code, result.stdout
-
-    return await anyio.to_thread.run_sync(invoke)
+    result = await invoke_in_thread(
+        "--driver", "kubernetes", *args, env={"KUBECONFIG": str(kubeconfig)}
+    )
+    return result.exit_code, result.stdout
 
 
 async def test_every_command(fake: FakeApiServer, kubeconfig: Path, tmp_path: Path) -> None:
@@ -96,3 +94,23 @@ async def test_create_wait_reports_why_it_will_not_start_and_removes_it(
     assert "removed broken: it will not start" in err
     assert "Traceback" not in err
     assert not [key for key in fake.pods if key[1] == "broken"]
+
+
+async def test_a_failed_delete_still_prints_its_summary_table(
+    fake: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """The Pod's delete is refused: exit 1, and the table that says why is printed first."""
+    plan = {"name": "stuck", "containers": [{"name": "server", "image": "busybox:1.36"}]}
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    code, out = await cli(kubeconfig, "create", "-f", str(path))
+    assert code == 0, out
+    pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    fake.inject("DELETE", pods, 405)
+    fake.inject("DELETE", f"{pods}/stuck", 403)
+    code, out = await cli(kubeconfig, "delete", "stuck")
+    assert code == 1, out
+    table = out.splitlines()
+    assert table[0].startswith("stuck: drained in ")
+    assert table[1].split() == ["CONTAINER", "ROLE", "OUTCOME", "EXIT", "SECONDS"]
+    assert table[-1].startswith("error: delete pod stuck: ") and "forbidden" in table[-1]

@@ -6,9 +6,6 @@ Event recorded before the drain). The ordinary sequences are checked on a real k
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable
-
 import anyio
 import pytest
 from fake_apiserver import NAMESPACE, FakeApiServer
@@ -19,6 +16,7 @@ from test_driver_fake import EVENTS, drained, plan, running
 from asyncdeploy import PreStopFinished, PreStopStarted, SignalSent
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
 from asyncdeploy.drivers.kubernetes._kubelet import event_time
+from tests.polling import until
 
 pytestmark = pytest.mark.anyio
 HOOK = ["sh", "-c", "sleep 1"]
@@ -26,14 +24,6 @@ HOOK = ["sh", "-c", "sleep 1"]
 
 def kinds(events: list[object]) -> list[str]:
     return [type(e).__name__ for e in events]
-
-
-async def _until(condition: Callable[[], bool], timeout: float = 3) -> None:
-    with anyio.fail_after(timeout):
-        for _ in itertools.count():
-            if condition():
-                return
-            await anyio.sleep(0.01)
 
 
 async def test_a_hook_is_started_at_the_killing_event_and_ended_at_the_exit(
@@ -104,12 +94,13 @@ async def test_an_event_recorded_before_the_drain_is_not_about_it(
     events: list[object] = []
 
     async def expire_once_the_hook_runs() -> None:
-        await _until(lambda: "PreStopStarted" in kinds(events))
+        await until(lambda: "PreStopStarted" in kinds(events))
         fake.expire_watches()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(expire_once_the_hook_runs)
-        await driver.drain(["demo"], grace_period_seconds=None, emit=events.append)
+        found = await driver.find(["demo"])
+        await driver.drain(found, grace_period_seconds=None, emit=events.append)
     [finished] = [e for e in events if isinstance(e, PreStopFinished)]
     assert (finished.exit_code, finished.timed_out) == (0, False)
     assert finished.elapsed > 1.4  # at the container's end, not at the resync

@@ -6,13 +6,13 @@ tests check what the driver asks and does with the answers, down to the exact AP
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 import k8s_contract
 import pytest
 from fake_apiserver import NAMESPACE, FakeApiServer
@@ -25,6 +25,8 @@ from asyncdeploy import (
     ContainerForceKilled,
     ContainerRemoved,
     CreateError,
+    Deployer,
+    DrainError,
     DrainEvent,
     DrainFinished,
     DrainStarted,
@@ -42,6 +44,7 @@ from asyncdeploy import (
 )
 from asyncdeploy.drivers import connect_driver
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
+from tests.polling import until
 
 pytestmark = pytest.mark.anyio
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
@@ -66,7 +69,9 @@ async def drained(
     driver: KubernetesDriver, names: list[str], grace: int | None = None
 ) -> tuple[list[DrainEvent], list[Any]]:
     events: list[DrainEvent] = []
-    summaries = await driver.drain(names, grace_period_seconds=grace, emit=events.append)
+    summaries = await driver.drain(
+        await driver.find(names), grace_period_seconds=grace, emit=events.append
+    )
     return events, summaries
 
 
@@ -203,6 +208,22 @@ async def test_a_changed_plan_drains_the_old_pod_then_creates(
     assert isinstance(events[0], DrainStarted) and isinstance(events[-1], DrainFinished)
     assert fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"] != old_uid
     assert fake.calls(writes_only=True) == [f"DELETE {PODS}", f"POST {PODS}"]
+
+
+async def test_a_replacement_whose_drain_fails_creates_nothing(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """The old Pod's delete is refused: the DrainError is raised and no Pod is created (as on
+    the engines): the old Pod still holds the name."""
+    await running(driver, plan())
+    old_uid = fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"]
+    fake.inject("DELETE", PODS, 405)
+    fake.inject("DELETE", f"{PODS}/demo", 403)
+    fake.requests.clear()
+    with pytest.raises(DrainError, match="forbidden"):
+        await driver.apply(plan(grace=7))
+    assert fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"] == old_uid
+    assert not any(r.method == "POST" for r in fake.requests)
 
 
 async def test_a_pod_of_the_same_name_that_is_not_ours_is_a_conflict(
@@ -380,11 +401,13 @@ async def test_exec_in_a_container_that_is_not_running_is_an_api_error(
 async def test_one_delete_makes_exactly_a_list_a_collection_delete_and_a_watch(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
-    """Plus the Pod's Events: one list before the delete, one watch beside the Pod's."""
+    """Deployer.delete, from the top: one list of the Pod (its not-found check and the drain's
+    start in one), the Pod's Events listed before the delete, one watch beside the Pod's; no
+    GET of the Pod."""
     await running(driver, plan())
     uid = fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"]
     fake.requests.clear()
-    _, [summary] = await drained(driver, ["demo"])
+    summary = await Deployer(driver).delete("demo")
     selector = {"labelSelector": "asyncdeploy.io/workload in (demo)"}
     events = {"fieldSelector": f"involvedObject.uid={uid}"}
     requests = [(r.method, r.path, r.query) for r in fake.requests]
@@ -400,6 +423,40 @@ async def test_one_delete_makes_exactly_a_list_a_collection_delete_and_a_watch(
         ("GET", PODS, {**selector, **watch, "timeoutSeconds": "7"}),  # grace 5 + margin 2
     ]
     assert summary.ok and summary.grace_period_seconds == 5
+
+
+async def test_a_missing_workload_is_one_list_and_no_event(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """Deployer.terminate raises WorkloadNotFound from its one list, before the stream opens."""
+    fake.requests.clear()
+    with pytest.raises(WorkloadNotFound, match="'nope'"):
+        async with Deployer(driver).terminate("nope"):
+            pytest.fail("the stream opened for a missing workload")
+    assert [(r.method, r.path) for r in fake.requests] == [("GET", PODS)]
+
+
+async def test_delete_all_lists_once_for_all(driver: KubernetesDriver, fake: FakeApiServer) -> None:
+    """Deployer.delete_all: one list by the selector finds the Pods, and the drain starts from
+    it: one collection delete by their names, no second list before it."""
+    for name, labels in (("x", {"group": "g"}), ("y", {"group": "g"}), ("z", {})):
+        await driver.apply(attrs.evolve(plan(name, container=f"{name}-c"), labels=labels))
+    fake.requests.clear()
+    summaries = await Deployer(driver).delete_all({"group": "g"}, grace_period_seconds=0)
+    assert sorted(s.workload for s in summaries) == ["x", "y"]
+    requests = [(r.method, r.path, r.query) for r in fake.requests]
+    assert requests[:3] == [
+        ("GET", PODS, {"labelSelector": "asyncdeploy.io/workload,group=g"}),
+        ("GET", EVENTS, {"fieldSelector": "involvedObject.kind=Pod"}),
+        (
+            "DELETE",
+            PODS,
+            {"labelSelector": "asyncdeploy.io/workload in (x,y)", "gracePeriodSeconds": "0"},
+        ),
+    ]
+    assert not any(
+        r.method == "GET" and r.path == PODS and not r.query.get("watch") for r in fake.requests[1:]
+    )
 
 
 async def test_a_grace_override_reaches_the_api_server(
@@ -523,7 +580,7 @@ async def test_an_interrupted_watch_is_resumed_from_a_fresh_list(
     await running(driver, plan())
 
     async def interrupt() -> None:
-        await _until(lambda: fake.open_watches() > 0)
+        await until(lambda: fake.open_watches() > 0)
         await anyio.sleep(0.1)
         fake.expire_watches() if interruption == "expire" else fake.drop_watches()
 
@@ -597,11 +654,12 @@ async def test_a_cancelled_drain_leaves_no_task_and_the_cluster_finishes(
     await running(driver, plan())
     events: list[DrainEvent] = []
     with anyio.move_on_after(0.15) as scope:
-        await driver.drain(["demo"], grace_period_seconds=None, emit=events.append)
+        found = await driver.find(["demo"])
+        await driver.drain(found, grace_period_seconds=None, emit=events.append)
     assert scope.cancelled_caught
     assert not any(isinstance(e, DrainFinished) for e in events)
-    await _until(lambda: fake.open_watches() == 0)
-    await _until(lambda: (NAMESPACE, "demo") not in fake.pods)  # the delete had been sent
+    await until(lambda: fake.open_watches() == 0)
+    await until(lambda: (NAMESPACE, "demo") not in fake.pods)  # the delete had been sent
 
 
 async def test_delete_all_through_the_deployer(kubeconfig: Path, fake: FakeApiServer) -> None:
@@ -688,19 +746,11 @@ async def test_a_server_that_went_away_is_engine_unavailable(
 # --- helpers ----------------------------------------------------------------------------------
 
 
-async def _until(condition: Callable[[], bool], timeout: float = 3) -> None:
-    with anyio.fail_after(timeout):
-        for _ in itertools.count():
-            if condition():
-                return
-            await anyio.sleep(0.01)
-
-
 async def _no_watches(fake: FakeApiServer) -> bool:
-    await _until(lambda: fake.open_watches() == 0)
+    await until(lambda: fake.open_watches() == 0)
     return True
 
 
 async def _expire_once_watched(fake: FakeApiServer) -> None:
-    await _until(lambda: fake.open_watches() > 0)
+    await until(lambda: fake.open_watches() > 0)
     fake.expire_watches()

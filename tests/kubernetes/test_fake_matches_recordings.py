@@ -20,6 +20,8 @@ from fake_apiserver import TOKEN, FakeApiServer
 from fake_kubelet import ContainerScript
 from k8s_recordings import USER_AGENT, condensed, exchange, normalised, recording
 
+from tests.polling import until
+
 pytestmark = pytest.mark.anyio
 
 NS = "asyncdeploy-rec"
@@ -290,7 +292,7 @@ async def test_graceful_delete_of_a_bound_pod(
     """200 with the Pod; generation +1; a longer grace writes nothing; a shorter one moves it."""
     server.scripts["main"] = ContainerScript(ignore_term=True)
     created = server.create_pod(NS, _bound_pod("del-a"))
-    await _until(lambda: server.pods[(NS, "del-a")]["status"].get("phase") == "Running")
+    await until(lambda: _phase(server, "del-a") == "Running")
     first = exchange("03a", "DELETE with DeleteOptions body gracePeriodSeconds 5")
     status, body = await send(http, first)
     recorded = first["response"]["body"]
@@ -326,7 +328,7 @@ async def test_immediate_deletes_answer_dgp_0_and_the_pod_is_gone(
         del body["spec"]["nodeName"]
     server.create_pod(NS, body)
     if bound:
-        await _until(lambda: server.pods[(NS, name)]["status"].get("phase") == "Running")
+        await until(lambda: _phase(server, name) == "Running")
     version = str(server.resource_version)
     delete = exchange(stem, "DELETE with gracePeriodSeconds")
     status, answer = await send(http, delete)
@@ -345,7 +347,7 @@ async def test_delete_without_options_uses_the_spec_grace(
 ) -> None:
     server.scripts["main"] = ContainerScript(ignore_term=True)
     server.create_pod(NS, _bound_pod("del-e", grace=7))
-    await _until(lambda: server.pods[(NS, "del-e")]["status"].get("phase") == "Running")
+    await until(lambda: _phase(server, "del-e") == "Running")
     recorded = exchange("03f", "DELETE with no body")
     status, body = await send(http, recorded)
     assert status == 200
@@ -369,7 +371,7 @@ async def test_collection_delete_answers_the_pods_as_they_were_before(
     other = _bound_pod("other-1-unbound", labels={"asyncdeploy/plan": "other"})
     del other["spec"]["nodeName"]
     server.create_pod(NS, other)
-    await _until(lambda: server.pods[(NS, "coll-2")]["status"].get("phase") == "Running")
+    await until(lambda: _phase(server, "coll-2") == "Running")
     recorded = exchange("04a", "DELETE collection: labelSelector")
     status, body = await send(http, recorded)
     expected = recorded["response"]["body"]
@@ -430,7 +432,7 @@ async def test_a_pods_life_watched_from_creation_to_deletion(
         await anyio.sleep(0.05)
         assert (await send(http, create))[0] == 201
         name = create["request"]["body"]["metadata"]["name"]
-        await _until(lambda: server.pods[(NS, name)]["status"].get("phase") == "Running")
+        await until(lambda: _phase(server, name) == "Running")
         await anyio.sleep(0.1)
         delete = {
             "request": {
@@ -440,7 +442,7 @@ async def test_a_pods_life_watched_from_creation_to_deletion(
             }
         }
         assert (await send(http, delete))[0] == 200
-        await _until(lambda: (NS, name) not in server.pods, timeout=4)
+        await until(lambda: (NS, name) not in server.pods, timeout=4)
         server.expire_watches()
     [events] = results
     events = [e for e in events if e["type"] != "ERROR"]
@@ -504,12 +506,6 @@ async def test_an_idle_watch_gets_a_bookmark_then_ends_at_its_timeout(
     assert ours == theirs
 
 
-async def _until(condition: Any, *, timeout: float = 3) -> None:
-    with anyio.fail_after(timeout):
-        while True:
-            try:
-                if condition():
-                    return
-            except KeyError:
-                pass
-            await anyio.sleep(0.01)
+def _phase(server: Any, name: str) -> str | None:
+    """The fake Pod's phase; None while it is not there yet."""
+    return server.pods.get((NS, name), {}).get("status", {}).get("phase")

@@ -34,7 +34,7 @@ from click.testing import CliRunner
 from kubernetes_asyncio.client import CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from asyncdeploy import Deployer, WorkloadNotFound, WorkloadPlan
+from asyncdeploy import Deployer, Selector, WorkloadNotFound, WorkloadPlan
 from asyncdeploy.cli import main
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
 from asyncdeploy.verify import TrafficMix, VerifyOptions, demo_plan, run_verify
@@ -112,9 +112,10 @@ async def driver(cluster: str) -> AsyncIterator[KubernetesDriver]:
     finally:
         with anyio.CancelScope(shield=True):
             try:
-                left = [s.name for s in await opened.list({k8s_contract.RUN_LABEL: RUN_ID})]
-                if left:
-                    await opened.drain(left, grace_period_seconds=0, emit=lambda _: None)
+                left = await opened.find_matching(
+                    Selector.from_labels({k8s_contract.RUN_LABEL: RUN_ID})
+                )
+                await opened.drain(left, grace_period_seconds=0, emit=lambda _: None)
             except WorkloadNotFound:
                 pass  # gone in the meantime
             finally:

@@ -15,15 +15,14 @@ from typing import Any
 from unittest import mock
 
 import yaml
-from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from asyncdeploy.cli import main
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import EngineUnavailable, PlanError, SelectorError
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.selectors import parse_selector
+from tests.cli_runner import invoke
 from tests.unit.test_plan_fuzz import documents, mutated_plans
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -47,13 +46,6 @@ def no_engine() -> Iterator[Engines]:
     engines = Engines()
     with mock.patch("asyncdeploy.cli._common.open_deployer", engines.open):
         yield engines  # every command opens its deployer through Settings.open_deployer
-
-
-def invoke(*args: str) -> Result:
-    result = CliRunner().invoke(main, list(args))
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result
 
 
 def plan_file(text: str) -> str:

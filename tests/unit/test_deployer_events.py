@@ -11,6 +11,7 @@ import attrs
 import pytest
 
 from asyncdeploy.deployer import Deployer
+from asyncdeploy.drivers.base import Found
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainStarted, DrainSummary, Emit
 
 pytestmark = pytest.mark.anyio
@@ -25,13 +26,26 @@ class DrainingDriver:
     hold: float = 0.0
     finished_at: float | None = None
     name: str = "fake"
+    calls: list[str] = attrs.field(factory=list)  # every driver call the deployer made
 
-    async def get(self, name: str) -> Any:
-        return name
+    async def find(self, names: Sequence[str]) -> Found:
+        self.calls.append("find")
+        return Found(names=tuple(names))
+
+    async def find_matching(self, selector: Any) -> Found:
+        self.calls.append("find_matching")
+        return Found(names=("a", "b"))
+
+    def __getattr__(self, call: str) -> Any:  # get, list, ...: recorded, then refused
+        self.calls.append(call)
+        raise AssertionError(f"the deployer called {call}")
 
     async def drain(
-        self, names: Sequence[str], *, grace_period_seconds: int | None, emit: Emit
+        self, found: Found, *, grace_period_seconds: int | None, emit: Emit
     ) -> list[DrainSummary]:
+        self.calls.append("drain")
+        assert isinstance(found, Found)
+        names = found.names
         summary = DrainSummary(workload=names[0], grace_period_seconds=30, seconds=0, containers=())
         try:
             for _ in range(self.events):
@@ -75,3 +89,13 @@ async def test_kill_now_cuts_the_drain_short_and_the_events_keep_flowing() -> No
                     kill_now.set()
     assert isinstance(received[-1], DrainFinished)
     assert len(received) == 4
+
+
+async def test_a_delete_looks_once_and_drains_what_it_found() -> None:
+    """Deployer.delete makes one find (its not-found check) and one drain of what it found;
+    delete_all one find_matching for all: no get, no list."""
+    driver = DrainingDriver(events=0)
+    deployer = Deployer(driver)  # type: ignore[arg-type]
+    await deployer.delete("w")
+    await deployer.delete_all({"team": "ml"})
+    assert driver.calls == ["find", "drain", "find_matching", "drain"]

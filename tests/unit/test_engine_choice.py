@@ -8,10 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from asyncdeploy.cli import main
 from asyncdeploy.drivers.engine import _api
+from tests import cli_runner
 
 
 @pytest.fixture
@@ -32,8 +31,7 @@ def silent_socket(tmp_path: Path) -> Iterator[Path]:
 
 
 def invoke(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    result = cli_runner.invoke(*args)
     return result.exit_code, result.output
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from asyncdeploy.deployer import Deployer
 from asyncdeploy.drivers import _books
+from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine import _drain
 from asyncdeploy.drivers.engine._drain import drain_workloads
 from asyncdeploy.errors import DrainUnreachable, EngineUnavailable, WorkloadNotFound
@@ -536,10 +537,10 @@ async def test_the_caller_gets_every_event_before_drain_unreachable() -> None:
     class Driver:
         name = ENGINE
 
-        async def get(self, name: str) -> None:
-            return None
+        async def find(self, names: list[str]) -> Found:
+            return Found(names=tuple(names))
 
-        async def drain(self, names: list[str], *, grace_period_seconds: int | None, emit):  # type: ignore[no-untyped-def]
+        async def drain(self, found: Found, *, grace_period_seconds: int | None, emit):  # type: ignore[no-untyped-def]
             for event in events:
                 emit(event)
             raise caught.value

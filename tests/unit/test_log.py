@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from asyncdeploy import Deployer
 from asyncdeploy._log import configure_cli_logging, log_event, logger
 from asyncdeploy.cli import main
+from asyncdeploy.drivers.base import Found
 from asyncdeploy.events import (
     ContainerExited,
     ContainerForceKilled,
@@ -113,15 +114,15 @@ def test_failures_are_warnings_and_errors(caplog: pytest.LogCaptureFixture) -> N
 
 
 class _ScriptedDriver:
-    """Only what Deployer.delete touches: get, and a drain that emits the events above."""
+    """Only what Deployer.delete touches: find, and a drain that emits the events above."""
 
     name = "scripted"
 
-    async def get(self, name: str) -> object:
-        return object()
+    async def find(self, names: Sequence[str]) -> Found:
+        return Found(names=tuple(names))
 
     async def drain(
-        self, names: Sequence[str], *, grace_period_seconds: int | None, emit: Emit
+        self, found: Found, *, grace_period_seconds: int | None, emit: Emit
     ) -> list[DrainSummary]:
         for event, _ in EVENTS:
             emit(event)

@@ -1,7 +1,8 @@
 """The one Engine API driver behind Docker and Podman, on aiodocker.
 
-Engine-specific parts (socket discovery, Podman's status codes) live in ``docker.py`` and
-``podman.py``; everything else is here. Engine errors are translated in :meth:`_errors` only.
+Engine-specific parts (socket discovery, Podman's status codes) live in ``_docker.py`` and
+``_podman.py``; the create in ``_create.py``, the pulls in ``_pull.py``, the drain's engine calls
+in ``_container_ops.py``; the rest is here. Engine errors are translated in :meth:`_errors` only.
 """
 
 from __future__ import annotations
@@ -15,16 +16,25 @@ from typing import Any, ClassVar, Self, cast
 import aiodocker
 import aiohttp
 import anyio
+import attrs
 
-from asyncdeploy.drivers.base import LABEL_CONTAINER, LABEL_PLAN_DIGEST, LABEL_ROLE, LABEL_WORKLOAD
+from asyncdeploy.drivers.base import (
+    LABEL_CONTAINER,
+    LABEL_PLAN_DIGEST,
+    LABEL_ROLE,
+    LABEL_WORKLOAD,
+    Found,
+)
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import drain_workloads
+from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
 from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._state import plan_order, snapshot, workload_labels, workload_status
 from asyncdeploy.errors import (
     CreateError,
+    DrainError,
     EngineAPIError,
     EngineError,
     EngineTimeout,
@@ -36,9 +46,9 @@ from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.plan import Container, WorkloadPlan, plan_digest
 from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
 from asyncdeploy.secrets import mask_env_entry, mask_tree
-from asyncdeploy.selectors import SelectorLike, as_selector
+from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
-__all__ = ["EngineAPIDriver"]
+__all__ = ["EngineAPIDriver", "EngineFound"]
 
 PING_TIMEOUT = 10.0
 # A connection cut while a response streams in is a lost connection, like a refused one.
@@ -48,6 +58,19 @@ _CONNECTION_LOST = (
     ConnectionError,
     FileNotFoundError,
 )
+
+
+@attrs.frozen(kw_only=True)
+class EngineFound(Found):
+    """What an engine find found: each workload's containers as the list call showed them."""
+
+    snapshots: tuple[WorkloadSnapshot, ...]
+
+
+def _found(grouped: Mapping[str, Sequence[Mapping[str, Any]]]) -> EngineFound:
+    return EngineFound(
+        names=tuple(grouped), snapshots=tuple(snapshot(n, items) for n, items in grouped.items())
+    )
 
 
 class EngineAPIDriver(EngineContainerOps):
@@ -168,13 +191,19 @@ class EngineAPIDriver(EngineContainerOps):
         return workload_status(self.name, name, items)
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
-        # Matched here, not by the engine's label filter: Podman reads "team=" as "any value".
-        wanted = as_selector(selector)
-        return [
-            workload_status(self.name, name, items)
+        matching = await self._matching(as_selector(selector))
+        return [workload_status(self.name, name, items) for name, items in matching.items()]
+
+    async def _matching(
+        self, selector: Selector | None
+    ) -> dict[str, builtins.list[dict[str, Any]]]:
+        """One list call: the workloads ``selector`` matches, by name. Matched here, not by the
+        engine's label filter: Podman reads "team=" as "any value"."""
+        return {
+            name: items
             for name, items in sorted((await self._by_workload()).items())
-            if wanted is None or wanted.matches(workload_labels(items))
-        ]
+            if selector is None or selector.matches(workload_labels(items))
+        }
 
     async def _container_id(self, name: str, container: str | None) -> str:
         items = await self._containers({LABEL_WORKLOAD: name})
@@ -289,25 +318,40 @@ class EngineAPIDriver(EngineContainerOps):
 
     # --- the drain (its engine calls: _container_ops.py) -------------------------------------
 
-    async def drain(
-        self, names: Sequence[str], *, grace_period_seconds: int | None, emit: Emit
-    ) -> builtins.list[DrainSummary]:
-        # One list call: filtered by name for one workload, all of asyncdeploy's for several.
+    async def find(self, names: Sequence[str]) -> EngineFound:
+        """One list call: filtered by name for one workload, all of asyncdeploy's for several."""
+        names = tuple(dict.fromkeys(names))
+        if not names:
+            return _found({})
         grouped = await self._by_workload({LABEL_WORKLOAD: names[0]} if len(names) == 1 else None)
         missing = [n for n in names if n not in grouped]
         if missing:
             raise WorkloadNotFound(
                 f"no workload named {', '.join(map(repr, missing))}", engine=self.name, status=404
             )
-        snapshots = [snapshot(name, grouped[name]) for name in names]
+        return _found({n: grouped[n] for n in names})
+
+    async def find_matching(self, selector: Selector | None) -> EngineFound:
+        return _found(await self._matching(selector))
+
+    async def drain(
+        self, found: Found, *, grace_period_seconds: int | None, emit: Emit
+    ) -> builtins.list[DrainSummary]:
+        if not isinstance(found, EngineFound):
+            raise TypeError(f"{self.name} drains only what its own find returned, not {found!r}")
         return await drain_workloads(
-            self, snapshots, grace_period_seconds=grace_period_seconds, emit=emit, engine=self.name
+            self,
+            found.snapshots,
+            grace_period_seconds=grace_period_seconds,
+            emit=emit,
+            engine=self.name,
         )
 
     # --- create ------------------------------------------------------------------------------
 
     async def apply(self, plan: WorkloadPlan, *, emit: Emit | None = None) -> ApplyResult:
-        """Create the workload; unchanged → no call that writes; changed → drain, then create."""
+        """Create the workload; unchanged → no call that writes; changed → drain, then create
+        (a failed drain raises ``DrainError`` and creates nothing)."""
         grouped = await self._by_workload({LABEL_WORKLOAD: plan.name})
         existing = grouped.get(plan.name)
         replaced = None
@@ -336,9 +380,16 @@ class EngineAPIDriver(EngineContainerOps):
             plan, emit or ignore_events
         )
         if existing:
-            [replaced] = await self.drain(
-                [plan.name], grace_period_seconds=None, emit=emit or ignore_events
-            )
+            try:
+                found = await self.find([plan.name])  # afresh: the pull may have taken long
+            except WorkloadNotFound:
+                existing = None  # it went in the meantime
+            else:
+                [replaced] = await self.drain(
+                    found, grace_period_seconds=None, emit=emit or ignore_events
+                )
+                if replaced.errors:  # what is left may hold its ports and names: no create
+                    raise DrainError([replaced])
         items = await CreateAttempt(self, plan).run()
         return ApplyResult(
             action="replaced" if existing else "created",

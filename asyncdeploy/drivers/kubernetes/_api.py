@@ -4,7 +4,7 @@ Every call goes through kubernetes-asyncio's generated ``CoreV1Api`` with
 ``_preload_content=False`` and parses the JSON itself, because the generated models get real
 answers wrong: a collection delete answers a ``PodList`` that the client squeezes into a
 ``V1Status`` (dropping the items), and a watch ``BOOKMARK`` carries ``containers: null``, which
-``V1PodSpec`` refuses. Statuses and transport errors are mapped here (:mod:`.errors`).
+``V1PodSpec`` refuses. Statuses and transport errors are mapped here (:mod:`._errors`).
 """
 
 from __future__ import annotations

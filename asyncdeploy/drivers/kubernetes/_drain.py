@@ -3,15 +3,16 @@ engines' event vocabulary.
 
 For the workloads of one ``drain`` call:
 
-1. one list by label finds every Pod (a missing one raises ``WorkloadNotFound`` before anything
-   is touched) and gives the ``resourceVersion`` the watch starts from;
+1. one list by label (:func:`find_pods`, the driver's ``find``) finds every Pod (a missing one
+   raises ``WorkloadNotFound`` before anything is touched) and gives the ``resourceVersion`` the
+   watch starts from; the drain takes what it found and lists no Pods again;
 2. ``DrainStarted`` for each, then one collection delete by label, with ``gracePeriodSeconds``
    only when the caller overrides it (otherwise each Pod's own
    ``terminationGracePeriodSeconds`` applies, server-side). When the collection delete is refused
    (405, or 403 from an RBAC role without ``deletecollection``) or misses a Pod, that Pod is
    deleted on its own, with a ``uid`` precondition so a same-named successor is never hit;
 3. one watch over all of them until every Pod is gone, resumed from a fresh list whenever it
-   ends (:mod:`.watch`), under a deadline of each Pod's grace plus ``WATCH_MARGIN``.
+   ends (:mod:`._watch`), under a deadline of each Pod's grace plus ``WATCH_MARGIN``.
 
 What the API shows becomes events. Beside the Pod watch, a second watch follows the Pod's
 Events (resumed the same way), where the kubelet records what it does (:mod:`._kubelet`):
@@ -47,7 +48,7 @@ import anyio
 import attrs
 
 from asyncdeploy.drivers._books import DrainBooks, TrackedContainer, effective_grace
-from asyncdeploy.drivers.base import LABEL_WORKLOAD
+from asyncdeploy.drivers.base import LABEL_WORKLOAD, Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
@@ -77,8 +78,17 @@ from asyncdeploy.events import (
     PreStopStarted,
     SignalSent,
 )
+from asyncdeploy.selectors import Selector
 
-__all__ = ["KILL_TOLERANCE", "WATCH_MARGIN", "PodDrain", "drain_pods", "sandbox_name"]
+__all__ = [
+    "KILL_TOLERANCE",
+    "WATCH_MARGIN",
+    "PodDrain",
+    "PodsFound",
+    "drain_pods",
+    "find_pods",
+    "sandbox_name",
+]
 
 WATCH_MARGIN = 15.0  # seconds past a Pod's grace before it counts as stuck
 KILL_TOLERANCE = 1.0  # deletionTimestamp has whole seconds: the kubelet's deadline may be earlier
@@ -341,33 +351,66 @@ class PodDrain(DrainBooks):
         self.summary = self.finish(self.containers)
 
 
-async def drain_pods(
-    api: PodAPI,
-    namespace: str,
-    names: Sequence[str],
-    *,
-    grace_period_seconds: int | None,
-    emit: Emit,
-    margin: float = WATCH_MARGIN,
-) -> list[DrainSummary]:
-    """Drain the workloads' Pods concurrently, all timed from one start; one summary each."""
-    wanted = list(dict.fromkeys(names))
-    if not wanted:
-        return []
-    selector = f"{LABEL_WORKLOAD} in ({','.join(sorted(wanted))})"
-    listing = await api.list_pods(namespace, label_selector=selector)
+@attrs.frozen(kw_only=True)
+class PodsFound(Found):
+    """What one list of Pods found: the Pods and the ``resourceVersion`` the watch starts from."""
+
+    namespace: str
+    pods: tuple[Mapping[str, Any], ...]
+    resource_version: str
+
+
+async def find_pods(
+    api: PodAPI, namespace: str, names: Sequence[str] | None, selector: Selector | None = None
+) -> PodsFound:
+    """One list call: the named workloads' Pods (a missing one raises ``WorkloadNotFound``), or
+    with ``names`` None every workload ``selector`` matches (every one for None)."""
+    if names is None:
+        label_selector = LABEL_WORKLOAD if selector is None else f"{LABEL_WORKLOAD},{selector}"
+    else:
+        names = list(dict.fromkeys(names))
+        if not names:
+            return PodsFound(names=(), namespace=namespace, pods=(), resource_version="")
+        label_selector = _named(names)
+    listing = await api.list_pods(namespace, label_selector=label_selector)
     found = {pod_status.workload_name(p): p for p in listing.get("items") or []}
-    missing = [n for n in wanted if n not in found]
+    if names is None:
+        names = sorted(found)
+    missing = [n for n in names if n not in found]
     if missing:
         raise WorkloadNotFound(
             f"no workload named {', '.join(map(repr, missing))} in namespace {namespace}",
             engine=ENGINE,
             status=404,
         )
+    return PodsFound(
+        names=tuple(names),
+        namespace=namespace,
+        pods=tuple(found[n] for n in names),
+        resource_version=str(listing["metadata"]["resourceVersion"]),
+    )
+
+
+def _named(names: Sequence[str]) -> str:
+    return f"{LABEL_WORKLOAD} in ({','.join(sorted(names))})"
+
+
+async def drain_pods(
+    api: PodAPI,
+    found: PodsFound,
+    *,
+    grace_period_seconds: int | None,
+    emit: Emit,
+    margin: float = WATCH_MARGIN,
+) -> list[DrainSummary]:
+    """Drain the Pods ``found`` concurrently, all timed from one start; one summary each."""
+    if not found.names:
+        return []
+    namespace, selector = found.namespace, _named(found.names)
     started = anyio.current_time()
     drains = [
-        PodDrain.of(found[n], grace=grace_period_seconds, started=started, margin=margin, emit=emit)
-        for n in wanted
+        PodDrain.of(pod, grace=grace_period_seconds, started=started, margin=margin, emit=emit)
+        for pod in found.pods
     ]
     by_uid = {d.uid: d for d in drains}
     kubelet = KubeletEvents(api, namespace, set(by_uid), lambda e: by_uid[e.uid].kubelet(e))
@@ -376,10 +419,11 @@ async def drain_pods(
         drain.begin()
     await _delete(api, namespace, selector, drains, grace_period_seconds)
     if not all(d.done for d in drains):
-        version = str(listing["metadata"]["resourceVersion"])
         async with anyio.create_task_group() as tg:
             tg.start_soon(kubelet.run)
-            await _watch_until_gone(api, namespace, selector, version, drains, margin)
+            await _watch_until_gone(
+                api, namespace, selector, found.resource_version, drains, margin
+            )
             tg.cancel_scope.cancel()
     return [d.summary for d in drains if d.summary is not None]
 

@@ -4,11 +4,12 @@ Workloads are Pods named after them and labelled ``asyncdeploy.io/workload=<name
 without that label are never touched (and read as not found). ``apply`` uses the plan's
 namespace, else the driver's; every call that takes only a name uses the driver's namespace.
 
-Apply without needless recreation (:func:`.manifest.apply_decision`): the Pod carries
+Apply without needless recreation (:func:`._manifest.apply_decision`): the Pod carries
 ``plan_digest(plan)`` (annotation and label ``asyncdeploy.io/plan-digest``). An equal digest means
 unchanged: one GET, no write at all. Any other digest means the plan changed (an image, the grace
 period, anything it declares): the old Pod is drained, with its events, then the new one is
-created. Live fields are never compared with the plan, so server-side defaulting and quantity
+created; a failed drain raises ``DrainError`` and creates nothing (the old Pod may still hold its
+name). Live fields are never compared with the plan, so server-side defaulting and quantity
 spellings cannot cause a recreation.
 """
 
@@ -24,11 +25,11 @@ from typing import Any, ClassVar
 import anyio
 from kubernetes_asyncio.client import ApiClient
 
-from asyncdeploy.drivers.base import LABEL_WORKLOAD
+from asyncdeploy.drivers.base import LABEL_WORKLOAD, Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._config import load_cluster_config
-from asyncdeploy.drivers.kubernetes._drain import WATCH_MARGIN, drain_pods
+from asyncdeploy.drivers.kubernetes._drain import WATCH_MARGIN, PodsFound, drain_pods, find_pods
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.drivers.kubernetes._kubelet import StartupFailure, startup_failure
 from asyncdeploy.drivers.kubernetes._manifest import apply_decision, pod_manifest
@@ -44,7 +45,7 @@ from asyncdeploy.errors import (
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
-from asyncdeploy.selectors import SelectorLike, as_selector
+from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
 __all__ = ["KubernetesDriver"]
 
@@ -277,13 +278,20 @@ class KubernetesDriver:
 
     # --- drain -------------------------------------------------------------------------------
 
+    async def find(self, names: Sequence[str]) -> PodsFound:
+        return await find_pods(self.api, self.namespace, names)
+
+    async def find_matching(self, selector: Selector | None) -> PodsFound:
+        return await find_pods(self.api, self.namespace, None, selector)
+
     async def drain(
-        self, names: Sequence[str], *, grace_period_seconds: int | None, emit: Emit
+        self, found: Found, *, grace_period_seconds: int | None, emit: Emit
     ) -> builtins.list[DrainSummary]:
+        if not isinstance(found, PodsFound):
+            raise TypeError(f"{ENGINE} drains only what its own find returned, not {found!r}")
         return await drain_pods(
             self.api,
-            self.namespace,
-            names,
+            found,
             grace_period_seconds=grace_period_seconds,
             emit=emit,
             margin=self.watch_margin,
@@ -292,7 +300,8 @@ class KubernetesDriver:
     # --- apply -------------------------------------------------------------------------------
 
     async def apply(self, plan: WorkloadPlan, *, emit: Emit | None = None) -> ApplyResult:
-        """Create; unchanged digest → no write at all; changed → drain (events), then create."""
+        """Create; unchanged digest → no write at all; changed → drain (events), then create
+        (a failed drain raises ``DrainError`` and creates nothing)."""
         namespace = plan.namespace or self.namespace
         manifest = pod_manifest(plan, namespace=namespace)  # a PlanError before any call
         replaced: DrainSummary | None = None
@@ -303,18 +312,15 @@ class KubernetesDriver:
             return ApplyResult(action="unchanged", status=pod_status.workload_status(existing))
         if decision == "replace":
             try:
-                [replaced] = await drain_pods(
-                    self.api,
-                    namespace,
-                    [plan.name],
-                    grace_period_seconds=None,
-                    emit=emit or ignore_events,
-                    margin=self.watch_margin,
-                )
+                found = await find_pods(self.api, namespace, [plan.name])
             except WorkloadNotFound:
                 decision = "create"  # it went in the meantime
-            if replaced is not None and replaced.errors:
-                raise DrainError([replaced])
+            else:
+                [replaced] = await self.drain(
+                    found, grace_period_seconds=None, emit=emit or ignore_events
+                )
+                if replaced.errors:  # what is left may hold its name: no create
+                    raise DrainError([replaced])
         created = await self.api.create(namespace, manifest)
         return ApplyResult(
             action="created" if decision == "create" else "replaced",

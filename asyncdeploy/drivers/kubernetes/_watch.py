@@ -65,7 +65,6 @@ class PodFollower:
     label_selector: str | None = None
     field_selector: str | None = None
     resource: Resource = "pods"
-    resyncs: int = attrs.field(default=0, init=False)
     last_error: str | None = attrs.field(default=None, init=False)
     _failures: int = attrs.field(default=0, init=False)
     _done: bool = attrs.field(default=False, init=False)
@@ -105,7 +104,6 @@ class PodFollower:
                 if not _transient(exc):
                     raise
                 await self._failed(exc)
-        self.resyncs += 1
         if handle(Resync(list(listing.get("items") or []))):
             self._done = True
             return None
