@@ -6,7 +6,8 @@ module         concern
 ``_driver``    :class:`KubernetesDriver`, the ``Driver`` contract: connect, apply, get, ...
 ``_manifest``  plan → Pod manifest, pure (unit-testable without a cluster)
 ``_status``    live Pod → ``WorkloadStatus``, readiness, masked inspect output, pure
-``_drain``     delete + watch of the Pods and their Events → the drain events and summaries
+``_delete``    one list, one delete, the watches of the Pods and of their Events
+``_drain``     what those show → the drain events and summaries, pure
 ``_kubelet``   the kubelet's Events and start-up reasons (ErrImagePull, ...), pure
 ``_watch``     following Pods (or Events) through a watch resumed from a fresh list
 ``_api``       the Pod calls, JSON in and out, through one explicit ``ApiClient``

@@ -29,7 +29,8 @@ from asyncdeploy.drivers.base import LABEL_WORKLOAD, Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._config import load_cluster_config
-from asyncdeploy.drivers.kubernetes._drain import WATCH_MARGIN, PodsFound, drain_pods, find_pods
+from asyncdeploy.drivers.kubernetes._delete import PodsFound, drain_pods, find_pods
+from asyncdeploy.drivers.kubernetes._drain import WATCH_MARGIN
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.drivers.kubernetes._kubelet import StartupFailure, startup_failure
 from asyncdeploy.drivers.kubernetes._manifest import apply_decision, pod_manifest
