@@ -15,14 +15,16 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiodocker
 import anyio
 import attrs
 from anyio.abc import TaskStatus
 
 from asyncdeploy.drivers.base import LABEL_WORKLOAD
+
+if TYPE_CHECKING:  # the watch itself is engine-free: the drain and its fake use it without one
+    import aiodocker
 
 __all__ = ["ExitStreamLost", "ExitWatch", "die_event_exit", "watch_exits"]
 
@@ -130,6 +132,8 @@ async def watch_exits(url: str) -> AsyncIterator[ExitWatch]:
     """Open the exit stream of asyncdeploy's containers on the engine at ``url``; yields once
     the stream is open (or known lost). Its own client, so it never takes a connection from the
     driver's pool."""
+    import aiodocker
+
     watch = ExitWatch()
     client = aiodocker.Docker(url=url)
     try:
