@@ -397,7 +397,7 @@ class _WorkloadDrain:
             if killed:
                 self.books.emit(ContainerForceKilled(**self.books.at(t), reason=reason))
             with anyio.move_on_after(KILL_WAIT):
-                if delivered:
+                if delivered or self.exits.reported(ref.id):
                     exit_code = await self._exit_of(ref, killed=True)
                 else:  # it had died already, maybe before the stream opened: ask the engine
                     exit_code = await self._call(lambda: self.ops.wait_killed(ref))

@@ -74,6 +74,10 @@ class ExitWatch:
             waiter.set()
         self._waiters.clear()
 
+    def reported(self, ident: str) -> bool:
+        """True when the stream has reported this container's exit."""
+        return ident in self._codes
+
     @property
     def lost(self) -> bool:
         return self._lost.is_set()
