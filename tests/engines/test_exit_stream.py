@@ -12,7 +12,7 @@ from asyncdeploy import Deployer
 from asyncdeploy.drivers.base import LABEL_WORKLOAD
 from asyncdeploy.drivers.engine._exits import ExitStreamLost, die_event_exit, watch_exits
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL
-from tests.engines.test_engine_drop import engine_proxy
+from tests.engines.fault_proxy import EngineProxy
 
 pytestmark = pytest.mark.anyio
 
@@ -63,9 +63,10 @@ async def test_a_cut_stream_sends_the_waiters_to_the_fallback(
     upstream = deployer.driver.url.removeprefix("unix://")  # type: ignore[attr-defined]
     try:
         async with anyio.create_task_group() as tg:
-            proxy = await tg.start(engine_proxy, tmp_path / "engine.sock", upstream)
-            async with watch_exits(f"unix://{tmp_path / 'engine.sock'}") as watch:
-                proxy.cancel()
+            proxy = EngineProxy(tmp_path / "engine.sock", upstream)
+            await tg.start(proxy.serve)
+            async with watch_exits(proxy.url) as watch:
+                proxy.cut()
                 with anyio.fail_after(10), pytest.raises(ExitStreamLost):
                     await watch.wait_exit(ident)
             tg.cancel_scope.cancel()
