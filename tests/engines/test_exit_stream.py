@@ -164,3 +164,13 @@ async def test_a_drained_containers_exit_reaches_the_consumer_soon_after_the_eng
     # stream is read, against 0.4-0.6 s median through Podman's wait.
     assert statistics.median(latency.values()) < 0.25, latency
     assert max(latency.values()) < 1.0, latency
+
+
+async def test_opening_the_stream_does_not_delay_the_drain(deployer: Deployer) -> None:
+    """The watch reuses the API version the driver learnt: asking Podman's slow ``/version``
+    again cost 0.3 s before every drain's first signal (measured: 1 ms each without it)."""
+    started = time.perf_counter()
+    for _ in range(3):
+        async with deployer.driver.exits() as watch:  # type: ignore[attr-defined]
+            assert not watch.lost
+    assert time.perf_counter() - started < 0.45

@@ -39,7 +39,7 @@ class EngineContainerOps:
         raise NotImplementedError
 
     def exits(self) -> AbstractAsyncContextManager[ExitWatch]:
-        return watch_exits(self.url)
+        return watch_exits(self.url, api_version=self._client.api_version)
 
     async def signal(self, ref: ContainerRef, signal: str) -> bool:
         try:
