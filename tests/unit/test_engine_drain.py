@@ -233,17 +233,28 @@ async def test_a_stream_that_never_opens_leaves_every_exit_to_the_engines_wait()
 
 
 async def test_grace_0_removes_each_container_as_soon_as_its_kill_is_seen() -> None:
-    """``slow``'s kill call takes 0.3 s; ``app``'s removal does not wait for it, and neither
-    kill is confirmed by polling the engine: the stream reports both deaths."""
+    """``slow``'s kill call takes 0.3 s; ``app``'s removal does not wait for it. ``app``'s
+    kill is confirmed by the stream alone (the engine's wait hangs)."""
     ops = pod(FakeOps())
     ops.add("app")
     ops.add("slow")
     ops.delays[("signal", "slow")] = 0.3
+    ops.hang.add(("wait_killed", "app"))
     summary, events = await drain(ops, grace=0)
     assert outcomes(summary) == {"app": ("killed", 137), "slow": ("killed", 137)}
     assert first(events, ContainerRemoved, "app").elapsed < 0.25
-    assert ops.calls("wait_killed") == []
     assert isinstance(events[-2], PauseRemoved)
+
+
+async def test_a_kill_the_stream_is_slow_to_report_is_confirmed_by_the_engine() -> None:
+    """After a SIGKILL the first answer counts: the engine's, when the stream lags."""
+    ops = pod(FakeOps())
+    ops.add("app")
+    ops.unreported.add("app")
+    summary, events = await drain(ops, grace=0)
+    assert outcomes(summary) == {"app": ("killed", 137)}
+    assert first(events, ContainerExited, "app").elapsed < 0.25  # not KILL_WAIT (0.5 s)
+    assert ops.calls("wait_killed", "app") != []
 
 
 # --- cancellation -------------------------------------------------------------------------------

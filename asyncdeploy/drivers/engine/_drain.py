@@ -313,7 +313,7 @@ class _WorkloadDrain:
                 delivered = await self._call(lambda: self.ops.signal(ref, ref.stop_signal))
                 if delivered:
                     self._signalled(t)
-                    exit_code = await self._exit_of(ref, killed=False)
+                    exit_code = await self._exit_of(ref)
                 else:
                     exit_code = await self._call(lambda: self.ops.wait_exit(ref))
         except WorkloadNotFound:
@@ -324,15 +324,46 @@ class _WorkloadDrain:
             return
         self._exited(t, exit_code, "exited" if delivered else "already-exited")
 
-    async def _exit_of(self, ref: ContainerRef, *, killed: bool) -> int | None:
+    async def _exit_of(self, ref: ContainerRef) -> int | None:
         """The exit code of a container just signalled: from the exit stream, else (the stream
         was cut, or never opened) from the engine's wait."""
         try:
             return await self.exits.wait_exit(ref.id)
         except ExitStreamLost:
             pass
-        wait = self.ops.wait_killed if killed else self.ops.wait_exit
-        return await self._call(lambda: wait(ref))
+        return await self._call(lambda: self.ops.wait_exit(ref))
+
+    async def _exit_of_killed(self, ref: ContainerRef) -> int | None:
+        """The exit code of a container just sent SIGKILL: the first answer of the stream and
+        of the engine's ``wait_killed``. Its death is a matter of milliseconds, and Podman's
+        stream comes from an events file it reads every 250 ms: its polled state can be quicker.
+        """
+        if self.exits.reported(ref.id):
+            return await self.exits.wait_exit(ref.id)
+        codes: list[int | None] = []
+        failures: list[EngineError] = []
+
+        async def from_stream(scope: anyio.CancelScope) -> None:
+            try:
+                codes.append(await self.exits.wait_exit(ref.id))
+            except ExitStreamLost:
+                return  # the engine's answer decides
+            scope.cancel()
+
+        async def from_engine(scope: anyio.CancelScope) -> None:
+            try:
+                codes.append(await self._call(lambda: self.ops.wait_killed(ref)))
+            except EngineError as exc:  # gone, say: the stream may still report its exit
+                failures.append(exc)
+                return
+            scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(from_stream, tg.cancel_scope)
+            tg.start_soon(from_engine, tg.cancel_scope)
+        if codes:
+            return codes[0]
+        raise failures[0]
 
     def _signalled(self, t: _Tracked) -> None:
         self.books.emit(SignalSent(**self.books.at(t), signal=t.ref.stop_signal))
@@ -397,10 +428,7 @@ class _WorkloadDrain:
             if killed:
                 self.books.emit(ContainerForceKilled(**self.books.at(t), reason=reason))
             with anyio.move_on_after(KILL_WAIT):
-                if delivered or self.exits.reported(ref.id):
-                    exit_code = await self._exit_of(ref, killed=True)
-                else:  # it had died already, maybe before the stream opened: ask the engine
-                    exit_code = await self._call(lambda: self.ops.wait_killed(ref))
+                exit_code = await self._exit_of_killed(ref)
                 self._exited(t, exit_code, "killed" if killed else "exited")
         except WorkloadNotFound:
             t.outcome = "missing"
