@@ -11,15 +11,14 @@ For each workload:
    hook (a hook that fails goes straight on), its stop signal, the wait for its exit. One hung
    hook delays no other container's signal;
 3. at the deadline, SIGKILL whatever still runs (grace 0: at once, with the pause container, and
-   no hooks and no TERM), and remove each container as soon as its end is seen;
+   no hooks and no TERM), and remove each container as soon as it is killed or seen ended;
 4. remove the pause container last (it holds the namespaces the others share: removing it
    first SIGKILLs them on Docker and is refused by Podman), then the volumes.
 
-Exits are read from one engine event stream per call of :func:`drain_workloads`, opened before
-the first signal (:mod:`._exits`): Podman's ``wait`` answers only after its cleanup, 1.6 s after
-the ``die`` event, and holds one of its few API workers meanwhile. The engine's ``wait`` remains
-the fallback for a stream that was cut or never opened, and for a container that was no longer
-running when signalled.
+Exits come from one engine event stream per :func:`drain_workloads`, opened before the first
+signal (:mod:`._exits`): Podman's ``wait`` answers only after its cleanup (0.4-1.6 s after the
+``die`` event, measured) and holds one of its few API workers meanwhile. The engine's ``wait``
+is the fallback for a stream cut or never opened, and for a container found not running.
 
 An engine call lost with the connection (``EngineUnavailable``) is retried with backoff, the
 wait re-armed, until the deadline: a connection that blinks kills nothing. An engine still
@@ -43,7 +42,7 @@ import attrs
 from anyio.abc import TaskGroup
 
 from asyncdeploy.drivers._books import DrainBooks, TrackedContainer, effective_grace
-from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch
+from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch, first_exit
 from asyncdeploy.drivers.engine._ops import (
     ContainerLook,
     ContainerOps,
@@ -334,36 +333,10 @@ class _WorkloadDrain:
         return await self._call(lambda: self.ops.wait_exit(ref))
 
     async def _exit_of_killed(self, ref: ContainerRef) -> int | None:
-        """The exit code of a container just sent SIGKILL: the first answer of the stream and
-        of the engine's ``wait_killed``. Its death is a matter of milliseconds, and Podman's
-        stream comes from an events file it reads every 250 ms: its polled state can be quicker.
-        """
-        if self.exits.reported(ref.id):
-            return await self.exits.wait_exit(ref.id)
-        codes: list[int | None] = []
-        failures: list[EngineError] = []
-
-        async def from_stream(scope: anyio.CancelScope) -> None:
-            try:
-                codes.append(await self.exits.wait_exit(ref.id))
-            except ExitStreamLost:
-                return  # the engine's answer decides
-            scope.cancel()
-
-        async def from_engine(scope: anyio.CancelScope) -> None:
-            try:
-                codes.append(await self._call(lambda: self.ops.wait_killed(ref)))
-            except EngineError as exc:  # gone, say: the stream may still report its exit
-                failures.append(exc)
-                return
-            scope.cancel()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(from_stream, tg.cancel_scope)
-            tg.start_soon(from_engine, tg.cancel_scope)
-        if codes:
-            return codes[0]
-        raise failures[0]
+        """The exit code of a container just sent SIGKILL (see :func:`first_exit`)."""
+        return await first_exit(
+            self.exits, ref.id, lambda: self._call(lambda: self.ops.wait_killed(ref))
+        )
 
     def _signalled(self, t: _Tracked) -> None:
         self.books.emit(SignalSent(**self.books.at(t), signal=t.ref.stop_signal))
@@ -459,18 +432,14 @@ class _WorkloadDrain:
                     self._failed(f"kill {ref.name}", exc)
 
     async def _remove_one(
-        self,
-        ref: ContainerRef,
-        after: anyio.Event | None = None,
-        reports: TaskGroup | None = None,
+        self, ref: ContainerRef, after: anyio.Event | None = None, reports: TaskGroup | None = None
     ) -> None:
         """Remove ``ref``; its event waits for ``after`` (its exit reported) in ``reports``."""
-        if not await self._remove_call(ref):
-            return
-        if after is None or reports is None:
-            self._removed(ref)
-        else:
-            reports.start_soon(self._removed_after, ref, after)
+        if await self._remove_call(ref):
+            if after is None or reports is None:
+                self._removed(ref)
+            else:
+                reports.start_soon(self._removed_after, ref, after)
 
     async def _removed_after(self, ref: ContainerRef, after: anyio.Event) -> None:
         await after.wait()

@@ -13,7 +13,7 @@ fire-and-forget task, and closing the watch (or cancelling the caller) ends it.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from asyncdeploy.drivers.base import LABEL_WORKLOAD
 if TYPE_CHECKING:  # the watch itself is engine-free: the drain and its fake use it without one
     import aiodocker
 
-__all__ = ["ExitStreamLost", "ExitWatch", "die_event_exit", "watch_exits"]
+__all__ = ["ExitStreamLost", "ExitWatch", "die_event_exit", "first_exit", "watch_exits"]
 
 # A stream that does not open this fast is treated as absent: the drain falls back to waits
 # rather than delay its first signal.
@@ -94,6 +94,41 @@ class ExitWatch:
         if ident in self._codes:
             return self._codes[ident]
         raise ExitStreamLost(ident)
+
+
+async def first_exit(
+    watch: ExitWatch, ident: str, engine_wait: Callable[[], Awaitable[int | None]]
+) -> int | None:
+    """The exit code of a container dying now (just sent SIGKILL): the first answer of the
+    stream and of ``engine_wait``. Podman's stream comes from an events file it reads every
+    250 ms, so its polled state can be quicker. ``engine_wait``'s error is raised only when the
+    stream cannot answer either (lost)."""
+    if watch.reported(ident):
+        return await watch.wait_exit(ident)
+    codes: list[int | None] = []
+    failures: list[Exception] = []
+
+    async def from_stream(scope: anyio.CancelScope) -> None:
+        try:
+            codes.append(await watch.wait_exit(ident))
+        except ExitStreamLost:
+            return  # the engine's answer decides
+        scope.cancel()
+
+    async def from_engine(scope: anyio.CancelScope) -> None:
+        try:
+            codes.append(await engine_wait())
+        except Exception as exc:  # noqa: BLE001 - gone, say: the stream may still report it
+            failures.append(exc)
+            return
+        scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(from_stream, tg.cancel_scope)
+        tg.start_soon(from_engine, tg.cancel_scope)
+    if codes:
+        return codes[0]
+    raise failures[0]
 
 
 async def _follow(
