@@ -6,7 +6,8 @@ joined it, a second pause is refused, the pause container cannot be removed befo
 (Podman), a call while the engine is away raises ``EngineUnavailable``. Each drain's exit stream
 (a real ``ExitWatch``) reports every death as it happens; it is cut when the engine goes away
 (its connection is lost too), by ``cut_exit_streams``, and never opens when ``exit_stream`` is
-False; deaths reach it ``stream_lag`` seconds late (Podman reads its events file every 250 ms).
+False; the deaths of the containers in ``unreported`` reach it too late to matter (Podman reads
+its events file every 250 ms).
 """
 
 from __future__ import annotations
@@ -81,8 +82,7 @@ class FakeOps:
         self.volumes_removed: list[str] = []
         self.exit_stream = True  # False: the stream never opens (the drain waits per container)
         self.watches: list[ExitWatch] = []
-        self.stream_lag = 0.0  # how late a death reaches the stream
-        self._lagging: list[tuple[float, str, int]] = []
+        self.unreported: set[str] = set()  # names whose death the stream reports too late
         self._rescheduled = anyio.Event()
 
     @property
@@ -144,13 +144,8 @@ class FakeOps:
             watch.lose()
 
     def _died(self, ident: str, code: int) -> None:
-        if self.stream_lag:
-            self._lagging.append((anyio.current_time() + self.stream_lag, ident, code))
-            self._rescheduled.set()
+        if ident.removeprefix("id-") in self.unreported:
             return
-        self._report(ident, code)
-
-    def _report(self, ident: str, code: int) -> None:
         for watch in self.watches:
             if not watch.lost:
                 watch.record(ident, code)
@@ -164,12 +159,7 @@ class FakeOps:
         while True:
             for box in self.boxes.values():
                 box.settle()
-            now = anyio.current_time()
-            for report in [r for r in self._lagging if r[0] <= now]:
-                self._lagging.remove(report)
-                self._report(*report[1:])
             due = [b.exit_at for b in self.boxes.values() if b.running and b.exit_at is not None]
-            due += [r[0] for r in self._lagging]
             with anyio.move_on_at(min(due, default=math.inf)):
                 await self._rescheduled.wait()
             self._rescheduled = anyio.Event()

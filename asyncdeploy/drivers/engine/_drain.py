@@ -11,7 +11,7 @@ For each workload:
    hook (a hook that fails goes straight on), its stop signal, the wait for its exit. One hung
    hook delays no other container's signal;
 3. at the deadline, SIGKILL whatever still runs (grace 0: at once, with the pause container, and
-   no hooks and no TERM), and remove each container as soon as it is killed or seen ended;
+   no hooks and no TERM), and remove each container as soon as its end is seen;
 4. remove the pause container last (it holds the namespaces the others share: removing it
    first SIGKILLs them on Docker and is refused by Podman), then the volumes.
 
@@ -350,74 +350,34 @@ class _WorkloadDrain:
     # --- the cleanup (shielded) --------------------------------------------------------------
 
     async def _end_all(self) -> None:
-        """SIGKILL what still runs; remove each container as soon as it is dying or gone, the
-        pause container last (once every removal call is done), then the volumes. Events keep
-        their order: a container's exit, then its removal, and the pause's removal last."""
-        async with anyio.create_task_group() as reports:  # exits heard after the removal call
-            async with anyio.create_task_group() as removals:
-                async with anyio.create_task_group() as kills:
-                    for ref in self.snapshot.containers:
-                        if ref.role not in ("init", "run") or ref.id in self.gone:
-                            continue
-                        t = self._tracked(ref)
-                        if t is not None and t.outcome is None:
-                            kills.start_soon(self._kill_then_remove, t, removals, reports)
-                        else:
-                            removals.start_soon(self._remove_one, ref)
-                    if self.books.grace == 0:
-                        kills.start_soon(self._kill_pause)  # nothing drains: it dies with them
-                # Every container has stopped: the pause container's network teardown can
-                # overlap their removal. Its own removal still waits (Podman refuses it before
-                # theirs).
-                removals.start_soon(self._kill_pause)
-            pauses = [r for r in self.snapshot.containers if r.role == "pause"]
-            removed = [r for r in pauses if r.id not in self.gone and await self._remove_call(r)]
-            try:
-                await self._call(lambda: self.ops.remove_volumes(self.name))
-            except EngineError as exc:
-                self._failed("remove volumes", exc)
-        for ref in removed:
-            self._removed(ref)
-
-    async def _kill_then_remove(self, t: _Tracked, removals: TaskGroup, reports: TaskGroup) -> None:
-        """SIGKILL, then the removal: at once when the stream will tell the exit code (the
-        container dies within milliseconds, and the removal need not wait for the engine to
-        say so), else once its exit is confirmed."""
-        ref = t.ref
-        reason = "deadline" if self.books.clock() >= self.books.deadline else "cancelled"
+        """SIGKILL what still runs; remove each container as soon as its end is seen, the pause
+        container last, then the volumes."""
+        async with anyio.create_task_group() as removals:
+            async with anyio.create_task_group() as kills:
+                for ref in self.snapshot.containers:
+                    if ref.role not in ("init", "run") or ref.id in self.gone:
+                        continue
+                    t = self._tracked(ref)
+                    if t is not None and t.outcome is None:
+                        kills.start_soon(self._kill_then_remove, t, removals)
+                    else:
+                        removals.start_soon(self._remove_one, ref)
+                if self.books.grace == 0:
+                    kills.start_soon(self._kill_pause)  # nothing drains: it can die with them
+            # Every container has stopped: the pause container's network teardown can overlap
+            # their removal. Its own removal still waits (Podman refuses it before theirs).
+            removals.start_soon(self._kill_pause)
+        for ref in self.snapshot.containers:
+            if ref.role == "pause" and ref.id not in self.gone:
+                await self._remove_one(ref)
         try:
-            delivered = await self._call(lambda: self.ops.signal(ref, "SIGKILL"))
+            await self._call(lambda: self.ops.remove_volumes(self.name))
         except EngineError as exc:
-            if isinstance(exc, WorkloadNotFound):
-                t.outcome = "missing"
-            else:
-                self._failed(f"kill {ref.name}", exc)
-            removals.start_soon(self._remove_one, ref)
-            return
-        # Not delivered after the pause was killed: it died with its pause, by our hand.
-        killed = delivered or bool(self.pause_killed)
-        if killed:
-            self.books.emit(ContainerForceKilled(**self.books.at(t), reason=reason))
-        if delivered and not self.exits.lost:
-            confirmed = anyio.Event()
-            reports.start_soon(self._confirm_kill, t, killed, confirmed)
-            removals.start_soon(self._remove_one, ref, confirmed, reports)
-        else:
-            await self._confirm_kill(t, killed, None)
-            removals.start_soon(self._remove_one, ref)
+            self._failed("remove volumes", exc)
 
-    async def _confirm_kill(self, t: _Tracked, killed: bool, done: anyio.Event | None) -> None:
-        try:
-            with anyio.move_on_after(KILL_WAIT):
-                exit_code = await self._exit_of_killed(t.ref)
-                self._exited(t, exit_code, "killed" if killed else "exited")
-        except WorkloadNotFound:
-            t.outcome = "missing"  # removed, and its exit never heard (the stream was cut)
-        except EngineError as exc:
-            self._failed(f"kill {t.ref.name}", exc)
-        finally:
-            if done is not None:
-                done.set()
+    async def _kill_then_remove(self, t: _Tracked, removals: TaskGroup) -> None:
+        await self._kill_one(t)
+        removals.start_soon(self._remove_one, t.ref)
 
     async def _kill_pause(self) -> None:
         """SIGKILL the pause container, once (it has nothing to drain; removal comes last)."""
@@ -431,31 +391,33 @@ class _WorkloadDrain:
                 except EngineError as exc:
                     self._failed(f"kill {ref.name}", exc)
 
-    async def _remove_one(
-        self, ref: ContainerRef, after: anyio.Event | None = None, reports: TaskGroup | None = None
-    ) -> None:
-        """Remove ``ref``; its event waits for ``after`` (its exit reported) in ``reports``."""
-        if await self._remove_call(ref):
-            if after is None or reports is None:
-                self._removed(ref)
-            else:
-                reports.start_soon(self._removed_after, ref, after)
+    async def _kill_one(self, t: _Tracked) -> None:
+        ref = t.ref
+        reason = "deadline" if self.books.clock() >= self.books.deadline else "cancelled"
+        try:
+            delivered = await self._call(lambda: self.ops.signal(ref, "SIGKILL"))
+            # Not delivered after the pause was killed: it died with its pause, by our hand.
+            killed = delivered or bool(self.pause_killed)
+            if killed:
+                self.books.emit(ContainerForceKilled(**self.books.at(t), reason=reason))
+            with anyio.move_on_after(KILL_WAIT):
+                exit_code = await self._exit_of_killed(ref)
+                self._exited(t, exit_code, "killed" if killed else "exited")
+        except WorkloadNotFound:
+            t.outcome = "missing"
+        except EngineError as exc:
+            self._failed(f"kill {ref.name}", exc)
 
-    async def _removed_after(self, ref: ContainerRef, after: anyio.Event) -> None:
-        await after.wait()
-        self._removed(ref)
-
-    async def _remove_call(self, ref: ContainerRef) -> bool:
-        """The engine's removal; True when ``ref`` is gone."""
+    async def _remove_one(self, ref: ContainerRef) -> None:
         try:
             await self._call(lambda: self.ops.remove(ref))
         except WorkloadNotFound:
             pass  # removed by hand, or by another delete: not a failure
         except EngineError as exc:
             self._failed(f"remove {ref.name}", exc)
-            return False
+            return
         self.gone.add(ref.id)
-        return True
+        self._removed(ref)
 
     def _removed(self, ref: ContainerRef) -> None:
         tracked = self._tracked(ref)
