@@ -74,7 +74,7 @@ async def test_a_cut_stream_sends_the_waiters_to_the_fallback(
             proxy = EngineProxy(tmp_path / "engine.sock", upstream)
             await tg.start(proxy.serve)
             async with watch_exits(proxy.url) as watch:
-                proxy.cut()
+                proxy.down()
                 with anyio.fail_after(10), pytest.raises(ExitStreamLost):
                     await watch.wait_exit(ident)
             tg.cancel_scope.cancel()
