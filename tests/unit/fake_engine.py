@@ -3,18 +3,24 @@ with it, and faults on demand, so the engine drain's ordering and error paths ru
 engine. It follows what the real engines were seen to do (tests/engines): a stop signal starts a
 drain that ends in exit 0, SIGKILL is exit 137, killing the pause kills every container that
 joined it, a second pause is refused, the pause container cannot be removed before the others
-(Podman), a call while the engine is away raises ``EngineUnavailable``.
+(Podman), a call while the engine is away raises ``EngineUnavailable``. Each drain's exit stream
+(a real ``ExitWatch``) reports every death as it happens; it is cut when the engine goes away
+(its connection is lost too), by ``cut_exit_streams``, and never opens when ``exit_stream`` is
+False; the deaths of the containers in ``unreported`` reach it too late to matter (Podman reads
+its events file every 250 ms).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import ClassVar
 
 import anyio
 import attrs
 
+from asyncdeploy.drivers.engine._exits import ExitWatch
 from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef, WorkloadSnapshot
 from asyncdeploy.errors import (
     EngineAPIError,
@@ -41,6 +47,7 @@ class Box:
     pause: str | None = None  # the pause container whose namespaces it joined
     exit_at: float | None = None
     changed: anyio.Event = attrs.field(factory=anyio.Event)
+    on_die: Callable[[str, int], None] | None = None
 
     @property
     def running(self) -> bool:
@@ -55,6 +62,8 @@ class Box:
             self.state, self.exit_code = "exited", code
             self.changed.set()
             self.changed = anyio.Event()
+            if self.on_die is not None:
+                self.on_die(self.ref.id, code)
 
 
 class FakeOps:
@@ -71,6 +80,10 @@ class FakeOps:
         self.hang: set[tuple[str, str]] = set()
         self._down = False
         self.volumes_removed: list[str] = []
+        self.exit_stream = True  # False: the stream never opens (the drain waits per container)
+        self.watches: list[ExitWatch] = []
+        self.unreported: set[str] = set()  # names whose death the stream reports too late
+        self._rescheduled = anyio.Event()
 
     @property
     def down(self) -> bool:
@@ -81,6 +94,7 @@ class FakeOps:
     def down(self, value: bool) -> None:
         self._down = value
         if value:
+            self.cut_exit_streams()
             for box in self.boxes.values():
                 box.changed.set()
                 box.changed = anyio.Event()
@@ -103,7 +117,7 @@ class FakeOps:
         )
         pauses = [b.ref.name for b in self.boxes.values() if b.ref.role == "pause"]
         joined = pauses[-1] if pauses and role != "pause" else None
-        box = Box(ref=ref, state=state, pause=joined, **kw)  # type: ignore[arg-type]
+        box = Box(ref=ref, state=state, pause=joined, on_die=self._died, **kw)  # type: ignore[arg-type]
         self.boxes[name] = box
         return box
 
@@ -125,7 +139,50 @@ class FakeOps:
     def calls(self, call: str, name: str | None = None) -> list[tuple[str, str, str]]:
         return [c for c in self.log if c[0] == call and name in (None, c[1])]
 
+    def cut_exit_streams(self) -> None:
+        for watch in self.watches:
+            watch.lose()
+
+    def _died(self, ident: str, code: int) -> None:
+        if ident.removeprefix("id-") in self.unreported:
+            return
+        for watch in self.watches:
+            if not watch.lost:
+                watch.record(ident, code)
+
+    def _drains_until(self, box: Box, at: float) -> None:
+        box.exit_at = at
+        self._rescheduled.set()
+
+    async def _engine_clock(self) -> None:
+        """Containers die when their drain ends, whether or not anyone asks (as an engine's do)."""
+        while True:
+            for box in self.boxes.values():
+                box.settle()
+            due = [b.exit_at for b in self.boxes.values() if b.running and b.exit_at is not None]
+            with anyio.move_on_at(min(due, default=math.inf)):
+                await self._rescheduled.wait()
+            self._rescheduled = anyio.Event()
+
     # --- the protocol ------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def exits(self) -> AsyncIterator[ExitWatch]:
+        self.log.append(("exits", "", "open"))
+        watch = ExitWatch()
+        if not self.exit_stream or self.down:
+            watch.lose()
+        self.watches.append(watch)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._engine_clock)
+                try:
+                    yield watch
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            watch.lose()
+            self.watches.remove(watch)
 
     async def _enter(self, call: str, ref: ContainerRef, detail: str = "") -> Box:
         self.log.append((call, ref.name, detail))
@@ -156,7 +213,7 @@ class FakeOps:
                     if other.pause == ref.name:
                         other.die(137)
         elif not box.ignores_term and box.exit_at is None:
-            box.exit_at = anyio.current_time() + box.drain
+            self._drains_until(box, anyio.current_time() + box.drain)
         return True
 
     async def _until_stopped(self, box: Box) -> int | None:
@@ -184,7 +241,7 @@ class FakeOps:
     async def stop(self, ref: ContainerRef, timeout: float) -> int | None:
         box = await self._enter("stop", ref, f"{timeout:.1f}")
         if box.running and not box.ignores_term and box.exit_at is None:
-            box.exit_at = anyio.current_time() + box.drain
+            self._drains_until(box, anyio.current_time() + box.drain)
         with anyio.move_on_after(timeout):
             return await self._until_stopped(box)
         box.die(137)

@@ -182,6 +182,82 @@ async def test_several_workloads_drain_together_each_under_its_grace() -> None:
     assert sorted(ops.volumes_removed) == ["v", "w"]
 
 
+# --- the exit stream ----------------------------------------------------------------------------
+
+
+async def test_exits_come_from_one_stream_opened_before_the_first_signal() -> None:
+    """A delete-all of two workloads opens one stream, before any signal; no exit is asked of
+    the engine's ``wait`` (on Podman it answers 1.6 s late and holds an API worker)."""
+    ops = FakeOps()
+    ops.add("pause", "pause")
+    ops.add("app", drain=0.05)
+    ops.add("pause2", "pause")
+    ops.add("db", drain=0.1)
+    w = ops.snapshot(workload="w", grace=2, only=["pause", "app"])
+    v = ops.snapshot(workload="v", grace=2, only=["pause2", "db"])
+    summaries = await drain_workloads(ops, [w, v], grace_period_seconds=None, emit=lambda e: None)
+    assert ops.calls("exits") == [("exits", "", "open")]
+    assert ops.log.index(("exits", "", "open")) < ops.log.index(("signal", "app", "SIGTERM"))
+    assert ops.calls("wait_exit") == [] and ops.calls("wait_killed") == []
+    assert [outcomes(s) for s in summaries] == [{"app": ("exited", 0)}, {"db": ("exited", 0)}]
+
+
+async def test_a_stream_cut_mid_drain_falls_back_to_the_engines_wait() -> None:
+    """``quick`` exits before the cut (the stream told), ``slow`` after: its wait goes to the
+    engine, and nothing is killed."""
+    ops = pod(FakeOps())
+    ops.add("quick", drain=0.02)
+    ops.add("slow", drain=0.4)
+
+    async def cut() -> None:
+        await anyio.sleep(0.2)
+        ops.cut_exit_streams()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(cut)
+        summary, events = await drain(ops, declared=3)
+    assert outcomes(summary) == {"quick": ("exited", 0), "slow": ("exited", 0)}
+    assert ops.calls("wait_exit") == [("wait_exit", "slow", "")]
+    assert names(events, ContainerForceKilled) == [] and summary.errors == ()
+    assert 0.4 <= first(events, ContainerExited, "slow").elapsed < 2
+
+
+async def test_a_stream_that_never_opens_leaves_every_exit_to_the_engines_wait() -> None:
+    ops = pod(FakeOps())
+    ops.exit_stream = False
+    ops.add("app", drain=0.05)
+    ops.add("stubborn", ignores_term=True)
+    summary, _ = await drain(ops, declared=1)
+    assert outcomes(summary) == {"app": ("exited", 0), "stubborn": ("killed", 137)}
+    assert [c[1] for c in ops.calls("wait_exit")] == ["app", "stubborn"]
+    assert [c[1] for c in ops.calls("wait_killed")] == ["stubborn"]
+
+
+async def test_grace_0_removes_each_container_as_soon_as_its_kill_is_seen() -> None:
+    """``slow``'s kill call takes 0.3 s; ``app``'s removal does not wait for it. ``app``'s
+    kill is confirmed by the stream alone (the engine's wait hangs)."""
+    ops = pod(FakeOps())
+    ops.add("app")
+    ops.add("slow")
+    ops.delays[("signal", "slow")] = 0.3
+    ops.hang.add(("wait_killed", "app"))
+    summary, events = await drain(ops, grace=0)
+    assert outcomes(summary) == {"app": ("killed", 137), "slow": ("killed", 137)}
+    assert first(events, ContainerRemoved, "app").elapsed < 0.25
+    assert isinstance(events[-2], PauseRemoved)
+
+
+async def test_a_kill_the_stream_is_slow_to_report_is_confirmed_by_the_engine() -> None:
+    """After a SIGKILL the first answer counts: the engine's, when the stream lags."""
+    ops = pod(FakeOps())
+    ops.add("app")
+    ops.unreported.add("app")
+    summary, events = await drain(ops, grace=0)
+    assert outcomes(summary) == {"app": ("killed", 137)}
+    assert first(events, ContainerExited, "app").elapsed < 0.25  # not KILL_WAIT (0.5 s)
+    assert ops.calls("wait_killed", "app") != []
+
+
 # --- cancellation -------------------------------------------------------------------------------
 
 
@@ -444,8 +520,8 @@ async def test_every_failing_step_is_a_line_and_the_drain_goes_on() -> None:
     assert summary.errors == (
         "remove autoheal: [500] remove autoheal: refused (engine=fake)",
         "stop stuck: [500] kill stuck: refused (engine=fake)",
+        "remove app: [500] remove app: refused (engine=fake)",  # exited: removed at once
         "kill stuck: [500] kill stuck: refused (engine=fake)",
-        "remove app: [500] remove app: refused (engine=fake)",
         "remove pause: [500] remove pause: container has dependent containers (engine=fake)",
         "remove volumes: [500] volumes w: refused (engine=fake)",
     )
@@ -455,6 +531,7 @@ async def test_every_failing_step_is_a_line_and_the_drain_goes_on() -> None:
 
 async def test_a_kill_the_engine_does_not_confirm_in_time_leaves_the_outcome_unknown() -> None:
     ops = pod(FakeOps())
+    ops.exit_stream = False  # the engine's wait is all there is to confirm it
     ops.add("stubborn", ignores_term=True)
     ops.hang.add(("wait_killed", "stubborn"))
     summary, _ = await drain(ops, grace=0)

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import ClassVar
 
 import aiodocker
@@ -14,6 +14,7 @@ import anyio
 
 from asyncdeploy.drivers.base import LABEL_WORKLOAD
 from asyncdeploy.drivers.engine import _spec as spec
+from asyncdeploy.drivers.engine._exits import ExitWatch, watch_exits
 from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef
 from asyncdeploy.errors import WorkloadConflict, WorkloadNotFound
 from asyncdeploy.results import ExecResult
@@ -24,17 +25,21 @@ REMOVAL_POLL_SECONDS = 0.05
 
 
 class EngineContainerOps:
-    """Signal, wait, stop, remove, hook, claim and look, each translated by ``_errors``."""
+    """Exits, signal, wait, stop, remove, hook, claim and look, each translated by ``_errors``."""
 
     name: ClassVar[str]
     kill_triggers_restart: ClassVar[bool] = False  # Docker: a kill is a stop for restart policies
     _client: aiodocker.Docker
+    url: str
 
     def _errors(self, what: str) -> AbstractContextManager[None]:
         raise NotImplementedError  # the driver's one translation of engine errors
 
     async def _exec(self, ident: str, command: Sequence[str], what: str) -> ExecResult:
         raise NotImplementedError
+
+    def exits(self) -> AbstractAsyncContextManager[ExitWatch]:
+        return watch_exits(self.url, api_version=self._client.api_version)
 
     async def signal(self, ref: ContainerRef, signal: str) -> bool:
         try:

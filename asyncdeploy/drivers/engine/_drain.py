@@ -11,9 +11,14 @@ For each workload:
    hook (a hook that fails goes straight on), its stop signal, the wait for its exit. One hung
    hook delays no other container's signal;
 3. at the deadline, SIGKILL whatever still runs (grace 0: at once, with the pause container, and
-   no hooks and no TERM);
-4. remove the containers, then the pause container last (it holds the namespaces the others
-   share: removing it first SIGKILLs them on Docker and is refused by Podman), then the volumes.
+   no hooks and no TERM), and remove each container as soon as its end is seen;
+4. remove the pause container last (it holds the namespaces the others share: removing it
+   first SIGKILLs them on Docker and is refused by Podman), then the volumes.
+
+Exits come from one engine event stream per :func:`drain_workloads`, opened before the first
+signal (:mod:`._exits`): Podman's ``wait`` answers only after its cleanup (0.4-1.6 s after the
+``die`` event, measured) and holds one of its few API workers meanwhile. The engine's ``wait``
+is the fallback for a stream cut or never opened, and for a container found not running.
 
 An engine call lost with the connection (``EngineUnavailable``) is retried with backoff, the
 wait re-armed, until the deadline: a connection that blinks kills nothing. An engine still
@@ -34,8 +39,10 @@ from typing import TypeVar
 
 import anyio
 import attrs
+from anyio.abc import TaskGroup
 
 from asyncdeploy.drivers._books import DrainBooks, TrackedContainer, effective_grace
+from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch, first_exit
 from asyncdeploy.drivers.engine._ops import (
     ContainerLook,
     ContainerOps,
@@ -91,6 +98,7 @@ class _WorkloadDrain:
     ops: ContainerOps
     snapshot: WorkloadSnapshot
     books: DrainBooks
+    exits: ExitWatch  # the drain's one exit stream, shared by every workload
     tracked: list[_Tracked] = attrs.field(factory=list)
     owner: bool = True  # False while following another delete: nothing to kill or remove
     pause_killed: set[str] = attrs.field(factory=set)
@@ -136,8 +144,7 @@ class _WorkloadDrain:
             with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT) as scope:
                 self.cleaning = True
                 if self.owner:
-                    await self._kill_survivors()
-                    await self._remove_all()
+                    await self._end_all()
             if scope.cancelled_caught:
                 books.error(f"cleanup did not finish within {CLEANUP_TIMEOUT:.0f} s")
             summary = books.finish(self.tracked, unknown="unreachable" if self.lost else "missing")
@@ -305,7 +312,9 @@ class _WorkloadDrain:
                 delivered = await self._call(lambda: self.ops.signal(ref, ref.stop_signal))
                 if delivered:
                     self._signalled(t)
-                exit_code = await self._call(lambda: self.ops.wait_exit(ref))
+                    exit_code = await self._exit_of(ref)
+                else:
+                    exit_code = await self._call(lambda: self.ops.wait_exit(ref))
         except WorkloadNotFound:
             t.outcome = "missing"  # removed by hand, or by another delete: not a failure
             return
@@ -313,6 +322,21 @@ class _WorkloadDrain:
             self._failed(f"stop {ref.name}", exc)
             return
         self._exited(t, exit_code, "exited" if delivered else "already-exited")
+
+    async def _exit_of(self, ref: ContainerRef) -> int | None:
+        """The exit code of a container just signalled: from the exit stream, else (the stream
+        was cut, or never opened) from the engine's wait."""
+        try:
+            return await self.exits.wait_exit(ref.id)
+        except ExitStreamLost:
+            pass
+        return await self._call(lambda: self.ops.wait_exit(ref))
+
+    async def _exit_of_killed(self, ref: ContainerRef) -> int | None:
+        """The exit code of a container just sent SIGKILL (see :func:`first_exit`)."""
+        return await first_exit(
+            self.exits, ref.id, lambda: self._call(lambda: self.ops.wait_killed(ref))
+        )
 
     def _signalled(self, t: _Tracked) -> None:
         self.books.emit(SignalSent(**self.books.at(t), signal=t.ref.stop_signal))
@@ -325,13 +349,35 @@ class _WorkloadDrain:
 
     # --- the cleanup (shielded) --------------------------------------------------------------
 
-    async def _kill_survivors(self) -> None:
-        async with anyio.create_task_group() as tg:
-            for t in self.tracked:
-                if t.outcome is None and t.ref.id not in self.gone:
-                    tg.start_soon(self._kill_one, t)
-            if self.books.grace == 0:
-                tg.start_soon(self._kill_pause)  # nothing drains: the pause can die with them
+    async def _end_all(self) -> None:
+        """SIGKILL what still runs; remove each container as soon as its end is seen, the pause
+        container last, then the volumes."""
+        async with anyio.create_task_group() as removals:
+            async with anyio.create_task_group() as kills:
+                for ref in self.snapshot.containers:
+                    if ref.role not in ("init", "run") or ref.id in self.gone:
+                        continue
+                    t = self._tracked(ref)
+                    if t is not None and t.outcome is None:
+                        kills.start_soon(self._kill_then_remove, t, removals)
+                    else:
+                        removals.start_soon(self._remove_one, ref)
+                if self.books.grace == 0:
+                    kills.start_soon(self._kill_pause)  # nothing drains: it can die with them
+            # Every container has stopped: the pause container's network teardown can overlap
+            # their removal. Its own removal still waits (Podman refuses it before theirs).
+            removals.start_soon(self._kill_pause)
+        for ref in self.snapshot.containers:
+            if ref.role == "pause" and ref.id not in self.gone:
+                await self._remove_one(ref)
+        try:
+            await self._call(lambda: self.ops.remove_volumes(self.name))
+        except EngineError as exc:
+            self._failed("remove volumes", exc)
+
+    async def _kill_then_remove(self, t: _Tracked, removals: TaskGroup) -> None:
+        await self._kill_one(t)
+        removals.start_soon(self._remove_one, t.ref)
 
     async def _kill_pause(self) -> None:
         """SIGKILL the pause container, once (it has nothing to drain; removal comes last)."""
@@ -355,28 +401,12 @@ class _WorkloadDrain:
             if killed:
                 self.books.emit(ContainerForceKilled(**self.books.at(t), reason=reason))
             with anyio.move_on_after(KILL_WAIT):
-                exit_code = await self._call(lambda: self.ops.wait_killed(ref))
+                exit_code = await self._exit_of_killed(ref)
                 self._exited(t, exit_code, "killed" if killed else "exited")
         except WorkloadNotFound:
             t.outcome = "missing"
         except EngineError as exc:
             self._failed(f"kill {ref.name}", exc)
-
-    async def _remove_all(self) -> None:
-        async with anyio.create_task_group() as tg:
-            for ref in self.snapshot.containers:
-                if ref.role in ("init", "run") and ref.id not in self.gone:
-                    tg.start_soon(self._remove_one, ref)
-            # Every container has stopped: the pause container's network teardown can overlap
-            # their removal. Its own removal still waits (Podman refuses it before theirs).
-            tg.start_soon(self._kill_pause)
-        for ref in self.snapshot.containers:
-            if ref.role == "pause" and ref.id not in self.gone:
-                await self._remove_one(ref)
-        try:
-            await self._call(lambda: self.ops.remove_volumes(self.name))
-        except EngineError as exc:
-            self._failed("remove volumes", exc)
 
     async def _remove_one(self, ref: ContainerRef) -> None:
         try:
@@ -409,20 +439,30 @@ async def drain_workloads(
 
     Raises ``DrainUnreachable`` (with every summary) when the engine stayed unreachable.
     """
-    started = anyio.current_time()
-    drains = [
-        _WorkloadDrain(
-            ops=ops,
-            snapshot=s,
-            books=DrainBooks(
-                workload=s.name,
-                grace=effective_grace(s.grace_period_seconds, grace_period_seconds),
-                started=started,
-                emit=emit,
-            ),
-        )
-        for s in snapshots
-    ]
+    started = anyio.current_time()  # the grace counts from here, the stream's opening included
+    async with ops.exits() as exits:  # before the first signal: every exit reaches it
+        drains = [
+            _WorkloadDrain(
+                ops=ops,
+                snapshot=s,
+                exits=exits,
+                books=DrainBooks(
+                    workload=s.name,
+                    grace=effective_grace(s.grace_period_seconds, grace_period_seconds),
+                    started=started,
+                    emit=emit,
+                ),
+            )
+            for s in snapshots
+        ]
+        summaries = await _run_all(drains)
+    # Raised out here: an error inside the stream's task group would reach the caller grouped.
+    if any(d.lost for d in drains):
+        raise DrainUnreachable(summaries, engine=engine)
+    return summaries
+
+
+async def _run_all(drains: Sequence[_WorkloadDrain]) -> list[DrainSummary]:
     summaries: list[DrainSummary | None] = [None] * len(drains)
 
     async def one(i: int) -> None:
@@ -431,7 +471,4 @@ async def drain_workloads(
     async with anyio.create_task_group() as tg:
         for i in range(len(drains)):
             tg.start_soon(one, i)
-    done = [s for s in summaries if s is not None]
-    if any(d.lost for d in drains):
-        raise DrainUnreachable(done, engine=engine)
-    return done
+    return [s for s in summaries if s is not None]

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import ClassVar, Literal, Protocol
 
 import attrs
+
+from asyncdeploy.drivers.engine._exits import ExitWatch
 
 __all__ = ["ContainerLook", "ContainerOps", "ContainerRef", "WorkloadSnapshot"]
 
@@ -48,6 +51,11 @@ class ContainerOps(Protocol):
     kill_triggers_restart: ClassVar[bool]
     """True where a signalled container that exits is restarted under its restart policy
     (Podman): such containers are stopped with :meth:`stop` instead."""
+
+    def exits(self) -> AbstractAsyncContextManager[ExitWatch]:
+        """The engine's exit events for one drain, from entry on (opened before its first
+        signal); a watch that is already lost when the stream cannot be opened."""
+        ...
 
     async def signal(self, ref: ContainerRef, signal: str) -> bool:
         """Send ``signal``; False when the container was not running."""
