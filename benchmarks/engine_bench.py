@@ -167,7 +167,7 @@ class EngineBench:
             name = self.name(f"ad{n}g{grace}")
             await self.deployer.create(self._plan(name, n, self.labels(name)))
             await anyio.sleep(1)
-            scenario.prefixes.append([f"{name}-run"])
+            scenario.prefixes.append([f"{name}_run"])
             t0, t0_ns = time.perf_counter(), time.time_ns()
             async with self.deployer.terminate(name, grace_period_seconds=grace) as events:
                 extra = await self._consume(events, scenario.key, t0)
@@ -193,7 +193,7 @@ class EngineBench:
 
             await bounded_gather([creator(nm) for nm in names], 3)
             await anyio.sleep(1)
-            scenario.prefixes.append([f"{nm}-run" for nm in names])
+            scenario.prefixes.append([f"{nm}_run" for nm in names])
             t0, t0_ns = time.perf_counter(), time.time_ns()
             async with deployer.terminate_all(
                 {RUN_LABEL: base}, grace_period_seconds=GRACE
