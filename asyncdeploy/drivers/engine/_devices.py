@@ -53,7 +53,7 @@ def device_host_config(
 
 
 def _docker(container: Container, api_version: str, where: str) -> dict[str, Any]:
-    requests: list[dict[str, Any]] = []
+    device_requests: list[dict[str, Any]] = []
     for kind, count in container.resources.extended.items():
         if count == 0:
             continue
@@ -63,12 +63,14 @@ def _docker(container: Container, api_version: str, where: str) -> dict[str, Any
                 f"({NVIDIA_GPU}); pin this vendor's devices by CDI name in resources.devices "
                 "(Docker 25 or later, with the vendor's CDI specification installed)"
             )
-        requests.append({"Driver": "nvidia", "Count": count, "Capabilities": _GPU_CAPABILITIES})
+        device_requests.append(
+            {"Driver": "nvidia", "Count": count, "Capabilities": _GPU_CAPABILITIES}
+        )
     nvidia = [d.partition("=")[2] for d in container.resources.devices if cdi_kind(d) == NVIDIA_GPU]
     if "all" in nvidia:
-        requests.append({"Driver": "nvidia", "Count": -1, "Capabilities": _GPU_CAPABILITIES})
+        device_requests.append({"Driver": "nvidia", "Count": -1, "Capabilities": _GPU_CAPABILITIES})
     elif nvidia:
-        requests.append(
+        device_requests.append(
             {"Driver": "nvidia", "DeviceIDs": nvidia, "Capabilities": _GPU_CAPABILITIES}
         )
     others = [d for d in container.resources.devices if cdi_kind(d) != NVIDIA_GPU]
@@ -79,8 +81,8 @@ def _docker(container: Container, api_version: str, where: str) -> dict[str, Any
                 f"{api_version or 'unknown'}: CDI devices need Docker 25 or later (API "
                 f"{'.'.join(map(str, CDI_MIN_DOCKER_API))}) with the CDI feature enabled"
             )
-        requests.append({"Driver": "cdi", "DeviceIDs": others})
-    return {"DeviceRequests": requests}
+        device_requests.append({"Driver": "cdi", "DeviceIDs": others})
+    return {"DeviceRequests": device_requests}
 
 
 def _podman(container: Container, where: str) -> dict[str, Any]:
