@@ -83,7 +83,7 @@ async def test_minimal_plan_goes_from_file_to_drained_through_the_cli(
     text = (EXAMPLES / "plans" / "minimal.yaml").read_text()
     text = text.replace("name: hello", f"name: {name}\npause_image: {PAUSE}")
     text = text.replace("host_port: 18000", "host_port: null")
-    text += f"labels:\n  {RUN_LABEL}: {RUN_ID}\n"
+    text += f'labels:\n  {RUN_LABEL}: "{RUN_ID}"\n'  # quoted: an all-digit id is a YAML int
     plan = tmp_path / "minimal.yaml"
     plan.write_text(text)
     cli = [sys.executable, "-m", "asyncdeploy", "--driver", deployer.driver_name]
