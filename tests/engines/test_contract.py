@@ -28,7 +28,7 @@ from asyncdeploy import (
     SignalSent,
     WorkloadNotFound,
 )
-from asyncdeploy.drivers.base import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
+from asyncdeploy.labels import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
 from asyncdeploy.plan import plan_digest
 from tests.engines.conftest import BUSYBOX, PYTHON
 from tests.engines.helpers import graceful, plan, read_markers
