@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 from typing import ClassVar
 
-from asyncdeploy.drivers import DRIVERS
 from asyncdeploy.drivers.engine._api import EngineAPIDriver
+from asyncdeploy.drivers.registry import DRIVERS
 
 __all__ = ["DockerDriver"]
 

@@ -33,10 +33,10 @@ from typing import Any, ClassVar
 import aiodocker
 import anyio
 
-from asyncdeploy.drivers import DRIVERS
 from asyncdeploy.drivers.engine._api import EngineAPIDriver
 from asyncdeploy.drivers.engine._libpod import libpod_spec
 from asyncdeploy.drivers.engine._ops import ContainerRef
+from asyncdeploy.drivers.registry import DRIVERS
 from asyncdeploy.errors import CreateError, WorkloadNotFound
 
 __all__ = ["PodmanDriver"]
