@@ -12,6 +12,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "engines": ("engine",),  # real Docker and Podman (the params add docker / podman)
     "kubernetes/test_real_cluster.py": ("cluster",),
     "install": ("slow",),  # builds a fresh venv
+    "unit/test_typing.py": ("slow",),  # runs mypy over the package, twice
 }
 
 
