@@ -70,6 +70,8 @@ class _Exchange:
         self.admission = admission
         self.request_id = request_id
         self.started = False
+        #: The client went away; with ``cancel_on_disconnect=False`` the app may still work.
+        self.client_gone = False
         self.is_sse = False
         self.trailers = False
         self.cut_reason: str | None = None
@@ -101,8 +103,9 @@ class DrainMiddleware:
     """Wrap ``app`` with the drain kit driven by ``controller``.
 
     ``retry_after`` is the ``Retry-After`` value (seconds) of 503 answers; ``cut_send_timeout``
-    bounds the write of the final frame of a cut stream; with ``cancel_on_disconnect`` the app is
-    cancelled when its client goes away.
+    bounds the write of the final frame of a cut stream (``serve_with_drain`` waits that long
+    past the drain deadline); with ``cancel_on_disconnect`` the app is cancelled when its client
+    goes away, without it the app runs on and counts as in flight until it returns.
     """
 
     def __init__(
@@ -151,8 +154,11 @@ class DrainMiddleware:
         try:
             await self._run(scope, receive, send, exchange)
         finally:
-            # The app returned (or raised) without finishing its response.
-            admission.release(Outcome.FAILED)
+            # The app returned (or raised) without finishing its response; a client that left
+            # while the app went on working (cancel_on_disconnect=False) is released only now.
+            admission.release(
+                Outcome.CLIENT_DISCONNECTED if exchange.client_gone else Outcome.FAILED
+            )
 
     # -- admitted requests ---------------------------------------------------------------
     async def _run(self, scope: Scope, receive: Receive, send: Send, ex: _Exchange) -> None:
@@ -167,7 +173,7 @@ class DrainMiddleware:
                 return {"type": "http.disconnect"}
 
         async def app_send(message: Message) -> None:
-            if ex.admission.outcome is Outcome.CLIENT_DISCONNECTED:
+            if ex.client_gone:
                 return  # nobody is listening any more
             if ex.cut_reason is not None and not ex.started:
                 return  # a 503 is about to replace this response
@@ -197,7 +203,7 @@ class DrainMiddleware:
             if ex.cut_reason is not None and not ex.finished:
                 await self._send_cut(send, ex)
             tg.cancel_scope.cancel()
-        if error is not None and ex.admission.outcome not in _ENDED_BY_US:
+        if error is not None and not ex.client_gone and ex.admission.outcome not in _ENDED_BY_US:
             raise error
 
     async def _pump(
@@ -223,10 +229,14 @@ class DrainMiddleware:
                     return
 
     def _disconnected(self, ex: _Exchange, app_scope: anyio.CancelScope) -> None:
-        if ex.admission.release(Outcome.CLIENT_DISCONNECTED):
-            logger.info("client disconnected: request_id=%s", ex.request_id)
-            if self.cancel_on_disconnect:
-                app_scope.cancel()
+        if ex.client_gone or ex.finished:
+            return
+        ex.client_gone = True
+        logger.info("client disconnected: request_id=%s", ex.request_id)
+        if self.cancel_on_disconnect:
+            ex.admission.release(Outcome.CLIENT_DISCONNECTED)
+            app_scope.cancel()
+        # else the app goes on, and stays in flight until it returns
 
     async def _watch_deadline(self, ex: _Exchange, app_scope: anyio.CancelScope) -> None:
         reason = await self.controller.wait_cut()
@@ -235,9 +245,21 @@ class DrainMiddleware:
             app_scope.cancel()
 
     async def _send_cut(self, send: Send, ex: _Exchange) -> None:
-        """End a response cleanly after its app was cancelled at the drain deadline."""
+        """End a response after its app was cancelled at the drain deadline, visibly.
+
+        Nothing sent yet: a retryable 503. An SSE stream: a final ``event: cut``. Any other
+        started response is left unfinished (no last frame: the server closes the connection
+        without ending the chunked body or reaching the Content-Length), so no client takes a
+        cut body for a complete one. A cut frame that cannot be written within
+        ``cut_send_timeout`` (a client that stopped reading) leaves the SSE stream unfinished
+        the same way.
+        """
         reason = ex.cut_reason or "drain-deadline"
-        with anyio.move_on_after(self.cut_send_timeout, shield=True):
+        if ex.client_gone:  # the app was still working for a client that had left
+            ex.admission.release(Outcome.CLIENT_DISCONNECTED)
+            return
+        written = not ex.started or ex.is_sse
+        with anyio.move_on_after(self.cut_send_timeout, shield=True) as timer:
             try:
                 if not ex.started:  # nothing sent yet: a retryable answer
                     body = json_bytes({"error": reason, "request_id": ex.request_id})
@@ -245,17 +267,25 @@ class DrainMiddleware:
                 elif ex.is_sse:
                     frame = sse_cut_frame(reason, ex.request_id)
                     await send({"type": "http.response.body", "body": frame, "more_body": False})
-                else:
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
             except Exception as exc:  # noqa: BLE001 - the client is gone too; the cut still counts
                 logger.debug("writing the cut frame failed: %r", exc)
+                written = False
+        if timer.cancelled_caught:
+            written = False
+            logger.warning(
+                "cut frame not written within %g s (the client does not read): request_id=%s; "
+                "the response ends unfinished",
+                self.cut_send_timeout,
+                ex.request_id,
+            )
         if not ex.finished:
             logger.warning(
-                "response cut: reason=%s request_id=%s started=%s sse=%s",
+                "response cut: reason=%s request_id=%s started=%s sse=%s ending=%s",
                 reason,
                 ex.request_id,
                 ex.started,
                 ex.is_sse,
+                "cut frame" if written else "unfinished",
             )
             ex.admission.release(Outcome.CUT_AT_DEADLINE)
 

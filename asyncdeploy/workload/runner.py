@@ -25,12 +25,16 @@ from anyio.abc import TaskStatus
 from ._asgi import ASGIApp
 from .control import serve_control_socket
 from .errors import WorkloadError
+from .middleware import DrainMiddleware
 from .signals import RepeatedSigterm, TerminationRequest, install_sigterm_handler
 from .state import DrainController, DrainStatistics
 
 __all__ = ["ServeOptions", "ServerAddress", "serve_with_drain"]
 
 logger = logging.getLogger("asyncdeploy.workload")
+
+#: Past the middleware's cut-frame timeout, for the task to notice the cut and release.
+_CUT_MARGIN = 0.5
 
 
 @attrs.frozen(kw_only=True)
@@ -46,7 +50,8 @@ class ServeOptions:
     #: A SIGTERM during a drain: "ignore" (logged; an engine's retried stop must not cut
     #: streams) or "cut" every open stream at once. A second SIGINT always cuts.
     repeated_sigterm: RepeatedSigterm = "ignore"
-    #: Extra time after the drain deadline for cut frames to be written.
+    #: Extra time after the drain deadline for cut frames to be written (at least the
+    #: middleware's ``cut_send_timeout`` and a margin).
     cut_grace: float = 2.0
     #: uvicorn's ``timeout_graceful_shutdown`` once drained (idle keep-alive connections).
     shutdown_timeout: int = 5
@@ -116,13 +121,20 @@ async def serve_with_drain(
                 if address is not None:
                     task_status.started(address)
                     await termination.wait()
-                    await _wait_drained_or_deadline(controller, options.cut_grace)
+                    await _wait_drained_or_deadline(controller, _cut_grace(app, options))
                     server.should_exit = True
     finally:
         controller.mark_stopped()
     if not server.started:
         raise WorkloadError(f"uvicorn could not start on {options.host}:{options.port}")
     return controller.statistics()
+
+
+def _cut_grace(app: ASGIApp, options: ServeOptions) -> float:
+    """Time past the deadline to wait: enough for the middleware's cut frames to be written."""
+    if isinstance(app, DrainMiddleware):
+        return max(options.cut_grace, app.cut_send_timeout + _CUT_MARGIN)
+    return options.cut_grace
 
 
 async def _run_uvicorn(server: uvicorn.Server, done: anyio.Event, scope: anyio.CancelScope) -> None:
