@@ -98,7 +98,8 @@ async def test_prestop_drain_command_then_sigterm(tmp_path: Path) -> None:
             result: dict[str, Any] = {}
 
             async def consume() -> None:
-                result["body"] = await read_stream(client, "/stream?tokens=40&pace=0.05", first)
+                # 5 s: still open when the hook's interpreter has started on a loaded machine
+                result["body"] = await read_stream(client, "/stream?tokens=100&pace=0.05", first)
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(consume)
@@ -113,7 +114,7 @@ async def test_prestop_drain_command_then_sigterm(tmp_path: Path) -> None:
                         "--propagation-wait",
                         "100ms",
                         "--timeout",
-                        "5s",
+                        "15s",
                     ],
                     env=_ENV,
                     check=False,
@@ -133,7 +134,7 @@ async def test_prestop_drain_command_then_sigterm(tmp_path: Path) -> None:
         with anyio.fail_after(3):
             process.send_signal(signal.SIGTERM)
             assert await process.wait() == 0
-    assert events(result["body"]) == ["token"] * 40 + ["done"]
+    assert events(result["body"]) == ["token"] * 100 + ["done"]
 
 
 async def test_ignore_sigterm_gets_killed_and_truncates(tmp_path: Path) -> None:
@@ -144,6 +145,7 @@ async def test_ignore_sigterm_gets_killed_and_truncates(tmp_path: Path) -> None:
             result: dict[str, Any] = {}
 
             async def consume() -> None:
+                # 5 s: still open when the hook's interpreter has started on a loaded machine
                 result["body"] = await read_stream(client, "/stream?tokens=100&pace=0.05", first)
 
             async with anyio.create_task_group() as tg:
