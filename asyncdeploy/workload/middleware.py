@@ -5,7 +5,8 @@ A request is admitted before the wrapped app runs and released when the last res
 cut it. Once a drain has begun, readiness fails at once, new requests are still admitted while
 the controller's propagation window is open, and after it they get ``503`` + ``Retry-After`` +
 ``Connection: close`` before the app sees them; responses given while draining carry
-``Connection: close``. Lifespan scopes pass through untouched.
+``Connection: close``. A WebSocket is admitted the same way and in flight until the app is done
+with it. Lifespan scopes pass through untouched.
 """
 
 from __future__ import annotations
@@ -99,6 +100,27 @@ class _Exchange:
         return kind in ("http.response.pathsend", "http.response.zerocopysend")
 
 
+#: Close codes of a peer that went away (1005: none given, 1006: no close frame).
+_WS_GONE = (1005, 1006)
+
+
+class _Socket:
+    """Progress of one admitted WebSocket."""
+
+    def __init__(self) -> None:
+        self.accepted = False
+        self.closed = False
+        self.cut = False
+        self.close_code: int | None = None
+
+    def outcome(self) -> Outcome:
+        if self.cut:
+            return Outcome.CUT_AT_DEADLINE
+        if self.close_code in _WS_GONE:
+            return Outcome.CLIENT_DISCONNECTED
+        return Outcome.COMPLETED
+
+
 class DrainMiddleware:
     """Wrap ``app`` with the drain kit driven by ``controller``.
 
@@ -136,6 +158,9 @@ class DrainMiddleware:
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -288,6 +313,87 @@ class DrainMiddleware:
                 "cut frame" if written else "unfinished",
             )
             ex.admission.release(Outcome.CUT_AT_DEADLINE)
+
+    # -- websockets ----------------------------------------------------------------------
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Admit a WebSocket like a request; it is in flight until the app is done with it.
+
+        At the drain deadline the app is cancelled and the socket closed with 1012 (service
+        restart: reconnect elsewhere); refused ones get a 503 (or a close before accepting,
+        which servers without the ``websocket.http.response`` extension answer with 403).
+        """
+        admission = self.controller.try_admit()
+        if admission is None:
+            await self._reject_websocket(scope, send)
+            return
+        socket = _Socket()
+
+        async def app_receive() -> Message:
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                socket.closed = True
+                socket.close_code = int(message.get("code", 1005))
+            return message
+
+        async def app_send(message: Message) -> None:
+            if socket.cut:
+                return  # the middleware closes it
+            kind = message["type"]
+            await send(message)
+            if kind == "websocket.accept":
+                socket.accepted = True
+            elif kind in ("websocket.close", "websocket.http.response.body"):
+                socket.closed = True
+
+        app_scope = anyio.CancelScope()
+        outcome = Outcome.FAILED
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def watch_deadline() -> None:
+                    reason = await self.controller.wait_cut()
+                    if not socket.closed:
+                        socket.cut = True
+                        logger.warning("websocket cut: reason=%s", reason)
+                        app_scope.cancel()
+
+                tg.start_soon(watch_deadline)
+                with app_scope:
+                    await self.app(scope, app_receive, app_send)
+                if socket.cut:
+                    await self._close_cut_websocket(send, socket)
+                tg.cancel_scope.cancel()
+            outcome = socket.outcome()
+        except Exception:
+            if not socket.cut and socket.close_code not in _WS_GONE:
+                raise  # the app failed: the server reports it
+            outcome = socket.outcome()
+        finally:
+            admission.release(outcome)
+
+    async def _close_cut_websocket(self, send: Send, socket: _Socket) -> None:
+        with anyio.move_on_after(self.cut_send_timeout, shield=True):
+            try:
+                if socket.accepted:
+                    await send({"type": "websocket.close", "code": 1012, "reason": "draining"})
+                else:
+                    await send({"type": "websocket.close", "code": 1012})
+            except Exception as exc:  # noqa: BLE001 - gone already; the cut still counts
+                logger.debug("closing the cut websocket failed: %r", exc)
+
+    async def _reject_websocket(self, scope: Scope, send: Send) -> None:
+        if "websocket.http.response" in scope.get("extensions", {}):
+            state = self.controller.state.value
+            body = json_bytes({"error": state, "retry_after": self.retry_after})
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *self._retry_headers(),
+            ]
+            await send({"type": "websocket.http.response.start", "status": 503, "headers": headers})
+            await send({"type": "websocket.http.response.body", "body": body})
+        else:
+            await send({"type": "websocket.close", "code": 1013})  # "try again later"
 
     # -- rejections and health -----------------------------------------------------------
     def _retry_headers(self) -> Headers:
