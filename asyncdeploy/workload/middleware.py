@@ -27,6 +27,7 @@ from ._asgi import (
     Send,
     header,
     json_bytes,
+    requests_queued,
     send_response,
 )
 from .metrics import METRICS_CONTENT_TYPE, render_metrics
@@ -170,7 +171,7 @@ class DrainMiddleware:
             return
         admission = self.controller.try_admit()
         if admission is None:
-            await self._reject(send, self.controller.state)
+            await self._reject(send, self.controller.state, close=not requests_queued(scope))
             return
         request_id = header(scope.get("headers", []), b"x-request-id")
         exchange = _Exchange(
@@ -205,7 +206,11 @@ class DrainMiddleware:
             if message["type"] == "http.response.start":
                 ex.on_start(message)
                 headers = message.get("headers", [])
-                if self.controller.draining.is_set() and header(headers, b"connection") is None:
+                if (
+                    self.controller.draining.is_set()
+                    and header(headers, b"connection") is None
+                    and not requests_queued(scope)  # answer those first: the last one closes
+                ):
                     # keep-alive clients should reconnect to another replica
                     message = {**message, "headers": [*headers, _CLOSE]}
             try:
@@ -396,12 +401,15 @@ class DrainMiddleware:
             await send({"type": "websocket.close", "code": 1013})  # "try again later"
 
     # -- rejections and health -----------------------------------------------------------
-    def _retry_headers(self) -> Headers:
-        return [(b"retry-after", str(self.retry_after).encode()), _CLOSE]
+    def _retry_headers(self, *, close: bool = True) -> Headers:
+        retry = (b"retry-after", str(self.retry_after).encode())
+        return [retry, _CLOSE] if close else [retry]
 
-    async def _reject(self, send: Send, state: DrainState) -> None:
+    async def _reject(self, send: Send, state: DrainState, *, close: bool = True) -> None:
+        """503 + Retry-After, and Connection: close unless pipelined requests wait behind it
+        (each of them is answered in turn; the last answer closes)."""
         body = json_bytes({"error": state.value, "retry_after": self.retry_after})
-        await send_response(send, 503, body, extra_headers=self._retry_headers())
+        await send_response(send, 503, body, extra_headers=self._retry_headers(close=close))
 
     async def _probe(self, send: Send, ok: bool) -> None:
         controller = self.controller

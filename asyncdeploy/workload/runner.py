@@ -15,14 +15,15 @@ import logging
 import signal
 import time
 from collections.abc import Generator
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import attrs
 import uvicorn
 from anyio.abc import TaskStatus
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ._asgi import ASGIApp
+from ._asgi import PIPELINED_EXTENSION, ASGIApp, Receive, Scope, Send
 from .control import serve_control_socket
 from .errors import WorkloadError
 from .middleware import DrainMiddleware
@@ -66,6 +67,25 @@ class ServerAddress:
     port: int
 
 
+class _PipeliningAwareH11(H11Protocol):
+    """uvicorn's h11 protocol, telling the middleware (scope extension
+    :data:`PIPELINED_EXTENSION`) whether the client has already sent more requests on this
+    connection, so that a drain answers each of them instead of closing in front of them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        app = self.app
+
+        def requests_queued() -> bool:
+            return bool(self.conn.trailing_data[0])
+
+        async def with_extension(scope: Scope, receive: Receive, send: Send) -> None:
+            scope.setdefault("extensions", {})[PIPELINED_EXTENSION] = requests_queued
+            await app(scope, receive, send)
+
+        self.app = with_extension
+
+
 class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -93,7 +113,7 @@ async def serve_with_drain(
         app,
         host=options.host,
         port=options.port,
-        http="h11",
+        http=_PipeliningAwareH11,
         lifespan=options.lifespan,
         timeout_graceful_shutdown=options.shutdown_timeout,
         log_level=options.log_level,
