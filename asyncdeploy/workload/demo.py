@@ -2,7 +2,8 @@
 
 Endpoints: ``GET /short`` (quick JSON), ``GET /long?seconds=S`` (S seconds of "work", then
 JSON), ``GET /stream?tokens=N&pace=S`` (SSE: N ``token`` events S seconds apart, then a final
-``done`` event). Every answer carries the request ID (``X-Request-ID`` or a generated one) in a
+``done`` event), a WebSocket on any path that echoes what it gets (when uvicorn has a WebSocket
+library). Every answer carries the request ID (``X-Request-ID`` or a generated one) in a
 header, and every SSE frame carries it in its data, so a client can tell a complete stream from
 a truncated one. Health endpoints come from :class:`DrainMiddleware`.
 
@@ -29,6 +30,7 @@ from .errors import WorkloadError
 from .middleware import DrainMiddleware, HealthPaths
 from .runner import ServeOptions, serve_with_drain
 from .state import DrainController, DrainStatistics
+from .window import PropagationWindow
 
 __all__ = ["DemoApp", "main"]
 
@@ -64,6 +66,9 @@ class DemoApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
+            return
+        if scope["type"] == "websocket":
+            await self._echo(receive, send)
             return
         if scope["type"] != "http":
             return
@@ -115,6 +120,21 @@ class DemoApp:
         )
         await send({"type": "http.response.body", "body": done, "more_body": False})
 
+    async def _echo(self, receive: Receive, send: Send) -> None:
+        """``/ws`` (any path): a WebSocket that echoes every message until the client closes."""
+        message = await receive()
+        if message["type"] != "websocket.connect":
+            return
+        await send({"type": "websocket.accept"})
+        while True:
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            if message.get("bytes") is not None:
+                await send({"type": "websocket.send", "bytes": message["bytes"]})
+            else:
+                await send({"type": "websocket.send", "text": message.get("text") or ""})
+
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message: Message = await receive()
@@ -144,6 +164,26 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--retry-after", type=int, default=5, help="Retry-After of 503 answers, seconds"
     )
     parser.add_argument(
+        "--propagation-window",
+        type=parse_duration,
+        default=PropagationWindow().max_seconds,
+        help="the longest new requests are still served after the drain starts "
+        "(default 10s; it closes earlier once a readiness probe saw the drain and traffic left)",
+    )
+    parser.add_argument(
+        "--propagation-quiet",
+        type=parse_duration,
+        default=PropagationWindow().quiet_seconds,
+        help="no new request for this long (after a failed readiness probe) closes the window "
+        "(default 2s)",
+    )
+    parser.add_argument(
+        "--refuse-at-once",
+        action="store_true",
+        help="no propagation window: refuse new requests from the drain start "
+        "(behind a gateway that retries 503s elsewhere)",
+    )
+    parser.add_argument(
         "--load-delay", type=parse_duration, default=0.0, help="simulated model load time"
     )
     parser.add_argument(
@@ -154,7 +194,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 async def _serve(args: argparse.Namespace) -> DrainStatistics:
-    controller = DrainController(drain_timeout=args.drain_timeout)
+    window = PropagationWindow(
+        max_seconds=0.0 if args.refuse_at_once else args.propagation_window,
+        quiet_seconds=args.propagation_quiet,
+    )
+    controller = DrainController(drain_timeout=args.drain_timeout, propagation=window)
     # the demo has no /metrics of its own, so the kit may take that path
     paths = HealthPaths(metrics="/metrics")
     app = DrainMiddleware(DemoApp(), controller, paths=paths, retry_after=args.retry_after)
