@@ -4,6 +4,8 @@ blinks, two deletes at once and every error path. The real engines' side: tests/
 
 from __future__ import annotations
 
+import subprocess
+
 import anyio
 import attrs
 import pytest
@@ -11,7 +13,8 @@ import pytest
 from asyncdeploy.deployer import Deployer
 from asyncdeploy.drivers import _books
 from asyncdeploy.drivers.base import Found
-from asyncdeploy.drivers.engine import _drain
+from asyncdeploy.drivers.engine import _claim, _drain, _follow
+from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
 from asyncdeploy.drivers.engine._drain import drain_workloads
 from asyncdeploy.errors import DrainUnreachable, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import (
@@ -37,11 +40,14 @@ pytestmark = pytest.mark.anyio
 def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     """The drain's margins, scaled down so a test takes a fraction of a second."""
     monkeypatch.setattr(_drain, "GIVE_UP_AFTER", 0.3)
-    monkeypatch.setattr(_drain, "FOLLOW_MARGIN", 0.5)
-    monkeypatch.setattr(_drain, "STALE_AFTER", 0.3)
     monkeypatch.setattr(_drain, "RETRY_MAX", 0.1)
-    monkeypatch.setattr(_drain, "FOLLOW_POLL_MAX", 0.05)
     monkeypatch.setattr(_drain, "KILL_WAIT", 0.5)
+    monkeypatch.setattr(_drain, "BEAT_INTERVAL", 0.1)
+    monkeypatch.setattr(_follow, "BEAT_STALE", 0.5)
+    monkeypatch.setattr(_follow, "RECORD_WAIT", 0.3)
+    monkeypatch.setattr(_follow, "OWNER_BOUND", 2.0)
+    monkeypatch.setattr(_follow, "TAKEOVER_SETTLE", 0.05)
+    monkeypatch.setattr(_follow, "FOLLOW_POLL_MAX", 0.05)
 
 
 def pod(ops: FakeOps, *, with_init: bool = False) -> FakeOps:
@@ -402,17 +408,134 @@ async def test_a_second_delete_follows_the_first_and_never_signals() -> None:
     assert all(b.state == "gone" for b in ops.boxes.values())
 
 
-async def test_a_follower_takes_over_a_claimed_workload_nobody_drains() -> None:
-    """The pause is paused (a deleter died after its claim) and the containers still run: the
-    follower waits past the deadline plus its margin, then kills and removes them itself."""
+async def test_a_stale_claim_is_taken_over_with_hooks_and_signals() -> None:
+    """The pause is paused and holds no claim record (a user's ``docker pause``, or a deleter
+    that died between its pause and its record): the follower takes over once no record has
+    come for RECORD_WAIT and drains: the hook, then SIGTERM, and the app exits 0. (It used to
+    SIGKILL it past the deadline, no hook and no signal.)"""
+    ops = FakeOps()
+    ops.add("pause", "pause", state="paused")
+    ops.add("app", pre_stop=("drain",), hook=0.1, drain=0.2)
+    summary, events = await drain(ops, declared=2)
+    assert ops.calls("run_hook", "app") == [("run_hook", "app", "drain")]
+    assert ops.calls("signal", "app") == [("signal", "app", "SIGTERM")]
+    assert names(events, ContainerForceKilled) == []
+    assert outcomes(summary) == {"app": ("exited", 0)} and summary.errors == ()
+    assert first(events, SignalSent, "app").elapsed < 1.5  # RECORD_WAIT 0.3 + the hook
+    assert all(b.state == "gone" for b in ops.boxes.values())
+
+
+async def test_a_takeover_gives_a_full_grace_and_then_kills() -> None:
     ops = FakeOps()
     ops.add("pause", "pause", state="paused")
     ops.add("app", ignores_term=True)
     summary, events = await drain(ops, declared=1)
-    assert ops.calls("signal", "app") == [("signal", "app", "SIGKILL")]
-    assert first(events, ContainerForceKilled, "app").elapsed >= 1.5  # type: ignore[attr-defined]
+    assert ops.calls("signal", "app") == [
+        ("signal", "app", "SIGTERM"),
+        ("signal", "app", "SIGKILL"),
+    ]
+    killed = first(events, ContainerForceKilled, "app")
+    assert killed.elapsed >= 1.3  # type: ignore[attr-defined]  # RECORD_WAIT 0.3 + grace 1
     assert outcomes(summary) == {"app": ("killed", 137)}
-    assert all(b.state == "gone" for b in ops.boxes.values())
+
+
+def dead_owner_record(grace: int, signalled: tuple[str, ...] = ()) -> _claim.ClaimRecord:
+    """The record of a deleter on this host whose process has ended."""
+    gone = subprocess.run(["true"], check=True)  # noqa: S607 - a pid that no longer runs
+    del gone
+    record = _claim.new_record(grace, signalled)
+    owner = attrs.evolve(record.owner, pid=999_999_999)
+    return attrs.evolve(record, owner=owner)
+
+
+async def test_a_dead_owner_is_taken_over_at_once_and_its_signals_are_not_sent_again() -> None:
+    """The record names a process of this host that is gone: no waiting. ``a`` was signalled by
+    the dead owner (recorded before its signal): it gets no second SIGTERM, only its wait; ``b``
+    gets its hook and its signal."""
+    ops = FakeOps()
+    ops.add("pause", "pause", state="paused")
+    ops.add("a", drain=0.1)
+    ops.add("b", pre_stop=("drain",), drain=0.1)
+    ops.boxes["a"].exit_at = anyio.current_time() + 0.3  # draining since the dead owner's TERM
+    ops.boxes["pause"].claim = dead_owner_record(30, ("a",))
+    summary, events = await drain(ops, declared=5)
+    assert ops.calls("signal", "a") == []
+    assert ops.calls("signal", "b") == [("signal", "b", "SIGTERM")]
+    assert outcomes(summary) == {"a": ("exited", 0), "b": ("exited", 0)}
+    assert first(events, SignalSent, "b").elapsed < 0.25  # no RECORD_WAIT, no BEAT_STALE
+
+
+async def test_a_follower_waits_for_the_owners_longer_override_grace() -> None:
+    """The owner drains with an override of 3 s (declared 1); the app needs 1.5 s. The
+    follower reads the owner's grace from its record and never kills early (it used to take
+    over at its own 1 s plus its margin and SIGKILL the app)."""
+    ops = pod(FakeOps())
+    ops.add("app", drain=1.5)
+    snapshot = ops.snapshot(grace=1)
+    runs: dict[str, DrainSummary] = {}
+
+    async def delete(who: str, grace: int | None, delay: float) -> None:
+        await anyio.sleep(delay)
+        [runs[who]] = await drain_workloads(
+            ops,
+            [snapshot if who == "owner" else relisted_snapshot(ops)],
+            grace_period_seconds=grace,
+            emit=lambda e: None,
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(delete, "owner", 3, 0)
+        tg.start_soon(delete, "follower", None, 0.1)
+    assert outcomes(runs["owner"]) == {"app": ("exited", 0)}
+    assert ops.calls("signal", "app") == [("signal", "app", "SIGTERM")]
+    assert runs["follower"].errors == () and runs["owner"].errors == ()
+
+
+def relisted_snapshot(ops: FakeOps) -> WorkloadSnapshot:
+    """What a delete's own listing shows now (the pause paused by the owner)."""
+    return WorkloadSnapshot(
+        name="w",
+        grace_period_seconds=1,
+        containers=tuple(
+            attrs.evolve(b.ref, running=b.running, paused=b.state == "paused")
+            for b in ops.boxes.values()
+            if b.state != "gone"
+        ),
+    )
+
+
+async def test_a_slow_removal_by_a_live_owner_is_not_taken_over() -> None:
+    """Everything has exited and the owner's removals are slow (Podman, loaded): the follower
+    sees nothing change for longer than its old 2 s quiet window (here 0.3 s), but the owner
+    beats, so it is not taken over: each container is removed once."""
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.05)
+    ops.delays[("remove", "app")] = 1.0
+    snapshot = ops.snapshot(grace=5)
+
+    async def delete(delay: float) -> None:
+        await anyio.sleep(delay)
+        await drain_workloads(
+            ops,
+            [snapshot if delay == 0 else relisted_snapshot(ops)],
+            grace_period_seconds=None,
+            emit=lambda e: None,
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(delete, 0)
+        tg.start_soon(delete, 0.2)
+    assert len(ops.calls("remove", "app")) == 1 and len(ops.calls("remove", "pause")) == 1
+    assert ops.calls("signal", "app") == [("signal", "app", "SIGTERM")]
+
+
+async def test_the_owner_records_its_claim_before_its_first_signal_and_beats() -> None:
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.35)
+    await drain(ops, grace=4, declared=1)
+    writes = [i for i, c in enumerate(ops.log) if c[0] == "write_claim"]
+    assert writes and writes[0] < ops.log.index(("signal", "app", "SIGTERM"))
+    assert len(writes) >= 3  # the first record, the signal, and beats every 0.1 s here
 
 
 async def test_a_follower_takes_over_at_once_when_nothing_runs() -> None:
