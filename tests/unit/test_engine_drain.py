@@ -4,8 +4,6 @@ blinks, two deletes at once and every error path. The real engines' side: tests/
 
 from __future__ import annotations
 
-import subprocess
-
 import anyio
 import attrs
 import pytest
@@ -14,8 +12,8 @@ from asyncdeploy.deployer import Deployer
 from asyncdeploy.drivers import _books
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine import _claim, _drain, _follow
-from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
 from asyncdeploy.drivers.engine._drain import drain_workloads
+from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
 from asyncdeploy.errors import DrainUnreachable, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import (
     ContainerExited,
@@ -441,10 +439,8 @@ async def test_a_takeover_gives_a_full_grace_and_then_kills() -> None:
 
 def dead_owner_record(grace: int, signalled: tuple[str, ...] = ()) -> _claim.ClaimRecord:
     """The record of a deleter on this host whose process has ended."""
-    gone = subprocess.run(["true"], check=True)  # noqa: S607 - a pid that no longer runs
-    del gone
     record = _claim.new_record(grace, signalled)
-    owner = attrs.evolve(record.owner, pid=999_999_999)
+    owner = attrs.evolve(record.owner, pid=999_999_999)  # above any pid_max: it runs nowhere
     return attrs.evolve(record, owner=owner)
 
 

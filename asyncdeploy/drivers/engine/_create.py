@@ -35,7 +35,6 @@ from asyncdeploy.errors import (
 from asyncdeploy.labels import (
     LABEL_ATTEMPT,
     LABEL_CONTAINER,
-    LABEL_INSTANCE_OF,
     LABEL_ROLE,
     LABEL_VOLUME_PLAN,
     LABEL_WORKLOAD,
@@ -202,7 +201,8 @@ class CreateAttempt:
         kept = {m.source for m in mounts if m.keep}
         # Shared by the plan's instances (a replacement mounts its predecessor's volume):
         # labelled with the plan's name, so that the last instance to go removes it.
-        plan_name = plan.labels.get(LABEL_INSTANCE_OF, plan.name)
+        # (``instance_of``: the replace mark, a library-only plan field on the replace branch)
+        plan_name = getattr(plan, "instance_of", None) or plan.name
         for volume in sorted({m.source for m in mounts if m.source}):
             try:
                 with driver._errors(f"inspect volume {volume}"):
