@@ -18,6 +18,13 @@ from tests.polling import until
 
 pytestmark = pytest.mark.anyio
 
+# The app's shell (not PID 1: the pause container's namespace is shared) exits 1 on USR1
+# until /out/crashed exists; its restarted life is the graceful server.
+CRASHES_ONCE = (
+    "echo $$ > /out/pid; trap 'exit 1' USR1; "
+    "if [ -e /out/crashed ]; then exec graceful app 2; fi; graceful app 2 & wait"
+)
+
 
 async def _pause_by_hand(deployer: Deployer, workload: str) -> None:
     """What a user's ``docker pause``, or a deleter killed right after its claim, leaves."""
@@ -64,6 +71,42 @@ async def test_a_short_time_left_still_delivers_the_stop_signal(
     [got] = summary.containers
     await until(lambda: ("app", "got-TERM") in read_markers(markers), timeout=5)
     assert got.outcome == "killed", summary
+
+
+async def test_a_container_restarted_during_its_hook_is_waited_for(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """``on-failure``: the app crashes (exit 1) while its hook runs and is restarted. Its old
+    ``die`` must not end the wait for its new life (it was force-removed at once, reported
+    ``exited 1``), and its hook, whose exec Docker leaves open across the restart, must not
+    hold the signal until the deadline: the restarted app gets SIGTERM and drains its 2 s."""
+    workload = name("restart")
+    app = Container(
+        name="app",
+        image=BUSYBOX,
+        # first life: a shell that exits 1 on USR1; the restarted one: the graceful server
+        command=["sh", "-c", CRASHES_ONCE],
+        env={"MARKER_FILE": "/out/markers"},
+        mounts=[Mount(source=str(markers), target="/out")],
+        restart_policy="on-failure",
+        pre_stop=["sh", "-c", "touch /out/crashed; kill -USR1 $(cat /out/pid); sleep 5"],
+    )
+    await deployer.create(plan(workload, [app], termination_grace_period_seconds=20))
+    await deployer.wait_ready(workload, timeout=30)
+    await until(lambda: ("app", "start") in read_markers(markers), timeout=10)
+    summary = await deployer.delete(workload)
+    [got] = summary.containers
+    marks = Counter(read_markers(markers))
+    if deployer.driver_name == "podman" and marks[("app", "start")] == 1:
+        # Podman restarts from its cleanup process; the drain's stop call (what Podman
+        # needs for a container with a restart policy) may come first, and then it is not
+        # restarted: down, exit 1, and seen at once (a cut hook made its wait take 20 s).
+        assert (got.outcome, got.exit_code) == ("exited", 1), summary
+        assert summary.seconds < 10, summary
+        return
+    assert marks[("app", "start")] == 2, (marks, summary)  # crashed once, restarted once
+    assert marks[("app", "got-TERM")] == 1 and marks[("app", "drained-ok")] == 1, marks
+    assert (got.outcome, got.exit_code) == ("exited", 0), summary
 
 
 @pytest.mark.skipif(

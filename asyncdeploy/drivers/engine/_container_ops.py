@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+import tarfile
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import ClassVar
@@ -74,9 +75,9 @@ class EngineContainerOps:
         with self._errors(f"stop {ref.name}"):
             handle = self._client.containers.container(ref.id)
             await handle.stop(t=max(1, math.ceil(timeout)) if timeout > 0 else 0)
-            result = await handle.wait()
-        code = result.get("StatusCode")
-        return None if code is None else int(code)
+        # Podman's waits block until a cut-off hook's exec session is cleaned up (20 s):
+        # the same wait as after a kill, which polls its state there.
+        return await self.wait_killed(ref)
 
     async def wait_killed(self, ref: ContainerRef) -> int | None:
         """Wait for a container just sent SIGKILL (Docker's wait returns as it dies)."""
@@ -117,6 +118,8 @@ class EngineContainerOps:
                 return unpack(await handle.get_archive("/" + CLAIM_FILE))
         except WorkloadNotFound:
             return None  # no record (or no pause: the look says which)
+        except tarfile.TarError:
+            return None  # an empty answer: Podman, while the pause container is being removed
 
     async def look(self, ref: ContainerRef) -> ContainerLook | None:
         try:

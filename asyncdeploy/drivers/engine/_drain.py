@@ -91,6 +91,7 @@ CLEANUP_TIMEOUT = 60.0  # bound on the shielded kill-and-remove part
 KILL_WAIT = 10.0  # how long a SIGKILLed container may take to be reported gone
 RETRY_FIRST, RETRY_MAX = 0.05, 1.0  # backoff between tries of a call lost with the connection
 GIVE_UP_AFTER = 5.0  # past the deadline: how long the engine may stay unreachable
+RESTART_POLL = 0.1  # a container restarting under its policy: until it takes a signal
 SIGKILLED = 137
 
 T = TypeVar("T")
@@ -343,7 +344,7 @@ class _WorkloadDrain:
         exit_code: int | None = None
         failed = False
         try:
-            exit_code = await self.ops.run_hook(ref, ref.pre_stop)
+            exit_code, failed = await self._hook_while_alive(ref, ref.pre_stop)
         except EngineUnavailable:
             failed = True  # its exec session was lost with the connection: go on to the signal
         except EngineError as exc:
@@ -355,6 +356,37 @@ class _WorkloadDrain:
             self.books.emit(
                 PreStopFinished(**self.books.at(t), exit_code=exit_code, timed_out=timed_out)
             )
+
+    async def _hook_while_alive(
+        self, ref: ContainerRef, command: tuple[str, ...]
+    ) -> tuple[int | None, bool]:
+        """(exit code, failed) of the hook; a container that dies during its hook ends it
+        (failed, no code): Docker leaves the exec's stream open when the container is
+        restarted meanwhile, and the hook would hold the signal until the deadline."""
+        since = self.exits.mark()
+        result: list[int] = []
+        failure: list[EngineError] = []
+        async with anyio.create_task_group() as tg:
+
+            async def hook() -> None:
+                try:
+                    result.append(await self.ops.run_hook(ref, command))
+                except EngineError as exc:
+                    failure.append(exc)  # raised below, not grouped
+                tg.cancel_scope.cancel()
+
+            async def died() -> None:
+                try:
+                    await self.exits.wait_exit(ref.id, since)
+                except ExitStreamLost:
+                    return  # no stream: the hook alone decides
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(hook)
+            tg.start_soon(died)
+        if failure:
+            raise failure[0]
+        return (result[0], False) if result else (None, True)
 
     async def _stop_one(self, t: _Tracked, *, signal: bool = True) -> None:
         """Send the container's stop signal, once (recorded in the claim first, so that a
@@ -387,7 +419,13 @@ class _WorkloadDrain:
                     raise
                 except EngineUnavailable:
                     delivered = True  # the answer was lost, not the signal: never sent twice
-                if delivered:
+                while not delivered and await self._restarting(ref):
+                    await anyio.sleep(RESTART_POLL)  # Docker refuses a kill while it restarts
+                    delivered = await self._call(lambda: self.ops.signal(ref, ref.stop_signal))
+                if delivered and ref.restart_policy != "no":
+                    self._signalled(t)
+                    exit_code = await self._exit_of_restartable(ref, since)
+                elif delivered:
                     self._signalled(t)
                     exit_code = await self._exit_of(ref, since, before_stream=before_stream)
                 else:
@@ -425,6 +463,37 @@ class _WorkloadDrain:
         except ExitStreamLost:
             pass
         return await self._call(lambda: self.ops.wait_exit(ref))
+
+    async def _restarting(self, ref: ContainerRef) -> bool:
+        """Whether a container with a restart policy runs again (or is about to): it crashed
+        during its hook and the engine restarted it (Docker reports it running meanwhile)."""
+        if ref.restart_policy == "no" or self.ops.kill_triggers_restart:
+            return False  # (where a kill restarts, the drain stops it with the engine's stop)
+        look = await self._call(lambda: self.ops.look(ref))
+        return look is not None and look.running
+
+    async def _exit_of_restartable(self, ref: ContainerRef, since: int) -> int | None:
+        """The end of a container with a restart policy, signalled. Its end may be an earlier
+        life's (it crashed during its hook: the stream's die came before the signal), and a
+        kill during Docker's restart back-off ends it with no new die: the stream's first
+        death after the signal, or the first look that sees it stopped, whichever comes
+        first; a death the stream reports while it runs again was an earlier life's."""
+        while True:
+            code = await first_exit(self.exits, ref.id, lambda: self._stopped(ref), since)
+            since = self.exits.mark()
+            if not await self._restarting(ref):
+                return code
+
+    async def _stopped(self, ref: ContainerRef) -> int | None:
+        pause = RESTART_POLL
+        while True:
+            look = await self._call(lambda: self.ops.look(ref))
+            if look is None:
+                raise WorkloadNotFound(f"{ref.name} is gone", engine="", status=404)
+            if not look.running:
+                return look.exit_code
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     async def _exit_of_killed(self, ref: ContainerRef, since: int) -> int | None:
         """The exit code of a container just sent SIGKILL (see :func:`first_exit`)."""
