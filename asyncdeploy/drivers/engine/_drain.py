@@ -246,10 +246,11 @@ class _WorkloadDrain(Pipelines):
         except EngineUnavailable as exc:
             self._failed(f"claim the drain of {self.name}", exc)
             return False
+        except WorkloadNotFound:
+            return False  # gone: nothing to claim
         except EngineError:
-            # Gone, or an engine that cannot pause (no cgroup freezer): drain unclaimed; only a
-            # concurrent delete loses its protection, this one must not fail for it.
-            return False
+            # An engine that cannot pause (no cgroup freezer): the claim record alone decides.
+            return await _follow.claim_by_record(self)
         return look is not None and look.paused
 
     async def write_record(self, record: ClaimRecord | None = None) -> None:
