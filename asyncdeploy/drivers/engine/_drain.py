@@ -112,6 +112,8 @@ class _WorkloadDrain(Pipelines):
     record: ClaimRecord | None = None
     signalled: set[str] = attrs.field(factory=set)  # stop signal sent, or about to be
     record_lock: anyio.Lock = attrs.field(factory=anyio.Lock)
+    record_asked: int = 0  # writes asked for, and the last one a write covered
+    record_written: int = 0
     beat_scope: anyio.CancelScope = attrs.field(factory=lambda: anyio.CancelScope(shield=True))
     summary: DrainSummary | None = None
 
@@ -240,7 +242,9 @@ class _WorkloadDrain(Pipelines):
                 return False
         try:
             if await self._call(lambda: self.ops.claim(pause)):
-                await self.write_record(new_record(self.books.grace))
+                # written by the first stop signal's record, else the first beat: before a
+                # follower gives up waiting for one (RECORD_WAIT)
+                self.record = new_record(self.books.grace)
                 return False
             look = await self._call(lambda: self.ops.look(pause))
         except EngineUnavailable as exc:
@@ -255,14 +259,20 @@ class _WorkloadDrain(Pipelines):
 
     async def write_record(self, record: ClaimRecord | None = None) -> None:
         """Write this drain's claim record (a new one, or the current one bumped: its beat and
-        the containers signalled). Best effort: a follower without a record takes over after
-        a while, which is what this owner's death would mean anyway."""
+        the containers signalled). Concurrent asks share one write: the one that starts after
+        them. Best effort: a follower without a record takes over after a while, which is
+        what this owner's death would mean anyway."""
         pause = self.pause()
+        if record is not None:
+            self.record = record
+        self.record_asked += 1
+        asked = self.record_asked
         async with self.record_lock:
-            if record is not None:
-                self.record = record
+            if self.record_written >= asked:
+                return  # written meanwhile, with this ask's state
             if self.record is None or pause is None or pause.id in self.gone:
                 return
+            self.record_written = self.record_asked
             self.record = self.record.bumped(tuple(sorted(self.signalled)))
             try:
                 await self.ops.write_claim(pause, self.record)
