@@ -165,6 +165,9 @@ class EngineContainerOps:
 def _unsent_or_lost(exc: EngineUnavailable) -> EngineUnavailable:
     """``CallNotSent`` when no connection could be made (safe to send again); else the error
     as it is: the answer was lost, and the call may have landed."""
-    if isinstance(exc.__cause__, _NEVER_SENT):
-        return CallNotSent(exc.message, engine=exc.engine)
+    cause: BaseException | None = exc.__cause__
+    while cause is not None:  # aiodocker wraps the connector's error in its own (900)
+        if isinstance(cause, _NEVER_SENT):
+            return CallNotSent(exc.message, engine=exc.engine)
+        cause = cause.__cause__ or cause.__context__
     return exc
