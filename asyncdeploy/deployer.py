@@ -25,26 +25,24 @@ from __future__ import annotations
 
 import builtins
 import math
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar, cast
 
 import anyio
 import attrs
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy import _replace
 from asyncdeploy._log import log_event
+from asyncdeploy._replace import Replacement, ReplaceResult
 from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import (
-    AsyncDeployError,
     DrainError,
     DrainUnreachable,
-    WorkloadConflict,
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event
-from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.pull_events import PullEvent
 from asyncdeploy.results import ApplyResult, ExecResult, WorkloadStatus
@@ -56,23 +54,6 @@ __all__ = [
     "ReplaceResult",
     "Replacement",
 ]
-
-
-@attrs.frozen(kw_only=True)
-class Replacement:
-    """A replacement in progress: the new instance (ready) and the old ones' drain events."""
-
-    new: WorkloadStatus
-    old: tuple[str, ...]
-    events: ObjectReceiveStream[DrainEvent]
-
-
-@attrs.frozen(kw_only=True)
-class ReplaceResult:
-    """A finished replacement: the new instance and one drain summary per old instance."""
-
-    new: WorkloadStatus
-    drained: tuple[DrainSummary, ...]
 
 
 E = TypeVar("E", bound=Event)
@@ -255,8 +236,7 @@ class Deployer:
             ]
         return ReplaceResult(new=replacement.new, drained=tuple(summaries))
 
-    @asynccontextmanager
-    async def replacing(
+    def replacing(
         self,
         plan: WorkloadPlan,
         *,
@@ -265,52 +245,18 @@ class Deployer:
         ready_timeout: float = 60,
         grace_period_seconds: int | None = None,
         on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None = None,
-    ) -> AsyncIterator[Replacement]:
-        """Start ``plan`` as a new instance, wait until it is ready, then drain the old ones.
-
-        The new instance is named ``new_name`` (default ``<plan.name>-<6 hex>``) and labelled
-        ``replace.asyncdeploy.io/instance-of=<plan.name>``. The old ones are ``old``, or by default the
-        workload named ``plan.name`` and every earlier instance of it. A load balancer follows
-        readiness: it adds the new instance once its readiness check passes (``on_ready`` is
-        awaited then, before any drain: register it there if your balancer is told, not polled),
-        and the old one leaves rotation when its drain fails its readiness check, before its
-        listener closes. If the new instance never becomes ready it is removed and the old
-        ones are left untouched.
-        """
-        new_name = new_name or f"{plan.name[:56]}-{secrets.token_hex(3)}"
-        if await self._exists(new_name):
-            raise WorkloadConflict(
-                f"cannot start the replacement as {new_name!r}: a workload has that name",
-                engine=self.driver_name,
-                status=409,
-            )
-        if old is None:
-            instances = await self.driver.list({LABEL_INSTANCE_OF: plan.name})
-            named = [plan.name] if await self._exists(plan.name) else []
-            old = [*named, *(w.name for w in instances if w.name != plan.name)]
-        else:
-            await self.driver.find(old)  # a clear WorkloadNotFound before anything starts
-        old = tuple(old)
-        new_plan = attrs.evolve(
-            plan, name=new_name, labels={**plan.labels, LABEL_INSTANCE_OF: plan.name}
+    ) -> AbstractAsyncContextManager[Replacement]:
+        """Start ``plan`` as a new instance, wait until it is ready, then drain the old ones
+        (:func:`asyncdeploy._replace.replacing` says how)."""
+        return _replace.replacing(
+            self,
+            plan,
+            old=old,
+            new_name=new_name,
+            ready_timeout=ready_timeout,
+            grace_period_seconds=grace_period_seconds,
+            on_ready=on_ready,
         )
-        await self.driver.apply(new_plan)
-        try:
-            status = await self.driver.wait_ready(new_name, timeout=ready_timeout)
-            if on_ready is not None:
-                await on_ready(status)
-        except BaseException:
-            # the old instances were never touched; only the new one goes (errors of this
-            # cleanup must not hide why the replacement failed)
-            with anyio.CancelScope(shield=True), anyio.move_on_after(60):
-                try:
-                    await self.delete(new_name, grace_period_seconds=0)
-                except AsyncDeployError:
-                    pass
-            raise
-        found = await self.driver.find(old)  # afresh: they may have changed while it started
-        async with self._drain(found, grace_period_seconds, None) as events:
-            yield Replacement(new=status, old=old, events=events)
 
     async def _exists(self, name: str) -> bool:
         try:
