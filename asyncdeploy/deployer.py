@@ -35,7 +35,7 @@ from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy import _replace
 from asyncdeploy._log import log_event
-from asyncdeploy._replace import Replacement, ReplaceResult
+from asyncdeploy._replace import OnEvent, Replacement, ReplaceResult
 from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import (
     DrainError,
@@ -45,6 +45,7 @@ from asyncdeploy.errors import (
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.pull_events import PullEvent
+from asyncdeploy.replace_events import Strategy
 from asyncdeploy.results import ApplyResult, ExecResult, WorkloadStatus
 from asyncdeploy.selectors import SelectorLike, as_selector
 
@@ -221,8 +222,10 @@ class Deployer:
         ready_timeout: float = 60,
         grace_period_seconds: int | None = None,
         on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None = None,
+        strategy: Strategy = "auto",
+        on_event: OnEvent | None = None,
     ) -> ReplaceResult:
-        """Replace a workload without downtime; see :meth:`replacing`."""
+        """Replace a workload (by default without downtime when it fits); see :meth:`replacing`."""
         async with self.replacing(
             plan,
             old=old,
@@ -230,11 +233,18 @@ class Deployer:
             ready_timeout=ready_timeout,
             grace_period_seconds=grace_period_seconds,
             on_ready=on_ready,
+            strategy=strategy,
+            on_event=on_event,
         ) as replacement:
             summaries = [
                 e.summary async for e in replacement.events if isinstance(e, DrainFinished)
             ]
-        return ReplaceResult(new=replacement.new, drained=tuple(summaries))
+        return ReplaceResult(
+            new=replacement.new,
+            drained=replacement.drained + tuple(summaries),
+            strategy=replacement.strategy,
+            downtime=replacement.downtime,
+        )
 
     def replacing(
         self,
@@ -245,9 +255,16 @@ class Deployer:
         ready_timeout: float = 60,
         grace_period_seconds: int | None = None,
         on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None = None,
+        strategy: Strategy = "auto",
+        kill_now: anyio.Event | None = None,
+        before_drain: Callable[[], None] | None = None,
+        on_event: OnEvent | None = None,
     ) -> AbstractAsyncContextManager[Replacement]:
-        """Start ``plan`` as a new instance, wait until it is ready, then drain the old ones
-        (:func:`asyncdeploy._replace.replacing` says how)."""
+        """Start ``plan`` as a new instance and drain the old ones: ``surge`` (the new one
+        ready first), ``recreate`` (the old ones drained first) or ``auto`` (surge when it
+        fits); see :func:`asyncdeploy._replace.replacing`. Cancelled before the old ones' drain
+        began, it removes the new instance and leaves the old ones serving; ``kill_now`` cuts
+        a drain short (the old ones', or a roll-back's)."""
         return _replace.replacing(
             self,
             plan,
@@ -256,6 +273,10 @@ class Deployer:
             ready_timeout=ready_timeout,
             grace_period_seconds=grace_period_seconds,
             on_ready=on_ready,
+            strategy=strategy,
+            kill_now=kill_now,
+            before_drain=before_drain,
+            on_event=on_event,
         )
 
     async def _exists(self, name: str) -> bool:
