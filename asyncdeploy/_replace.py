@@ -30,6 +30,7 @@ import anyio.lowlevel
 import attrs
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy._replace_lock import replace_lock
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.errors import AsyncDeployError, CreateError, PlanError, WorkloadConflict
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary
@@ -54,7 +55,8 @@ __all__ = ["OnEvent", "ReplaceResult", "Replacement", "fixed_host_ports", "repla
 
 SCHEDULE_BOUND = 10.0  # Kubernetes auto: how long the scheduler may take to place the new Pod
 WAITING_EVERY = 2.0  # how often a ReplaceWaiting is reported
-ROLL_BACK_MARGIN = 60.0  # past the new instance's grace: the bound on its roll-back
+ROLL_BACK_MARGIN = 60.0
+LOCK_MARGIN = 600.0  # past the longest a replacement can take: its lock is stale after it  # past the new instance's grace: the bound on its roll-back
 _CANNOT_FIT = ("Unschedulable", "Insufficient", "free ports", "port is already allocated")
 
 OnEvent = Callable[[ReplaceEvent | DrainEvent | PullEvent], None]
@@ -142,6 +144,44 @@ async def replacing(
             engine=driver.name,
             status=409,
         )
+    grace = max(plan.termination_grace_period_seconds, grace_period_seconds or 0)
+    bound = ready_timeout + 2 * grace + LOCK_MARGIN
+    lock = replace_lock(driver, plan.name, bound=bound, labels=dict(plan.labels))
+    async with (
+        lock,
+        _replacing_locked(
+            deployer,
+            plan,
+            old=old,
+            new_name=new_name,
+            ready_timeout=ready_timeout,
+            grace_period_seconds=grace_period_seconds,
+            on_ready=on_ready,
+            strategy=strategy,
+            kill_now=kill_now,
+            before_drain=before_drain,
+            emit=emit,
+        ) as replacement,
+    ):
+        yield replacement
+
+
+@asynccontextmanager
+async def _replacing_locked(
+    deployer: Deployer,
+    plan: WorkloadPlan,
+    *,
+    old: Sequence[str] | None,
+    new_name: str,
+    ready_timeout: float,
+    grace_period_seconds: int | None,
+    on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None,
+    strategy: Strategy,
+    kill_now: anyio.Event | None,
+    before_drain: Callable[[], None] | None,
+    emit: OnEvent,
+) -> AsyncIterator[Replacement]:
+    driver = deployer.driver
     if old is None:
         instances = await driver.list({LABEL_INSTANCE_OF: plan.name})
         named = [plan.name] if await deployer._exists(plan.name) else []

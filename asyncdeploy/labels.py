@@ -17,6 +17,8 @@ __all__ = [
     "LABEL_GRACE",
     "LABEL_INDEX",
     "LABEL_INSTANCE_OF",
+    "LABEL_LOCK",
+    "LABEL_LOCK_RECORD",
     "LABEL_PLAN_DIGEST",
     "LABEL_PRE_STOP",
     "LABEL_READINESS",
@@ -46,6 +48,10 @@ LABEL_GRACE: Final = "asyncdeploy.io/termination-grace-period-seconds"
 LABEL_PLAN_DIGEST: Final = "asyncdeploy.io/plan-digest"
 LABEL_INSTANCE_OF: Final = "replace.asyncdeploy.io/instance-of"
 """Set by ``Deployer.replace`` on a new instance: the plan name it serves."""
+LABEL_LOCK: Final = "replace.asyncdeploy.io/lock"
+"""On the marker that holds a plan's replace lock (a volume on Docker and Podman): the key."""
+LABEL_LOCK_RECORD: Final = "replace.asyncdeploy.io/lock-record"
+"""On that marker: its owner's record (JSON: who, since when, until when at most)."""
 
 # What a later delete on Docker and Podman reads back from the containers themselves.
 LABEL_PRE_STOP: Final = "asyncdeploy.io/pre-stop"  # JSON list: the hook a later delete runs

@@ -23,6 +23,7 @@ from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import drain_workloads
+from asyncdeploy.drivers.engine._markers import EngineMarkers
 from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
 from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._state import plan_order, snapshot, workload_labels, workload_status
@@ -74,7 +75,7 @@ def _found(grouped: Mapping[str, Sequence[Mapping[str, Any]]]) -> EngineFound:
     )
 
 
-class EngineAPIDriver(EngineContainerOps):
+class EngineAPIDriver(EngineMarkers, EngineContainerOps):
     """Docker Engine API driver; subclasses say how to find the socket and read quirks."""
 
     name: ClassVar[str]
