@@ -35,6 +35,7 @@ from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy import _replace
 from asyncdeploy._log import log_event
+from asyncdeploy._names import current_name, current_plan, resolving
 from asyncdeploy._replace import OnEvent, Replacement, ReplaceResult
 from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import (
@@ -98,7 +99,7 @@ class Deployer:
         Images are pulled first, as the plan's pull policies say; ``on_event`` sees the pull
         events (and a replacement's drain events) as they happen, and must not block.
         """
-        return await self.driver.apply(plan, emit=on_event)
+        return await self.driver.apply(await current_plan(self.driver, plan), emit=on_event)
 
     @asynccontextmanager
     async def creating(self, plan: WorkloadPlan) -> AsyncIterator[CreateEvents]:
@@ -110,7 +111,7 @@ class Deployer:
         events: CreateEvents | None = None
 
         async def work(emit: Emit) -> None:
-            result = await self.driver.apply(plan, emit=emit)
+            result = await self.driver.apply(await current_plan(self.driver, plan), emit=emit)
             assert events is not None
             events._result = result
 
@@ -119,7 +120,8 @@ class Deployer:
             yield events
 
     async def get(self, name: str) -> WorkloadStatus:
-        return await self.driver.get(name)
+        """The workload ``name`` means (after a replace: its current instance, ``_names``)."""
+        return await resolving(self.driver, name, self.driver.get)
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         """Workloads whose labels match ``selector``: a :class:`~asyncdeploy.selectors.Selector`,
@@ -127,7 +129,9 @@ class Deployer:
         return await self.driver.list(as_selector(selector))
 
     async def wait_ready(self, name: str, *, timeout: float = 60) -> WorkloadStatus:
-        return await self.driver.wait_ready(name, timeout=timeout)
+        return await resolving(
+            self.driver, name, lambda n: self.driver.wait_ready(n, timeout=timeout)
+        )
 
     def logs(
         self,
@@ -144,17 +148,42 @@ class Deployer:
         ``tail`` keeps the last lines, ``since`` is a Unix time, ``timestamps`` prefixes each
         line with the engine's RFC 3339 time.
         """
-        return self.driver.logs(
-            name, container=container, follow=follow, tail=tail, since=since, timestamps=timestamps
+        return self._logs(name, container, follow, tail, since, timestamps)
+
+    async def _logs(
+        self,
+        name: str,
+        container: str | None,
+        follow: bool,
+        tail: int | None,
+        since: float | None,
+        timestamps: bool,
+    ) -> AsyncIterator[str]:
+        lines = self.driver.logs(
+            await current_name(self.driver, name),
+            container=container,
+            follow=follow,
+            tail=tail,
+            since=since,
+            timestamps=timestamps,
         )
+        try:
+            async for line in lines:
+                yield line
+        finally:
+            close = getattr(lines, "aclose", None)
+            if close is not None:
+                await close()
 
     async def exec(
         self, name: str, command: Sequence[str], *, container: str | None = None
     ) -> ExecResult:
-        return await self.driver.exec(name, command, container=container)
+        return await resolving(
+            self.driver, name, lambda n: self.driver.exec(n, command, container=container)
+        )
 
     async def inspect(self, name: str) -> dict[str, Any]:
-        return await self.driver.inspect(name)
+        return await resolving(self.driver, name, self.driver.inspect)
 
     @asynccontextmanager
     async def terminate(
@@ -175,7 +204,7 @@ class Deployer:
         event when there is no such workload (the driver's one look, which the drain starts
         from).
         """
-        found = await self.driver.find([name])
+        found = await resolving(self.driver, name, lambda n: self.driver.find([n]))
         async with self._drain(found, grace_period_seconds, kill_now) as events:
             yield events
 

@@ -65,9 +65,7 @@ async def test_a_signal_before_the_old_drain_stops_the_replace_and_leaves_the_ol
         plan(app, [graceful("old", 3, markers)], termination_grace_period_seconds=10)
     )
     before = await deployer.wait_ready(app, timeout=30)
-    path = plan_file(
-        tmp_path, app, [never_ready(markers)], termination_grace_period_seconds=10
-    )
+    path = plan_file(tmp_path, app, [never_ready(markers)], termination_grace_period_seconds=10)
     cli = await start_cli(deployer.driver_name, "replace", "-f", str(path), "-o", "json")
     # the new instance was started and is waited for
     await until(lambda: ("next", "start") in read_markers(markers), timeout=30)
