@@ -57,7 +57,8 @@ SCHEDULE_BOUND = 10.0  # Kubernetes auto: how long the scheduler may take to pla
 WAITING_EVERY = 2.0  # how often a ReplaceWaiting is reported
 ROLL_BACK_MARGIN = 60.0
 LOCK_MARGIN = 600.0  # past the longest a replacement can take: its lock is stale after it  # past the new instance's grace: the bound on its roll-back
-_CANNOT_FIT = ("Unschedulable", "Insufficient", "free ports", "port is already allocated")
+_CANNOT_FIT = ("Unschedulable", "Insufficient", "free ports")
+_BIND_FAILED = ("port is already allocated", "address already in use")
 
 OnEvent = Callable[[ReplaceEvent | DrainEvent | PullEvent], None]
 
@@ -190,7 +191,8 @@ async def _replacing_locked(
         await driver.find(old)  # a clear WorkloadNotFound before anything starts
     old = tuple(old)
     new_plan = attrs.evolve(plan, name=new_name, instance_of=plan.name)
-    chosen, reason = _choose(strategy, plan, old, driver.name)
+    held = await _held_host_ports(deployer, old) if driver.name != "kubernetes" else set()
+    chosen, reason = _choose(strategy, plan, old, driver.name, held)
     emit(ReplaceStrategy(workload=plan.name, strategy=chosen, reason=reason, new=new_name, old=old))
     run = _Run(deployer, new_plan, ready_timeout, kill_now, emit)
     if chosen == "surge":
@@ -232,11 +234,28 @@ async def _replacing_locked(
         )
 
 
+async def _held_host_ports(deployer: Deployer, old: Sequence[str]) -> set[str]:
+    """The host ports (``18000/tcp``) the old instances publish on Docker or Podman, read from
+    the engine's own description of their containers (``HostConfig.PortBindings``)."""
+    held: set[str] = set()
+    for name in old:
+        details = await deployer.driver.inspect(name)
+        for container in (details.get("containers") or {}).values():
+            bindings = ((container.get("HostConfig") or {}).get("PortBindings")) or {}
+            for key, binds in bindings.items():
+                protocol = str(key).partition("/")[2] or "tcp"
+                for bind in binds or []:
+                    if str(bind.get("HostPort") or "").isdigit() and int(bind["HostPort"]):
+                        held.add(f"{int(bind['HostPort'])}/{protocol}")
+    return held
+
+
 def _choose(
-    strategy: Strategy, plan: WorkloadPlan, old: Sequence[str], driver: str
+    strategy: Strategy, plan: WorkloadPlan, old: Sequence[str], driver: str, held: set[str]
 ) -> tuple[Literal["surge", "recreate"], str]:
-    """The strategy and why, before anything is touched (Kubernetes' auto decides on its try)."""
-    ports = ", ".join(fixed_host_ports(plan))
+    """The strategy and why, before anything is touched (Kubernetes' auto decides on its try).
+    ``held``: the host ports the old instances publish (one host binds each once)."""
+    ports = ", ".join(p for p in fixed_host_ports(plan) if p in held)
     one_host = driver != "kubernetes"
     if strategy == "recreate":
         return "recreate", "asked for"
@@ -280,7 +299,16 @@ class _Run:
         """Create the new instance and wait until it is ready, reporting progress; on failure
         or cancellation remove it again and re-raise. None: it did not fit (``cannot_fit``)."""
         driver, name = self.deployer.driver, self.plan.name
-        await driver.apply(self.plan, emit=self.emit)  # a cancelled create removes what it made
+        try:
+            await driver.apply(self.plan, emit=self.emit)  # cancelled, it removes what it made
+        except CreateError as exc:
+            ports = ", ".join(fixed_host_ports(self.plan))
+            if ports and any(words in str(exc) for words in _BIND_FAILED):
+                raise CreateError(
+                    f"the new instance {name} cannot bind host port {ports}: something else on "
+                    f"this host holds it (it was removed again; the engine said: {exc})"
+                ) from exc
+            raise
         started = anyio.current_time()
         try:
             failure: CreateError | None = None

@@ -10,7 +10,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from asyncdeploy import Container, Deployer, Mount, PlanError, Port
+from asyncdeploy import Container, CreateError, Deployer, Mount, PlanError, Port
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.replace_events import ReplaceDowntime, ReplaceStrategy
 from tests.cli_runner import invoke_in_thread
@@ -190,3 +190,21 @@ async def test_replace_says_its_strategy_first_and_its_progress_while_it_waits(
     assert waiting and first < waiting[0], result.stderr
     assert "server: running" in lines[waiting[0]]
     assert any("ready after" in line for line in lines[waiting[-1] :])
+
+
+async def test_a_host_port_held_by_something_else_is_said_so_and_the_old_keeps_serving(
+    deployer: Deployer, name: Callable[[str], str]
+) -> None:
+    app, port = name("portheld"), free_port()
+    await deployer.create(plan(app, [web_server("v1", port)], termination_grace_period_seconds=3))
+    before = await deployer.wait_ready(app)
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken = free_port()
+        squatter.bind(("0.0.0.0", taken))
+        squatter.listen()
+        with pytest.raises(CreateError, match=f"cannot bind host port {taken}/tcp: something else"):
+            await deployer.replace(plan(app, [web_server("v2", taken)]))
+    assert await current(deployer, app) == {app}, "the new instance is gone"
+    assert (await deployer.get(app)).containers == before.containers
+    await until(lambda: serves(port, "v1"), timeout=15)
