@@ -311,19 +311,20 @@ class _Run:
             raise
         started = anyio.current_time()
         try:
-            failure: CreateError | None = None
+            failure: Exception | None = None
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._report_waiting, started)
                 try:
                     status = await driver.wait_ready(name, timeout=self.ready_timeout)
-                except CreateError as exc:
-                    failure = exc  # raised outside the group: no ExceptionGroup around it
+                except Exception as exc:  # noqa: BLE001 - raised below, outside the group
+                    failure = exc  # (so that no ExceptionGroup wraps it)
                 finally:
                     tg.cancel_scope.cancel()
             if failure is not None:
                 seconds = anyio.current_time() - started
                 if (
-                    cannot_fit_within is not None
+                    isinstance(failure, CreateError)
+                    and cannot_fit_within is not None
                     and seconds < cannot_fit_within
                     and any(word in str(failure) for word in _CANNOT_FIT)
                 ):
