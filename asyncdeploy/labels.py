@@ -13,6 +13,7 @@ from typing import Final, Literal, get_args
 __all__ = [
     "CONTAINER_ROLES",
     "LABEL_ATTEMPT",
+    "LABEL_ATTEMPT_OWNER",
     "LABEL_CONTAINER",
     "LABEL_GRACE",
     "LABEL_INDEX",
@@ -60,6 +61,7 @@ LABEL_RESTART_POLICY: Final = "asyncdeploy.io/restart-policy"
 LABEL_READINESS: Final = "asyncdeploy.io/readiness"  # JSON list: the readiness probe as a command
 LABEL_INDEX: Final = "asyncdeploy.io/index"  # the container's position in the plan (list order)
 LABEL_ATTEMPT: Final = "asyncdeploy.io/create-attempt"  # which create call made a container
+LABEL_ATTEMPT_OWNER: Final = "asyncdeploy.io/create-owner"  # JSON: the process that made it
 
 PlanRole = Literal["init", "run"]
 """The roles a plan's containers may take."""

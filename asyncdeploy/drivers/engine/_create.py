@@ -13,6 +13,7 @@ carries its attempt label, the pause container last, never another create's cont
 from __future__ import annotations
 
 import builtins
+import json
 import secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ import aiodocker
 import anyio
 import attrs
 
+from asyncdeploy._owner import Owner
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._devices import accelerators
 from asyncdeploy.drivers.engine._ops import ContainerRef
@@ -32,7 +34,13 @@ from asyncdeploy.errors import (
     WorkloadConflict,
     WorkloadNotFound,
 )
-from asyncdeploy.labels import LABEL_ATTEMPT, LABEL_CONTAINER, LABEL_ROLE, LABEL_WORKLOAD
+from asyncdeploy.labels import (
+    LABEL_ATTEMPT,
+    LABEL_ATTEMPT_OWNER,
+    LABEL_CONTAINER,
+    LABEL_ROLE,
+    LABEL_WORKLOAD,
+)
 from asyncdeploy.plan import Container, WorkloadPlan
 
 if TYPE_CHECKING:
@@ -40,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LABEL_ATTEMPT", "CreateAttempt"]
 
+_OWNER = json.dumps(Owner.this_process().to_data(), sort_keys=True)  # who makes (unfinished.py)
 CREATE_CALL_TIMEOUT = 30.0  # one engine create call, shielded
 ROLL_BACK_TIMEOUT = 60.0
 # What the engines answer when a device cannot be given, and what a user then needs.
@@ -94,7 +103,8 @@ class CreateAttempt:
     async def _create_one(self, container: str, config: dict[str, Any], role: Any) -> ContainerRef:
         driver = self.driver
         name = spec.container_name(self.plan.name, container)
-        config = {**config, "Labels": {**config["Labels"], LABEL_ATTEMPT: self.token}}
+        labels = {**config["Labels"], LABEL_ATTEMPT: self.token, LABEL_ATTEMPT_OWNER: _OWNER}
+        config = {**config, "Labels": labels}
         try:
             # Shielded: a create call cancelled in flight may still make the container, and
             # nothing would know its id. The call answers in well under a second.
