@@ -323,17 +323,20 @@ class Deployer:
         unreachable: builtins.list[DrainUnreachable] = []
 
         async def work(emit: Callable[[DrainEvent], None]) -> None:
+            def keep(event: DrainEvent) -> None:
+                # Summaries come from the events, not the return value: a drain cut short by
+                # kill_now (cancelled) returns nothing, but still finishes every workload.
+                if isinstance(event, DrainFinished):
+                    summaries.append(event.summary)
+                emit(event)
+
             async with anyio.create_task_group() as tg:
                 if kill_now is not None:
                     tg.start_soon(_cancel_when_set, kill_now, tg.cancel_scope)
                 try:
                     if found.names:
-                        summaries.extend(
-                            await self.driver.drain(  # a drain emits drain events only
-                                found,
-                                grace_period_seconds=grace_period_seconds,
-                                emit=cast(Emit, emit),
-                            )
+                        await self.driver.drain(  # a drain emits drain events only
+                            found, grace_period_seconds=grace_period_seconds, emit=cast(Emit, keep)
                         )
                 except DrainUnreachable as exc:
                     unreachable.append(exc)  # raised once the consumer has every event
@@ -343,6 +346,8 @@ class Deployer:
             yield receive
         if unreachable:
             raise unreachable[0]
+        if any(c.outcome == "unreachable" for s in summaries for c in s.containers):
+            raise DrainUnreachable(summaries, engine=self.driver_name)  # cut short meanwhile
         failed = [s for s in summaries if s.errors]
         if failed:
             raise DrainError(failed)

@@ -26,6 +26,7 @@ __all__ = [
     "LABEL_RESTART_POLICY",
     "LABEL_ROLE",
     "LABEL_STOP_SIGNAL",
+    "LABEL_VOLUME_PLAN",
     "LABEL_WORKLOAD",
     "PLAN_ROLES",
     "RESERVED_DOMAIN",
@@ -62,6 +63,9 @@ LABEL_READINESS: Final = "asyncdeploy.io/readiness"  # JSON list: the readiness 
 LABEL_INDEX: Final = "asyncdeploy.io/index"  # the container's position in the plan (list order)
 LABEL_ATTEMPT: Final = "asyncdeploy.io/create-attempt"  # which create call made a container
 LABEL_ATTEMPT_OWNER: Final = "asyncdeploy.io/create-owner"  # JSON: the process that made it
+LABEL_VOLUME_PLAN: Final = "asyncdeploy.io/volume-of"
+"""On a named volume asyncdeploy created: the plan whose instances share it (the instance-of
+name across ``replace``); removed with the last of them. A kept volume (``keep: true``) has none."""
 
 PlanRole = Literal["init", "run"]
 """The roles a plan's containers may take."""
