@@ -363,7 +363,8 @@ class _Run:
         """Drain the old instances before the new one exists (recreate), their events handed
         to ``emit``; a failed drain raises and nothing is created."""
         summaries: list[DrainSummary] = []
-        async with self.deployer._drain(found, grace_period_seconds, self.kill_now) as events:
+        drain = self.deployer._drain(found, grace_period_seconds, self.kill_now, keep_volumes=True)
+        async with drain as events:
             async for event in events:
                 if isinstance(event, DrainFinished):
                     summaries.append(event.summary)

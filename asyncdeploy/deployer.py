@@ -317,7 +317,12 @@ class Deployer:
 
     @asynccontextmanager
     async def _drain(
-        self, found: Found, grace_period_seconds: int | None, kill_now: anyio.Event | None
+        self,
+        found: Found,
+        grace_period_seconds: int | None,
+        kill_now: anyio.Event | None,
+        *,
+        keep_volumes: bool = False,
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
         summaries: builtins.list[DrainSummary] = []
         unreachable: builtins.list[DrainUnreachable] = []
@@ -336,7 +341,11 @@ class Deployer:
                 try:
                     if found.names:
                         await self.driver.drain(  # a drain emits drain events only
-                            found, grace_period_seconds=grace_period_seconds, emit=cast(Emit, keep)
+                            found,
+                            grace_period_seconds=grace_period_seconds,
+                            emit=cast(Emit, keep),
+                            # only when asked: drivers written before it need not know it
+                            **({"keep_volumes": True} if keep_volumes else {}),
                         )
                 except DrainUnreachable as exc:
                     unreachable.append(exc)  # raised once the consumer has every event

@@ -103,12 +103,18 @@ class Driver(Protocol):
         ...
 
     async def drain(
-        self, found: Found, *, grace_period_seconds: int | None, emit: Emit
+        self,
+        found: Found,
+        *,
+        grace_period_seconds: int | None,
+        emit: Emit,
+        keep_volumes: bool = False,
     ) -> builtins.list[DrainSummary]:
         """Drain what :meth:`find` found concurrently under one deadline and remove it.
 
         Starts from that one list (no second); emits every step; returns one summary per
-        workload.
+        workload. ``keep_volumes``: leave the named volumes the workloads' plan made (a
+        recreate's next instance mounts them).
         """
         ...
 

@@ -337,7 +337,12 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
         return _found(await self._matching(selector))
 
     async def drain(
-        self, found: Found, *, grace_period_seconds: int | None, emit: Emit
+        self,
+        found: Found,
+        *,
+        grace_period_seconds: int | None,
+        emit: Emit,
+        keep_volumes: bool = False,
     ) -> builtins.list[DrainSummary]:
         if not isinstance(found, EngineFound):
             raise TypeError(f"{self.name} drains only what its own find returned, not {found!r}")
@@ -347,6 +352,7 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
             grace_period_seconds=grace_period_seconds,
             emit=emit,
             engine=self.name,
+            keep_volumes=keep_volumes,
         )
 
     # --- create ------------------------------------------------------------------------------

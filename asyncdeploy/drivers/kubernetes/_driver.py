@@ -294,7 +294,12 @@ class KubernetesDriver:
         return await find_pods(self.api, self.namespace, None, selector)
 
     async def drain(
-        self, found: Found, *, grace_period_seconds: int | None, emit: Emit
+        self,
+        found: Found,
+        *,
+        grace_period_seconds: int | None,
+        emit: Emit,
+        keep_volumes: bool = False,  # a Pod's volumes are its own (emptyDir) or claims it keeps
     ) -> builtins.list[DrainSummary]:
         if not isinstance(found, PodsFound):
             raise TypeError(f"{ENGINE} drains only what its own find returned, not {found!r}")
