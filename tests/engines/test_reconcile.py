@@ -167,3 +167,33 @@ async def test_a_replace_killed_mid_drain_of_the_old_is_finished_and_the_new_ser
     [new] = await deployer.list({LABEL_INSTANCE_OF: app, RUN_LABEL: RUN_ID})
     assert new.unfinished is None and new.state == "running"
     assert (await deployer.get(app)).name == new.name, "the plan's name finds the new one"
+
+
+async def test_a_delete_killed_mid_drain_is_marked_by_its_dead_claim_and_drained_properly(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """The claim record names the dead owner: marked at once, while the app still drains; the
+    reconcile takes the drain over and waits for the app's own end (no SIGKILL)."""
+    app, driver = name("killclaim"), deployer.driver_name
+    await deployer.create(
+        plan(app, [graceful("drainer", 6, markers)], termination_grace_period_seconds=30)
+    )
+    await deployer.wait_ready(app, timeout=30)
+    cli = await start_cli(driver, "delete", app, "-o", "json")
+    await cli.next_event("SignalSent")
+    cli.send(signal.SIGKILL)
+    await cli.finish()
+
+    shown = (await listed(driver, f"{RUN_LABEL}={RUN_ID}"))[app]
+    assert "died mid-drain" in str(shown["unfinished"]), shown
+    assert ("drainer", "drained-ok") not in read_markers(markers), "marked while it drains"
+    code, err, lines = await reconcile(driver, "-o", "json")
+    assert code == 0, err
+    last = lines[-1]
+    assert last["event"] == "DrainFinished" and last["workload"] == app
+    assert [(c["outcome"], c["exit_code"]) for c in last["containers"] if c["role"] == "run"] == [
+        ("exited", 0)
+    ]
+    assert ("drainer", "drained-ok") in read_markers(markers)
+    assert not any(line.get("event") == "ContainerForceKilled" for line in lines)
+    assert await gone(deployer, app)

@@ -103,3 +103,13 @@ def test_a_replace_is_stopped_by_a_signal_before_its_drain_and_not_after() -> No
         return "replaced"
 
     assert anyio.run(during.guard, draining) == "replaced"
+
+
+def test_a_claim_whose_owner_died_marks_the_workload_half_drained() -> None:
+    from asyncdeploy.drivers.engine._claim import ClaimRecord
+    from asyncdeploy.drivers.engine._unfinished import dead_claim
+
+    alive = ClaimRecord(owner=Owner.this_process(), token="t", started=time.time(), grace=30)
+    assert dead_claim(alive) is None and dead_claim(None) is None
+    dead = attrs.evolve(alive, owner=dead_owner())
+    assert str(dead_claim(dead)).startswith("half-drained: its drain's owner (pid")

@@ -5,8 +5,10 @@
   owner (``LABEL_ATTEMPT_OWNER``: host, boot id, pid and its start time) is dead. A create
   still at work is never marked; an owner that cannot be checked from here (another host) is
   marked ``unknown owner``, which ``reconcile`` acts on only with ``--force``.
-- **half-drained**: a drain that died after its claim: a paused pause container with nothing
-  left running (a live drain removes what has exited at once, and its pause last).
+- **half-drained**: a drain that died after its claim: a paused pause container whose claim
+  record names an owner that is dead (:func:`dead_claim`; the list reads the record from the
+  pause container), or one with nothing left running (a live drain removes what has exited at
+  once, and its pause last).
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from asyncdeploy._owner import Owner
+from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.labels import LABEL_ATTEMPT_OWNER, LABEL_ROLE
 
-__all__ = ["unfinished"]
+__all__ = ["dead_claim", "unfinished"]
 
 
 def _owners_alive(items: Sequence[Mapping[str, Any]]) -> bool | None:
@@ -35,6 +38,14 @@ def _owners_alive(items: Sequence[Mapping[str, Any]]) -> bool | None:
     if any(a is True for a in answers):
         return True
     return False if answers and all(a is False for a in answers) else None
+
+
+def dead_claim(record: ClaimRecord | None) -> str | None:
+    """Half-drained when the drain's claim names an owner that is dead (None: it lives, it
+    cannot be told from here, or there is no record to tell)."""
+    if record is None or record.owner.alive() is not False:
+        return None
+    return f"half-drained: its drain's owner ({record.owner.describe()}) died mid-drain"
 
 
 def unfinished(items: Sequence[Mapping[str, Any]]) -> str | None:
