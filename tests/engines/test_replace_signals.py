@@ -135,3 +135,31 @@ async def test_two_sigints_during_the_old_drain_kill_it_and_keep_the_new(
     assert last["event"] == "DrainFinished" and last["workload"] == app
     assert {c["outcome"] for c in last["containers"]} == {"killed"}
     assert len(await instances(deployer, app)) == 1, "the new instance serves"
+
+
+async def test_a_second_signal_kills_the_new_instance_being_rolled_back(
+    deployer: Deployer, name: Callable[[str], str], markers: Path, tmp_path: Path
+) -> None:
+    app = name("rsigkill")
+    await deployer.create(
+        plan(app, [graceful("old", 1, markers)], termination_grace_period_seconds=30)
+    )
+    before = await deployer.wait_ready(app, timeout=30)
+    slow = {**never_ready(markers), "command": ["graceful", "next", "25"]}
+    path = plan_file(tmp_path, app, [slow], termination_grace_period_seconds=30)
+    cli = await start_cli(deployer.driver_name, "replace", "-f", str(path), "-o", "json")
+    await until(lambda: ("next", "start") in read_markers(markers), timeout=30)
+    await anyio.sleep(0.5)
+    cli.send(signal.SIGINT)
+    await until(lambda: ("next", "got-TERM") in read_markers(markers), timeout=30)
+    started = anyio.current_time()
+    cli.send(signal.SIGINT)
+    code, stderr = await cli.finish()
+
+    assert anyio.current_time() - started < 15  # not the new instance's 25 s drain
+    assert code == EXIT_SIGINT, stderr
+    assert "killing the new instance's remaining containers now" in stderr
+    finished = [line for line in cli.lines if line.get("event") == "DrainFinished"]
+    assert [c["outcome"] for c in finished[-1]["containers"] if c["role"] == "run"] == ["killed"]
+    assert await instances(deployer, app) == set()
+    assert (await deployer.get(app)).containers == before.containers, "the old one untouched"
