@@ -25,28 +25,28 @@ from __future__ import annotations
 
 import builtins
 import math
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar, cast
 
 import anyio
 import attrs
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy import _replace
 from asyncdeploy._log import log_event
+from asyncdeploy._names import current_name, current_plan, resolving
+from asyncdeploy._replace import OnEvent, Replacement, ReplaceResult
 from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import (
-    AsyncDeployError,
     DrainError,
     DrainUnreachable,
-    WorkloadConflict,
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event
-from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.pull_events import PullEvent
+from asyncdeploy.replace_events import Strategy
 from asyncdeploy.results import ApplyResult, ExecResult, WorkloadStatus
 from asyncdeploy.selectors import SelectorLike, as_selector
 
@@ -56,23 +56,6 @@ __all__ = [
     "ReplaceResult",
     "Replacement",
 ]
-
-
-@attrs.frozen(kw_only=True)
-class Replacement:
-    """A replacement in progress: the new instance (ready) and the old ones' drain events."""
-
-    new: WorkloadStatus
-    old: tuple[str, ...]
-    events: ObjectReceiveStream[DrainEvent]
-
-
-@attrs.frozen(kw_only=True)
-class ReplaceResult:
-    """A finished replacement: the new instance and one drain summary per old instance."""
-
-    new: WorkloadStatus
-    drained: tuple[DrainSummary, ...]
 
 
 E = TypeVar("E", bound=Event)
@@ -116,7 +99,7 @@ class Deployer:
         Images are pulled first, as the plan's pull policies say; ``on_event`` sees the pull
         events (and a replacement's drain events) as they happen, and must not block.
         """
-        return await self.driver.apply(plan, emit=on_event)
+        return await self.driver.apply(await current_plan(self.driver, plan), emit=on_event)
 
     @asynccontextmanager
     async def creating(self, plan: WorkloadPlan) -> AsyncIterator[CreateEvents]:
@@ -128,7 +111,7 @@ class Deployer:
         events: CreateEvents | None = None
 
         async def work(emit: Emit) -> None:
-            result = await self.driver.apply(plan, emit=emit)
+            result = await self.driver.apply(await current_plan(self.driver, plan), emit=emit)
             assert events is not None
             events._result = result
 
@@ -137,7 +120,8 @@ class Deployer:
             yield events
 
     async def get(self, name: str) -> WorkloadStatus:
-        return await self.driver.get(name)
+        """The workload ``name`` means (after a replace: its current instance, ``_names``)."""
+        return await resolving(self.driver, name, self.driver.get)
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         """Workloads whose labels match ``selector``: a :class:`~asyncdeploy.selectors.Selector`,
@@ -145,7 +129,9 @@ class Deployer:
         return await self.driver.list(as_selector(selector))
 
     async def wait_ready(self, name: str, *, timeout: float = 60) -> WorkloadStatus:
-        return await self.driver.wait_ready(name, timeout=timeout)
+        return await resolving(
+            self.driver, name, lambda n: self.driver.wait_ready(n, timeout=timeout)
+        )
 
     def logs(
         self,
@@ -162,17 +148,42 @@ class Deployer:
         ``tail`` keeps the last lines, ``since`` is a Unix time, ``timestamps`` prefixes each
         line with the engine's RFC 3339 time.
         """
-        return self.driver.logs(
-            name, container=container, follow=follow, tail=tail, since=since, timestamps=timestamps
+        return self._logs(name, container, follow, tail, since, timestamps)
+
+    async def _logs(
+        self,
+        name: str,
+        container: str | None,
+        follow: bool,
+        tail: int | None,
+        since: float | None,
+        timestamps: bool,
+    ) -> AsyncIterator[str]:
+        lines = self.driver.logs(
+            await current_name(self.driver, name),
+            container=container,
+            follow=follow,
+            tail=tail,
+            since=since,
+            timestamps=timestamps,
         )
+        try:
+            async for line in lines:
+                yield line
+        finally:
+            close = getattr(lines, "aclose", None)
+            if close is not None:
+                await close()
 
     async def exec(
         self, name: str, command: Sequence[str], *, container: str | None = None
     ) -> ExecResult:
-        return await self.driver.exec(name, command, container=container)
+        return await resolving(
+            self.driver, name, lambda n: self.driver.exec(n, command, container=container)
+        )
 
     async def inspect(self, name: str) -> dict[str, Any]:
-        return await self.driver.inspect(name)
+        return await resolving(self.driver, name, self.driver.inspect)
 
     @asynccontextmanager
     async def terminate(
@@ -193,7 +204,7 @@ class Deployer:
         event when there is no such workload (the driver's one look, which the drain starts
         from).
         """
-        found = await self.driver.find([name])
+        found = await resolving(self.driver, name, lambda n: self.driver.find([n]))
         async with self._drain(found, grace_period_seconds, kill_now) as events:
             yield events
 
@@ -240,8 +251,10 @@ class Deployer:
         ready_timeout: float = 60,
         grace_period_seconds: int | None = None,
         on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None = None,
+        strategy: Strategy = "auto",
+        on_event: OnEvent | None = None,
     ) -> ReplaceResult:
-        """Replace a workload without downtime; see :meth:`replacing`."""
+        """Replace a workload (by default without downtime when it fits); see :meth:`replacing`."""
         async with self.replacing(
             plan,
             old=old,
@@ -249,14 +262,20 @@ class Deployer:
             ready_timeout=ready_timeout,
             grace_period_seconds=grace_period_seconds,
             on_ready=on_ready,
+            strategy=strategy,
+            on_event=on_event,
         ) as replacement:
             summaries = [
                 e.summary async for e in replacement.events if isinstance(e, DrainFinished)
             ]
-        return ReplaceResult(new=replacement.new, drained=tuple(summaries))
+        return ReplaceResult(
+            new=replacement.new,
+            drained=replacement.drained + tuple(summaries),
+            strategy=replacement.strategy,
+            downtime=replacement.downtime,
+        )
 
-    @asynccontextmanager
-    async def replacing(
+    def replacing(
         self,
         plan: WorkloadPlan,
         *,
@@ -265,52 +284,29 @@ class Deployer:
         ready_timeout: float = 60,
         grace_period_seconds: int | None = None,
         on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None = None,
-    ) -> AsyncIterator[Replacement]:
-        """Start ``plan`` as a new instance, wait until it is ready, then drain the old ones.
-
-        The new instance is named ``new_name`` (default ``<plan.name>-<6 hex>``) and labelled
-        ``replace.asyncdeploy.io/instance-of=<plan.name>``. The old ones are ``old``, or by default the
-        workload named ``plan.name`` and every earlier instance of it. A load balancer follows
-        readiness: it adds the new instance once its readiness check passes (``on_ready`` is
-        awaited then, before any drain: register it there if your balancer is told, not polled),
-        and the old one leaves rotation when its drain fails its readiness check, before its
-        listener closes. If the new instance never becomes ready it is removed and the old
-        ones are left untouched.
-        """
-        new_name = new_name or f"{plan.name[:56]}-{secrets.token_hex(3)}"
-        if await self._exists(new_name):
-            raise WorkloadConflict(
-                f"cannot start the replacement as {new_name!r}: a workload has that name",
-                engine=self.driver_name,
-                status=409,
-            )
-        if old is None:
-            instances = await self.driver.list({LABEL_INSTANCE_OF: plan.name})
-            named = [plan.name] if await self._exists(plan.name) else []
-            old = [*named, *(w.name for w in instances if w.name != plan.name)]
-        else:
-            await self.driver.find(old)  # a clear WorkloadNotFound before anything starts
-        old = tuple(old)
-        new_plan = attrs.evolve(
-            plan, name=new_name, labels={**plan.labels, LABEL_INSTANCE_OF: plan.name}
+        strategy: Strategy = "auto",
+        kill_now: anyio.Event | None = None,
+        before_drain: Callable[[], None] | None = None,
+        on_event: OnEvent | None = None,
+    ) -> AbstractAsyncContextManager[Replacement]:
+        """Start ``plan`` as a new instance and drain the old ones: ``surge`` (the new one
+        ready first), ``recreate`` (the old ones drained first) or ``auto`` (surge when it
+        fits); see :func:`asyncdeploy._replace.replacing`. Cancelled before the old ones' drain
+        began, it removes the new instance and leaves the old ones serving; ``kill_now`` cuts
+        a drain short (the old ones', or a roll-back's)."""
+        return _replace.replacing(
+            self,
+            plan,
+            old=old,
+            new_name=new_name,
+            ready_timeout=ready_timeout,
+            grace_period_seconds=grace_period_seconds,
+            on_ready=on_ready,
+            strategy=strategy,
+            kill_now=kill_now,
+            before_drain=before_drain,
+            on_event=on_event,
         )
-        await self.driver.apply(new_plan)
-        try:
-            status = await self.driver.wait_ready(new_name, timeout=ready_timeout)
-            if on_ready is not None:
-                await on_ready(status)
-        except BaseException:
-            # the old instances were never touched; only the new one goes (errors of this
-            # cleanup must not hide why the replacement failed)
-            with anyio.CancelScope(shield=True), anyio.move_on_after(60):
-                try:
-                    await self.delete(new_name, grace_period_seconds=0)
-                except AsyncDeployError:
-                    pass
-            raise
-        found = await self.driver.find(old)  # afresh: they may have changed while it started
-        async with self._drain(found, grace_period_seconds, None) as events:
-            yield Replacement(new=status, old=old, events=events)
 
     async def _exists(self, name: str) -> bool:
         try:
@@ -321,7 +317,12 @@ class Deployer:
 
     @asynccontextmanager
     async def _drain(
-        self, found: Found, grace_period_seconds: int | None, kill_now: anyio.Event | None
+        self,
+        found: Found,
+        grace_period_seconds: int | None,
+        kill_now: anyio.Event | None,
+        *,
+        keep_volumes: bool = False,
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
         summaries: builtins.list[DrainSummary] = []
         unreachable: builtins.list[DrainUnreachable] = []
@@ -340,7 +341,11 @@ class Deployer:
                 try:
                     if found.names:
                         await self.driver.drain(  # a drain emits drain events only
-                            found, grace_period_seconds=grace_period_seconds, emit=cast(Emit, keep)
+                            found,
+                            grace_period_seconds=grace_period_seconds,
+                            emit=cast(Emit, keep),
+                            # only when asked: drivers written before it need not know it
+                            **({"keep_volumes": True} if keep_volumes else {}),
                         )
                 except DrainUnreachable as exc:
                     unreachable.append(exc)  # raised once the consumer has every event

@@ -12,6 +12,7 @@
     │   ├── EngineAPIError               the engine refused a call; ``.status``
     │   │   ├── WorkloadNotFound         (404) no such workload or container
     │   │   └── WorkloadConflict         (409) a name or state conflict
+    │   │       └── ReplaceInProgress    another replace of the plan holds its lock
     │   └── EngineTimeout(TimeoutError)  a call did not answer in time
     ├── UnsupportedEventLoop(RuntimeError) the deployer runs on asyncio only (not trio)
     ├── CreateError                      a create failed (init container, start, image); on Docker and
@@ -45,6 +46,7 @@ __all__ = [
     "EngineTimeout",
     "EngineUnavailable",
     "PlanError",
+    "ReplaceInProgress",
     "SelectorError",
     "UnsupportedEventLoop",
     "WorkloadConflict",
@@ -132,6 +134,10 @@ class WorkloadNotFound(EngineAPIError):
 
 class WorkloadConflict(EngineAPIError):
     """A name is taken, or the object is in a state that forbids the call."""
+
+
+class ReplaceInProgress(WorkloadConflict):
+    """Another replace of the same plan name holds its lock (a live owner); nothing was done."""
 
 
 class EngineTimeout(EngineError, TimeoutError):

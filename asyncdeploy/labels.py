@@ -13,10 +13,13 @@ from typing import Final, Literal, get_args
 __all__ = [
     "CONTAINER_ROLES",
     "LABEL_ATTEMPT",
+    "LABEL_ATTEMPT_OWNER",
     "LABEL_CONTAINER",
     "LABEL_GRACE",
     "LABEL_INDEX",
     "LABEL_INSTANCE_OF",
+    "LABEL_LOCK",
+    "LABEL_LOCK_RECORD",
     "LABEL_PLAN_DIGEST",
     "LABEL_PRE_STOP",
     "LABEL_READINESS",
@@ -47,6 +50,10 @@ LABEL_GRACE: Final = "asyncdeploy.io/termination-grace-period-seconds"
 LABEL_PLAN_DIGEST: Final = "asyncdeploy.io/plan-digest"
 LABEL_INSTANCE_OF: Final = "replace.asyncdeploy.io/instance-of"
 """Set by ``Deployer.replace`` on a new instance: the plan name it serves."""
+LABEL_LOCK: Final = "replace.asyncdeploy.io/lock"
+"""On the marker that holds a plan's replace lock (a volume on Docker and Podman): the key."""
+LABEL_LOCK_RECORD: Final = "replace.asyncdeploy.io/lock-record"
+"""On that marker: its owner's record (JSON: who, since when, until when at most)."""
 
 # What a later delete on Docker and Podman reads back from the containers themselves.
 LABEL_PRE_STOP: Final = "asyncdeploy.io/pre-stop"  # JSON list: the hook a later delete runs
@@ -55,6 +62,7 @@ LABEL_RESTART_POLICY: Final = "asyncdeploy.io/restart-policy"
 LABEL_READINESS: Final = "asyncdeploy.io/readiness"  # JSON list: the readiness probe as a command
 LABEL_INDEX: Final = "asyncdeploy.io/index"  # the container's position in the plan (list order)
 LABEL_ATTEMPT: Final = "asyncdeploy.io/create-attempt"  # which create call made a container
+LABEL_ATTEMPT_OWNER: Final = "asyncdeploy.io/create-owner"  # JSON: the process that made it
 LABEL_VOLUME_PLAN: Final = "asyncdeploy.io/volume-of"
 """On a named volume asyncdeploy created: the plan whose instances share it (the instance-of
 name across ``replace``); removed with the last of them. A kept volume (``keep: true``) has none."""

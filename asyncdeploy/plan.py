@@ -355,6 +355,13 @@ class WorkloadPlan:
         converter=_secret_names,
         validator=attrs.validators.deep_iterable(_dns_label),
     )
+    instance_of: str | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(_dns_label),
+        metadata={"internal": True},
+    )
+    """Set by ``Deployer.replace`` only (never by a plan file, so no plan can forge it): the plan
+    name this workload is an instance of, written as ``LABEL_INSTANCE_OF``."""
 
     @property
     def init_containers(self) -> tuple[Container, ...]:
@@ -394,7 +401,7 @@ def _structure(cls: type[T], data: Any, path: str) -> T:
         raise PlanError(path, f"must be a mapping, got {type(data).__name__}")
     if cls is Resources:
         data = Resources.fold_mapping(data)
-    fields = {f.name: f for f in attrs.fields(cls)}  # type: ignore[arg-type]
+    fields = {f.name: f for f in attrs.fields(cls) if not f.metadata.get("internal")}  # type: ignore[arg-type]
     unknown = sorted(set(data) - set(fields), key=str)
     if unknown:
         key = unknown[0]

@@ -42,6 +42,8 @@ class WorkloadStatus:
     grace_period_seconds: int
     plan_digest: str | None
     containers: tuple[ContainerStatus, ...]
+    unfinished: str | None = None
+    """Why a deployer that died left it half-made or half-drained (``reconcile`` finishes it)."""
 
     @property
     def state(self) -> str:

@@ -109,7 +109,7 @@ def plan_schema() -> dict[str, Any]:
     defs: dict[str, Any] = {}
     for kind in _plan_types():
         hints = _hints(kind)
-        fields = attrs.fields(kind)
+        fields = [f for f in attrs.fields(kind) if not f.metadata.get("internal")]
         inline = [f for f in fields if "inline_keys" in f.metadata]
         defs[kind.__name__] = {
             "type": "object",

@@ -11,7 +11,7 @@ from typing import cast
 import click
 
 from asyncdeploy._log import configure_cli_logging
-from asyncdeploy.cli import containers, proof, replace, views, workloads
+from asyncdeploy.cli import containers, proof, reconcile, replace, views, workloads
 from asyncdeploy.cli._common import Settings
 from asyncdeploy.cli._kube_options import cluster_options, with_cluster_options
 from asyncdeploy.drivers import DRIVER_NAMES, DriverName
@@ -67,6 +67,7 @@ for name, command in {
     "logs": containers.logs,
     "exec": containers.exec_,
     "replace": replace.replace,
+    "reconcile": reconcile.reconcile,
     "inspect": workloads.inspect,
     "verify": proof.verify,
 }.items():

@@ -8,6 +8,10 @@ The ``docker compose`` convention, for commands that change an engine:
   ``DrainFinished``, and the command exits 128 + that signal (130 for Ctrl-C, 143 for SIGTERM).
 - a create: the first signal cancels it; the create removes everything it had made (shielded,
   bounded) and the command exits 128 + that signal.
+- a replace: until the old instance's drain begins, the first signal stops it: the new instance
+  is removed (drained, when it had started) and the old one keeps serving; exit 128 + that
+  signal. Once the old instance's drain has begun (:meth:`Interrupts.now_draining`), it is a
+  drain as above. In both phases a second signal kills what is being drained at once.
 
 Signals that come after are ignored (and said to be) until the cleanup is done: the receiver
 stays open for the whole command, so no default handler (KeyboardInterrupt, or death by
@@ -38,11 +42,17 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 class Interrupts:
     """The signal policy of one command; ``what`` names the operation in messages."""
 
-    mode: Literal["drain", "cancel"]
+    mode: Literal["drain", "cancel", "replace"]
     what: str
     received: list[signal.Signals] = attrs.field(factory=list)
     settled: bool = False  # set once the operation's outcome stands: a signal no longer undoes it
     _kill_now: anyio.Event | None = None
+
+    def now_draining(self) -> None:
+        """(replace) The old instance's drain begins: from now on signals follow the drain's
+        policy; one that came before has already stopped the replacement."""
+        if self.mode == "replace" and not self.received:
+            self.mode = "drain"
 
     @property
     def kill_now(self) -> anyio.Event:
@@ -75,7 +85,7 @@ class Interrupts:
         # (a signal after ``settled`` changes nothing: the outcome stood already)
         if cut_short:
             # the signal that cut it short: the first of a create, the second of a drain
-            signum = self.received[0 if self.mode == "cancel" else 1]
+            signum = self.received[0 if self.mode in ("cancel", "replace") else 1]
             raise CommandFailed(self._ending(signum), 128 + signum)
         return result  # type: ignore[return-value]  # work returned: result is its value
 
@@ -97,6 +107,18 @@ class Interrupts:
                     "everything (further signals are ignored until that is done)"
                 )
                 self.kill_now.set()
+            elif len(self.received) == 1 and self.mode == "replace":
+                _say(
+                    f"got {name}: stopping the {self.what}: the new instance is removed and the "
+                    "old one keeps serving; press Ctrl-C again to kill the new instance now"
+                )
+                work_scope.cancel()
+            elif len(self.received) == 2 and self.mode == "replace":
+                _say(
+                    f"got {name} again: killing the new instance's remaining containers now "
+                    "(further signals are ignored until that is done)"
+                )
+                self.kill_now.set()
             elif len(self.received) == 1:
                 _say(
                     f"got {name}: stopping the {self.what} and removing everything it made "
@@ -107,6 +129,11 @@ class Interrupts:
                 _say(f"got {name}: still cleaning up, please wait")
 
     def _ending(self, signum: signal.Signals) -> str:
+        if self.mode == "replace":
+            return (
+                f"{self.what} interrupted by {signum.name}: the new instance was removed; the "
+                "old one was not touched"
+            )
         if self.mode == "drain":
             return (
                 f"{self.what} cut short by {signum.name}: the remaining containers were killed "

@@ -1,9 +1,12 @@
-"""``replace -f plan.yaml``: a zero-downtime replacement (new instance ready, then the old drained)."""
+"""``replace -f plan.yaml``: a new instance of the plan, and the old one drained (surge, recreate
+or auto, which chooses)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import cast
 
 import click
 from anyio.abc import ObjectReceiveStream
@@ -19,15 +22,47 @@ from asyncdeploy.cli._common import (
     run,
     status_dict,
 )
+from asyncdeploy.cli._signals import Interrupts
 from asyncdeploy.cli.workloads import stream_drain
-from asyncdeploy.events import DrainEvent
+from asyncdeploy.events import DrainEvent, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.pull_events import PullEvent
+from asyncdeploy.render import EventRenderer
+from asyncdeploy.replace_events import (
+    ReplaceDowntime,
+    ReplaceEvent,
+    ReplaceReady,
+    ReplaceRolledBack,
+    ReplaceStrategy,
+    ReplaceWaiting,
+    Strategy,
+    describe_replace,
+    replace_event_to_dict,
+)
 
 __all__ = ["replace"]
+
+_REPLACE_EVENTS = (
+    ReplaceStrategy,
+    ReplaceWaiting,
+    ReplaceReady,
+    ReplaceDowntime,
+    ReplaceRolledBack,
+)
 
 
 @click.command()
 @click.option("-f", "--file", "plan_file", required=True, type=click.Path(dir_okay=False))
+@click.option(
+    "--strategy",
+    type=click.Choice(["auto", "surge", "recreate"]),
+    default="auto",
+    show_default=True,
+    help="surge: the new instance ready, then the old drained (needs room for both); "
+    "recreate: the old drained, then the new started (a downtime, reported); "
+    "auto: surge when both fit (no fixed host port on one host; on Kubernetes, the new Pod "
+    "scheduled beside the old), else recreate.",
+)
 @click.option(
     "--old",
     "old",
@@ -51,46 +86,80 @@ __all__ = ["replace"]
 def replace(
     settings: Settings,
     plan_file: str,
+    strategy: str,
     old: tuple[str, ...],
     new_name: str | None,
     timeout: float,
     grace_period_seconds: int | None,
     output: str,
 ) -> None:
-    """Replace a workload without downtime: start the plan under a new name, wait until it is
-    ready, then drain the old instance(s) as delete does.
+    """Replace a workload: start the plan as a new instance and drain the old instance(s) as
+    delete does, the new one ready first (surge) or the old one drained first (recreate).
 
-    A load balancer that follows readiness checks never sees a gap: the new instance passes its
-    readiness check before the old one starts draining, and a draining instance fails its own
-    readiness check before it stops serving. If the new one never becomes ready it is removed
-    and the old one keeps serving (exit 1).
+    A load balancer that follows readiness checks never sees a gap with surge: the new instance
+    passes its readiness check before the old one starts draining, and a draining instance fails
+    its own readiness check before it stops serving. If the new one never becomes ready it is
+    removed and the old one keeps serving (exit 1).
+
+    Ctrl-C or SIGTERM before the old instance's drain begins stops the replace: the new instance
+    is removed and the old one keeps serving (exit 130/143). During the drain, the first lets it
+    finish and a second kills what remains, as for delete.
     """
     ready_timeout = timeout
+    interrupts = Interrupts("replace", f"replace from {plan_file}")
 
     async def impl() -> None:
         plan = WorkloadPlan.from_file(plan_file)
         async with settings.open_deployer() as deployer:
             await stream_drain(
                 _replacing(
-                    deployer, plan, old, new_name, ready_timeout, grace_period_seconds, output
+                    deployer,
+                    plan,
+                    cast(Strategy, strategy),
+                    old,
+                    new_name,
+                    ready_timeout,
+                    grace_period_seconds,
+                    output,
+                    interrupts,
                 ),
                 output,
             )
+            interrupts.settled = True  # replaced: a late signal must not claim a kill
 
-    run(impl)
+    run(interrupts.guard, impl)
+
+
+def _printer(output: str) -> EventRenderer | None:
+    return None if output == "json" else EventRenderer(sys.stderr)
 
 
 @asynccontextmanager
 async def _replacing(
     deployer: Deployer,
     plan: WorkloadPlan,
+    strategy: Strategy,
     old: tuple[str, ...],
     new_name: str | None,
     ready_timeout: float,
     grace_period_seconds: int | None,
     output: str,
+    interrupts: Interrupts,
 ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
     """The replacement's drain events, after saying which instance took over."""
+    lines = _printer(output)
+
+    def show(event: ReplaceEvent | DrainEvent | PullEvent) -> None:
+        if isinstance(event, _REPLACE_EVENTS):
+            if lines is None:
+                emit_json(replace_event_to_dict(event))
+            else:
+                click.echo(f"replace: {describe_replace(event)}", err=True)
+        elif lines is None:
+            emit_json(event_to_dict(event))
+        else:
+            lines.show(event)
+
     replacement: Replacement
     async with deployer.replacing(
         plan,
@@ -98,10 +167,30 @@ async def _replacing(
         new_name=new_name,
         ready_timeout=ready_timeout,
         grace_period_seconds=grace_period_seconds,
+        strategy=strategy,
+        kill_now=interrupts.kill_now,
+        before_drain=interrupts.now_draining,
+        on_event=show,
     ) as replacement:
         if output == "json":
-            emit_json({"replacement": status_dict(replacement.new), "old": list(replacement.old)})
+            emit_json(
+                {
+                    "replacement": status_dict(replacement.new),
+                    "old": list(replacement.old),
+                    "strategy": replacement.strategy,
+                    "downtime": replacement.downtime,
+                }
+            )
         else:
+            for summary in replacement.drained:
+                click.echo(EventRenderer.summary_table(summary))
             olds = ", ".join(replacement.old) or "nothing (no earlier instance)"
-            click.echo(f"ready: {replacement.new.name}; draining {olds}", err=True)
+            if replacement.strategy == "recreate":
+                click.echo(
+                    f"ready: {replacement.new.name}; drained {olds} first "
+                    f"(recreate: {replacement.downtime or 0:.1f} s without an instance)",
+                    err=True,
+                )
+            else:
+                click.echo(f"ready: {replacement.new.name}; draining {olds}", err=True)
         yield replacement.events

@@ -42,7 +42,9 @@ def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[s
 def _row(status: WorkloadStatus, wide: bool) -> list[str]:
     runs = [c for c in status.containers if c.role == "run"]
     ready = sum(c.state == "running" and c.health in (None, "healthy") for c in runs)
-    row = [status.name, status.state, f"{ready}/{len(runs)}", str(status.grace_period_seconds)]
+    # a workload a dead deployer left unfinished says so where its state is (see reconcile)
+    state = status.unfinished.partition(":")[0] if status.unfinished else status.state
+    row = [status.name, state, f"{ready}/{len(runs)}", str(status.grace_period_seconds)]
     if wide:
         containers = " ".join(f"{c.name}({c.role}):{c.state}" for c in status.containers)
         images = " ".join(dict.fromkeys(c.image for c in status.containers if c.role != "pause"))
@@ -69,6 +71,13 @@ def show_statuses(found: Sequence[WorkloadStatus], output: str, *, header: bool 
         lines = render_table(_header(wide), [_row(s, wide) for s in found])
         for line in lines if header else lines[1:]:
             click.echo(line)
+        left = [s for s in found if s.unfinished]
+        if left and header:
+            click.echo(
+                f"{len(left)} left unfinished by a deployer that died: `asyncdeploy reconcile` "
+                "finishes them (--dry-run says how)",
+                err=True,
+            )
 
 
 def output_formats(function: Callable[..., Any]) -> Callable[..., Any]:

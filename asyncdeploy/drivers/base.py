@@ -7,7 +7,7 @@ this boundary. Every driver drains with the same event types (:mod:`asyncdeploy.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import attrs
@@ -103,13 +103,29 @@ class Driver(Protocol):
         ...
 
     async def drain(
-        self, found: Found, *, grace_period_seconds: int | None, emit: Emit
+        self,
+        found: Found,
+        *,
+        grace_period_seconds: int | None,
+        emit: Emit,
+        keep_volumes: bool = False,
     ) -> builtins.list[DrainSummary]:
         """Drain what :meth:`find` found concurrently under one deadline and remove it.
 
         Starts from that one list (no second); emits every step; returns one summary per
-        workload.
+        workload. ``keep_volumes``: leave the named volumes the workloads' plan made (a
+        recreate's next instance mounts them).
         """
+        ...
+
+    async def hold_marker(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
+        """Create the marker ``key`` holding ``record`` (and ``labels``), atomically: None when
+        this call created it, else the record the existing marker holds. Markers are not
+        workloads: no list or drain sees them."""
+        ...
+
+    async def drop_marker(self, key: str, record: str) -> None:
+        """Remove the marker ``key`` if it still holds ``record`` (gone already is fine)."""
         ...
 
     async def aclose(self) -> None: ...

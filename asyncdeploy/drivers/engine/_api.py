@@ -23,9 +23,11 @@ from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import drain_workloads
-from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
+from asyncdeploy.drivers.engine._markers import EngineMarkers
+from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
 from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._state import plan_order, snapshot, workload_labels, workload_status
+from asyncdeploy.drivers.engine._unfinished import dead_claim
 from asyncdeploy.errors import (
     CreateError,
     DrainError,
@@ -74,7 +76,7 @@ def _found(grouped: Mapping[str, Sequence[Mapping[str, Any]]]) -> EngineFound:
     )
 
 
-class EngineAPIDriver(EngineContainerOps):
+class EngineAPIDriver(EngineMarkers, EngineContainerOps):
     """Docker Engine API driver; subclasses say how to find the socket and read quirks."""
 
     name: ClassVar[str]
@@ -189,11 +191,30 @@ class EngineAPIDriver(EngineContainerOps):
         items = await self._containers({LABEL_WORKLOAD: name})
         if not items:
             raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
-        return workload_status(self.name, name, items)
+        return await self._marked(name, items)
+
+    async def _marked(self, name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadStatus:
+        """Its status, marked half-drained when its pause is paused by a drain whose owner is
+        dead (the claim record in the pause container says who; ``_unfinished.py``)."""
+        status = workload_status(self.name, name, items)
+        paused = [
+            i
+            for i in items
+            if i["Labels"].get(LABEL_ROLE) == "pause" and i.get("State") == "paused"
+        ]
+        if status.unfinished or not paused:
+            return status
+        ref = ContainerRef(id=str(paused[0]["Id"]), name="pause", role="pause", running=True)
+        try:
+            record = await self.read_claim(ref)
+        except EngineError:
+            return status  # a look only: the list stands without the mark
+        reason = dead_claim(record)
+        return attrs.evolve(status, unfinished=reason) if reason else status
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         matching = await self._matching(as_selector(selector))
-        return [workload_status(self.name, name, items) for name, items in matching.items()]
+        return [await self._marked(name, items) for name, items in matching.items()]
 
     async def _matching(
         self, selector: Selector | None
@@ -336,7 +357,12 @@ class EngineAPIDriver(EngineContainerOps):
         return _found(await self._matching(selector))
 
     async def drain(
-        self, found: Found, *, grace_period_seconds: int | None, emit: Emit
+        self,
+        found: Found,
+        *,
+        grace_period_seconds: int | None,
+        emit: Emit,
+        keep_volumes: bool = False,
     ) -> builtins.list[DrainSummary]:
         if not isinstance(found, EngineFound):
             raise TypeError(f"{self.name} drains only what its own find returned, not {found!r}")
@@ -346,6 +372,7 @@ class EngineAPIDriver(EngineContainerOps):
             grace_period_seconds=grace_period_seconds,
             emit=emit,
             engine=self.name,
+            keep_volumes=keep_volumes,
         )
 
     # --- create ------------------------------------------------------------------------------

@@ -28,15 +28,15 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import secrets
-import socket
 import tarfile
 import time
 from pathlib import Path
 from typing import Any
 
 import attrs
+
+from asyncdeploy._owner import Owner  # one notion of a live owner: the replace lock's too
 
 __all__ = [
     "BEAT_INTERVAL",
@@ -54,33 +54,6 @@ CLAIM_FILE = ".asyncdeploy-claim.json"  # in the pause container's root director
 BEAT_INTERVAL = 1.0  # the owner rewrites its record this often
 BEAT_STALE = 5.0  # no beat for this long (on the follower's clock): the owner is dead
 RECORD_WAIT = 3.0  # paused, but no record for this long: nobody drains it
-
-
-@attrs.frozen(kw_only=True)
-class Owner:
-    """A process, as precisely as another process can check it."""
-
-    host: str
-    boot_id: str
-    pid: int
-    pid_started: str  # /proc/PID/stat field 22: a reused pid has another
-
-    @classmethod
-    def this_process(cls) -> Owner:
-        pid = os.getpid()
-        return cls(
-            host=socket.gethostname(), boot_id=_boot_id(), pid=pid, pid_started=_started(pid)
-        )
-
-    def alive(self) -> bool | None:
-        """Whether this process still runs; None when that cannot be told from here (another
-        host, another boot, or no /proc)."""
-        here = Owner.this_process()
-        if not self.boot_id or (self.host, self.boot_id) != (here.host, here.boot_id):
-            return None
-        if not here.pid_started:
-            return None
-        return _started(self.pid) == self.pid_started != ""
 
 
 @attrs.frozen(kw_only=True)
@@ -154,20 +127,3 @@ def unpack(tar: tarfile.TarFile) -> ClaimRecord | None:
             handle = tar.extractfile(member)
             return None if handle is None else ClaimRecord.from_json(handle.read(64 * 1024))
     return None
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def _started(pid: int) -> str:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    # the command name (field 2) may hold spaces and parentheses: split after its last ")"
-    fields = stat.rpartition(")")[2].split()
-    return fields[19] if len(fields) > 19 else ""

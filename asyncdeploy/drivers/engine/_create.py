@@ -15,6 +15,7 @@ error raised (a ``CreateError`` from the original one), or in a warning when it 
 from __future__ import annotations
 
 import builtins
+import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
@@ -24,6 +25,7 @@ import aiodocker
 import anyio
 import attrs
 
+from asyncdeploy._owner import Owner
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._devices import accelerators
 from asyncdeploy.drivers.engine._ops import ContainerRef
@@ -38,6 +40,7 @@ from asyncdeploy.errors import (
 )
 from asyncdeploy.labels import (
     LABEL_ATTEMPT,
+    LABEL_ATTEMPT_OWNER,
     LABEL_CONTAINER,
     LABEL_ROLE,
     LABEL_VOLUME_PLAN,
@@ -52,7 +55,7 @@ __all__ = ["LABEL_ATTEMPT", "CreateAttempt"]
 
 _LOG = logging.getLogger("asyncdeploy")
 T = TypeVar("T")
-
+_OWNER = json.dumps(Owner.this_process().to_data(), sort_keys=True)  # who makes (unfinished.py)
 CREATE_CALL_TIMEOUT = 30.0  # one engine create call, shielded
 ROLL_BACK_TIMEOUT = 60.0  # the roll-back, shielded; lost connections retried meanwhile
 # What the engines answer when a device cannot be given, and what a user then needs.
@@ -127,7 +130,8 @@ class CreateAttempt:
     async def _create_one(self, container: str, config: dict[str, Any], role: Any) -> ContainerRef:
         driver = self.driver
         name = spec.container_name(self.plan.name, container)
-        config = {**config, "Labels": {**config["Labels"], LABEL_ATTEMPT: self.token}}
+        labels = {**config["Labels"], LABEL_ATTEMPT: self.token, LABEL_ATTEMPT_OWNER: _OWNER}
+        config = {**config, "Labels": labels}
         try:
             # Shielded: a create call cancelled in flight may still make the container, and
             # nothing would know its id. The call answers in well under a second.

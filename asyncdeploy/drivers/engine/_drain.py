@@ -100,6 +100,7 @@ class _WorkloadDrain(Pipelines):
     snapshot: WorkloadSnapshot
     books: DrainBooks
     exits: ExitWatch  # the drain's one exit stream, shared by every workload
+    keep_volumes: bool = False  # a recreate's drain: the plan's next instance mounts them
     tracked: list[TrackedRef] = attrs.field(factory=list)
     owner: bool = True  # False while following another delete: nothing to kill or remove
     cut: bool = False  # cancelled: the caller's "kill now", whoever drains the workload
@@ -351,6 +352,8 @@ class _WorkloadDrain(Pipelines):
         for ref in self.snapshot.containers:
             if ref.role == "pause" and ref.id not in self.gone:
                 await self._remove_one(ref)
+        if self.keep_volumes:
+            return  # a recreate: the next instance of the plan mounts them
         try:
             await self._call(lambda: self.ops.remove_volumes(self.snapshot.volume_owner))
         except EngineError as exc:
@@ -416,6 +419,7 @@ async def drain_workloads(
     grace_period_seconds: int | None,
     emit: Emit,
     engine: str = "engine",
+    keep_volumes: bool = False,
 ) -> list[DrainSummary]:
     """Drain every snapshot concurrently, all timed from one start.
 
@@ -428,6 +432,7 @@ async def drain_workloads(
                 ops=ops,
                 snapshot=s,
                 exits=exits,
+                keep_volumes=keep_volumes,
                 books=DrainBooks(
                     workload=s.name,
                     grace=effective_grace(s.grace_period_seconds, grace_period_seconds),

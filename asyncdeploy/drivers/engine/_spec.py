@@ -16,6 +16,7 @@ from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_GRACE,
     LABEL_INDEX,
+    LABEL_INSTANCE_OF,
     LABEL_PLAN_DIGEST,
     LABEL_PRE_STOP,
     LABEL_READINESS,
@@ -80,6 +81,7 @@ def _labels(plan: WorkloadPlan, role: str, container: str) -> dict[str, str]:
         LABEL_CONTAINER: container,
         LABEL_GRACE: str(plan.termination_grace_period_seconds),
         LABEL_PLAN_DIGEST: plan_digest(plan),
+        **({LABEL_INSTANCE_OF: plan.instance_of} if plan.instance_of else {}),
     }
 
 

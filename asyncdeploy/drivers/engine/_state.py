@@ -9,6 +9,7 @@ from typing import Any
 
 from asyncdeploy.drivers._books import effective_grace
 from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
+from asyncdeploy.drivers.engine._unfinished import unfinished
 from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_GRACE,
@@ -70,6 +71,7 @@ def workload_status(driver: str, name: str, items: Sequence[Mapping[str, Any]]) 
         grace_period_seconds=effective_grace(first.get(LABEL_GRACE)),
         plan_digest=first.get(LABEL_PLAN_DIGEST),
         containers=tuple(containers),
+        unfinished=unfinished(items),
     )
 
 

@@ -34,6 +34,7 @@ from asyncdeploy.drivers.kubernetes._drain import WATCH_MARGIN
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.drivers.kubernetes._kubelet import StartupFailure, startup_failure
 from asyncdeploy.drivers.kubernetes._manifest import apply_decision, pod_manifest
+from asyncdeploy.drivers.kubernetes._markers import ConfigMapMarkers
 from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
     CreateError,
@@ -98,6 +99,12 @@ class KubernetesDriver:
                 await driver.aclose()
             raise
         return driver
+
+    async def hold_marker(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
+        return await ConfigMapMarkers(self.api, self.namespace).hold(key, record, labels=labels)
+
+    async def drop_marker(self, key: str, record: str) -> None:
+        await ConfigMapMarkers(self.api, self.namespace).drop(key, record)
 
     async def aclose(self) -> None:
         await self.api.aclose()
@@ -287,7 +294,12 @@ class KubernetesDriver:
         return await find_pods(self.api, self.namespace, None, selector)
 
     async def drain(
-        self, found: Found, *, grace_period_seconds: int | None, emit: Emit
+        self,
+        found: Found,
+        *,
+        grace_period_seconds: int | None,
+        emit: Emit,
+        keep_volumes: bool = False,  # a Pod's volumes are its own (emptyDir) or claims it keeps
     ) -> builtins.list[DrainSummary]:
         if not isinstance(found, PodsFound):
             raise TypeError(f"{ENGINE} drains only what its own find returned, not {found!r}")

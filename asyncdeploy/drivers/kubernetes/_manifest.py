@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from asyncdeploy.errors import PlanError, WorkloadConflict
-from asyncdeploy.labels import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
+from asyncdeploy.labels import LABEL_INSTANCE_OF, LABEL_PLAN_DIGEST, LABEL_WORKLOAD
 from asyncdeploy.plan import Container, Mount, Port, Probe, WorkloadPlan, plan_digest
 
 __all__ = [
@@ -96,7 +96,12 @@ def pod_manifest(plan: WorkloadPlan, *, namespace: str) -> dict[str, Any]:
         "metadata": {
             "name": plan.name,
             "namespace": namespace,
-            "labels": {**plan.labels, LABEL_WORKLOAD: plan.name, LABEL_PLAN_DIGEST: digest},
+            "labels": {
+                **plan.labels,
+                LABEL_WORKLOAD: plan.name,
+                LABEL_PLAN_DIGEST: digest,
+                **({LABEL_INSTANCE_OF: plan.instance_of} if plan.instance_of else {}),
+            },
             "annotations": {LABEL_PLAN_DIGEST: digest},
         },
         "spec": spec,

@@ -1,0 +1,77 @@
+"""A process, as precisely as another process can tell whether it still lives.
+
+Host name, boot id, pid and the pid's start time (``/proc/PID/stat`` field 22: a reused pid has
+another). On the same host and boot the answer is exact; from elsewhere it is unknown (None), and
+callers fall back on a time bound. The same notion as the drain claim's owner (issue 16 item 2).
+Pure apart from reading ``/proc``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+__all__ = ["Owner"]
+
+
+@attrs.frozen(kw_only=True)
+class Owner:
+    host: str
+    boot_id: str
+    pid: int
+    pid_started: str
+
+    @classmethod
+    def this_process(cls) -> Owner:
+        pid = os.getpid()
+        return cls(
+            host=socket.gethostname(), boot_id=_boot_id(), pid=pid, pid_started=_started(pid)
+        )
+
+    def alive(self) -> bool | None:
+        """Whether this process still runs; None when that cannot be told from here."""
+        here = Owner.this_process()
+        if not self.boot_id or (self.host, self.boot_id) != (here.host, here.boot_id):
+            return None
+        if not here.pid_started:
+            return None
+        return _started(self.pid) == self.pid_started != ""
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.host}"
+
+    def to_data(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_data(cls, raw: Any) -> Owner | None:
+        try:
+            return cls(
+                host=str(raw["host"]),
+                boot_id=str(raw["boot_id"]),
+                pid=int(raw["pid"]),
+                pid_started=str(raw["pid_started"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _started(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    # the command name (field 2) may hold spaces and parentheses: split after its last ")"
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else ""

@@ -1,0 +1,404 @@
+"""Replacing a workload: the strategies, the roll-back, and where a replacement may be stopped.
+
+:meth:`Deployer.replacing <asyncdeploy.deployer.Deployer.replacing>` is the public door; the
+flow lives here so that the deployer stays the small awaitable API.
+
+- ``surge``: the new instance is started and waited for; once it is ready the old ones are
+  drained. Two instances run at once, so it needs everything twice (host ports, accelerators).
+- ``recreate``: the old ones are drained first, then the new one is started; no instance serves
+  in between, and that downtime is reported (``ReplaceDowntime``, ``ReplaceResult.downtime``).
+- ``auto`` (the default): surge when it fits, else recreate. On Docker and Podman a plan that
+  publishes a fixed host port cannot surge (one host cannot bind the port twice); on Kubernetes
+  the new Pod is tried, and one the scheduler cannot place beside the old one (``Unschedulable``:
+  ``Insufficient nvidia.com/gpu``, no free host port) within :data:`SCHEDULE_BOUND` is removed
+  and the replacement recreates.
+
+Where it can be stopped (a cancellation): until the old instances' drain begins, a cancellation
+removes the new instance (by a drain when it had been created and started) and leaves the old
+ones serving. From then on it is a drain like any other: ``kill_now`` cuts it short.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+import anyio.lowlevel
+import attrs
+from anyio.abc import ObjectReceiveStream
+
+from asyncdeploy._replace_lock import replace_lock
+from asyncdeploy.drivers.base import Found
+from asyncdeploy.errors import AsyncDeployError, CreateError, PlanError, WorkloadConflict
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary
+from asyncdeploy.labels import LABEL_INSTANCE_OF
+from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.pull_events import PullEvent
+from asyncdeploy.replace_events import (
+    ReplaceDowntime,
+    ReplaceEvent,
+    ReplaceReady,
+    ReplaceRolledBack,
+    ReplaceStrategy,
+    ReplaceWaiting,
+    Strategy,
+)
+from asyncdeploy.results import WorkloadStatus
+
+if TYPE_CHECKING:
+    from asyncdeploy.deployer import Deployer
+
+__all__ = ["OnEvent", "ReplaceResult", "Replacement", "fixed_host_ports", "replacing"]
+
+SCHEDULE_BOUND = 10.0  # Kubernetes auto: how long the scheduler may take to place the new Pod
+WAITING_EVERY = 2.0  # how often a ReplaceWaiting is reported
+ROLL_BACK_MARGIN = 60.0
+LOCK_MARGIN = 600.0  # past the longest a replacement can take: its lock is stale after it  # past the new instance's grace: the bound on its roll-back
+_CANNOT_FIT = ("Unschedulable", "Insufficient", "free ports")
+_BIND_FAILED = ("port is already allocated", "address already in use")
+
+OnEvent = Callable[[ReplaceEvent | DrainEvent | PullEvent], None]
+
+
+@attrs.frozen(kw_only=True)
+class Replacement:
+    """A replacement in progress: the new instance (ready) and the old ones' drain events.
+
+    With ``recreate`` the old ones were drained before the new one started: ``events`` is then
+    empty, ``drained`` holds their summaries and ``downtime`` the seconds without an instance.
+    """
+
+    new: WorkloadStatus
+    old: tuple[str, ...]
+    events: ObjectReceiveStream[DrainEvent]
+    strategy: Literal["surge", "recreate"] = "surge"
+    drained: tuple[DrainSummary, ...] = ()
+    downtime: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ReplaceResult:
+    """A finished replacement: the new instance and one drain summary per old instance."""
+
+    new: WorkloadStatus
+    drained: tuple[DrainSummary, ...]
+    strategy: Literal["surge", "recreate"] = "surge"
+    downtime: float | None = None  # recreate: seconds from the old ones' drain to the new ready
+
+
+def fixed_host_ports(plan: WorkloadPlan) -> list[str]:
+    """The host ports the plan binds by number (``18000/tcp``): one host holds each once."""
+    return sorted(
+        {
+            f"{port.host_port}/{port.protocol}"
+            for container in plan.containers
+            for port in container.ports
+            if port.host_port
+        }
+    )
+
+
+def _ignore(_: object) -> None:
+    pass
+
+
+@asynccontextmanager
+async def replacing(
+    deployer: Deployer,
+    plan: WorkloadPlan,
+    *,
+    old: Sequence[str] | None = None,
+    new_name: str | None = None,
+    ready_timeout: float = 60,
+    grace_period_seconds: int | None = None,
+    on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None = None,
+    strategy: Strategy = "auto",
+    kill_now: anyio.Event | None = None,
+    before_drain: Callable[[], None] | None = None,
+    on_event: OnEvent | None = None,
+) -> AsyncIterator[Replacement]:
+    """Replace the workload ``plan`` names by a new instance of it (see the module docstring).
+
+    The new instance is named ``new_name`` (default ``<plan.name>-<6 hex>``) and labelled
+    ``replace.asyncdeploy.io/instance-of=<plan.name>``. The old ones are ``old``, or by default the
+    workload named ``plan.name`` and every earlier instance of it. A load balancer follows
+    readiness: it adds the new instance once its readiness check passes (``on_ready`` is
+    awaited then, before any drain: register it there if your balancer is told, not polled),
+    and the old one leaves rotation when its drain fails its readiness check, before its
+    listener closes. If the new instance never becomes ready it is removed and the old
+    ones are left untouched (with ``surge``).
+
+    ``before_drain`` is called (synchronously) right before the old instances' drain begins: a
+    caller that stops replacements on a signal switches to a drain's policy there.
+    ``on_event`` sees the replace events, and the drain events of a roll-back and of a
+    ``recreate``'s drain of the old ones; it must not block.
+    """
+    emit: OnEvent = on_event or _ignore
+    driver = deployer.driver
+    new_name = new_name or f"{plan.name[:56]}-{secrets.token_hex(3)}"
+    if await deployer._exists(new_name):
+        raise WorkloadConflict(
+            f"cannot start the replacement as {new_name!r}: a workload has that name",
+            engine=driver.name,
+            status=409,
+        )
+    grace = max(plan.termination_grace_period_seconds, grace_period_seconds or 0)
+    bound = ready_timeout + 2 * grace + LOCK_MARGIN
+    lock = replace_lock(driver, plan.name, bound=bound, labels=dict(plan.labels))
+    async with (
+        lock,
+        _replacing_locked(
+            deployer,
+            plan,
+            old=old,
+            new_name=new_name,
+            ready_timeout=ready_timeout,
+            grace_period_seconds=grace_period_seconds,
+            on_ready=on_ready,
+            strategy=strategy,
+            kill_now=kill_now,
+            before_drain=before_drain,
+            emit=emit,
+        ) as replacement,
+    ):
+        yield replacement
+
+
+@asynccontextmanager
+async def _replacing_locked(
+    deployer: Deployer,
+    plan: WorkloadPlan,
+    *,
+    old: Sequence[str] | None,
+    new_name: str,
+    ready_timeout: float,
+    grace_period_seconds: int | None,
+    on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None,
+    strategy: Strategy,
+    kill_now: anyio.Event | None,
+    before_drain: Callable[[], None] | None,
+    emit: OnEvent,
+) -> AsyncIterator[Replacement]:
+    driver = deployer.driver
+    if old is None:
+        instances = await driver.list({LABEL_INSTANCE_OF: plan.name})
+        named = [plan.name] if await deployer._exists(plan.name) else []
+        old = [*named, *(w.name for w in instances if w.name != plan.name)]
+    else:
+        await driver.find(old)  # a clear WorkloadNotFound before anything starts
+    old = tuple(old)
+    new_plan = attrs.evolve(plan, name=new_name, instance_of=plan.name)
+    held = await _held_host_ports(deployer, old) if driver.name != "kubernetes" else set()
+    chosen, reason = _choose(strategy, plan, old, driver.name, held)
+    emit(ReplaceStrategy(workload=plan.name, strategy=chosen, reason=reason, new=new_name, old=old))
+    run = _Run(deployer, new_plan, ready_timeout, kill_now, emit)
+    if chosen == "surge":
+        bound = SCHEDULE_BOUND if strategy == "auto" and driver.name == "kubernetes" else None
+        status = await run.start_new(on_ready, cannot_fit_within=bound)
+        if status is None:  # auto on Kubernetes: the scheduler cannot place both
+            chosen = "recreate"
+            emit(
+                ReplaceStrategy(
+                    workload=plan.name,
+                    strategy=chosen,
+                    reason=f"the new Pod cannot be scheduled beside the old one ({run.cannot_fit})",
+                    new=new_name,
+                    old=old,
+                )
+            )
+        else:
+            found = await run.old_found(old, before_drain)
+            async with deployer._drain(found, grace_period_seconds, kill_now) as events:
+                yield Replacement(new=status, old=old, events=events)
+            return
+    found = await run.old_found(old, before_drain)
+    started = anyio.current_time()
+    drained = await run.drain_forwarding(found, grace_period_seconds)
+    status = await run.start_new(on_ready, cannot_fit_within=None)
+    assert status is not None
+    downtime = anyio.current_time() - started if old else 0.0
+    emit(ReplaceDowntime(workload=plan.name, seconds=downtime))
+    send, receive = anyio.create_memory_object_stream[DrainEvent](0)
+    send.close()
+    with receive:
+        yield Replacement(
+            new=status,
+            old=old,
+            events=receive,
+            strategy="recreate",
+            drained=tuple(drained),
+            downtime=downtime,
+        )
+
+
+async def _held_host_ports(deployer: Deployer, old: Sequence[str]) -> set[str]:
+    """The host ports (``18000/tcp``) the old instances publish on Docker or Podman, read from
+    the engine's own description of their containers (``HostConfig.PortBindings``)."""
+    held: set[str] = set()
+    for name in old:
+        details = await deployer.driver.inspect(name)
+        for container in (details.get("containers") or {}).values():
+            bindings = ((container.get("HostConfig") or {}).get("PortBindings")) or {}
+            for key, binds in bindings.items():
+                protocol = str(key).partition("/")[2] or "tcp"
+                for bind in binds or []:
+                    if str(bind.get("HostPort") or "").isdigit() and int(bind["HostPort"]):
+                        held.add(f"{int(bind['HostPort'])}/{protocol}")
+    return held
+
+
+def _choose(
+    strategy: Strategy, plan: WorkloadPlan, old: Sequence[str], driver: str, held: set[str]
+) -> tuple[Literal["surge", "recreate"], str]:
+    """The strategy and why, before anything is touched (Kubernetes' auto decides on its try).
+    ``held``: the host ports the old instances publish (one host binds each once)."""
+    ports = ", ".join(p for p in fixed_host_ports(plan) if p in held)
+    one_host = driver != "kubernetes"
+    if strategy == "recreate":
+        return "recreate", "asked for"
+    if not old:
+        return "surge", "no earlier instance to replace"
+    if strategy == "surge":
+        if ports and one_host:
+            raise PlanError(
+                "strategy",
+                f"surge needs host port {ports} twice at once, and one {driver} host can bind "
+                "it only once: use --strategy recreate (or auto, which chooses it)",
+            )
+        return "surge", "asked for"
+    if ports and one_host:
+        return "recreate", f"host port {ports} is bound by the old instance on this one host"
+    if driver == "kubernetes":
+        return "surge", (
+            f"the new Pod is tried beside the old; recreate if it cannot be scheduled within "
+            f"{SCHEDULE_BOUND:g} s"
+        )
+    return "surge", "nothing it needs is held by the old instance"
+
+
+@attrs.define
+class _Run:
+    """One replacement's steps on the new instance, and the drain of the old ones."""
+
+    deployer: Deployer
+    plan: WorkloadPlan  # the new instance's
+    ready_timeout: float
+    kill_now: anyio.Event | None
+    emit: OnEvent
+    cannot_fit: str = ""
+
+    async def start_new(
+        self,
+        on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None,
+        *,
+        cannot_fit_within: float | None,
+    ) -> WorkloadStatus | None:
+        """Create the new instance and wait until it is ready, reporting progress; on failure
+        or cancellation remove it again and re-raise. None: it did not fit (``cannot_fit``)."""
+        driver, name = self.deployer.driver, self.plan.name
+        try:
+            await driver.apply(self.plan, emit=self.emit)  # cancelled, it removes what it made
+        except CreateError as exc:
+            ports = ", ".join(fixed_host_ports(self.plan))
+            if ports and any(words in str(exc) for words in _BIND_FAILED):
+                raise CreateError(
+                    f"the new instance {name} cannot bind host port {ports}: something else on "
+                    f"this host holds it (it was removed again; the engine said: {exc})"
+                ) from exc
+            raise
+        started = anyio.current_time()
+        try:
+            failure: Exception | None = None
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._report_waiting, started)
+                try:
+                    status = await driver.wait_ready(name, timeout=self.ready_timeout)
+                except Exception as exc:  # noqa: BLE001 - raised below, outside the group
+                    failure = exc  # (so that no ExceptionGroup wraps it)
+                finally:
+                    tg.cancel_scope.cancel()
+            if failure is not None:
+                seconds = anyio.current_time() - started
+                if (
+                    isinstance(failure, CreateError)
+                    and cannot_fit_within is not None
+                    and seconds < cannot_fit_within
+                    and any(word in str(failure) for word in _CANNOT_FIT)
+                ):
+                    self.cannot_fit = str(failure)
+                    await self._roll_back(drain=False, reason="it cannot be scheduled")
+                    return None
+                raise failure
+            self.emit(ReplaceReady(workload=name, seconds=anyio.current_time() - started))
+            if on_ready is not None:
+                await on_ready(status)
+        except anyio.get_cancelled_exc_class():
+            await self._roll_back(drain=True, reason="the replacement was interrupted")
+            raise
+        except BaseException as exc:
+            await self._roll_back(drain=False, reason=f"it did not become ready: {exc}")
+            raise
+        return status
+
+    async def old_found(self, old: Sequence[str], before_drain: Callable[[], None] | None) -> Found:
+        """The old instances, looked at afresh; the last point where a cancellation leaves them
+        untouched (and removes a started new instance)."""
+        try:
+            found = await self.deployer.driver.find(old)
+            if before_drain is not None:
+                before_drain()  # no checkpoint from here until their drain has begun
+            await anyio.lowlevel.checkpoint_if_cancelled()
+        except anyio.get_cancelled_exc_class():
+            if await self.deployer._exists(self.plan.name):
+                await self._roll_back(drain=True, reason="the replacement was interrupted")
+            raise
+        return found
+
+    async def drain_forwarding(
+        self, found: Found, grace_period_seconds: int | None
+    ) -> list[DrainSummary]:
+        """Drain the old instances before the new one exists (recreate), their events handed
+        to ``emit``; a failed drain raises and nothing is created."""
+        summaries: list[DrainSummary] = []
+        drain = self.deployer._drain(found, grace_period_seconds, self.kill_now, keep_volumes=True)
+        async with drain as events:
+            async for event in events:
+                if isinstance(event, DrainFinished):
+                    summaries.append(event.summary)
+                self.emit(event)
+        return summaries
+
+    async def _report_waiting(self, started: float) -> None:
+        driver, name = self.deployer.driver, self.plan.name
+        while True:
+            await anyio.sleep(WAITING_EVERY)
+            try:
+                status = await driver.get(name)
+            except AsyncDeployError:
+                continue
+            states = tuple(
+                f"{c.name}: {c.state}" + (f", {c.health}" if c.health else "")
+                for c in status.containers
+                if c.role == "run"
+            )
+            seconds = anyio.current_time() - started
+            self.emit(ReplaceWaiting(workload=name, seconds=seconds, containers=states))
+
+    async def _roll_back(self, *, drain: bool, reason: str) -> None:
+        """Remove the new instance (the old ones were never touched), shielded and bounded:
+        with a drain when it may have served (``kill_now`` cuts that short), else at once.
+        Its errors are reported, never raised: why the replacement failed is the news."""
+        name = self.plan.name
+        grace = self.plan.termination_grace_period_seconds if drain else 0
+        with anyio.CancelScope(shield=True), anyio.move_on_after(grace + ROLL_BACK_MARGIN):
+            try:
+                found = await self.deployer.driver.find([name])
+                async with self.deployer._drain(found, grace, self.kill_now) as events:
+                    async for event in events:
+                        self.emit(event)
+            except AsyncDeployError:
+                pass  # its DrainFinished (errors included) was emitted; gone already is fine
+            self.emit(ReplaceRolledBack(workload=name, reason=reason))

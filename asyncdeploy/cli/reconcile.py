@@ -1,0 +1,81 @@
+"""``reconcile``: finish what a deployer that died left half-made or half-drained."""
+
+from __future__ import annotations
+
+import click
+
+from asyncdeploy._reconcile import finishing, plan_of_finish, unfinished_workloads
+from asyncdeploy.cli._common import (
+    Settings,
+    emit_json,
+    grace_option,
+    output_option,
+    pass_settings,
+    run,
+    selector_option,
+)
+from asyncdeploy.cli._signals import Interrupts
+from asyncdeploy.cli.workloads import stream_drain
+from asyncdeploy.selectors import Selector
+
+__all__ = ["reconcile"]
+
+
+@click.command()
+@click.option("--dry-run", is_flag=True, help="Say what would be done; touch nothing.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Also finish workloads whose maker cannot be told dead from here (another host).",
+)
+@selector_option
+@grace_option
+@output_option
+@pass_settings
+def reconcile(
+    settings: Settings,
+    dry_run: bool,
+    force: bool,
+    selector: Selector | None,
+    grace_period_seconds: int | None,
+    output: str,
+) -> None:
+    """Finish the workloads a killed asyncdeploy left half-made or half-drained (``list`` marks
+    them): drain what still runs (hooks, stop signals, the deadline), remove the rest, the pause
+    container last, showing every step. Signals as for delete."""
+    interrupts = Interrupts("drain", "reconcile")
+
+    async def impl() -> None:
+        async with settings.open_deployer() as deployer:
+            found = await unfinished_workloads(deployer, selector, force=force)
+            if not found:
+                click.echo("nothing to reconcile", err=True)
+                return
+            for status in found:
+                steps = plan_of_finish(status)
+                if output == "json":
+                    emit_json(
+                        {
+                            "workload": status.name,
+                            "unfinished": status.unfinished,
+                            "steps": steps,
+                            "dry_run": dry_run,
+                        }
+                    )
+                else:
+                    verb = "would finish" if dry_run else "finishing"
+                    click.echo(f"{verb} {status.name}: {status.unfinished}", err=True)
+                    for step in steps:
+                        click.echo(f"  {step}", err=True)
+            if dry_run:
+                return
+            drain = finishing(
+                deployer,
+                [s.name for s in found],
+                grace_period_seconds=grace_period_seconds,
+                kill_now=interrupts.kill_now,
+            )
+            await stream_drain(drain, output)
+            interrupts.settled = True
+
+    run(interrupts.guard, impl)

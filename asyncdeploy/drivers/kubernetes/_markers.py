@@ -1,0 +1,72 @@
+"""Markers on Kubernetes: a ConfigMap, whose name the API server gives out once (409 after).
+
+The record sits in its data (labels cannot hold JSON); the delete carries a UID precondition, so
+a marker re-created by someone else after the look is never removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from kubernetes_asyncio.client import CoreV1Api
+
+from asyncdeploy.drivers.kubernetes._api import PodAPI
+from asyncdeploy.errors import WorkloadConflict, WorkloadNotFound
+from asyncdeploy.labels import LABEL_LOCK
+
+__all__ = ["ConfigMapMarkers"]
+
+RECORD = "record"
+
+
+class ConfigMapMarkers:
+    def __init__(self, api: PodAPI, namespace: str) -> None:
+        self._api = api
+        self._core = CoreV1Api(api.client)
+        self._namespace = namespace
+
+    async def _read(self, key: str) -> dict[str, Any] | None:
+        call = self._core.read_namespaced_config_map(
+            key, self._namespace, _preload_content=False, _request_timeout=self._api._timeout()
+        )
+        try:
+            return await self._api._json(call, f"get configmap {self._namespace}/{key}")
+        except WorkloadNotFound:
+            return None
+
+    async def hold(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": key, "labels": {**labels, LABEL_LOCK: "true"}},
+            "data": {RECORD: record},
+        }
+        call = self._core.create_namespaced_config_map(
+            self._namespace,
+            cast(Any, body),
+            _preload_content=False,
+            _request_timeout=self._api._timeout(),
+        )
+        try:
+            await self._api._json(call, f"create configmap {self._namespace}/{key}")
+            return None
+        except WorkloadConflict:
+            found = await self._read(key)
+            return "" if found is None else str((found.get("data") or {}).get(RECORD, ""))
+
+    async def drop(self, key: str, record: str) -> None:
+        found = await self._read(key)
+        if found is None or (found.get("data") or {}).get(RECORD) != record:
+            return
+        call = self._core.delete_namespaced_config_map(
+            key,
+            self._namespace,
+            body=cast(Any, {"preconditions": {"uid": found["metadata"]["uid"]}}),
+            _preload_content=False,
+            _request_timeout=self._api._timeout(),
+        )
+        try:
+            await self._api._json(call, f"delete configmap {self._namespace}/{key}")
+        except (WorkloadNotFound, WorkloadConflict):
+            pass  # gone, or re-created by another replace: not ours to remove

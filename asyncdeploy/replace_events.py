@@ -1,0 +1,100 @@
+"""Replace events: what a replacement reports besides the drains it runs.
+
+``ReplaceStrategy`` comes before anything is touched (which strategy, and why); ``ReplaceWaiting``
+every few seconds while the new instance is not ready yet; ``ReplaceReady`` once it is;
+``ReplaceDowntime`` after a ``recreate`` (no instance was ready for that long); ``ReplaceRolledBack``
+when the new instance was removed again (it never became ready, or the replacement was
+interrupted before the old one's drain began: the old one kept serving).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+
+__all__ = [
+    "ReplaceDowntime",
+    "ReplaceEvent",
+    "ReplaceReady",
+    "ReplaceRolledBack",
+    "ReplaceStrategy",
+    "ReplaceWaiting",
+    "Strategy",
+    "describe_replace",
+    "replace_event_to_dict",
+]
+
+Strategy = Literal["surge", "recreate", "auto"]
+
+
+@attrs.frozen(kw_only=True)
+class ReplaceStrategy:
+    """How the replacement goes: ``surge`` (new ready, then old drained) or ``recreate`` (old
+    drained, then new started), chosen by the caller or by ``auto`` for ``reason``."""
+
+    workload: str  # the plan's name
+    strategy: Literal["surge", "recreate"]
+    reason: str
+    new: str
+    old: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True)
+class ReplaceWaiting:
+    """The new instance is not ready yet after ``seconds``; ``containers``: name and state."""
+
+    workload: str  # the new instance
+    seconds: float
+    containers: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True)
+class ReplaceReady:
+    workload: str  # the new instance
+    seconds: float
+
+
+@attrs.frozen(kw_only=True)
+class ReplaceDowntime:
+    """``recreate`` only: from the old instances' drain start to the new one's readiness."""
+
+    workload: str  # the plan's name
+    seconds: float
+
+
+@attrs.frozen(kw_only=True)
+class ReplaceRolledBack:
+    workload: str  # the new instance, removed
+    reason: str
+
+
+ReplaceEvent = ReplaceStrategy | ReplaceWaiting | ReplaceReady | ReplaceDowntime | ReplaceRolledBack
+
+
+def replace_event_to_dict(event: ReplaceEvent) -> dict[str, Any]:
+    """JSON-ready data, ``event`` (the type's name) first, as ``event_to_dict`` does for drains."""
+    data = attrs.asdict(event, recurse=False)
+    if "seconds" in data:
+        data["seconds"] = round(data["seconds"], 3)
+    return {"event": type(event).__name__, **data}
+
+
+def describe_replace(event: ReplaceEvent) -> str:
+    """One line of text for a replace event."""
+    match event:
+        case ReplaceStrategy():
+            olds = ", ".join(event.old) or "nothing"
+            return (
+                f"{event.workload}: {event.strategy} ({event.reason}): new instance "
+                f"{event.new}, replacing {olds}"
+            )
+        case ReplaceWaiting():
+            states = ", ".join(event.containers) or "no container yet"
+            return f"{event.workload}: not ready yet after {event.seconds:.0f} s ({states})"
+        case ReplaceReady():
+            return f"{event.workload}: ready after {event.seconds:.1f} s"
+        case ReplaceDowntime():
+            return f"{event.workload}: no instance was ready for {event.seconds:.1f} s (recreate)"
+        case ReplaceRolledBack():
+            return f"{event.workload}: removed again ({event.reason}); the old instance stays"
