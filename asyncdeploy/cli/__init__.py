@@ -12,7 +12,7 @@ import click
 
 from asyncdeploy import DRIVER_NAMES, DriverName
 from asyncdeploy._log import configure_cli_logging
-from asyncdeploy.cli import containers, proof, replace, views, workloads
+from asyncdeploy.cli import containers, proof, replace, verify, views, workloads
 from asyncdeploy.cli._common import Settings
 from asyncdeploy.cli._kube_options import cluster_options, with_cluster_options
 
@@ -68,7 +68,7 @@ for name, command in {
     "exec": containers.exec_,
     "replace": replace.replace,
     "inspect": workloads.inspect,
-    "verify": proof.verify,
+    "verify": verify.verify,
 }.items():
     main.add_command(with_cluster_options(command), name)
 for name, command in {"lint": proof.lint, "drain": proof.drain, "schema": proof.schema}.items():
