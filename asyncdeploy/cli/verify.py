@@ -188,7 +188,13 @@ class _Given:
     help="Fault: abandon every Nth stream mid-way.",
 )
 @click.option("--ignore-sigterm", is_flag=True, help="Fault: the demo ignores SIGTERM, no drain.")
-@click.option("--report", "report_file", default=None, help="Write the JSON report here.")
+@click.option(
+    "--report",
+    "report_file",
+    default=None,
+    help="Write the report here: a self-contained HTML page (every request on a time axis, the "
+    "drain's steps, the summary) when the name ends in .html, else JSON.",
+)
 @output_option
 @pass_settings
 def verify(settings: Settings, /, **given: Any) -> None:
@@ -282,7 +288,13 @@ async def _verify(settings: Settings, args: _Given, options: Any) -> bool:
                 "images from a registry of yours"
             ) from exc
     if args.report_file is not None:
-        await anyio.Path(args.report_file).write_text(json.dumps(report.to_dict(), default=str))
+        if args.report_file.lower().endswith((".html", ".htm")):
+            from asyncdeploy.verify.html import report_html
+
+            text = report_html(report)
+        else:
+            text = json.dumps(report.to_dict(), default=str)
+        await anyio.Path(args.report_file).write_text(text)
     if args.output == "json":
         emit_json(report.to_dict())
     else:
