@@ -57,8 +57,8 @@ fi
 
 # 3b. the real load balancer and load generator of the tests: `asyncdeploy verify --balancer
 #     haproxy` starts Debian's haproxy as its own child process (never as a service: apt_install
-#     blocks the package's init script), wrk drives load
-apt_install haproxy wrk
+#     blocks the package's init script), wrk drives load, chromium renders verify's HTML report
+apt_install haproxy wrk chromium
 
 # 4. images, built locally (the demo image takes wheels that pip downloads on the host)
 bash "$here/build-test-image.sh" >/dev/null

@@ -48,7 +48,8 @@ class VerifyReport:
     @property
     def passed(self) -> bool:
         drained = all(s.ok for s in self.summaries) and bool(self.summaries)
-        return drained and not self.bad
+        served = any(r.outcome == "completed" for r in self.records)  # no traffic proves nothing
+        return drained and served and not self.bad
 
     @property
     def in_flight_at_drain(self) -> int:
@@ -100,6 +101,8 @@ class VerifyReport:
             )
         if len(self.bad) > 20:
             lines.append(f"  ... and {len(self.bad) - 20} more")
+        if not any(r.outcome == "completed" for r in self.records):
+            lines.append("no request completed: the run proves nothing (are the requests right?)")
         lines.append(
             "PASS: no request refused (503 or at connect), truncated, lost, failed or duplicated"
             if self.passed

@@ -8,6 +8,7 @@ what ci/build-demo-image.sh builds), so a branch can test its own build of the k
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -29,7 +30,8 @@ from asyncdeploy.verify import (
     run_verify,
 )
 from asyncdeploy.verify.balancer import haproxy_config, running_haproxy
-from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL, required_engines
+from tests.cli_runner import invoke_in_thread
+from tests.engines.conftest import PAUSE, PYTHON, RUN_ID, RUN_LABEL, required_engines
 
 pytestmark = pytest.mark.anyio
 
@@ -207,3 +209,39 @@ async def test_a_missing_haproxy_is_a_clear_error() -> None:
     with pytest.raises(BalancerError, match="apt-get install haproxy"):
         async with running_haproxy([("one", 1)], BalancerOptions(binary="haproxy-not-here")):
             pass
+
+
+async def test_verify_sends_a_users_own_requests_to_a_users_own_server(
+    deployer: Deployer, tmp_path: Path
+) -> None:
+    """Issue 15 item 6: a server that knows nothing of the kit (Python's http.server) with the
+    requests its user names; before, verify sent it /short, /long and /stream: all 404."""
+    plan_file = tmp_path / "plain.yaml"
+    plan_file.write_text(
+        f"name: t{RUN_ID}-plain-{deployer.driver_name[:3]}\n"
+        f"labels: {{{RUN_LABEL}: '{RUN_ID}'}}\n"
+        f"pause_image: {PAUSE}\n"
+        "termination_grace_period_seconds: 5\n"
+        "containers:\n"
+        "  - name: web\n"
+        f"    image: {PYTHON}\n"
+        "    command: [python3, -m, http.server, '8000', --directory, /etc]\n"
+        "    ports: [{container_port: 8000}]\n"
+        "    checks:\n"
+        "      readiness: {http: {path: /hostname, port: 8000}, period_seconds: 1}\n"
+    )
+    requests = tmp_path / "requests.yaml"
+    requests.write_text("- GET /hostname rate=4 name=hostname\n- {path: /passwd, rate: 2}\n")
+    result = await invoke_in_thread(
+        "--driver", deployer.driver_name, "verify", "-f", str(plan_file), "--port", "8000",
+        "--request", "HEAD /passwd rate=2", "--requests", str(requests),
+        "--warmup", "2s", "-o", "json",
+    )  # fmt: skip
+    assert result.exit_code in (0, 1), result.output  # the deletion of a plain server may cut
+    report = json.loads(result.stdout)
+    counts = report["counts"]
+    assert set(counts) == {"HEAD /passwd", "hostname", "GET /passwd"}
+    for row in counts.values():
+        assert row.get("completed", 0) >= 3, counts
+        assert row.get("failed", 0) == 0, counts  # not one 404
+    assert {r["status"] for r in report["requests"] if r["outcome"] == "completed"} == {200}

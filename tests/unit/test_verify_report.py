@@ -52,3 +52,13 @@ def test_any_gated_outcome_fails(bad: str) -> None:
 def test_no_drain_is_no_pass() -> None:
     got = VerifyReport(driver="docker", mode="delete", records=(), events=(), drain_started_at=None)
     assert not got.passed
+
+
+def test_a_drain_without_traffic_is_no_pass() -> None:
+    """A run in which no request completed (none sent: e.g. the router never saw the user's
+    server ready) proves nothing; main reported PASS for it."""
+    got = VerifyReport(
+        driver="docker", mode="delete", records=(), events=(FINISHED,), drain_started_at=0.5
+    )
+    assert not got.passed
+    assert "no request completed" in got.text()
