@@ -26,6 +26,7 @@ from .state import (
     Outcome,
     StateChanged,
 )
+from .window import PropagationWindow, WindowClose
 
 __all__ = [
     "METRICS_CONTENT_TYPE",
@@ -42,10 +43,12 @@ __all__ = [
     "HistogramSnapshot",
     "MetricFamily",
     "Outcome",
+    "PropagationWindow",
     "Sample",
     "SignalHandlers",
     "StateChanged",
     "TerminationRequest",
+    "WindowClose",
     "WorkloadError",
     "control_request",
     "install_sigterm_handler",

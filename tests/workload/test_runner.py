@@ -14,6 +14,7 @@ from asyncdeploy.workload import (
     DrainController,
     DrainMiddleware,
     DrainState,
+    PropagationWindow,
     TerminationRequest,
     install_sigterm_handler,
 )
@@ -24,8 +25,9 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_termination_drains_an_open_stream_then_stops_uvicorn(sse: Any) -> None:
-    """Over TCP: the stream finishes with done, newcomers get 503, then the server exits."""
-    controller = DrainController(drain_timeout=10)
+    """Over TCP, refusing at once: the stream finishes with done, newcomers get 503, then the
+    server exits."""
+    controller = DrainController(drain_timeout=10, propagation=PropagationWindow.refuse_at_once())
     termination = TerminationRequest(controller)
     app = DrainMiddleware(DemoApp(), controller, retry_after=2)
     options = ServeOptions(port=0, handle_signals=False, log_level="warning")
