@@ -74,6 +74,7 @@ class _Given:
     stream_pace: float
     client_abort_every: int
     ignore_sigterm: bool
+    propagation_wait: float
     report_file: str | None
     output: str
     request: tuple[Any, ...]
@@ -189,6 +190,14 @@ class _Given:
 )
 @click.option("--ignore-sigterm", is_flag=True, help="Fault: the demo ignores SIGTERM, no drain.")
 @click.option(
+    "--propagation-wait",
+    type=DURATION,
+    default="2s",
+    show_default=True,
+    help="Demo: the longest it serves new requests after its drain starts; shorter than the "
+    "balancer's check interval x fall is the 'LB delay' fault.",
+)
+@click.option(
     "--report",
     "report_file",
     default=None,
@@ -260,6 +269,7 @@ def _plan(args: _Given) -> WorkloadPlan:
         image=image or DEMO_IMAGE,
         pause_image=pause_image,
         ignore_sigterm=args.ignore_sigterm,
+        propagation_wait=f"{args.propagation_wait:g}s",
     )
     if args.ignore_sigterm:
         plan = attrs.evolve(plan, termination_grace_period_seconds=5)

@@ -98,6 +98,28 @@ async def test_behind_stock_haproxy_a_disruption_loses_nothing(
         assert new in served, "the replacement took traffic"
 
 
+@pytest.mark.parametrize(("window", "lost"), [("1s", True), ("8s", False)])
+async def test_the_lb_delay_fault(deployer: Deployer, window: str, lost: bool) -> None:
+    """The article's "LB delay": HAProxy checks only every 3 s. A server that serves new
+    requests for at most 1 s after its drain starts refuses some the balancer still sends
+    (clients see 503s: verify fails); one whose window outlasts the check (8 s) loses none."""
+    report = await run_verify(
+        deployer,
+        plan(f"hb-lb{window[0]}", grace_period_seconds=25, propagation_wait=window),
+        VerifyOptions(
+            mix=MIX,
+            balancer="haproxy",
+            balancer_options=BalancerOptions(check_interval=3.0, fall=1),
+        ),
+    )
+    refused = sum(row["refused"] for row in report.counts().values())
+    if lost:
+        assert refused >= 1 and not report.passed, report.text()
+    else:
+        assert _lost(report) == dict.fromkeys(GATED, 0), report.text()
+        assert report.passed, report.text()
+
+
 async def test_a_server_that_does_not_drain_is_caught_through_haproxy(deployer: Deployer) -> None:
     """The negative control behind HAProxy: SIGTERM ignored, killed at the deadline: the
     clients see their streams cut, and the report fails."""
