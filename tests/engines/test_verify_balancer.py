@@ -98,18 +98,19 @@ async def test_behind_stock_haproxy_a_disruption_loses_nothing(
         assert new in served, "the replacement took traffic"
 
 
-@pytest.mark.parametrize(("window", "lost"), [("1s", True), ("8s", False)])
+@pytest.mark.parametrize(("window", "lost"), [("1s", True), ("9s", False)])
 async def test_the_lb_delay_fault(deployer: Deployer, window: str, lost: bool) -> None:
-    """The article's "LB delay": HAProxy checks only every 3 s. A server that serves new
-    requests for at most 1 s after its drain starts refuses some the balancer still sends
-    (clients see 503s: verify fails); one whose window outlasts the check (8 s) loses none."""
+    """The article's "LB delay": HAProxy checks every 3 s and needs 2 failures (3-6 s to take
+    an instance out, never less than 3). A server that serves new requests for at most 1 s
+    after its drain starts refuses what the balancer still sends for 2 s or more (clients see
+    503s: verify fails); one whose window outlasts the delay (9 s) loses none."""
     report = await run_verify(
         deployer,
         plan(f"hb-lb{window[0]}", grace_period_seconds=25, propagation_wait=window),
         VerifyOptions(
             mix=MIX,
             balancer="haproxy",
-            balancer_options=BalancerOptions(check_interval=3.0, fall=1),
+            balancer_options=BalancerOptions(check_interval=3.0, fall=2),
         ),
     )
     refused = sum(row["refused"] for row in report.counts().values())
