@@ -7,7 +7,7 @@ A line is shell-quoted words: an optional method, the path (with its query), the
 
 ``METHOD`` upper-case letters (default ``GET``); ``PATH`` starts with ``/``. Options:
 ``body=@FILE`` (a file's bytes; relative to the working directory or the requests file) or
-``body=TEXT``; ``header=NAME:VALUE`` (repeatable); ``stream`` (read the answer as it comes; it is
+``body=TEXT`` (``body=@@TEXT`` for a text that begins with ``@``); ``header=NAME:VALUE`` (repeatable); ``stream`` (read the answer as it comes; it is
 complete when the body ends cleanly, and with ``until=TEXT`` only once that text arrived, e.g.
 ``[DONE]`` or ``event: done``); ``rate=N`` requests per second (default 1); ``expect=CODE``
 (default: any 2xx); ``name=NAME`` (the row in the report; default ``METHOD PATH``).
@@ -138,7 +138,8 @@ class RequestSpec:
         if self.body_file is not None:
             words.append(f"body=@{self.body_file}")
         elif self.body is not None:
-            words.append("body=" + self.body.decode("utf-8", errors="surrogateescape"))
+            text = self.body.decode("utf-8", errors="surrogateescape")
+            words.append("body=" + ("@" + text if text.startswith("@") else text))
         words += [f"header={n}:{v}" for n, v in self.headers]
         if self.stream:
             words.append("stream")
@@ -186,7 +187,10 @@ def parse_request(line: str) -> RequestSpec:
                 raise RequestSpecError(f"{word!r}: unknown option (stream, or KEY=VALUE)")
             fields["stream"] = True
         elif key == "body":
-            if value.startswith("@"):
+            if value.startswith("@@"):  # a text that begins with @
+                fields["body"] = value[1:].encode("utf-8", errors="surrogateescape")
+                fields["body_file"] = None
+            elif value.startswith("@"):
                 if not value[1:]:
                     raise RequestSpecError("body=@: name a file")
                 fields["body_file"], fields["body"] = value[1:], None

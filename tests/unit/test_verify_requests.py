@@ -7,7 +7,7 @@ import string
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asyncdeploy.verify.requests import (
@@ -54,6 +54,7 @@ def test_body_from_a_file(tmp_path: Path) -> None:
     spec = parse_request(f"POST /v1 body=@{tmp_path / 'req.json'}")
     assert spec.body is None and spec.body_file == str(tmp_path / "req.json")
     assert spec.with_body().body == b'{"a": 1}'
+    assert parse_request("POST /v1 body=@@handle").body == b"@handle"  # @@: a text
     with pytest.raises(RequestSpecError, match=r"missing\.json"):
         parse_request("POST /v1 body=@missing.json").with_body(tmp_path)
 
@@ -152,12 +153,14 @@ specs = st.builds(
 )
 
 
+@settings(deadline=None)  # a loaded machine must not fail a parser test
 @given(specs)
 def test_a_line_parses_back_into_its_spec(spec: RequestSpec) -> None:
     """Render, then parse: the same spec (quoting survives spaces, quotes and `=`)."""
     assert parse_request(spec.to_line()) == spec
 
 
+@settings(deadline=None)  # a loaded machine must not fail a parser test
 @given(st.text(max_size=80))
 def test_any_line_parses_or_says_why(line: str) -> None:
     """Whatever the user types: a spec, or a RequestSpecError; never another exception."""
@@ -170,6 +173,7 @@ def test_any_line_parses_or_says_why(line: str) -> None:
         assert spec.path.startswith("/")
 
 
+@settings(deadline=None)  # a loaded machine must not fail a parser test
 @given(st.text(max_size=200))
 def test_any_requests_file_parses_or_says_why(text: str) -> None:
     try:
