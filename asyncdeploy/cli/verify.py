@@ -83,6 +83,7 @@ class _Given:
     check_interval: float
     fall: int
     instances: int | None
+    wrk_connections: int
 
 
 @click.command("verify")
@@ -150,6 +151,14 @@ class _Given:
     default=None,
     help="Copies of the plan taking traffic [default: 2 with --balancer or delete-all, else 1].",
 )
+@click.option(
+    "--wrk",
+    "wrk_connections",
+    type=click.IntRange(0, 64),
+    default=0,
+    help="Also load the balancer with wrk on N keep-alive connections; its own count of "
+    "non-2xx answers and socket errors must be zero too.",
+)
 @click.option("--image", default=None, help="Demo server image.")
 @click.option("--pause-image", default=None, help="Pause image for the demo plan.")
 @click.option(
@@ -213,6 +222,8 @@ def verify(settings: Settings, /, **given: Any) -> None:
     duplicated; 2 on bad input or when the balancer asked for is not installed.
     """
     args = _Given(**given)
+    if args.wrk_connections and shutil.which("wrk") is None:
+        raise CommandFailed("--wrk: wrk is not installed (Debian: apt-get install wrk)", EXIT_USAGE)
     if args.balancer is not None and shutil.which(args.balancer) is None:
         raise CommandFailed(
             f"--balancer {args.balancer}: {args.balancer} is not installed "
@@ -248,6 +259,7 @@ def _options(args: _Given) -> Any:
             balancer=args.balancer,  # type: ignore[arg-type]
             balancer_options=BalancerOptions(check_interval=args.check_interval, fall=args.fall),
             instances=args.instances,
+            wrk_connections=args.wrk_connections,
         )
     except ValueError as exc:
         raise CommandFailed(str(exc), EXIT_USAGE) from None

@@ -46,7 +46,7 @@ STOP_SECONDS = 5.0
 
 
 class BalancerError(AsyncDeployError):
-    """The load balancer could not be started or does not answer."""
+    """The load balancer (or wrk beside it) could not be started or does not answer."""
 
 
 @attrs.frozen(kw_only=True)

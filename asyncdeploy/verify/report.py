@@ -10,6 +10,7 @@ import attrs
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, event_to_dict
 from asyncdeploy.verify.balancer import ServerState
 from asyncdeploy.verify.traffic import GATED_OUTCOMES, OUTCOMES, RequestRecord
+from asyncdeploy.verify.wrk import WrkResult
 
 __all__ = ["VerifyReport"]
 
@@ -24,6 +25,7 @@ class VerifyReport:
     request_names: tuple[str, ...] = ()  # the report's rows, in the user's order
     balancer: str | None = None  # "haproxy" when a real balancer carried the traffic
     balancer_states: tuple[ServerState, ...] = ()  # its servers' state changes
+    wrk: WrkResult | None = None  # wrk's own counts, when it ran beside verify's clients
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -49,7 +51,8 @@ class VerifyReport:
     def passed(self) -> bool:
         drained = all(s.ok for s in self.summaries) and bool(self.summaries)
         served = any(r.outcome == "completed" for r in self.records)  # no traffic proves nothing
-        return drained and served and not self.bad
+        wrk_clean = self.wrk is None or self.wrk.failures == 0
+        return drained and served and wrk_clean and not self.bad
 
     @property
     def in_flight_at_drain(self) -> int:
@@ -78,6 +81,8 @@ class VerifyReport:
         through = f", through {self.balancer}" if self.balancer else ""
         lines = [f"verify on {self.driver}, disruption: {self.mode}{through}", "", self.table(), ""]
         lines.append(f"in flight when the drain began: {self.in_flight_at_drain}")
+        if self.wrk is not None:
+            lines.append(self.wrk.text())
         retried = sum(1 for r in self.records if r.refusals and r.outcome == "completed")
         if retried:
             lines.append(f"refused, then served by another instance (router retry): {retried}")
@@ -119,6 +124,7 @@ class VerifyReport:
             "in_flight_at_drain": self.in_flight_at_drain,
             "balancer": self.balancer,
             "balancer_states": [attrs.asdict(s) for s in self.balancer_states],
+            "wrk": None if self.wrk is None else attrs.asdict(self.wrk),
             "counts": {kind: dict(counts[kind]) for kind in self.kinds},
             "events": [event_to_dict(e) for e in self.events],
             "requests": [attrs.asdict(r) for r in self.records],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import secrets
 import string
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -24,6 +25,7 @@ from asyncdeploy.verify.front import Front, opened_front
 from asyncdeploy.verify.report import VerifyReport
 from asyncdeploy.verify.requests import RequestSpec
 from asyncdeploy.verify.traffic import RequestRecord, TrafficMix, send_traffic
+from asyncdeploy.verify.wrk import WrkResult, run_wrk
 
 __all__ = [
     "DEMO_IMAGE",
@@ -67,7 +69,15 @@ class VerifyOptions:
         ),
     )
 
+    # wrk on this many keep-alive connections beside verify's clients (a balancer only): a
+    # second witness that counts non-2xx answers and socket errors itself
+    wrk_connections: int = attrs.field(
+        default=0, validator=[attrs.validators.ge(0), attrs.validators.le(64)]
+    )
+
     def __attrs_post_init__(self) -> None:
+        if self.wrk_connections and self.balancer is None:
+            raise ValueError("wrk needs one address to load: use it with a balancer")
         if self.balancer is not None and self.mode == "delete-all":
             raise ValueError(
                 "delete-all behind a balancer leaves it nothing to send to (clients see 503 by "
@@ -221,6 +231,7 @@ async def run_verify(
         balancer_options = attrs.evolve(balancer_options, check_path=path)
     servers = [(p.name, port) for p, port in [*instances, *([replacement] if replacing else [])]]
     records: list[RequestRecord] = []
+    wrk_results: list[WrkResult] = []
     events: list[DrainEvent] = []
     stop = anyio.Event()
     connector = aiohttp.TCPConnector(force_close=True)  # a fresh connection per request
@@ -238,15 +249,24 @@ async def run_verify(
                 tg.start_soon(front.follow, session)
 
                 async def traffic() -> None:
-                    await send_traffic(
-                        session,
-                        front.target,
-                        requests,
-                        options.mix,
-                        stop,
-                        records,
-                        retries=front.retries,
-                    )
+                    async with anyio.create_task_group() as load:
+                        load.start_soon(
+                            functools.partial(
+                                send_traffic,
+                                session,
+                                front.target,
+                                requests,
+                                options.mix,
+                                stop,
+                                records,
+                                retries=front.retries,
+                            )
+                        )
+                        if options.wrk_connections:
+                            url = _wrk_url(front, requests)
+                            load.start_soon(
+                                run_wrk, url, options.wrk_connections, stop, wrk_results.append
+                            )
                     tg.cancel_scope.cancel()  # every request ended: stop following
 
                 tg.start_soon(traffic)
@@ -277,7 +297,16 @@ async def run_verify(
         request_names=tuple(r.label for r in requests),
         balancer=front.name,
         balancer_states=states,
+        wrk=wrk_results[0] if wrk_results else None,
     )
+
+
+def _wrk_url(front: Front, requests: Sequence[RequestSpec]) -> str:
+    """The balancer's address and the first plain GET the user named (wrk sends GETs)."""
+    endpoint = front.target.pick()
+    assert endpoint is not None  # a balancer's address is always there
+    path = next((r.path for r in requests if r.method == "GET" and not r.stream), "/")
+    return endpoint.base_url + path
 
 
 def _disruption(

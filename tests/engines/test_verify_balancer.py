@@ -98,6 +98,21 @@ async def test_behind_stock_haproxy_a_disruption_loses_nothing(
         assert new in served, "the replacement took traffic"
 
 
+async def test_wrk_beside_the_clients_sees_no_failure(deployer: Deployer) -> None:
+    """A second witness: wrk's keep-alive load through the same HAProxy while one workload is
+    deleted; its own count of non-2xx answers and socket errors is zero too."""
+    if shutil.which("wrk") is None:
+        pytest.fail("wrk is required with haproxy (apt-get install wrk)")
+    report = await run_verify(
+        deployer,
+        plan("hb-wrk", grace_period_seconds=20),
+        VerifyOptions(mix=MIX, balancer="haproxy", wrk_connections=4),
+    )
+    assert report.wrk is not None and report.wrk.requests > 200, report.text()
+    assert report.wrk.failures == 0, report.text()
+    assert report.passed, report.text()
+
+
 @pytest.mark.parametrize(("window", "lost"), [("1s", True), ("9s", False)])
 async def test_the_lb_delay_fault(deployer: Deployer, window: str, lost: bool) -> None:
     """The article's "LB delay": HAProxy checks every 3 s and needs 2 failures (3-6 s to take
