@@ -25,14 +25,19 @@ from asyncdeploy.events import (
     SignalSent,
 )
 from asyncdeploy.verify.report import VerifyReport
-from asyncdeploy.verify.traffic import OUTCOMES, RequestRecord
+from asyncdeploy.verify.traffic import OUTCOMES
 
-__all__ = ["Moment", "drain_moments", "report_html"]
+__all__ = ["Moment", "drain_moments", "report_html", "timeline_html"]
 
 WIDTH = 1000  # the time axis, in SVG units
 LEFT = 190  # room for the lane names
 ROW = 4  # one bar's height
-OUTCOME_COLOURS = {
+OUTCOME_COLOURS = {  # requests' outcomes, then containers'
+    "exited": "#3a9d5d",
+    "killed": "#c0392b",
+    "already-exited": "#95a5a6",
+    "missing": "#bdc3c7",
+    "unreachable": "#111111",
     "completed": "#3a9d5d",
     "refused": "#d9822b",
     "unavailable": "#8e44ad",
@@ -96,25 +101,34 @@ def _moments(report: VerifyReport) -> list[Moment]:
     return sorted(moments, key=lambda m: m.at)
 
 
-def _lanes(records: Sequence[RequestRecord]) -> dict[str, list[list[RequestRecord]]]:
-    """Per instance, rows of requests that do not overlap (first fit, by start)."""
-    lanes: dict[str, list[list[RequestRecord]]] = {}
-    for record in sorted(records, key=lambda r: r.started):
-        rows = lanes.setdefault(record.instance or "(none)", [])
+@attrs.frozen
+class _Bar:
+    lane: str
+    id: str
+    kind: str
+    outcome: str
+    start: float
+    end: float | None
+    tip: str
+
+
+def _lanes(bars: Sequence[_Bar]) -> dict[str, list[list[_Bar]]]:
+    """Per lane, rows of bars that do not overlap (first fit, by start)."""
+    lanes: dict[str, list[list[_Bar]]] = {}
+    for bar in sorted(bars, key=lambda b: b.start):
+        rows = lanes.setdefault(bar.lane, [])
         for row in rows:
-            if (row[-1].ended or row[-1].started) < record.started:
-                row.append(record)
+            if (row[-1].end or row[-1].start) < bar.start:
+                row.append(bar)
                 break
         else:
-            rows.append([record])
+            rows.append([bar])
     return lanes
 
 
-def report_html(report: VerifyReport, title: str = "asyncdeploy verify") -> str:
-    """The whole page."""
-    records = report.records
-    moments = _moments(report)
-    times = [r.started for r in records] + [r.ended for r in records if r.ended is not None]
+def _svg(bars: Sequence[_Bar], moments: Sequence[Moment], row_height: int = ROW) -> str:
+    """The time axis: a lane per instance (or workload), a bar per request (or container)."""
+    times = [b.start for b in bars] + [b.end for b in bars if b.end is not None]
     times += [m.at for m in moments]
     t0, t1 = (min(times), max(times)) if times else (0.0, 1.0)
     span = max(t1 - t0, 1e-3)
@@ -122,15 +136,15 @@ def report_html(report: VerifyReport, title: str = "asyncdeploy verify") -> str:
     def x(at: float) -> float:
         return LEFT + (at - t0) / span * WIDTH
 
-    lanes = _lanes(records)
-    instance_colour = {
+    lanes = _lanes(bars)
+    lane_colour = {
         name: INSTANCE_COLOURS[i % len(INSTANCE_COLOURS)] for i, name in enumerate(lanes)
     }
     parts: list[str] = []
     y = 30
     for name, rows in lanes.items():
-        height = max(len(rows) * (ROW + 1), 14)
-        colour = instance_colour[name]
+        height = max(len(rows) * (row_height + 1), 14)
+        colour = lane_colour[name]
         parts.append(
             f'<g class="lane" data-instance="{escape(name)}">'
             f'<rect class="lane-band" x="0" y="{y}" width="{LEFT + WIDTH}" height="{height}" '
@@ -138,20 +152,16 @@ def report_html(report: VerifyReport, title: str = "asyncdeploy verify") -> str:
             f'<text x="4" y="{y + 11}" fill="{colour}">{escape(name[-28:])}</text>'
         )
         for index, row in enumerate(rows):
-            for r in row:
-                outcome = r.outcome or "lost"
-                start, end = x(r.started), x(r.ended if r.ended is not None else t1)
-                tip = f"{r.kind} {r.id} via {r.instance}: {outcome}" + (
-                    f" ({r.error})" if r.error else ""
-                )
+            for bar in row:
+                start, end = x(bar.start), x(bar.end if bar.end is not None else t1)
                 parts.append(
-                    f'<rect class="request" data-id="{escape(r.id)}" '
-                    f'data-kind="{escape(r.kind)}" data-outcome="{outcome}" '
-                    f'data-instance="{escape(name)}" data-started="{r.started:.3f}" '
-                    f'x="{start:.2f}" y="{y + index * (ROW + 1)}" '
-                    f'width="{max(end - start, 0.8):.2f}" height="{ROW}" '
-                    f'fill="{OUTCOME_COLOURS.get(outcome, "#000")}" stroke="{colour}" '
-                    f'stroke-width="0.4"><title>{escape(tip)}</title></rect>'
+                    f'<rect class="request" data-id="{escape(bar.id)}" '
+                    f'data-kind="{escape(bar.kind)}" data-outcome="{escape(bar.outcome)}" '
+                    f'data-instance="{escape(name)}" data-started="{bar.start:.3f}" '
+                    f'x="{start:.2f}" y="{y + index * (row_height + 1)}" '
+                    f'width="{max(end - start, 0.8):.2f}" height="{row_height}" '
+                    f'fill="{OUTCOME_COLOURS.get(bar.outcome, "#000")}" stroke="{colour}" '
+                    f'stroke-width="0.4"><title>{escape(bar.tip)}</title></rect>'
                 )
         parts.append("</g>")
         y += height + 6
@@ -171,22 +181,16 @@ def report_html(report: VerifyReport, title: str = "asyncdeploy verify") -> str:
             f'<text class="tick" x="{tx:.2f}" y="14" font-size="9">{tick} s</text>'
             f'<line x1="{tx:.2f}" x2="{tx:.2f}" y1="17" y2="22" stroke="#999"/>'
         )
-    svg_height = bottom + 12 + 6 * 11 + 10
-    counts = report.counts()
-    shown = [o for o in OUTCOMES if any(c[o] for c in counts.values())]
-    header = "".join(f"<th>{o}</th>" for o in shown)
-    rows_html = "".join(
-        f'<tr data-kind="{escape(kind)}"><th>{escape(kind)}</th>'
-        + "".join(f'<td data-outcome="{o}">{counts[kind][o]}</td>' for o in shown)
-        + f"<td>{sum(counts[kind].values())}</td></tr>"
-        for kind in report.kinds
+    height = bottom + 12 + 6 * 11 + 10
+    width = LEFT + WIDTH + 20
+    return (
+        f'<svg id="timeline" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}">{"".join(parts)}</svg>'
     )
-    legend = "".join(
-        f'<span class="swatch" data-outcome="{o}" style="background:{c}"></span>{o} '
-        for o, c in OUTCOME_COLOURS.items()
-    )
-    verdict = "PASS" if report.passed else "FAIL"
-    through = f", through {report.balancer}" if report.balancer else ""
+
+
+def _page(title: str, passed: bool, setting: str, legend: str, svg: str, table: str) -> str:
+    verdict = "PASS" if passed else "FAIL"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
 <style>
@@ -198,13 +202,102 @@ td, th {{ border: 1px solid #ccc; padding: 2px 8px; text-align: right; }}
 svg text {{ font-family: system-ui, sans-serif; font-size: 10px; }}
 </style></head>
 <body>
-<h1>{escape(title)}: <span id="verdict" data-passed="{str(report.passed).lower()}">{verdict}</span></h1>
-<p id="setting">{escape(report.driver)}, disruption: {escape(report.mode)}{escape(through)};
-{len(records)} requests; each bar is one request, its fill the outcome, its edge and lane the
-instance that served it; dashed lines are the drain's steps.</p>
+<h1>{escape(title)}: <span id="verdict" data-passed="{str(passed).lower()}">{verdict}</span></h1>
+<p id="setting">{setting}</p>
 <p id="legend">{legend}</p>
-<svg id="timeline" xmlns="http://www.w3.org/2000/svg" width="{LEFT + WIDTH + 20}"
- height="{svg_height}" viewBox="0 0 {LEFT + WIDTH + 20} {svg_height}">{"".join(parts)}</svg>
-<table id="summary"><tr><th>requests</th>{header}<th>total</th></tr>{rows_html}</table>
+{svg}
+{table}
 </body></html>
 """
+
+
+def _legend(outcomes: Sequence[str]) -> str:
+    return "".join(
+        f'<span class="swatch" data-outcome="{o}" style="background:{OUTCOME_COLOURS[o]}"></span>{o} '
+        for o in outcomes
+    )
+
+
+def report_html(report: VerifyReport, title: str = "asyncdeploy verify") -> str:
+    """The verify run's page: its requests, the drain, the summary."""
+    bars = [
+        _Bar(
+            lane=r.instance or "(none)",
+            id=r.id,
+            kind=r.kind,
+            outcome=r.outcome or "lost",
+            start=r.started,
+            end=r.ended,
+            tip=f"{r.kind} {r.id} via {r.instance}: {r.outcome or 'lost'}"
+            + (f" ({r.error})" if r.error else ""),
+        )
+        for r in report.records
+    ]
+    counts = report.counts()
+    shown = [o for o in OUTCOMES if any(c[o] for c in counts.values())]
+    header = "".join(f"<th>{o}</th>" for o in shown)
+    rows_html = "".join(
+        f'<tr data-kind="{escape(kind)}"><th>{escape(kind)}</th>'
+        + "".join(f'<td data-outcome="{o}">{counts[kind][o]}</td>' for o in shown)
+        + f"<td>{sum(counts[kind].values())}</td></tr>"
+        for kind in report.kinds
+    )
+    table = (
+        f'<table id="summary"><tr><th>requests</th>{header}<th>total</th></tr>{rows_html}</table>'
+    )
+    through = f", through {report.balancer}" if report.balancer else ""
+    setting = (
+        f"{escape(report.driver)}, disruption: {escape(report.mode)}{escape(through)}; "
+        f"{len(report.records)} requests; each bar is one request, its fill the outcome, its edge "
+        "and lane the instance that served it; dashed lines are the drain's steps."
+    )
+    svg = _svg(bars, _moments(report))
+    return _page(title, report.passed, setting, _legend(list(OUTCOMES)), svg, table)
+
+
+def timeline_html(events: Sequence[DrainEvent], title: str = "asyncdeploy delete") -> str:
+    """A delete's page: a bar per container from the drain's start to its exit (filled by its
+    outcome), the drain's steps as moments, the summary table of every workload."""
+    moments = drain_moments(events)
+    starts = {
+        e.workload: e.deadline - e.grace_period_seconds
+        for e in events
+        if isinstance(e, DrainStarted)
+    }
+    summaries = [e.summary for e in events if isinstance(e, DrainFinished)]
+    bars = []
+    for summary in summaries:
+        start = starts.get(summary.workload)
+        if start is None:
+            continue
+        for c in summary.containers:
+            end = None if c.seconds is None else start + c.seconds
+            bars.append(
+                _Bar(
+                    lane=summary.workload,
+                    id=c.name,
+                    kind=c.role,
+                    outcome=c.outcome,
+                    start=start,
+                    end=end,
+                    tip=f"{summary.workload}/{c.name} ({c.role}): {c.outcome}, exit {c.exit_code}",
+                )
+            )
+    rows = "".join(
+        f'<tr data-kind="{escape(s.workload)}/{escape(c.name)}"><th>{escape(s.workload)}/'
+        f'{escape(c.name)}</th><td>{c.role}</td><td data-outcome="{c.outcome}">{c.outcome}</td>'
+        f"<td>{c.exit_code}</td><td>{'-' if c.seconds is None else f'{c.seconds:.2f} s'}</td></tr>"
+        for s in summaries
+        for c in s.containers
+    )
+    table = (
+        '<table id="summary"><tr><th>container</th><th>role</th><th>outcome</th><th>exit</th>'
+        f"<th>seconds</th></tr>{rows}</table>"
+    )
+    passed = bool(summaries) and all(s.ok for s in summaries)
+    setting = (
+        f"{len(summaries)} workload(s) drained; each bar is one container from the drain's start "
+        "to its exit, filled by its outcome; dashed lines are the drain's steps."
+    )
+    legend = _legend(["exited", "killed", "already-exited", "missing", "unreachable"])
+    return _page(title, passed, setting, legend, _svg(bars, moments, row_height=10), table)

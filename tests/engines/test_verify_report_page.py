@@ -11,8 +11,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import anyio
+import attrs
 import pytest
 
+from asyncdeploy import Deployer
 from asyncdeploy.events import (
     ContainerExited,
     ContainerOutcome,
@@ -23,11 +25,11 @@ from asyncdeploy.events import (
     PreStopStarted,
     SignalSent,
 )
-from asyncdeploy.verify import ServerState, VerifyReport
+from asyncdeploy.verify import DEMO_IMAGE, ServerState, VerifyReport, demo_plan
 from asyncdeploy.verify.html import report_html
 from asyncdeploy.verify.traffic import RequestRecord
 from tests.cli_runner import invoke_in_thread
-from tests.engines.conftest import PAUSE, required_engines
+from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL, required_engines
 
 pytestmark = pytest.mark.anyio
 
@@ -58,6 +60,7 @@ class _Elements(HTMLParser):
         super().__init__()
         self.elements: list[tuple[str, dict[str, str]]] = []
         self.cells: dict[tuple[str, str], int] = {}
+        self.texts: dict[tuple[str, str], str] = {}
         self._row: str | None = None
         self._cell: str | None = None
 
@@ -71,7 +74,9 @@ class _Elements(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         if self._row is not None and self._cell is not None and data.strip():
-            self.cells[(self._row, self._cell)] = int(data)
+            self.texts[(self._row, self._cell)] = data.strip()
+            if data.strip().isdigit():
+                self.cells[(self._row, self._cell)] = int(data)
             self._cell = None
 
     def having(self, tag: str, cls: str) -> list[dict[str, str]]:
@@ -188,3 +193,28 @@ async def test_verify_writes_the_page_of_a_real_run(tmp_path: Path) -> None:
     assert len(dom.having("rect", "request")) == len(report["requests"]) > 10
     steps = {m["data-step"] for m in dom.having("g", "moment")}
     assert {"drain-started", "signal", "exited", "traffic-left", "drain-finished"} <= steps
+
+
+async def test_delete_writes_the_timeline_of_its_drain(deployer: Deployer, tmp_path: Path) -> None:
+    """``asyncdeploy delete NAME --timeline x.html``: a bar per container, the drain's steps
+    in their order, the summary table, read back from Chromium."""
+    image = os.environ.get("ASYNCDEPLOY_TEST_DEMO_IMAGE", DEMO_IMAGE)
+    plan = demo_plan(f"t{RUN_ID}-tl-{deployer.driver_name[:3]}", image=image, pause_image=PAUSE)
+    plan = attrs.evolve(plan, labels={RUN_LABEL: RUN_ID}, termination_grace_period_seconds=15)
+    await deployer.create(plan)
+    await deployer.wait_ready(plan.name, timeout=90)
+    page = tmp_path / "drain.html"
+    result = await invoke_in_thread(
+        "--driver", deployer.driver_name, "delete", plan.name, "--timeline", str(page)
+    )
+    assert result.exit_code == 0, result.output
+    dom = await rendered(page)
+    bars = {b["data-id"]: b["data-outcome"] for b in dom.having("rect", "request")}
+    assert bars.get("server") == "exited", bars
+    steps = [m["data-step"] for m in dom.having("g", "moment")]
+    for step in ("drain-started", "pre-stop", "signal", "exited", "pause-removed"):
+        assert step in steps, steps
+    assert steps.index("drain-started") < steps.index("signal") < steps.index("pause-removed")
+    assert dom.texts[(f"{plan.name}/server", "exited")] == "exited"
+    [verdict] = [a for t, a in dom.elements if a.get("id") == "verdict"]
+    assert verdict["data-passed"] == "true"
