@@ -16,7 +16,7 @@ from .errors import ControlSocketError, ControlSocketInUse, WorkloadError
 from .histogram import HistogramSnapshot
 from .metrics import METRICS_CONTENT_TYPE, MetricFamily, Sample, metric_families, render_metrics
 from .middleware import DrainMiddleware, HealthPaths, sse_cut_frame
-from .signals import SignalHandlers, TerminationRequest, install_sigterm_handler
+from .signals import RepeatedSigterm, SignalHandlers, TerminationRequest, install_sigterm_handler
 from .state import (
     Admission,
     DrainController,
@@ -44,6 +44,7 @@ __all__ = [
     "MetricFamily",
     "Outcome",
     "PropagationWindow",
+    "RepeatedSigterm",
     "Sample",
     "SignalHandlers",
     "StateChanged",
