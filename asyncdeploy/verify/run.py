@@ -20,7 +20,7 @@ from asyncdeploy.events import DrainEvent, DrainStarted, Event
 from asyncdeploy.plan import Checks, Container, HTTPGet, Port, Probe, WorkloadPlan
 from asyncdeploy.results import WorkloadStatus
 from asyncdeploy.verify._ports import free_port
-from asyncdeploy.verify.balancer import BalancerOptions
+from asyncdeploy.verify.balancer import BalancerOptions, ServerState
 from asyncdeploy.verify.front import Front, opened_front
 from asyncdeploy.verify.report import VerifyReport
 from asyncdeploy.verify.requests import RequestSpec
@@ -217,88 +217,127 @@ async def run_verify(
 ) -> VerifyReport:
     """Deploy ``plan``, send traffic, perform the disruption, and report every request."""
     options = options or VerifyOptions()
-    say = on_status or (lambda _: None)
-    run = secrets.token_hex(3)
+    verify = _Run(
+        deployer=deployer,
+        options=options,
+        on_event=on_event,
+        say=on_status or (lambda _: None),
+        requests=options.requests or options.mix.demo_requests(),
+    )
     names = _names(plan, options.instance_count())
-    instances = [_instance(plan, n, options.port, run) for n in names]
-    replacement = _instance(plan, f"{plan.name[:58]}-next", options.port, run)
+    instances = [_instance(plan, n, options.port, verify.run) for n in names]
+    replacement = _instance(plan, f"{plan.name[:58]}-next", options.port, verify.run)
     replacing = options.mode == "replace"
     await _refuse_taken(deployer, [*names, *([replacement[0].name] if replacing else [])])
-    requests = options.requests or options.mix.demo_requests()
     path = ready_path(plan, options.port)
     balancer_options = options.balancer_options
     if balancer_options.check_path is None:
         balancer_options = attrs.evolve(balancer_options, check_path=path)
     servers = [(p.name, port) for p, port in [*instances, *([replacement] if replacing else [])]]
-    records: list[RequestRecord] = []
-    wrk_results: list[WrkResult] = []
-    events: list[DrainEvent] = []
-    stop = anyio.Event()
     connector = aiohttp.TCPConnector(force_close=True)  # a fresh connection per request
     try:
         async with (
             aiohttp.ClientSession(connector=connector) as session,
             opened_front(options.balancer, servers, balancer_options, path) as front,
         ):
-            for instance, host_port in instances:
-                say(f"creating {instance.name} on {deployer.driver_name}")
-                await deployer.create(instance, on_event=on_event)  # pulls what is absent
-                await deployer.wait_ready(instance.name, timeout=options.ready_timeout)
-                await front.add(instance.name, host_port)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(front.follow, session)
-
-                async def traffic() -> None:
-                    async with anyio.create_task_group() as load:
-                        load.start_soon(
-                            functools.partial(
-                                send_traffic,
-                                session,
-                                front.target,
-                                requests,
-                                options.mix,
-                                stop,
-                                records,
-                                retries=front.retries,
-                            )
-                        )
-                        if options.wrk_connections:
-                            url = _wrk_url(front, requests)
-                            load.start_soon(
-                                run_wrk, url, options.wrk_connections, stop, wrk_results.append
-                            )
-                    tg.cancel_scope.cancel()  # every request ended: stop following
-
-                tg.start_soon(traffic)
-                through = f" through {front.name}" if front.name else ""
-                say(
-                    f"sending traffic{through}; disruption ({options.mode}) "
-                    f"in {options.warmup_seconds:g} s"
-                )
-                await anyio.sleep(options.warmup_seconds)
-                drain = _disruption(deployer, options, names, replacement, front, run, say)
-                await _disrupt(drain, events, on_event)
-                if replacing or (options.mode == "delete" and len(names) > 1):
-                    await anyio.sleep(options.after_seconds)  # what is left keeps serving
-                stop.set()
-                say("waiting for the last requests to end")
+            await verify.deploy(instances, front)
+            await verify.disrupt_under_traffic(session, front, names, replacement)
             states = front.states()
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(60):
-            await deployer.delete_all({VERIFY_LABEL: run}, grace_period_seconds=0)
-    started = next((e for e in events if isinstance(e, DrainStarted)), None)
-    drain_at = None if started is None else started.deadline - started.grace_period_seconds
-    return VerifyReport(
-        driver=deployer.driver_name,
-        mode=options.mode,
-        records=tuple(records),
-        events=tuple(events),
-        drain_started_at=drain_at,
-        request_names=tuple(r.label for r in requests),
-        balancer=front.name,
-        balancer_states=states,
-        wrk=wrk_results[0] if wrk_results else None,
-    )
+            await deployer.delete_all({VERIFY_LABEL: verify.run}, grace_period_seconds=0)
+    return verify.report(front.name, states)
+
+
+@attrs.define(kw_only=True)
+class _Run:
+    """One verify run: what it sends, and everything it saw."""
+
+    deployer: Deployer
+    options: VerifyOptions
+    on_event: Callable[[Event], None] | None
+    say: Callable[[str], None]
+    requests: tuple[RequestSpec, ...]
+    run: str = attrs.field(factory=lambda: secrets.token_hex(3))  # the label of its workloads
+    records: list[RequestRecord] = attrs.field(factory=list)
+    wrk_results: list[WrkResult] = attrs.field(factory=list)
+    events: list[DrainEvent] = attrs.field(factory=list)
+    stop: anyio.Event = attrs.field(factory=anyio.Event)
+
+    async def deploy(self, instances: Sequence[tuple[WorkloadPlan, int]], front: Front) -> None:
+        for instance, host_port in instances:
+            self.say(f"creating {instance.name} on {self.deployer.driver_name}")
+            await self.deployer.create(instance, on_event=self.on_event)  # pulls what is absent
+            await self.deployer.wait_ready(instance.name, timeout=self.options.ready_timeout)
+            await front.add(instance.name, host_port)
+
+    async def disrupt_under_traffic(
+        self,
+        session: aiohttp.ClientSession,
+        front: Front,
+        names: Sequence[str],
+        replacement: tuple[WorkloadPlan, int],
+    ) -> None:
+        """Traffic (and the front following readiness) from before the disruption until every
+        request it sent has ended."""
+        options = self.options
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(front.follow, session)
+
+            async def traffic() -> None:
+                await self.load(session, front)
+                tg.cancel_scope.cancel()  # every request ended: stop following
+
+            tg.start_soon(traffic)
+            through = f" through {front.name}" if front.name else ""
+            self.say(
+                f"sending traffic{through}; disruption ({options.mode}) "
+                f"in {options.warmup_seconds:g} s"
+            )
+            await anyio.sleep(options.warmup_seconds)
+            drain = _disruption(
+                self.deployer, options, names, replacement, front, self.run, self.say
+            )
+            await _disrupt(drain, self.events, self.on_event)
+            if options.mode == "replace" or (options.mode == "delete" and len(names) > 1):
+                await anyio.sleep(options.after_seconds)  # what is left keeps serving
+            self.stop.set()
+            self.say("waiting for the last requests to end")
+
+    async def load(self, session: aiohttp.ClientSession, front: Front) -> None:
+        """verify's clients, and wrk beside them when asked, until ``stop``."""
+        async with anyio.create_task_group() as load:
+            load.start_soon(
+                functools.partial(
+                    send_traffic,
+                    session,
+                    front.target,
+                    self.requests,
+                    self.options.mix,
+                    self.stop,
+                    self.records,
+                    retries=front.retries,
+                )
+            )
+            if self.options.wrk_connections:
+                url = _wrk_url(front, self.requests)
+                connections = self.options.wrk_connections
+                load.start_soon(run_wrk, url, connections, self.stop, self.wrk_results.append)
+
+    def report(self, balancer: str | None, states: tuple[ServerState, ...]) -> VerifyReport:
+        started = next((e for e in self.events if isinstance(e, DrainStarted)), None)
+        drain_at = None if started is None else started.deadline - started.grace_period_seconds
+        return VerifyReport(
+            driver=self.deployer.driver_name,
+            mode=self.options.mode,
+            records=tuple(self.records),
+            events=tuple(self.events),
+            drain_started_at=drain_at,
+            request_names=tuple(r.label for r in self.requests),
+            balancer=balancer,
+            balancer_states=states,
+            wrk=self.wrk_results[0] if self.wrk_results else None,
+        )
 
 
 def _wrk_url(front: Front, requests: Sequence[RequestSpec]) -> str:
