@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # build-demo-image.sh - build asyncdeploy-demo/server:latest (the drain-kit demo inference server)
-# without any registry, and load it into every running engine.
+# without any registry, and load it into every running engine. DEMO_IMAGE=name:tag builds it
+# under another name (a branch testing its own kit beside others on shared engines; the tests
+# take it from ASYNCDEPLOY_TEST_DEMO_IMAGE).
 #
 #   FROM asyncdeploy-test/python:latest (Debian bookworm python3.11 + busybox, no pip; built by
 #   ci/build-test-image.sh), plus:
@@ -18,11 +20,12 @@
 # rebuilds. Wheels are cached in $IMAGE_CACHE_DIR/demo-wheels-<hash of the requirements>.
 # Prints the image name on stdout, logs on stderr.
 # Environment (all optional):
-#   ENGINES="docker podman"  FORCE=0  DOCKER_SOCK=/var/run/docker.sock
+#   DEMO_IMAGE=asyncdeploy-demo/server:latest  ENGINES="docker podman"  FORCE=0
+#   DOCKER_SOCK=/var/run/docker.sock
 #   IMAGE_CACHE_DIR=/var/cache/asyncdeploy-test-images  PIP="python3 -m pip"  SMOKE=1
 set -euo pipefail
 
-IMAGE=asyncdeploy-demo/server:latest
+IMAGE=${DEMO_IMAGE:-asyncdeploy-demo/server:latest}
 BASE=asyncdeploy-test/python:latest
 LABEL=io.asyncdeploy.demo.source-hash
 ENGINES=${ENGINES:-"docker podman"}

@@ -16,6 +16,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 log() { printf '[setup %s] %s\n' "$(date +%T)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+# shellcheck source=ci/apt.sh
+. "$here/apt.sh"
 
 [ "$(id -u)" = 0 ] || { log "run as root (the engines are rootful here)"; exit 1; }
 
@@ -51,6 +54,11 @@ if [ ! -x "$venv/bin/nox" ]; then
     python3 -m venv "$venv" >&2
     "$venv/bin/pip" install -q --disable-pip-version-check nox >&2
 fi
+
+# 3b. the real load balancer and load generator of the tests: `asyncdeploy verify --balancer
+#     haproxy` starts Debian's haproxy as its own child process (never as a service: apt_install
+#     blocks the package's init script), wrk drives load, chromium renders verify's HTML report
+apt_install haproxy wrk chromium
 
 # 4. images, built locally (the demo image takes wheels that pip downloads on the host)
 bash "$here/build-test-image.sh" >/dev/null

@@ -11,7 +11,7 @@ from typing import cast
 import click
 
 from asyncdeploy._log import configure_cli_logging
-from asyncdeploy.cli import containers, proof, reconcile, replace, views, workloads
+from asyncdeploy.cli import containers, proof, reconcile, replace, verify, views, workloads
 from asyncdeploy.cli._common import Settings
 from asyncdeploy.cli._kube_options import cluster_options, with_cluster_options
 from asyncdeploy.drivers import DRIVER_NAMES, DriverName
@@ -69,7 +69,7 @@ for name, command in {
     "replace": replace.replace,
     "reconcile": reconcile.reconcile,
     "inspect": workloads.inspect,
-    "verify": proof.verify,
+    "verify": verify.verify,
 }.items():
     main.add_command(with_cluster_options(command), name)
 for name, command in {"lint": proof.lint, "drain": proof.drain, "schema": proof.schema}.items():

@@ -1,12 +1,9 @@
-"""Commands for the termination contract: lint a plan's budget, drain a server, verify."""
+"""Commands for the termination contract: lint a plan's budget, drain a server, the schema.
+
+``verify`` has a module of its own (:mod:`asyncdeploy.cli.verify`)."""
 
 from __future__ import annotations
 
-import json
-import secrets
-import sys
-
-import anyio
 import attrs
 import click
 
@@ -14,21 +11,14 @@ from asyncdeploy.cli._common import (
     DURATION,
     EXIT_FAILED,
     EXIT_USAGE,
-    GRACE_SECONDS,
     CommandFailed,
-    FiniteRange,
-    Settings,
     emit_json,
     output_option,
-    pass_settings,
     run,
 )
-from asyncdeploy.errors import CreateError, PlanError
+from asyncdeploy.errors import PlanError
 from asyncdeploy.lint import lint_plan
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.render import EventRenderer
-
-RATE = FiniteRange(0, 1000)  # requests per second: finite, and one machine's worth
 
 
 @click.command("lint")
@@ -107,171 +97,6 @@ def drain(socket_path: str, propagation_wait: float | None, timeout: float | Non
     report = run(run_drain_command, socket_path, propagation_wait, timeout)
     emit_json(report.to_dict())
     if not report.drained:
-        raise click.exceptions.Exit(EXIT_FAILED)
-
-
-@click.command("verify")
-@click.option(
-    "-f",
-    "--file",
-    "plan_file",
-    default=None,
-    help="A plan to verify [default: the demo server, named asyncdeploy-verify-<random>]; "
-    "verify refuses a name that is already taken.",
-)
-@click.option(
-    "--port",
-    type=click.IntRange(1, 65535),
-    default=8080,
-    show_default=True,
-    help="Container port the traffic goes to.",
-)
-@click.option(
-    "--mode",
-    type=click.Choice(["delete", "replace", "delete-all"]),
-    default="delete",
-    show_default=True,
-    help="The disruption performed while traffic flows.",
-)
-@click.option("--image", default=None, help="Demo server image.")
-@click.option("--pause-image", default=None, help="Pause image for the demo plan.")
-@click.option(
-    "--registry",
-    default=None,
-    help="Pull the demo and pause images from this registry (host:port) when the engine lacks "
-    "them, e.g. 127.0.0.1:5000: registry.k8s.io/pause:3.10 becomes 127.0.0.1:5000/pause:3.10.",
-)
-@click.option("--grace-period-seconds", type=GRACE_SECONDS, default=None)
-@click.option(
-    "--warmup",
-    type=DURATION,
-    default="3s",
-    show_default=True,
-    help="Traffic before the disruption.",
-)
-@click.option(
-    "--short-rate", type=RATE, default=5.0, show_default=True, help="Short requests per second."
-)
-@click.option(
-    "--long-rate", type=RATE, default=1.0, show_default=True, help="Long requests per second."
-)
-@click.option(
-    "--stream-rate", type=RATE, default=2.0, show_default=True, help="Streams per second."
-)
-@click.option("--long-seconds", type=FiniteRange(0, 3600), default=3.0, show_default=True)
-@click.option("--stream-tokens", type=click.IntRange(1, 100_000), default=30, show_default=True)
-@click.option(
-    "--stream-pace",
-    type=FiniteRange(0, 60),
-    default=0.1,
-    show_default=True,
-    help="Seconds between tokens.",
-)
-@click.option(
-    "--client-abort-every",
-    type=click.IntRange(min=0),
-    default=0,
-    help="Fault: abandon every Nth stream mid-way.",
-)
-@click.option("--ignore-sigterm", is_flag=True, help="Fault: the demo ignores SIGTERM, no drain.")
-@click.option("--report", "report_file", default=None, help="Write the JSON report here.")
-@output_option
-@pass_settings
-def verify(
-    settings: Settings,
-    plan_file: str | None,
-    port: int,
-    mode: str,
-    image: str | None,
-    pause_image: str | None,
-    registry: str | None,
-    grace_period_seconds: int | None,
-    warmup: float,
-    short_rate: float,
-    long_rate: float,
-    stream_rate: float,
-    long_seconds: float,
-    stream_tokens: int,
-    stream_pace: float,
-    client_abort_every: int,
-    ignore_sigterm: bool,
-    report_file: str | None,
-    output: str,
-) -> None:
-    """Prove a lossless termination: traffic through a workload while it is disrupted.
-
-    Exits 1 when any request was refused at connect, truncated, lost, failed or duplicated.
-    """
-    from asyncdeploy.plan import DEFAULT_PAUSE_IMAGE
-    from asyncdeploy.verify import (
-        DEMO_IMAGE,
-        TrafficMix,
-        VerifyOptions,
-        demo_plan,
-        from_registry,
-        run_verify,
-    )
-
-    if registry is not None:
-        image = from_registry(image or DEMO_IMAGE, registry)
-        pause_image = from_registry(pause_image or DEFAULT_PAUSE_IMAGE, registry)
-
-    mix = TrafficMix(
-        short_per_second=short_rate,
-        long_per_second=long_rate,
-        stream_per_second=stream_rate,
-        long_seconds=long_seconds,
-        stream_tokens=stream_tokens,
-        stream_pace=stream_pace,
-        client_abort_every=client_abort_every,
-    )
-    options = VerifyOptions(
-        mode=mode,  # type: ignore[arg-type]
-        port=port,
-        warmup_seconds=warmup,
-        grace_period_seconds=grace_period_seconds,
-        mix=mix,
-    )
-
-    async def impl() -> bool:
-        if plan_file is not None:
-            plan = WorkloadPlan.from_file(plan_file)
-        else:
-            plan = demo_plan(
-                # a name of its own: a workload someone else named "demo" is never touched
-                f"asyncdeploy-verify-{secrets.token_hex(3)}",
-                image=image or DEMO_IMAGE,
-                pause_image=pause_image,
-                ignore_sigterm=ignore_sigterm,
-            )
-            if ignore_sigterm:
-                plan = attrs.evolve(plan, termination_grace_period_seconds=5)
-        renderer = EventRenderer(sys.stderr)
-        async with settings.open_deployer() as deployer:
-            try:
-                report = await run_verify(
-                    deployer,
-                    plan,
-                    options,
-                    on_event=renderer.show if output == "text" else None,
-                    on_status=lambda line: click.echo(f"-- {line}", err=True),
-                )
-            except CreateError as exc:
-                if registry is not None or plan_file is not None:
-                    raise
-                raise CreateError(
-                    f"{exc}; `asyncdeploy verify --registry HOST:PORT` pulls the demo and pause "
-                    "images from a registry of yours"
-                ) from exc
-        if report_file is not None:
-            await anyio.Path(report_file).write_text(json.dumps(report.to_dict(), default=str))
-        if output == "json":
-            emit_json(report.to_dict())
-        else:
-            click.echo(report.text())
-        return report.passed
-
-    if not run(impl):
         raise click.exceptions.Exit(EXIT_FAILED)
 
 

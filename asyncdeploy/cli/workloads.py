@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -100,9 +102,21 @@ def create(settings: Settings, plan_file: str, wait: bool, timeout: float, outpu
 @click.command()
 @click.argument("name", type=WORKLOAD_NAME)
 @grace_option
+@click.option(
+    "--timeline",
+    "timeline_file",
+    default=None,
+    help="Also write the drain as one self-contained HTML page (its steps on a time axis).",
+)
 @output_option
 @pass_settings
-def delete(settings: Settings, name: str, grace_period_seconds: int | None, output: str) -> None:
+def delete(
+    settings: Settings,
+    name: str,
+    grace_period_seconds: int | None,
+    timeline_file: str | None,
+    output: str,
+) -> None:
     """Drain a workload gracefully, then remove it, showing every step."""
 
     interrupts = Interrupts("drain", f"delete of {name!r}")
@@ -112,7 +126,14 @@ def delete(settings: Settings, name: str, grace_period_seconds: int | None, outp
             drain = deployer.terminate(
                 name, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
             )
-            await stream_drain(drain, output)
+            seen: list[DrainEvent] = []
+            try:
+                await stream_drain(_recorded(drain, seen) if timeline_file else drain, output)
+            finally:
+                if timeline_file is not None and seen:
+                    from asyncdeploy.verify.html import timeline_html
+
+                    await anyio.Path(timeline_file).write_text(timeline_html(seen))
             interrupts.settled = True  # drained: a late signal must not claim a kill
 
     run(interrupts.guard, impl)
@@ -149,6 +170,19 @@ def delete_all(
             interrupts.settled = True  # drained: a late signal must not claim a kill
 
     run(interrupts.guard, impl)
+
+
+@contextlib.asynccontextmanager
+async def _recorded(drain: Any, seen: list[DrainEvent]) -> AsyncIterator[AsyncIterator[DrainEvent]]:
+    """The drain's events, each also kept in ``seen`` (for ``--timeline``)."""
+
+    async def tee(events: AsyncIterator[DrainEvent]) -> AsyncIterator[DrainEvent]:
+        async for event in events:
+            seen.append(event)
+            yield event
+
+    async with drain as events:
+        yield tee(events)
 
 
 async def stream_drain(drain: Any, output: str) -> list[DrainSummary]:

@@ -8,11 +8,11 @@ from typing import Any
 import attrs
 
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, event_to_dict
+from asyncdeploy.verify.balancer import ServerState
 from asyncdeploy.verify.traffic import GATED_OUTCOMES, OUTCOMES, RequestRecord
+from asyncdeploy.verify.wrk import WrkResult
 
 __all__ = ["VerifyReport"]
-
-KINDS = ("short", "long", "stream")
 
 
 @attrs.frozen(kw_only=True)
@@ -22,13 +22,23 @@ class VerifyReport:
     records: tuple[RequestRecord, ...]
     events: tuple[DrainEvent, ...]
     drain_started_at: float | None  # wall clock, from the first DrainStarted
+    request_names: tuple[str, ...] = ()  # the report's rows, in the user's order
+    balancer: str | None = None  # "haproxy" when a real balancer carried the traffic
+    balancer_states: tuple[ServerState, ...] = ()  # its servers' state changes
+    wrk: WrkResult | None = None  # wrk's own counts, when it ran beside verify's clients
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        seen = dict.fromkeys(self.request_names)
+        seen.update(dict.fromkeys(r.kind for r in self.records))
+        return tuple(seen)
 
     @property
     def summaries(self) -> list[DrainSummary]:
         return [e.summary for e in self.events if isinstance(e, DrainFinished)]
 
     def counts(self) -> dict[str, Counter[str]]:
-        table: dict[str, Counter[str]] = {kind: Counter() for kind in KINDS}
+        table: dict[str, Counter[str]] = {kind: Counter() for kind in self.kinds}
         for record in self.records:
             table[record.kind][record.outcome or "lost"] += 1
         return table
@@ -40,7 +50,9 @@ class VerifyReport:
     @property
     def passed(self) -> bool:
         drained = all(s.ok for s in self.summaries) and bool(self.summaries)
-        return drained and not self.bad
+        served = any(r.outcome == "completed" for r in self.records)  # no traffic proves nothing
+        wrk_clean = self.wrk is None or self.wrk.failures == 0
+        return drained and served and wrk_clean and not self.bad
 
     @property
     def in_flight_at_drain(self) -> int:
@@ -53,20 +65,31 @@ class VerifyReport:
     def table(self) -> str:
         """Requests by kind (rows) and outcome (columns); gated outcomes are always shown."""
         counts = self.counts()
-        shown = [o for o in OUTCOMES if any(counts[k][o] for k in KINDS) or o in GATED_OUTCOMES]
+        shown = [o for o in OUTCOMES if any(c[o] for c in counts.values()) or o in GATED_OUTCOMES]
         totals = Counter[str]()
         for row in counts.values():
             totals.update(row)
-        rows = [(kind, counts[kind]) for kind in KINDS] + [("all", totals)]
-        lines = ["requests " + "  ".join(shown) + "  total"]
+        rows = [(kind, counts[kind]) for kind in self.kinds] + [("all", totals)]
+        width = max(8, *(len(label) for label, _ in rows))
+        lines = [f"{'requests':<{width}} " + "  ".join(shown) + "  total"]
         for label, row in rows:
             cells = "  ".join(f"{row[o]:>{len(o)}}" for o in shown)
-            lines.append(f"{label:<8} {cells}  {sum(row.values()):>5}")
+            lines.append(f"{label:<{width}} {cells}  {sum(row.values()):>5}")
         return "\n".join(lines)
 
     def text(self) -> str:
-        lines = [f"verify on {self.driver}, disruption: {self.mode}", "", self.table(), ""]
+        through = f", through {self.balancer}" if self.balancer else ""
+        lines = [f"verify on {self.driver}, disruption: {self.mode}{through}", "", self.table(), ""]
         lines.append(f"in flight when the drain began: {self.in_flight_at_drain}")
+        if self.wrk is not None:
+            lines.append(self.wrk.text())
+        retried = sum(1 for r in self.records if r.refusals and r.outcome == "completed")
+        if retried:
+            lines.append(f"refused, then served by another instance (router retry): {retried}")
+        at = self.drain_started_at
+        for state in self.balancer_states:
+            when = "" if at is None else f" at {state.at - at:+.2f} s from the drain's start"
+            lines.append(f"{self.balancer}: {state.server} {state.status}{when}")
         for summary in self.summaries:
             lines.append(f"{summary.workload}: drained in {summary.seconds:.2f} s")
             for c in summary.containers:
@@ -83,8 +106,10 @@ class VerifyReport:
             )
         if len(self.bad) > 20:
             lines.append(f"  ... and {len(self.bad) - 20} more")
+        if not any(r.outcome == "completed" for r in self.records):
+            lines.append("no request completed: the run proves nothing (are the requests right?)")
         lines.append(
-            "PASS: no request refused at connect, truncated, lost, failed or duplicated"
+            "PASS: no request refused (503 or at connect), truncated, lost, failed or duplicated"
             if self.passed
             else "FAIL"
         )
@@ -97,7 +122,10 @@ class VerifyReport:
             "mode": self.mode,
             "passed": self.passed,
             "in_flight_at_drain": self.in_flight_at_drain,
-            "counts": {kind: dict(counts[kind]) for kind in KINDS},
+            "balancer": self.balancer,
+            "balancer_states": [attrs.asdict(s) for s in self.balancer_states],
+            "wrk": None if self.wrk is None else attrs.asdict(self.wrk),
+            "counts": {kind: dict(counts[kind]) for kind in self.kinds},
             "events": [event_to_dict(e) for e in self.events],
             "requests": [attrs.asdict(r) for r in self.records],
         }

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import secrets
-import socket
+import string
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Literal
@@ -18,12 +19,18 @@ from asyncdeploy.errors import DrainError, WorkloadConflict
 from asyncdeploy.events import DrainEvent, DrainStarted, Event
 from asyncdeploy.plan import Checks, Container, HTTPGet, Port, Probe, WorkloadPlan
 from asyncdeploy.results import WorkloadStatus
+from asyncdeploy.verify._ports import free_port
+from asyncdeploy.verify.balancer import BalancerOptions, ServerState
+from asyncdeploy.verify.front import Front, opened_front
 from asyncdeploy.verify.report import VerifyReport
-from asyncdeploy.verify.traffic import RequestRecord, Router, TrafficMix, send_traffic
+from asyncdeploy.verify.requests import RequestSpec
+from asyncdeploy.verify.traffic import RequestRecord, TrafficMix, send_traffic
+from asyncdeploy.verify.wrk import WrkResult, run_wrk
 
 __all__ = [
     "DEMO_IMAGE",
     "VERIFY_LABEL",
+    "Balancer",
     "Mode",
     "VerifyOptions",
     "demo_plan",
@@ -35,6 +42,8 @@ DEMO_IMAGE = "asyncdeploy-demo/server:latest"
 VERIFY_LABEL = "asyncdeploy-verify"
 CONTROL_SOCKET = "/run/asyncdeploy/control.sock"
 Mode = Literal["delete", "replace", "delete-all"]
+Balancer = Literal["haproxy"]
+MAX_INSTANCES = 9
 
 
 @attrs.frozen(kw_only=True)
@@ -42,10 +51,47 @@ class VerifyOptions:
     mode: Mode = "delete"
     port: int = 8080  # the container port the traffic goes to
     warmup_seconds: float = 3.0
-    after_seconds: float = 2.0  # traffic on the new instance after a replacement
+    after_seconds: float = 2.0  # traffic on what is left after the disruption
     grace_period_seconds: int | None = None
     ready_timeout: float = 90.0
     mix: TrafficMix = attrs.field(factory=TrafficMix)
+    requests: tuple[RequestSpec, ...] | None = (
+        None  # None: the demo server's /short, /long, /stream
+    )
+    balancer: Balancer | None = None  # None: verify's own router (which retries refusals)
+    balancer_options: BalancerOptions = attrs.field(factory=BalancerOptions)
+    # how many copies of the plan take the traffic; None: two behind a balancer (one is
+    # disrupted, the other keeps serving) and for delete-all, else one
+    instances: int | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(
+            [attrs.validators.ge(1), attrs.validators.le(MAX_INSTANCES)]
+        ),
+    )
+
+    # wrk on this many keep-alive connections beside verify's clients (a balancer only): a
+    # second witness that counts non-2xx answers and socket errors itself
+    wrk_connections: int = attrs.field(
+        default=0, validator=[attrs.validators.ge(0), attrs.validators.le(64)]
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.wrk_connections and self.balancer is None:
+            raise ValueError("wrk needs one address to load: use it with a balancer")
+        if self.balancer is not None and self.mode == "delete-all":
+            raise ValueError(
+                "delete-all behind a balancer leaves it nothing to send to (clients see 503 by "
+                "design): use --mode delete or replace"
+            )
+        if self.balancer is not None and self.mode == "delete" and self.instance_count() < 2:
+            raise ValueError(
+                "a delete behind a balancer needs a second instance to keep serving: --instances 2"
+            )
+
+    def instance_count(self) -> int:
+        if self.instances is not None:
+            return self.instances
+        return 2 if self.balancer is not None or self.mode == "delete-all" else 1
 
 
 def demo_plan(
@@ -118,15 +164,18 @@ def from_registry(image: str, registry: str) -> str:
     return f"{registry.rstrip('/')}/{image}"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def ready_path(plan: WorkloadPlan, port: int) -> str:
+    """The plan's HTTP readiness path on the traffic port (what a balancer checks), or /ready."""
+    for container in plan.containers:
+        probe = container.checks.readiness
+        if probe is not None and probe.http is not None and probe.http.port == port:
+            return probe.http.path
+    return "/ready"
 
 
 def _instance(plan: WorkloadPlan, name: str, port: int, run: str) -> tuple[WorkloadPlan, int]:
     """The plan under ``name``, its traffic port published on a free loopback port."""
-    host_port = _free_port()
+    host_port = free_port()
     containers = []
     for container in plan.containers:
         ports = tuple(
@@ -140,6 +189,24 @@ def _instance(plan: WorkloadPlan, name: str, port: int, run: str) -> tuple[Workl
     return attrs.evolve(plan, name=name[:63], containers=containers, labels=labels), host_port
 
 
+def _names(plan: WorkloadPlan, count: int) -> list[str]:
+    if count == 1:
+        return [plan.name]
+    return [f"{plan.name[:61]}-{letter}" for letter in string.ascii_lowercase[:count]]
+
+
+async def _refuse_taken(deployer: Deployer, names: Sequence[str]) -> None:
+    taken = {w.name for w in await deployer.list()}
+    for name in names:
+        if name in taken:
+            raise WorkloadConflict(
+                f"a workload named {name!r} already exists; verify creates and removes its own "
+                "workloads and will not touch it: choose another plan name",
+                engine=deployer.driver_name,
+                status=409,
+            )
+
+
 async def run_verify(
     deployer: Deployer,
     plan: WorkloadPlan,
@@ -150,86 +217,173 @@ async def run_verify(
 ) -> VerifyReport:
     """Deploy ``plan``, send traffic, perform the disruption, and report every request."""
     options = options or VerifyOptions()
-    say = on_status or (lambda _: None)
-    run = secrets.token_hex(3)
-    names = [plan.name] if options.mode != "delete-all" else [f"{plan.name}-a", f"{plan.name}-b"]
-    instances = [_instance(plan, n, options.port, run) for n in names]
-    replacement = _instance(plan, f"{plan.name[:58]}-next", options.port, run)
-    taken = {w.name for w in await deployer.list()}
-    for name in [*names, *([replacement[0].name] if options.mode == "replace" else [])]:
-        if name in taken:
-            raise WorkloadConflict(
-                f"a workload named {name!r} already exists; verify creates and removes its own "
-                "workloads and will not touch it: choose another plan name",
-                engine=deployer.driver_name,
-                status=409,
-            )
-    router = Router()
-    records: list[RequestRecord] = []
-    events: list[DrainEvent] = []
-    stop = anyio.Event()
+    verify = _Run(
+        deployer=deployer,
+        options=options,
+        on_event=on_event,
+        say=on_status or (lambda _: None),
+        requests=options.requests or options.mix.demo_requests(),
+    )
+    names = _names(plan, options.instance_count())
+    instances = [_instance(plan, n, options.port, verify.run) for n in names]
+    replacement = _instance(plan, f"{plan.name[:58]}-next", options.port, verify.run)
+    replacing = options.mode == "replace"
+    await _refuse_taken(deployer, [*names, *([replacement[0].name] if replacing else [])])
+    path = ready_path(plan, options.port)
+    balancer_options = options.balancer_options
+    if balancer_options.check_path is None:
+        balancer_options = attrs.evolve(balancer_options, check_path=path)
+    servers = [(p.name, port) for p, port in [*instances, *([replacement] if replacing else [])]]
     connector = aiohttp.TCPConnector(force_close=True)  # a fresh connection per request
     try:
-        async with aiohttp.ClientSession(connector=connector) as session:
-            for instance, host_port in instances:
-                say(f"creating {instance.name} on {deployer.driver_name}")
-                await deployer.create(instance, on_event=on_event)  # pulls what is absent
-                await deployer.wait_ready(instance.name, timeout=options.ready_timeout)
-                router.add(instance.name, f"http://127.0.0.1:{host_port}")
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(router.poll, session)
-
-                async def traffic() -> None:
-                    await send_traffic(session, router, options.mix, stop, records)
-                    tg.cancel_scope.cancel()  # every request ended: stop polling
-
-                tg.start_soon(traffic)
-                say(f"sending traffic; disruption ({options.mode}) in {options.warmup_seconds:g} s")
-                await anyio.sleep(options.warmup_seconds)
-                grace = options.grace_period_seconds
-                drain: AbstractAsyncContextManager[ObjectReceiveStream[DrainEvent]]
-                if options.mode == "replace":
-                    new, new_port = replacement
-
-                    async def route_to_new(status: WorkloadStatus) -> None:
-                        router.add(new.name, f"http://127.0.0.1:{new_port}")
-                        await anyio.sleep(1)  # the router follows readiness: let it see it
-                        say(f"{new.name} ready; draining {names[0]} with requests in flight")
-
-                    say(f"replacing {names[0]} by {new.name} (Deployer.replacing)")
-                    drain = _drain_of(
-                        deployer.replacing(
-                            new,
-                            old=[names[0]],
-                            new_name=new.name,
-                            ready_timeout=options.ready_timeout,
-                            grace_period_seconds=grace,
-                            on_ready=route_to_new,
-                        )
-                    )
-                elif options.mode == "delete-all":
-                    say(f"draining {', '.join(names)} with requests in flight")
-                    drain = deployer.terminate_all({VERIFY_LABEL: run}, grace_period_seconds=grace)
-                else:
-                    say(f"draining {names[0]} with requests in flight")
-                    drain = deployer.terminate(names[0], grace_period_seconds=grace)
-                await _disrupt(drain, events, on_event)
-                if options.mode == "replace":
-                    await anyio.sleep(options.after_seconds)
-                stop.set()
-                say("waiting for the last requests to end")
+        async with (
+            aiohttp.ClientSession(connector=connector) as session,
+            opened_front(options.balancer, servers, balancer_options, path) as front,
+        ):
+            await verify.deploy(instances, front)
+            await verify.disrupt_under_traffic(session, front, names, replacement)
+            states = front.states()
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(60):
-            await deployer.delete_all({VERIFY_LABEL: run}, grace_period_seconds=0)
-    started = next((e for e in events if isinstance(e, DrainStarted)), None)
-    drain_at = None if started is None else started.deadline - started.grace_period_seconds
-    return VerifyReport(
-        driver=deployer.driver_name,
-        mode=options.mode,
-        records=tuple(records),
-        events=tuple(events),
-        drain_started_at=drain_at,
-    )
+            await deployer.delete_all({VERIFY_LABEL: verify.run}, grace_period_seconds=0)
+    return verify.report(front.name, states)
+
+
+@attrs.define(kw_only=True)
+class _Run:
+    """One verify run: what it sends, and everything it saw."""
+
+    deployer: Deployer
+    options: VerifyOptions
+    on_event: Callable[[Event], None] | None
+    say: Callable[[str], None]
+    requests: tuple[RequestSpec, ...]
+    run: str = attrs.field(factory=lambda: secrets.token_hex(3))  # the label of its workloads
+    records: list[RequestRecord] = attrs.field(factory=list)
+    wrk_results: list[WrkResult] = attrs.field(factory=list)
+    events: list[DrainEvent] = attrs.field(factory=list)
+    stop: anyio.Event = attrs.field(factory=anyio.Event)
+
+    async def deploy(self, instances: Sequence[tuple[WorkloadPlan, int]], front: Front) -> None:
+        for instance, host_port in instances:
+            self.say(f"creating {instance.name} on {self.deployer.driver_name}")
+            await self.deployer.create(instance, on_event=self.on_event)  # pulls what is absent
+            await self.deployer.wait_ready(instance.name, timeout=self.options.ready_timeout)
+            await front.add(instance.name, host_port)
+
+    async def disrupt_under_traffic(
+        self,
+        session: aiohttp.ClientSession,
+        front: Front,
+        names: Sequence[str],
+        replacement: tuple[WorkloadPlan, int],
+    ) -> None:
+        """Traffic (and the front following readiness) from before the disruption until every
+        request it sent has ended."""
+        options = self.options
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(front.follow, session)
+
+            async def traffic() -> None:
+                await self.load(session, front)
+                tg.cancel_scope.cancel()  # every request ended: stop following
+
+            tg.start_soon(traffic)
+            through = f" through {front.name}" if front.name else ""
+            self.say(
+                f"sending traffic{through}; disruption ({options.mode}) "
+                f"in {options.warmup_seconds:g} s"
+            )
+            await anyio.sleep(options.warmup_seconds)
+            drain = _disruption(
+                self.deployer, options, names, replacement, front, self.run, self.say
+            )
+            await _disrupt(drain, self.events, self.on_event)
+            if options.mode == "replace" or (options.mode == "delete" and len(names) > 1):
+                await anyio.sleep(options.after_seconds)  # what is left keeps serving
+            self.stop.set()
+            self.say("waiting for the last requests to end")
+
+    async def load(self, session: aiohttp.ClientSession, front: Front) -> None:
+        """verify's clients, and wrk beside them when asked, until ``stop``."""
+        async with anyio.create_task_group() as load:
+            load.start_soon(
+                functools.partial(
+                    send_traffic,
+                    session,
+                    front.target,
+                    self.requests,
+                    self.options.mix,
+                    self.stop,
+                    self.records,
+                    retries=front.retries,
+                )
+            )
+            if self.options.wrk_connections:
+                url = _wrk_url(front, self.requests)
+                connections = self.options.wrk_connections
+                load.start_soon(run_wrk, url, connections, self.stop, self.wrk_results.append)
+
+    def report(self, balancer: str | None, states: tuple[ServerState, ...]) -> VerifyReport:
+        started = next((e for e in self.events if isinstance(e, DrainStarted)), None)
+        drain_at = None if started is None else started.deadline - started.grace_period_seconds
+        return VerifyReport(
+            driver=self.deployer.driver_name,
+            mode=self.options.mode,
+            records=tuple(self.records),
+            events=tuple(self.events),
+            drain_started_at=drain_at,
+            request_names=tuple(r.label for r in self.requests),
+            balancer=balancer,
+            balancer_states=states,
+            wrk=self.wrk_results[0] if self.wrk_results else None,
+        )
+
+
+def _wrk_url(front: Front, requests: Sequence[RequestSpec]) -> str:
+    """The balancer's address and the first plain GET the user named (wrk sends GETs)."""
+    endpoint = front.target.pick()
+    assert endpoint is not None  # a balancer's address is always there
+    path = next((r.path for r in requests if r.method == "GET" and not r.stream), "/")
+    return endpoint.base_url + path
+
+
+def _disruption(
+    deployer: Deployer,
+    options: VerifyOptions,
+    names: Sequence[str],
+    replacement: tuple[WorkloadPlan, int],
+    front: Front,
+    run: str,
+    say: Callable[[str], None],
+) -> AbstractAsyncContextManager[ObjectReceiveStream[DrainEvent]]:
+    """The drain the mode asks for, as one event stream."""
+    grace = options.grace_period_seconds
+    if options.mode == "replace":
+        new, new_port = replacement
+
+        async def route_to_new(status: WorkloadStatus) -> None:
+            await front.add(new.name, new_port)
+            if front.name is None:
+                await anyio.sleep(1)  # the router follows readiness: let it see it
+            say(f"{new.name} ready; draining {names[0]} with requests in flight")
+
+        say(f"replacing {names[0]} by {new.name} (Deployer.replacing)")
+        return _drain_of(
+            deployer.replacing(
+                new,
+                old=[names[0]],
+                new_name=new.name,
+                ready_timeout=options.ready_timeout,
+                grace_period_seconds=grace,
+                on_ready=route_to_new,
+            )
+        )
+    if options.mode == "delete-all":
+        say(f"draining {', '.join(names)} with requests in flight")
+        return deployer.terminate_all({VERIFY_LABEL: run}, grace_period_seconds=grace)
+    say(f"draining {names[0]} with requests in flight")
+    return deployer.terminate(names[0], grace_period_seconds=grace)
 
 
 @asynccontextmanager

@@ -3,11 +3,13 @@ and each injected fault is either caught by the verifier or survived by the depl
 
 from __future__ import annotations
 
+import os
+
 import attrs
 import pytest
 
 from asyncdeploy import Container, Deployer, PreStopFinished
-from asyncdeploy.verify import TrafficMix, VerifyOptions, demo_plan, run_verify
+from asyncdeploy.verify import DEMO_IMAGE, TrafficMix, VerifyOptions, demo_plan, run_verify
 from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
 
 pytestmark = pytest.mark.anyio
@@ -18,7 +20,8 @@ MIX = TrafficMix(
 
 
 def plan(name: str, **kw: object):  # type: ignore[no-untyped-def]
-    made = demo_plan(f"t{RUN_ID}-{name}", pause_image=PAUSE, **kw)  # type: ignore[arg-type]
+    image = os.environ.get("ASYNCDEPLOY_TEST_DEMO_IMAGE", DEMO_IMAGE)  # a branch's own build
+    made = demo_plan(f"t{RUN_ID}-{name}", image=image, pause_image=PAUSE, **kw)  # type: ignore[arg-type]
     return attrs.evolve(made, labels={RUN_LABEL: RUN_ID})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from asyncdeploy.events import ContainerOutcome, DrainFinished, DrainSummary
@@ -29,14 +30,19 @@ def report(*outcomes: str) -> VerifyReport:
     )
 
 
-def test_completed_refused_and_aborted_pass() -> None:
-    got = report("completed", "refused-with-retry", "client-aborted")
+def test_completed_retried_and_aborted_pass() -> None:
+    """A request refused once and then served elsewhere completed; an abandoned stream is ours."""
+    got = report("completed", "completed", "client-aborted")
+    got.records[1].refusals = 1
     assert got.passed
-    assert got.counts()["stream"]["refused-with-retry"] == 1
+    assert got.counts()["stream"]["completed"] == 2
+    assert "served by another instance (router retry): 1" in got.text()
     assert got.in_flight_at_drain == 1
 
 
-@pytest.mark.parametrize("bad", ["unavailable", "truncated", "lost", "failed", "duplicated"])
+@pytest.mark.parametrize(
+    "bad", ["refused", "unavailable", "truncated", "lost", "failed", "duplicated"]
+)
 def test_any_gated_outcome_fails(bad: str) -> None:
     got = report("completed", bad)
     assert not got.passed
@@ -47,3 +53,44 @@ def test_any_gated_outcome_fails(bad: str) -> None:
 def test_no_drain_is_no_pass() -> None:
     got = VerifyReport(driver="docker", mode="delete", records=(), events=(), drain_started_at=None)
     assert not got.passed
+
+
+def test_a_drain_without_traffic_is_no_pass() -> None:
+    """A run in which no request completed (none sent: e.g. the router never saw the user's
+    server ready) proves nothing; main reported PASS for it."""
+    got = VerifyReport(
+        driver="docker", mode="delete", records=(), events=(FINISHED,), drain_started_at=0.5
+    )
+    assert not got.passed
+    assert "no request completed" in got.text()
+
+
+WRK_CLEAN = """Running 1h test @ http://127.0.0.1:40000/short
+  1 threads and 4 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.95ms    1.49ms  11.69ms   84.84%
+    Req/Sec     1.09k   420.37     1.69k    57.14%
+  2287 requests in 2.11s, 1.13MB read
+Requests/sec:   1086.03
+Transfer/sec:    551.58KB
+"""
+WRK_DIRTY = WRK_CLEAN.replace(
+    "Requests/sec",
+    "  Socket errors: connect 0, read 3, write 0, timeout 1\n"
+    "  Non-2xx or 3xx responses: 17\nRequests/sec",
+)
+
+
+def test_wrk_counts_are_read_and_gate_the_verdict() -> None:
+    """wrk's own summary (recorded from Debian's wrk 4.1): its failures fail the run too."""
+    from asyncdeploy.verify.wrk import parse_wrk_output
+
+    clean = parse_wrk_output(WRK_CLEAN, 4)
+    assert (clean.requests, clean.failures) == (2287, 0)
+    dirty = parse_wrk_output(WRK_DIRTY, 4)
+    assert (dirty.non_2xx, dirty.read_errors, dirty.timeouts, dirty.failures) == (17, 3, 1, 21)
+    ok = report("completed")
+    assert attrs.evolve(ok, wrk=clean).passed
+    failed = attrs.evolve(ok, wrk=dirty)
+    assert not failed.passed
+    assert "non-2xx/3xx 17" in failed.text()

@@ -1,0 +1,324 @@
+"""``asyncdeploy verify``: traffic through workloads while one is disrupted, every request counted."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import sys
+from typing import Any
+
+import anyio
+import attrs
+import click
+
+from asyncdeploy.cli._common import (
+    DURATION,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    GRACE_SECONDS,
+    CommandFailed,
+    FiniteRange,
+    Settings,
+    emit_json,
+    output_option,
+    pass_settings,
+    run,
+)
+from asyncdeploy.errors import CreateError
+from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.render import EventRenderer
+
+__all__ = ["verify"]
+
+RATE = FiniteRange(0, 1000)  # requests per second: finite, and one machine's worth
+
+
+def _request_lines(ctx: click.Context, param: click.Parameter, lines: tuple[str, ...]) -> Any:
+    from asyncdeploy.verify.requests import RequestSpecError, parse_request
+
+    try:
+        return tuple(parse_request(line).with_body() for line in lines)
+    except RequestSpecError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+def _requests_file(ctx: click.Context, param: click.Parameter, path: str | None) -> Any:
+    from asyncdeploy.verify.requests import RequestSpecError, load_requests_file
+
+    if path is None:
+        return ()
+    try:
+        return load_requests_file(path)
+    except RequestSpecError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+@attrs.frozen(kw_only=True)
+class _Given:
+    """Every option of the command, as click parsed it."""
+
+    plan_file: str | None
+    port: int
+    mode: str
+    image: str | None
+    pause_image: str | None
+    registry: str | None
+    grace_period_seconds: int | None
+    warmup: float
+    short_rate: float
+    long_rate: float
+    stream_rate: float
+    long_seconds: float
+    stream_tokens: int
+    stream_pace: float
+    client_abort_every: int
+    ignore_sigterm: bool
+    propagation_wait: float
+    report_file: str | None
+    output: str
+    request: tuple[Any, ...]
+    requests_file: tuple[Any, ...]
+    balancer: str | None
+    check_interval: float
+    fall: int
+    instances: int | None
+    wrk_connections: int
+
+
+@click.command("verify")
+@click.option(
+    "-f",
+    "--file",
+    "plan_file",
+    default=None,
+    help="A plan to verify [default: the demo server, named asyncdeploy-verify-<random>]; "
+    "verify refuses a name that is already taken.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8080,
+    show_default=True,
+    help="Container port the traffic goes to.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["delete", "replace", "delete-all"]),
+    default="delete",
+    show_default=True,
+    help="The disruption performed while traffic flows.",
+)
+@click.option(
+    "--request",
+    multiple=True,
+    callback=_request_lines,
+    help="A request to send, repeatable: '[METHOD] /PATH [body=@FILE|body=TEXT] "
+    "[header=NAME:VALUE] [stream] [until=TEXT] [rate=N] [expect=CODE] [name=NAME]' "
+    "[default: the demo server's /short, /long and /stream].",
+)
+@click.option(
+    "--requests",
+    "requests_file",
+    default=None,
+    callback=_requests_file,
+    help="A YAML or JSON list of requests (lines as for --request, or mappings).",
+)
+@click.option(
+    "--balancer",
+    type=click.Choice(["haproxy"]),
+    default=None,
+    help="Send the traffic through a real load balancer that verify starts (stock settings, no "
+    "retry): every 503 a client sees is a failure [default: verify's own router].",
+)
+@click.option(
+    "--check-interval",
+    type=DURATION,
+    default="500ms",
+    show_default=True,
+    help="The balancer's health-check interval (the 'LB delay').",
+)
+@click.option(
+    "--fall",
+    type=click.IntRange(1, 100),
+    default=1,
+    show_default=True,
+    help="Failed checks before the balancer takes an instance out.",
+)
+@click.option(
+    "--instances",
+    type=click.IntRange(1, 9),
+    default=None,
+    help="Copies of the plan taking traffic [default: 2 with --balancer or delete-all, else 1].",
+)
+@click.option(
+    "--wrk",
+    "wrk_connections",
+    type=click.IntRange(0, 64),
+    default=0,
+    help="Also load the balancer with wrk on N keep-alive connections; its own count of "
+    "non-2xx answers and socket errors must be zero too.",
+)
+@click.option("--image", default=None, help="Demo server image.")
+@click.option("--pause-image", default=None, help="Pause image for the demo plan.")
+@click.option(
+    "--registry",
+    default=None,
+    help="Pull the demo and pause images from this registry (host:port) when the engine lacks "
+    "them, e.g. 127.0.0.1:5000: registry.k8s.io/pause:3.10 becomes 127.0.0.1:5000/pause:3.10.",
+)
+@click.option("--grace-period-seconds", type=GRACE_SECONDS, default=None)
+@click.option(
+    "--warmup",
+    type=DURATION,
+    default="3s",
+    show_default=True,
+    help="Traffic before the disruption.",
+)
+@click.option(
+    "--short-rate", type=RATE, default=5.0, show_default=True, help="Demo: short requests/s."
+)
+@click.option(
+    "--long-rate", type=RATE, default=1.0, show_default=True, help="Demo: long requests/s."
+)
+@click.option("--stream-rate", type=RATE, default=2.0, show_default=True, help="Demo: streams/s.")
+@click.option("--long-seconds", type=FiniteRange(0, 3600), default=3.0, show_default=True)
+@click.option("--stream-tokens", type=click.IntRange(1, 100_000), default=30, show_default=True)
+@click.option(
+    "--stream-pace",
+    type=FiniteRange(0, 60),
+    default=0.1,
+    show_default=True,
+    help="Seconds between tokens.",
+)
+@click.option(
+    "--client-abort-every",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Fault: abandon every Nth stream mid-way.",
+)
+@click.option("--ignore-sigterm", is_flag=True, help="Fault: the demo ignores SIGTERM, no drain.")
+@click.option(
+    "--propagation-wait",
+    type=DURATION,
+    default="2s",
+    show_default=True,
+    help="Demo: the longest it serves new requests after its drain starts; shorter than the "
+    "balancer's check interval x fall is the 'LB delay' fault.",
+)
+@click.option(
+    "--report",
+    "report_file",
+    default=None,
+    help="Write the report here: a self-contained HTML page (every request on a time axis, the "
+    "drain's steps, the summary) when the name ends in .html, else JSON.",
+)
+@output_option
+@pass_settings
+def verify(settings: Settings, /, **given: Any) -> None:
+    """Prove a lossless termination: traffic through a workload while it is disrupted.
+
+    Exits 1 when any request was refused (503, or at connect), truncated, lost, failed or
+    duplicated; 2 on bad input or when the balancer asked for is not installed.
+    """
+    args = _Given(**given)
+    if args.wrk_connections and shutil.which("wrk") is None:
+        raise CommandFailed("--wrk: wrk is not installed (Debian: apt-get install wrk)", EXIT_USAGE)
+    if args.balancer is not None and shutil.which(args.balancer) is None:
+        raise CommandFailed(
+            f"--balancer {args.balancer}: {args.balancer} is not installed "
+            f"(Debian: apt-get install {args.balancer})",
+            EXIT_USAGE,
+        )
+    options = _options(args)
+    if not run(_verify, settings, args, options):
+        raise click.exceptions.Exit(EXIT_FAILED)
+
+
+def _options(args: _Given) -> Any:
+    from asyncdeploy.verify import BalancerOptions, TrafficMix, VerifyOptions
+
+    mix = TrafficMix(
+        short_per_second=args.short_rate,
+        long_per_second=args.long_rate,
+        stream_per_second=args.stream_rate,
+        long_seconds=args.long_seconds,
+        stream_tokens=args.stream_tokens,
+        stream_pace=args.stream_pace,
+        client_abort_every=args.client_abort_every,
+    )
+    requests = (*args.request, *args.requests_file) or None
+    try:
+        return VerifyOptions(
+            mode=args.mode,  # type: ignore[arg-type]
+            port=args.port,
+            warmup_seconds=args.warmup,
+            grace_period_seconds=args.grace_period_seconds,
+            mix=mix,
+            requests=requests,
+            balancer=args.balancer,  # type: ignore[arg-type]
+            balancer_options=BalancerOptions(check_interval=args.check_interval, fall=args.fall),
+            instances=args.instances,
+            wrk_connections=args.wrk_connections,
+        )
+    except ValueError as exc:
+        raise CommandFailed(str(exc), EXIT_USAGE) from None
+
+
+def _plan(args: _Given) -> WorkloadPlan:
+    from asyncdeploy.plan import DEFAULT_PAUSE_IMAGE
+    from asyncdeploy.verify import DEMO_IMAGE, demo_plan, from_registry
+
+    if args.plan_file is not None:
+        return WorkloadPlan.from_file(args.plan_file)
+    image, pause_image = args.image, args.pause_image
+    if args.registry is not None:
+        image = from_registry(image or DEMO_IMAGE, args.registry)
+        pause_image = from_registry(pause_image or DEFAULT_PAUSE_IMAGE, args.registry)
+    plan = demo_plan(
+        # a name of its own: a workload someone else named "demo" is never touched
+        f"asyncdeploy-verify-{secrets.token_hex(3)}",
+        image=image or DEMO_IMAGE,
+        pause_image=pause_image,
+        ignore_sigterm=args.ignore_sigterm,
+        propagation_wait=f"{args.propagation_wait:g}s",
+    )
+    if args.ignore_sigterm:
+        plan = attrs.evolve(plan, termination_grace_period_seconds=5)
+    return plan
+
+
+async def _verify(settings: Settings, args: _Given, options: Any) -> bool:
+    from asyncdeploy.verify import run_verify
+
+    plan = _plan(args)
+    renderer = EventRenderer(sys.stderr)
+    async with settings.open_deployer() as deployer:
+        try:
+            report = await run_verify(
+                deployer,
+                plan,
+                options,
+                on_event=renderer.show if args.output == "text" else None,
+                on_status=lambda line: click.echo(f"-- {line}", err=True),
+            )
+        except CreateError as exc:
+            if args.registry is not None or args.plan_file is not None:
+                raise
+            raise CreateError(
+                f"{exc}; `asyncdeploy verify --registry HOST:PORT` pulls the demo and pause "
+                "images from a registry of yours"
+            ) from exc
+    if args.report_file is not None:
+        if args.report_file.lower().endswith((".html", ".htm")):
+            from asyncdeploy.verify.html import report_html
+
+            text = report_html(report)
+        else:
+            text = json.dumps(report.to_dict(), default=str)
+        await anyio.Path(args.report_file).write_text(text)
+    if args.output == "json":
+        emit_json(report.to_dict())
+    else:
+        click.echo(report.text())
+    return report.passed

@@ -1,0 +1,93 @@
+"""Where verify's traffic enters: its own router, or a real HAProxy in front of the workloads."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Protocol
+
+import aiohttp
+import attrs
+
+from asyncdeploy.verify.balancer import BalancerOptions, HAProxy, ServerState, running_haproxy
+from asyncdeploy.verify.traffic import Endpoint, Router, SingleEndpoint, Target
+
+__all__ = ["Front", "HAProxyFront", "RouterFront", "opened_front"]
+
+
+class Front(Protocol):
+    """The traffic's way in: a target to send to, and a way to add a ready workload."""
+
+    @property
+    def target(self) -> Target: ...
+
+    @property
+    def retries(self) -> int | None:
+        """None: the mix's own; 0: whatever the front answers, the client keeps."""
+        ...
+
+    @property
+    def name(self) -> str | None:
+        """ "haproxy", or None for verify's router."""
+        ...
+
+    async def add(self, workload: str, host_port: int) -> None: ...
+
+    async def follow(self, session: aiohttp.ClientSession) -> None:
+        """Keep the front current until cancelled."""
+        ...
+
+    def states(self) -> tuple[ServerState, ...]: ...
+
+
+@attrs.define
+class RouterFront:
+    router: Router
+    retries: int | None = None
+    name: str | None = None
+
+    @property
+    def target(self) -> Target:
+        return self.router
+
+    async def add(self, workload: str, host_port: int) -> None:
+        self.router.add(workload, f"http://127.0.0.1:{host_port}")
+
+    async def follow(self, session: aiohttp.ClientSession) -> None:
+        await self.router.poll(session)
+
+    def states(self) -> tuple[ServerState, ...]:
+        return ()
+
+
+@attrs.define
+class HAProxyFront:
+    haproxy: HAProxy
+    target: Target
+    retries: int | None = 0  # the balancer is not asked to retry, and neither is the client
+    name: str | None = "haproxy"
+
+    async def add(self, workload: str, host_port: int) -> None:
+        await self.haproxy.enable(workload)
+
+    async def follow(self, session: aiohttp.ClientSession) -> None:
+        await self.haproxy.watch()  # HAProxy follows readiness by its own health check: record it
+
+    def states(self) -> tuple[ServerState, ...]:
+        return tuple(self.haproxy.states)
+
+
+@asynccontextmanager
+async def opened_front(
+    balancer: str | None,
+    servers: Sequence[tuple[str, int]],
+    options: BalancerOptions,
+    ready_path: str,
+) -> AsyncIterator[Front]:
+    """Verify's router (``balancer`` None), or HAProxy with every possible server declared."""
+    if balancer is None:
+        yield RouterFront(Router(ready_path=ready_path))
+        return
+    async with running_haproxy(servers, options) as haproxy:
+        endpoint = Endpoint(name="haproxy", base_url=haproxy.base_url, ready=True)
+        yield HAProxyFront(haproxy, SingleEndpoint(endpoint))
