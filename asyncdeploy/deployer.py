@@ -44,6 +44,7 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event
+from asyncdeploy.gating import expand_gates
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.pull_events import PullEvent
@@ -116,7 +117,7 @@ class Deployer:
         Images are pulled first, as the plan's pull policies say; ``on_event`` sees the pull
         events (and a replacement's drain events) as they happen, and must not block.
         """
-        return await self.driver.apply(plan, emit=on_event)
+        return await self.driver.apply(expand_gates(plan), emit=on_event)
 
     @asynccontextmanager
     async def creating(self, plan: WorkloadPlan) -> AsyncIterator[CreateEvents]:
@@ -128,7 +129,7 @@ class Deployer:
         events: CreateEvents | None = None
 
         async def work(emit: Emit) -> None:
-            result = await self.driver.apply(plan, emit=emit)
+            result = await self.driver.apply(expand_gates(plan), emit=emit)
             assert events is not None
             events._result = result
 
@@ -294,7 +295,7 @@ class Deployer:
         new_plan = attrs.evolve(
             plan, name=new_name, labels={**plan.labels, LABEL_INSTANCE_OF: plan.name}
         )
-        await self.driver.apply(new_plan)
+        await self.driver.apply(expand_gates(new_plan))
         try:
             status = await self.driver.wait_ready(new_name, timeout=ready_timeout)
             if on_ready is not None:

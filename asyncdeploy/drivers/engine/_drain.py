@@ -82,6 +82,7 @@ FOLLOW_MARGIN = 10.0  # past its deadline: how long a follower waits before it t
 FOLLOW_POLL_MAX = 0.5
 STALE_AFTER = 2.0  # nothing running and nothing changing this long: nobody else drains it
 SIGKILLED = 137
+_DRAINED = ("init", "run", "sidecar")  # the roles whose containers get a pipeline
 
 T = TypeVar("T")
 
@@ -114,7 +115,7 @@ class _WorkloadDrain:
     async def run(self) -> DrainSummary:
         books, refs = self.books, self.snapshot.containers
         self.tracked = [
-            _Tracked(name=r.name, role=r.role, ref=r) for r in refs if r.role in ("init", "run")
+            _Tracked(name=r.name, role=r.role, ref=r) for r in refs if r.role in _DRAINED
         ]
         for t in self.tracked:
             if not t.ref.running:
@@ -136,10 +137,12 @@ class _WorkloadDrain:
                 self.owner = await self.follow()
             elif books.grace > 0:
                 with anyio.move_on_at(books.deadline):
-                    async with anyio.create_task_group() as tg:
-                        for t in self.tracked:
-                            if t.outcome is None:
-                                tg.start_soon(self._pipeline, t)
+                    # Sidecars (a proxy, the drain gate) are signalled once the others exited.
+                    for roles in (("init", "run"), ("sidecar",)):
+                        async with anyio.create_task_group() as tg:
+                            for t in self.tracked:
+                                if t.outcome is None and t.role in roles:
+                                    tg.start_soon(self._pipeline, t)
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT) as scope:
                 self.cleaning = True
@@ -275,18 +278,23 @@ class _WorkloadDrain:
 
     async def _pipeline(self, t: _Tracked) -> None:
         """One container's way out: its hook, then its signal, then its exit."""
-        if t.ref.pre_stop:
+        if t.ref.pre_stop or t.ref.pre_stop_http:
             await self._pre_stop(t)
         await self._stop_one(t)
 
     async def _pre_stop(self, t: _Tracked) -> None:
         ref = t.ref
-        assert ref.pre_stop is not None
         self.books.emit(PreStopStarted(**self.books.at(t)))
         exit_code: int | None = None
         failed = False
         try:
-            exit_code = await self.ops.run_hook(ref, ref.pre_stop)
+            pause = self._pause()
+            if ref.pre_stop_http is not None and pause is not None:
+                exit_code = await self.ops.run_http_hook(pause, *ref.pre_stop_http)
+            elif ref.pre_stop:
+                exit_code = await self.ops.run_hook(ref, ref.pre_stop)
+            else:
+                failed = True
         except EngineUnavailable:
             failed = True  # its exec session was lost with the connection: go on to the signal
         except EngineError as exc:
@@ -355,7 +363,7 @@ class _WorkloadDrain:
         async with anyio.create_task_group() as removals:
             async with anyio.create_task_group() as kills:
                 for ref in self.snapshot.containers:
-                    if ref.role not in ("init", "run") or ref.id in self.gone:
+                    if ref.role not in _DRAINED or ref.id in self.gone:
                         continue
                     t = self._tracked(ref)
                     if t is not None and t.outcome is None:
