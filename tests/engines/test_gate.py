@@ -17,6 +17,7 @@ control) the delete cuts what is in flight.
 from __future__ import annotations
 
 import errno
+import logging
 import shutil
 import socket
 import subprocess
@@ -33,6 +34,7 @@ from tests.engines.cli_process import start_cli
 from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL
 
 pytestmark = pytest.mark.anyio
+logger = logging.getLogger(__name__)
 
 GATE_IMAGE = "asyncdeploy-gate/gate:latest"
 STOCK_IMAGE = "asyncdeploy-test/stock-engine:latest"
@@ -212,7 +214,7 @@ async def test_an_unmodified_server_is_ready_and_drains_losslessly_behind_the_ga
         assert echo.json()["length"] == len(body)
 
     traffic, lines = await delete_under_traffic(deployer.driver_name, plan.name, port)
-    print(f"{deployer.driver_name} behind the gate: {dict(traffic.counts)}")
+    logger.info(f"{deployer.driver_name} behind the gate: {dict(traffic.counts)}")
     assert traffic.failures == [], traffic.failures
     assert traffic.counts["ok"] >= 8, traffic.counts
     assert traffic.counts["failed"] == 0
@@ -235,5 +237,7 @@ async def test_without_the_gate_the_same_server_loses_requests(
     await deployer.create(plan)
     await deployer.wait_ready(plan.name, timeout=90)
     traffic, _ = await delete_under_traffic(deployer.driver_name, plan.name, port)
-    print(f"{deployer.driver_name} without the gate: {dict(traffic.counts)} {traffic.failures[:3]}")
+    logger.info(
+        f"{deployer.driver_name} without the gate: {dict(traffic.counts)} {traffic.failures[:3]}"
+    )
     assert traffic.counts["failed"] > 0, traffic.counts
