@@ -89,14 +89,15 @@ def lint(
 @click.option(
     "--propagation-wait",
     type=DURATION,
-    default="10s",
-    show_default=True,
-    help="How long traffic removal takes to reach every client, e.g. 10s.",
+    default=None,
+    help="The longest the server keeps serving new requests after the drain starts (it stops "
+    "earlier once traffic has left), e.g. 10s [default: the server's own setting; 0 refuses "
+    "at once].",
 )
 @click.option(
     "--timeout", type=DURATION, default=None, help="A bound for the whole command, e.g. 90s."
 )
-def drain(socket_path: str, propagation_wait: float, timeout: float | None) -> None:
+def drain(socket_path: str, propagation_wait: float | None, timeout: float | None) -> None:
     """Tell a server to drain, then wait until it has no request in flight (a preStop hook).
 
     Exit 0 drained, 1 not drained in time.

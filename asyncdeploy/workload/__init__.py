@@ -16,7 +16,7 @@ from .errors import ControlSocketError, ControlSocketInUse, WorkloadError
 from .histogram import HistogramSnapshot
 from .metrics import METRICS_CONTENT_TYPE, MetricFamily, Sample, metric_families, render_metrics
 from .middleware import DrainMiddleware, HealthPaths, sse_cut_frame
-from .signals import SignalHandlers, TerminationRequest, install_sigterm_handler
+from .signals import RepeatedSigterm, SignalHandlers, TerminationRequest, install_sigterm_handler
 from .state import (
     Admission,
     DrainController,
@@ -26,6 +26,7 @@ from .state import (
     Outcome,
     StateChanged,
 )
+from .window import PropagationWindow, WindowClose
 
 __all__ = [
     "METRICS_CONTENT_TYPE",
@@ -42,10 +43,13 @@ __all__ = [
     "HistogramSnapshot",
     "MetricFamily",
     "Outcome",
+    "PropagationWindow",
+    "RepeatedSigterm",
     "Sample",
     "SignalHandlers",
     "StateChanged",
     "TerminationRequest",
+    "WindowClose",
     "WorkloadError",
     "control_request",
     "install_sigterm_handler",

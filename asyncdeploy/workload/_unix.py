@@ -124,9 +124,11 @@ def unlink_if_ours(path: str, inode: int) -> None:
 # callback when a pending read is cancelled as data arrives (cf. agronholm/anyio#1267), so raw
 # sockets are accepted/connected here and wrapped as transport-based SocketStreams instead.
 async def accept_nonblocking(listening: socket.socket) -> socket.socket:
-    """Accept one connection; while file descriptors are exhausted, back off and retry.
+    """Accept one connection; on an error, back off and retry.
 
-    The pending connections wait in the listen backlog meanwhile.
+    Running out of file descriptors is expected under load; any other error is logged as
+    unexpected, but never ends the control socket's server either (and with it the server
+    it runs beside): the pending connections wait in the listen backlog meanwhile.
     """
     backoff = _ACCEPT_BACKOFF[0]
     while True:
@@ -136,11 +138,14 @@ async def accept_nonblocking(listening: socket.socket) -> socket.socket:
         except (BlockingIOError, InterruptedError, ConnectionAbortedError):
             continue
         except OSError as exc:
-            if exc.errno not in _FD_EXHAUSTED:
-                raise
-            logger.warning(
-                "control socket: cannot accept (%s); retrying in %.2f s", exc.strerror, backoff
-            )
+            if exc.errno in _FD_EXHAUSTED:
+                logger.warning(
+                    "control socket: cannot accept (%s); retrying in %.2f s", exc.strerror, backoff
+                )
+            else:
+                logger.error(
+                    "control socket: unexpected accept error %r; retrying in %.2f s", exc, backoff
+                )
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, _ACCEPT_BACKOFF[1])
             continue

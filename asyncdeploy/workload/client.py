@@ -32,8 +32,6 @@ __all__ = ["DrainReport", "control_request", "run_drain_command"]
 _MAX_REPLY = 64 * 1024
 #: Bound of one request when the command has no timeout of its own.
 _REQUEST_TIMEOUT = 5.0
-#: The propagation wait ends this much before the timeout, to leave room for a status look.
-_LAST_LOOK = 0.2
 
 
 class _Connection:
@@ -105,10 +103,11 @@ class DrainReport:
     socket_path: str
     #: True if this command began the drain (False: it was already draining).
     started_drain: bool
-    #: In-flight reached zero before the timeout.
+    #: In-flight reached zero (after the propagation window closed) before the timeout.
     drained: bool
     timed_out: bool
-    #: Seconds actually spent in the propagation wait and in the whole command.
+    #: Seconds from the command's start until the server's propagation window was seen closed
+    #: (or until the command ended, if it never was), and for the whole command.
     propagation_waited: float
     elapsed: float
     initial: DrainStatistics
@@ -116,58 +115,78 @@ class DrainReport:
     #: Set when the connection broke while waiting (e.g. the server exited).
     error: str | None = None
 
+    @property
+    def propagation_observed(self) -> float | None:
+        """Seconds from the drain start until the last new request reached the server."""
+        return self.final.propagation_observed
+
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self, recurse=False)
         data["initial"] = self.initial.to_dict()
         data["final"] = self.final.to_dict()
+        # the propagation as the server saw it, next to the wait (the rest is in "final")
+        data["propagation_observed"] = self.final.propagation_observed
+        data["window_closed_after"] = self.final.window_closed_after
+        data["window_close_reason"] = self.final.window_close_reason
         return data
 
 
 async def run_drain_command(
     socket_path: str | os.PathLike[str],
-    propagation_wait: float,
+    propagation_wait: float | None,
     timeout: float | None,
     *,
     poll_interval: float = 0.1,
 ) -> DrainReport:
-    """Tell the server to drain, wait ``propagation_wait`` s, then until in-flight is zero.
+    """Tell the server to drain, then wait until its propagation window closed and in-flight
+    is zero; return what was seen.
 
-    ``timeout`` bounds the whole command, connecting and the propagation wait included (like the
-    grace period bounds a preStop hook); the propagation wait ends early enough to leave one
-    look at the status inside it. Raises :class:`ControlSocketError` if the drain cannot be
-    requested (no socket, an untrusted one, no answer in time).
+    ``propagation_wait`` bounds the server's propagation window for this drain (None: the
+    server's own setting): the server keeps serving new requests until traffic has visibly
+    left, at most that long, then refuses them. ``timeout`` bounds the whole command, connecting
+    included (like the grace period bounds a preStop hook). The status is polled every
+    ``poll_interval`` s on one connection, so no wait is ever silent for long. Raises
+    :class:`ControlSocketError` if the drain cannot be requested (no socket, an untrusted one,
+    no answer in time).
     """
     path = os.fspath(socket_path)
     start = anyio.current_time()
     deadline = math.inf if timeout is None else start + timeout
     error: str | None = None
+    waited: float | None = None
+    command = "drain" if propagation_wait is None else f"drain propagation={propagation_wait!r}"
     async with contextlib.AsyncExitStack() as stack:
         with _reply_by(path, "drain", deadline):
             connection = await stack.enter_async_context(_connect(path))
-            reply = await connection.request("drain")
+            reply = await connection.request(command)
         initial = final = DrainStatistics.from_mapping(reply["status"])
-        propagated = min(start + propagation_wait, max(deadline - _LAST_LOOK, start))
-        await anyio.sleep_until(propagated)
-        waited = anyio.current_time() - start
         try:
-            while not final.drained and anyio.current_time() < deadline:
+            while True:
+                if waited is None and not final.accepting:
+                    waited = anyio.current_time() - start
+                if final.drained:
+                    break
+                remaining = deadline - anyio.current_time()
+                if remaining <= 0:
+                    break
+                await anyio.sleep(min(poll_interval, remaining))
+                if anyio.current_time() >= deadline:
+                    break
                 with _reply_by(path, "status", deadline):
                     final = DrainStatistics.from_mapping(
                         (await connection.request("status"))["status"]
                     )
-                remaining = deadline - anyio.current_time()
-                if not final.drained and remaining > 0:
-                    await anyio.sleep(min(poll_interval, remaining))
         except ControlSocketError as exc:
             if anyio.current_time() < deadline:  # not just the timeout running out
                 error = exc.message
+    elapsed = anyio.current_time() - start
     return DrainReport(
         socket_path=path,
         started_drain=bool(reply.get("started")),
         drained=final.drained and error is None,
         timed_out=not final.drained and error is None,
-        propagation_waited=waited,
-        elapsed=anyio.current_time() - start,
+        propagation_waited=elapsed if waited is None else waited,
+        elapsed=elapsed,
         initial=initial,
         final=final,
         error=error,

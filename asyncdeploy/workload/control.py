@@ -1,8 +1,10 @@
 """Local control socket: a Unix socket (mode 0600, in a private directory) speaking one-line
 commands.
 
-Requests are lines: ``drain`` (begin the drain, idempotent) or ``status``. Every reply is one
-JSON line: ``{"ok": true, "command": ..., "status": {...DrainStatistics...}}``; ``drain`` adds
+Requests are lines: ``drain`` (begin the drain, idempotent), ``drain propagation=SECONDS``
+(the same, bounding this drain's propagation window; it can shorten a window already open, never
+extend it) or ``status``. Every reply is one JSON line:
+``{"ok": true, "command": ..., "status": {...DrainStatistics...}}``; ``drain`` adds
 ``"started"`` (whether this command began the drain), errors are ``{"ok": false, "error": ...}``.
 The client is :mod:`asyncdeploy.workload.client`.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import math
 import os
 import socket
 import stat
@@ -197,10 +200,28 @@ async def _converse(
         logger.exception("control connection failed")
 
 
+def _drain_arguments(words: list[str]) -> float | None:
+    """The ``propagation=SECONDS`` argument of ``drain`` (None without it)."""
+    propagation = None
+    for word in words:
+        key, _, value = word.partition("=")
+        if key != "propagation":
+            raise ValueError(f"unknown argument {word[:40]!r} (use propagation=SECONDS)")
+        propagation = float(value)
+        if not 0 <= propagation < math.inf:
+            raise ValueError("propagation must be a finite number of seconds >= 0")
+    return propagation
+
+
 def _execute(controller: DrainController, command: str) -> dict[str, Any]:
-    if command == "drain":
-        started = controller.begin_drain()
-        logger.info("control socket: drain (started=%s)", started)
+    verb, *words = command.split() or [""]
+    if verb == "drain":
+        try:
+            propagation = _drain_arguments(words)
+        except ValueError as exc:
+            return {"ok": False, "error": f"drain: {exc}"}
+        started = controller.begin_drain(propagation=propagation)
+        logger.info("control socket: drain (started=%s, propagation=%s)", started, propagation)
         return {
             "ok": True,
             "command": "drain",

@@ -29,6 +29,7 @@ from .errors import WorkloadError
 from .middleware import DrainMiddleware, HealthPaths
 from .runner import ServeOptions, serve_with_drain
 from .state import DrainController, DrainStatistics
+from .window import PropagationWindow
 
 __all__ = ["DemoApp", "main"]
 
@@ -144,6 +145,26 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--retry-after", type=int, default=5, help="Retry-After of 503 answers, seconds"
     )
     parser.add_argument(
+        "--propagation-window",
+        type=parse_duration,
+        default=PropagationWindow().max_seconds,
+        help="the longest new requests are still served after the drain starts "
+        "(default 10s; it closes earlier once a readiness probe saw the drain and traffic left)",
+    )
+    parser.add_argument(
+        "--propagation-quiet",
+        type=parse_duration,
+        default=PropagationWindow().quiet_seconds,
+        help="no new request for this long (after a failed readiness probe) closes the window "
+        "(default 2s)",
+    )
+    parser.add_argument(
+        "--refuse-at-once",
+        action="store_true",
+        help="no propagation window: refuse new requests from the drain start "
+        "(behind a gateway that retries 503s elsewhere)",
+    )
+    parser.add_argument(
         "--load-delay", type=parse_duration, default=0.0, help="simulated model load time"
     )
     parser.add_argument(
@@ -154,7 +175,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 async def _serve(args: argparse.Namespace) -> DrainStatistics:
-    controller = DrainController(drain_timeout=args.drain_timeout)
+    window = PropagationWindow(
+        max_seconds=0.0 if args.refuse_at_once else args.propagation_window,
+        quiet_seconds=args.propagation_quiet,
+    )
+    controller = DrainController(drain_timeout=args.drain_timeout, propagation=window)
     # the demo has no /metrics of its own, so the kit may take that path
     paths = HealthPaths(metrics="/metrics")
     app = DrainMiddleware(DemoApp(), controller, paths=paths, retry_after=args.retry_after)

@@ -1,9 +1,11 @@
 """``python3 -m asyncdeploy.workload.drain_cmd``: the preStop hook, without click or engine SDKs.
 
-Tells the server behind ``--socket`` to drain, waits ``--propagation-wait`` for traffic removal
-to propagate, then until in-flight reaches zero (``--timeout`` bounds it all, connecting and
-every reply included). Prints the report as one JSON line. Exit status: 0 drained, 1 not drained
-in time, 2 the server could not be reached, did not answer in time, or its socket is not trusted.
+Tells the server behind ``--socket`` to drain, then waits while it keeps serving new requests
+through its propagation window (until traffic has visibly left, at most ``--propagation-wait``;
+default: the server's own maximum), then until in-flight reaches zero (``--timeout`` bounds it
+all, connecting and every reply included). Prints the report as one JSON line, with the
+propagation the server observed. Exit status: 0 drained, 1 not drained in time, 2 the server
+could not be reached, did not answer in time, or its socket is not trusted.
 """
 
 from __future__ import annotations
@@ -34,7 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--socket", default=DEFAULT_SOCKET, help=f"control socket (default {DEFAULT_SOCKET})"
     )
     parser.add_argument(
-        "--propagation-wait", type=parse_duration, default=10.0, help="e.g. 10s (default)"
+        "--propagation-wait",
+        type=parse_duration,
+        default=None,
+        help="the longest the server keeps serving new requests after the drain starts, "
+        "e.g. 10s (default: the server's own setting; 0 refuses at once)",
     )
     parser.add_argument(
         "--timeout", type=parse_duration, default=None, help="bound for the whole command"

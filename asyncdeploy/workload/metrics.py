@@ -14,6 +14,15 @@ registry. With the default prefix:
 ``asyncdeploy_request_duration_seconds``    histogram  admission to release, every admitted request
 ``asyncdeploy_drain_duration_seconds``      histogram  drain start until in-flight reached zero
 ``asyncdeploy_live``                        gauge      1 unless the process is marked broken
+``asyncdeploy_accepting``                   gauge      1 while new work is admitted (SERVING, or
+                                                       DRAINING inside the propagation window)
+``asyncdeploy_admitted_while_draining``     counter    admitted inside the propagation window
+``_total``
+``asyncdeploy_propagation_observed_seconds`` gauge     drain start until the last new request came
+                                                       (after a drain began)
+``asyncdeploy_propagation_window_seconds``  gauge      how long the window has been / was open
+``asyncdeploy_propagation_window_closed``   gauge      1, labelled with the reason it closed
+``{reason}``                                           (once closed)
 ==========================================  =========  ==============================================
 
 Requests admitted so far = the four released outcomes + in flight.
@@ -26,7 +35,7 @@ from typing import Literal
 import attrs
 
 from .histogram import HistogramSnapshot
-from .state import DrainController, DrainState
+from .state import DrainController, DrainState, DrainStatistics
 
 __all__ = ["METRICS_CONTENT_TYPE", "MetricFamily", "Sample", "metric_families", "render_metrics"]
 
@@ -119,6 +128,50 @@ def metric_families(
             "gauge",
             "1 unless the process is marked broken.",
             (Sample(f"{prefix}_live", (), int(stats.broken_reason is None)),),
+        ),
+        *_window_families(stats, prefix),
+    ]
+
+
+def _window_families(stats: DrainStatistics, prefix: str) -> list[MetricFamily]:
+    def gauge(name: str, help_text: str, value: float | None) -> MetricFamily:
+        samples = () if value is None else (Sample(name, (), value),)
+        return MetricFamily(name, "gauge", help_text, samples)
+
+    window_seconds = stats.window_closed_after
+    if window_seconds is None and stats.drain_started_at is not None:
+        window_seconds = stats.drain_duration if stats.accepting else None
+    reason = stats.window_close_reason
+    return [
+        gauge(
+            f"{prefix}_accepting",
+            "1 while new work is admitted: serving, or draining inside the propagation window.",
+            int(stats.accepting),
+        ),
+        MetricFamily(
+            f"{prefix}_admitted_while_draining_total",
+            "counter",
+            "Requests admitted after the drain began, inside the propagation window.",
+            (Sample(f"{prefix}_admitted_while_draining_total", (), stats.admitted_while_draining),),
+        ),
+        gauge(
+            f"{prefix}_propagation_observed_seconds",
+            "Seconds from the drain start until the last new request arrived (the propagation "
+            "actually observed; 0 if none came).",
+            stats.propagation_observed,
+        ),
+        gauge(
+            f"{prefix}_propagation_window_seconds",
+            "Seconds the propagation window has been (or was) open.",
+            window_seconds,
+        ),
+        MetricFamily(
+            f"{prefix}_propagation_window_closed",
+            "gauge",
+            "1 once the propagation window closed, labelled with why.",
+            ()
+            if reason is None
+            else (Sample(f"{prefix}_propagation_window_closed", (("reason", reason),), 1),),
         ),
     ]
 

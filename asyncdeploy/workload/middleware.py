@@ -2,8 +2,10 @@
 
 A request is admitted before the wrapped app runs and released when the last response frame's
 ``send`` returned (``more_body=False``), when the client disconnected, or when the drain deadline
-cut it. While not SERVING, new requests get ``503`` + ``Retry-After`` + ``Connection: close``
-before the app sees them. Non-HTTP scopes (lifespan, websocket) pass through untouched.
+cut it. Once a drain has begun, readiness fails at once, new requests are still admitted while
+the controller's propagation window is open, and after it they get ``503`` + ``Retry-After`` +
+``Connection: close`` before the app sees them; responses given while draining carry
+``Connection: close``. Lifespan scopes pass through untouched.
 """
 
 from __future__ import annotations
@@ -273,10 +275,7 @@ class DrainMiddleware:
         await send_response(send, 200 if ok else 503, body)
 
     async def _ready(self, send: Send) -> None:
-        controller = self.controller
-        await self._probe(
-            send, controller.state is DrainState.SERVING and controller.broken_reason is None
-        )
+        await self._probe(send, self.controller.check_ready())
 
     async def _live(self, send: Send) -> None:
         await self._probe(send, self.controller.broken_reason is None)

@@ -25,7 +25,7 @@ from anyio.abc import TaskStatus
 from ._asgi import ASGIApp
 from .control import serve_control_socket
 from .errors import WorkloadError
-from .signals import TerminationRequest, install_sigterm_handler
+from .signals import RepeatedSigterm, TerminationRequest, install_sigterm_handler
 from .state import DrainController, DrainStatistics
 
 __all__ = ["ServeOptions", "ServerAddress", "serve_with_drain"]
@@ -43,6 +43,9 @@ class ServeOptions:
     handle_signals: bool = False
     #: Negative control: SIGTERM is ignored, no drain happens (SIGINT still drains).
     ignore_sigterm: bool = False
+    #: A SIGTERM during a drain: "ignore" (logged; an engine's retried stop must not cut
+    #: streams) or "cut" every open stream at once. A second SIGINT always cuts.
+    repeated_sigterm: RepeatedSigterm = "ignore"
     #: Extra time after the drain deadline for cut frames to be written.
     cut_grace: float = 2.0
     #: uvicorn's ``timeout_graceful_shutdown`` once drained (idle keep-alive connections).
@@ -78,7 +81,9 @@ async def serve_with_drain(
     requested by the signal handlers (with ``handle_signals``) and may be requested by the
     caller. Calling :meth:`DrainController.mark_started` stays the caller's job (model loaded).
     """
-    termination = termination or TerminationRequest(controller)
+    termination = termination or TerminationRequest(
+        controller, repeated_sigterm=options.repeated_sigterm
+    )
     config = uvicorn.Config(
         app,
         host=options.host,

@@ -1,9 +1,14 @@
 """The drain state machine: STARTING → SERVING → DRAINING → STOPPED.
 
 One :class:`DrainController` per process. Every trigger (SIGTERM, the control socket, a test)
-calls the same idempotent :meth:`DrainController.begin_drain`; the ASGI middleware asks it to
-admit and release each request; all methods are synchronous and non-blocking except ``wait_*``
-ones and :meth:`DrainController.open_state_changes`, so they can run from a signal callback.
+calls the same idempotent :meth:`DrainController.begin_drain`; the ASGI middleware (or any other
+front, such as a proxy) asks it to admit and release each unit of work and to answer readiness;
+all methods are synchronous and non-blocking except ``wait_*`` ones and
+:meth:`DrainController.open_state_changes`, so they can run from a signal callback.
+
+DRAINING has two phases: while its propagation window is open (see
+:mod:`asyncdeploy.workload.window`) readiness fails but new work is still admitted; once it has
+closed, new work is refused. "Drained" means the window has closed and nothing is in flight.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .histogram import DRAIN_BUCKETS, REQUEST_BUCKETS, Histogram, HistogramSnapshot
+from .window import PropagationWindow, WindowClose, WindowTracker
 
 __all__ = [
     "Admission",
@@ -33,6 +39,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("asyncdeploy.workload")
+
+_DEFAULT_WINDOW = PropagationWindow()
 
 
 class DrainState(enum.Enum):
@@ -74,6 +82,18 @@ class DrainStatistics:
     drained: bool
     #: Set by :meth:`DrainController.mark_broken`; liveness fails while set.
     broken_reason: str | None
+    #: New work is admitted now: SERVING, or DRAINING with the propagation window open.
+    accepting: bool = False
+    #: Admitted after the drain began, inside the propagation window.
+    admitted_while_draining: int = 0
+    #: The propagation window, in seconds from the drain start (None before a drain):
+    #: when the last new request arrived (the propagation actually observed; 0: none came),
+    #: when a readiness probe first saw the drain (None: no probe came), when the window closed
+    #: (None: still open) and why (a :class:`WindowClose` value).
+    propagation_observed: float | None = None
+    readiness_failed_after: float | None = None
+    window_closed_after: float | None = None
+    window_close_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self, recurse=False)
@@ -148,12 +168,22 @@ class DrainController:
 
     ``drain_timeout`` is the default time from the drain start until the streams still open are
     cut (None: never cut). It applies to whichever trigger starts the drain first.
+    ``propagation`` is the window during which a draining server still serves new work
+    (default: :class:`PropagationWindow`'s; ``PropagationWindow.refuse_at_once()`` for none).
     """
 
-    def __init__(self, *, drain_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        drain_timeout: float | None = None,
+        propagation: PropagationWindow = _DEFAULT_WINDOW,
+    ) -> None:
         if drain_timeout is not None and drain_timeout < 0:
             raise ValueError("drain_timeout must be >= 0")
         self._drain_timeout = drain_timeout
+        self._propagation = propagation
+        self._window: WindowTracker | None = None
+        self._last_release: float | None = None  # monotonic
         self._state = DrainState.STARTING
         self._in_flight = 0
         self._counts = dict.fromkeys(Outcome, 0)
@@ -199,12 +229,26 @@ class DrainController:
         return self._drain_timeout
 
     @property
+    def propagation(self) -> PropagationWindow:
+        return self._propagation
+
+    @property
+    def accepting(self) -> bool:
+        """New work is admitted now (SERVING, or DRAINING inside the propagation window)."""
+        if self._state is DrainState.SERVING:
+            return True
+        return self._state is DrainState.DRAINING and self._window_open(time.monotonic())
+
+    @property
     def broken_reason(self) -> str | None:
         return self._broken_reason
 
     @property
     def is_drained(self) -> bool:
-        return self._state in (DrainState.DRAINING, DrainState.STOPPED) and self._in_flight == 0
+        """Draining (or stopped), the propagation window closed, nothing in flight."""
+        if self._state not in (DrainState.DRAINING, DrainState.STOPPED):
+            return False
+        return self._in_flight == 0 and not self._window_open(time.monotonic())
 
     def request_durations(self) -> HistogramSnapshot:
         """Seconds from admission to release of every released request."""
@@ -216,6 +260,7 @@ class DrainController:
 
     def statistics(self) -> DrainStatistics:
         now = time.monotonic()
+        accepting = self.accepting  # closes a window that is due
         duration = None
         if self._drain_started is not None:
             end = self._drained_at if self._drained_at is not None else now
@@ -236,7 +281,21 @@ class DrainController:
             deadline_remaining=remaining,
             drained=self.is_drained,
             broken_reason=self._broken_reason,
+            accepting=accepting,
+            **self._window_statistics(now),
         )
+
+    def _window_statistics(self, now: float) -> dict[str, Any]:
+        window = self._window
+        if window is None:
+            return {}
+        return {
+            "admitted_while_draining": window.admitted,
+            "propagation_observed": window.propagation_observed(now),
+            "readiness_failed_after": window.failed_probe_after(),
+            "window_closed_after": None if window.is_open else window.open_for(now),
+            "window_close_reason": None if window.reason is None else window.reason.value,
+        }
 
     # -- transitions ---------------------------------------------------------------------
     def mark_started(self) -> bool:
@@ -246,12 +305,16 @@ class DrainController:
         self._transition(DrainState.SERVING)
         return True
 
-    def begin_drain(self, *, timeout: float | None = None) -> bool:
-        """Enter DRAINING: readiness fails and new work is refused, admitted work continues.
+    def begin_drain(
+        self, *, timeout: float | None = None, propagation: float | None = None
+    ) -> bool:
+        """Enter DRAINING: readiness fails at once, admitted work continues, and new work is
+        still admitted until the propagation window closes (then refused).
 
         Idempotent; returns True only for the call that started the drain. ``timeout``
-        (default: the controller's ``drain_timeout``) sets the cut deadline; a later call may
-        only bring an existing deadline forward, never extend it.
+        (default: the controller's ``drain_timeout``) sets the cut deadline; ``propagation``
+        (seconds, default: the controller's window maximum) bounds the window for this drain.
+        A later call may only bring an existing deadline or window end forward, never extend it.
         """
         timeout = self._drain_timeout if timeout is None else timeout
         now = time.monotonic()
@@ -259,21 +322,38 @@ class DrainController:
         if self._state in (DrainState.DRAINING, DrainState.STOPPED):
             if deadline is not None and (self._deadline is None or deadline < self._deadline):
                 self._deadline = deadline
+                if self._window is not None:
+                    self._window.deadline = deadline
                 self._pulse_drain()
+            if propagation is not None and self._window is not None:
+                self._window.shorten(propagation)
+            self._after_window_change(now)
             return False
+        window = self._propagation
+        if propagation is not None:
+            window = attrs.evolve(window, max_seconds=max(0.0, propagation))
+        self._window = WindowTracker(now, window, deadline)
+        if self._state is DrainState.STARTING:
+            self._window.close(now, WindowClose.NEVER_SERVED)
         self._drain_started = now
         self._drain_started_wall = time.time()
         self._deadline = deadline
         self._draining.set()
-        if self._in_flight == 0:
+        if self._in_flight == 0 and not self._window.is_open:
             self._mark_drained(now, now)
         self._transition(DrainState.DRAINING)
-        logger.info("drain started: in_flight=%d deadline_in=%s", self._in_flight, timeout)
+        logger.info(
+            "drain started: in_flight=%d deadline_in=%s propagation_window=%s",
+            self._in_flight,
+            timeout,
+            "closed" if not self._window.is_open else f"{window.max_seconds:g}s",
+        )
         return True
 
     def cut(self, reason: str = "forced") -> None:
         """Cut every open stream now (a drain is started first if needed)."""
         self.begin_drain()
+        self._close_window(WindowClose.CUT)
         if self._cut_reason is None:
             self._cut_reason = reason
             self._pulse_drain()
@@ -283,6 +363,7 @@ class DrainController:
         if self._state is DrainState.STOPPED:
             return
         self._draining.set()
+        self._close_window(WindowClose.STOPPED)
         self._transition(DrainState.STOPPED)
         for stream in self._subscribers:
             stream.close()
@@ -294,26 +375,94 @@ class DrainController:
 
     # -- admission -----------------------------------------------------------------------
     def try_admit(self) -> Admission | None:
-        """Admit one unit of work if SERVING; otherwise count the rejection and return None."""
+        """Admit one unit of work if accepting; otherwise count the rejection and return None.
+
+        A refused caller answers 503 with ``Retry-After`` and closes the connection.
+        """
         if self._state is not DrainState.SERVING:
-            if self._state is DrainState.STARTING:
+            now = time.monotonic()
+            if self._state is DrainState.DRAINING and self._window_open(now):
+                assert self._window is not None
+                self._window.note_request(now)
+            elif self._state is DrainState.STARTING:
                 self._rejected_starting += 1
+                return None
             else:
                 self._rejected_draining += 1
-            return None
+                return None
         self._admitted += 1
         self._in_flight += 1
         self._pulse_load()
         return Admission(self)
 
+    def check_ready(self) -> bool:
+        """Answer a readiness probe: True while SERVING and not broken.
+
+        A "not ready" answer during a drain is the evidence that a balancer has seen it: the
+        propagation window may then close once traffic has left. Fronts call this for every
+        readiness probe they answer (the middleware does for its ``/ready``).
+        """
+        ready = self._state is DrainState.SERVING and self._broken_reason is None
+        if not ready and self._state is DrainState.DRAINING and self._window is not None:
+            now = time.monotonic()
+            if self._window.is_open and self._window.first_failed_probe is None:
+                self._window.note_failed_probe(now)
+                logger.info("readiness probe answered not ready: the balancer saw the drain")
+                self._after_window_change(now)
+        return ready
+
     def _release(self, outcome: Outcome, seconds: float) -> None:
         self._in_flight -= 1
         self._counts[outcome] += 1
         self._request_seconds.observe(seconds)
-        if self._in_flight == 0 and self._drain_started is not None and self._drained_at is None:
-            self._mark_drained(self._drain_started, time.monotonic())
-            logger.info("drained: in_flight reached zero")
+        self._last_release = time.monotonic()
+        self._after_window_change(self._last_release)
         self._pulse_load()
+
+    # -- the propagation window ----------------------------------------------------------
+    def _window_open(self, now: float) -> bool:
+        window = self._window
+        if window is None or not window.is_open:
+            return False
+        if window.refresh(now):
+            self._on_window_closed()
+            return False
+        return True
+
+    def _close_window(self, reason: WindowClose) -> None:
+        window = self._window
+        if window is not None and window.is_open:
+            window.close(time.monotonic(), reason)
+            self._on_window_closed()
+
+    def _on_window_closed(self) -> None:
+        window = self._window
+        assert window is not None and window.closed_at is not None and window.reason is not None
+        logger.info(
+            "propagation window closed after %.3f s (%s): last new request after %.3f s, "
+            "%d admitted while draining; refusing new work",
+            window.closed_at - window.started,
+            window.reason.value,
+            window.propagation_observed(window.closed_at),
+            window.admitted,
+        )
+        self._after_window_change(window.closed_at)
+        self._pulse_load()
+        self._pulse_drain()
+
+    def _after_window_change(self, now: float) -> None:
+        """Record the drain's end once the window is closed and nothing is in flight."""
+        if self._drain_started is None or self._drained_at is not None or self._in_flight:
+            return
+        if self._window_open(now) or self._drained_at is not None:  # (closing it marks it)
+            return
+        window = self._window
+        # in-flight has been zero since the last release: drained when both had happened
+        end = max(self._last_release or self._drain_started, self._drain_started)
+        if window is not None and window.closed_at is not None:
+            end = max(end, window.closed_at)
+        self._mark_drained(self._drain_started, end)
+        logger.info("drained: the window closed and in_flight reached zero")
 
     def _mark_drained(self, started: float, now: float) -> None:
         self._drained_at = now
@@ -321,11 +470,26 @@ class DrainController:
 
     # -- waiting -------------------------------------------------------------------------
     async def wait_drained(self, timeout: float | None = None) -> bool:
-        """Wait until draining (or stopped) with nothing in flight; False if ``timeout`` passed."""
+        """Wait until draining (or stopped), the window closed and nothing in flight;
+        False if ``timeout`` passed."""
         with anyio.move_on_after(math.inf if timeout is None else timeout):
             while not self.is_drained:
-                await self._load_changed.wait()
+                await self._wait_change_or_window()
         return self.is_drained
+
+    async def wait_window_closed(self) -> None:
+        """Wait until new work is refused (the drain began and its window closed)."""
+        while not (self._draining.is_set() and not self.accepting):
+            await self._wait_change_or_window()
+
+    async def _wait_change_or_window(self) -> None:
+        changed = self._load_changed
+        window = self._window
+        wake = math.inf
+        if window is not None and window.is_open:
+            wake = window.due()[0] - time.monotonic()
+        with anyio.move_on_after(max(0.0, wake)):
+            await changed.wait()
 
     async def wait_cut(self) -> str:
         """Wait until open streams must be cut: the drain deadline passed or :meth:`cut` ran.

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from asyncdeploy.workload import DrainController, DrainMiddleware
+from asyncdeploy.workload import DrainController, DrainMiddleware, PropagationWindow
 from asyncdeploy.workload.demo import DemoApp
 
 
@@ -90,8 +90,8 @@ class Exchange:
 
 @pytest.fixture
 def controller() -> DrainController:
-    """A controller that is already SERVING."""
-    controller = DrainController(drain_timeout=None)
+    """A controller that is already SERVING and refuses new work as soon as it drains."""
+    controller = DrainController(drain_timeout=None, propagation=PropagationWindow.refuse_at_once())
     controller.mark_started()
     return controller
 

@@ -16,6 +16,7 @@ from asyncdeploy.workload import (
     ControlSocketInUse,
     DrainController,
     DrainState,
+    PropagationWindow,
     control_request,
     run_drain_command,
     serve_control_socket,
@@ -196,3 +197,74 @@ async def test_a_client_that_never_reads_is_closed_once_replies_stall(
         assert 0 < received.count(b"\n") < sent  # closed before answering everything
         assert (await control_request(sock_path, "status"))["ok"] is True
         tg.cancel_scope.cancel()
+
+
+async def test_drain_command_reports_the_window_the_server_observed(sock_path: str) -> None:
+    """Without --propagation-wait the server's window applies; the report says how it closed."""
+    controller = DrainController(propagation=PropagationWindow(max_seconds=30, quiet_seconds=0.2))
+    controller.mark_started()
+    async with anyio.create_task_group() as tg:
+        await tg.start(serve_control_socket, controller, sock_path)
+
+        async def balancer() -> None:
+            await controller.wait_drained(0.05)  # the drain has begun by now
+            controller.check_ready()  # its probe sees the drain
+            admitted = controller.try_admit()  # one last request in flight to the server
+            assert admitted is not None
+            admitted.release()
+
+        tg.start_soon(balancer)
+        with anyio.fail_after(10):
+            report = await run_drain_command(sock_path, propagation_wait=None, timeout=10)
+        tg.cancel_scope.cancel()
+    assert report.drained
+    assert report.final.window_close_reason == "traffic-left"
+    assert report.final.admitted_while_draining == 1
+    assert report.propagation_observed is not None and 0 < report.propagation_observed < 2
+    assert 0.2 <= report.propagation_waited < 5  # ended by the quiet period, not the 30 s max
+    data = report.to_dict()
+    assert data["window_close_reason"] == "traffic-left"
+    assert data["propagation_observed"] == report.propagation_observed
+
+
+async def test_a_propagation_wait_longer_than_the_idle_timeout_still_drains(
+    sock_path: str,
+) -> None:
+    """The command keeps talking while it waits, so the socket's idle timeout never ends it."""
+    controller = DrainController(propagation=PropagationWindow(max_seconds=30))
+    controller.mark_started()
+    admitted = controller.try_admit()
+    assert admitted is not None
+    async with anyio.create_task_group() as tg:
+        await tg.start(
+            functools.partial(serve_control_socket, idle_timeout=0.3), controller, sock_path
+        )
+
+        async def finish_later() -> None:
+            await anyio.sleep(1.5)
+            admitted.release()
+
+        tg.start_soon(finish_later)
+        with anyio.fail_after(10):
+            report = await run_drain_command(sock_path, propagation_wait=1.0, timeout=8)
+        tg.cancel_scope.cancel()
+    assert report.error is None, report.error
+    assert report.drained, report
+    assert report.final.window_close_reason == "max"
+    assert 0.9 <= report.propagation_waited < 5
+    assert report.elapsed >= 1.4
+
+
+@pytest.mark.parametrize(
+    "command", ["drain propagation=", "drain propagation=-1", "drain propagation=nan", "drain x=1"]
+)
+async def test_bad_drain_arguments_are_refused(
+    controller: DrainController, sock_path: str, command: str
+) -> None:
+    """A malformed argument is an error line and begins no drain."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(serve_control_socket, controller, sock_path)
+        with pytest.raises(ControlSocketError, match="drain: "):
+            await control_request(sock_path, command)
+        tg.cancel_scope.cancel()
+    assert controller.state is DrainState.SERVING

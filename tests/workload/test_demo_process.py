@@ -122,7 +122,10 @@ async def test_prestop_drain_command_then_sigterm(tmp_path: Path) -> None:
             assert hook.returncode == 0, hook.stderr
             assert report["drained"]
             assert report["started_drain"]
-            assert report["initial"]["in_flight"] == 1
+            assert report["initial"]["in_flight"] == 1, (
+                report,
+                (tmp_path / "demo.log").read_text(),
+            )
             assert report["final"]["in_flight"] == 0
             await anyio.sleep(0.3)
             assert process.returncode is None  # drained, but waiting for SIGTERM

@@ -57,11 +57,16 @@ def test_metrics_text_format_and_values(controller: DrainController) -> None:
         "asyncdeploy_request_duration_seconds": "histogram",
         "asyncdeploy_drain_duration_seconds": "histogram",
         "asyncdeploy_live": "gauge",
+        "asyncdeploy_accepting": "gauge",
+        "asyncdeploy_admitted_while_draining": "counter",
+        "asyncdeploy_propagation_observed_seconds": "gauge",
+        "asyncdeploy_propagation_window_seconds": "gauge",
+        "asyncdeploy_propagation_window_closed": "gauge",
     }
     assert all(family.documentation for family in families.values())
     helps = re.findall(r"^# HELP (\S+) ", text, re.MULTILINE)
     types = re.findall(r"^# TYPE (\S+) ", text, re.MULTILINE)
-    assert helps == types and len(types) == 6
+    assert helps == types and len(types) == 11
     assert "asyncdeploy_requests_total" in types  # TYPE names the counter with its suffix
 
     assert _value(families, "asyncdeploy_state", state="draining") == 1

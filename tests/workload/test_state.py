@@ -8,7 +8,14 @@ import anyio
 import attrs
 import pytest
 
-from asyncdeploy.workload import Admission, DrainController, DrainState, DrainStatistics, Outcome
+from asyncdeploy.workload import (
+    Admission,
+    DrainController,
+    DrainState,
+    DrainStatistics,
+    Outcome,
+    PropagationWindow,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -41,7 +48,7 @@ async def test_begin_drain_is_idempotent_and_keeps_admitted_work(
 
 async def test_rejections_are_counted_by_state() -> None:
     """Work refused before SERVING is not counted as refused while draining."""
-    controller = DrainController()
+    controller = DrainController(propagation=PropagationWindow.refuse_at_once())
     assert controller.try_admit() is None
     assert controller.mark_started() is True
     assert controller.mark_started() is False
