@@ -235,13 +235,14 @@ class Gate:
     network namespace, and passes requests on to ``upstream``, the engine's own port. The
     engine's image needs nothing: its readiness is the gate's (``ready``: its own health path
     answering, else a TCP connect to ``upstream``), and its drain the gate's, before it is
-    signalled. ``propagation_seconds``: how long the drain waits for traffic to move away.
+    signalled. ``propagation_seconds``: the longest the drain goes on serving new requests while
+    traffic moves away (the kit's propagation window), before it refuses them.
     """
 
     upstream: int = attrs.field(validator=_port_number)
     ready: GateReady | None = attrs.field(default=None, metadata=_nested(GateReady))
     image: str = attrs.field(default=DEFAULT_GATE_IMAGE, validator=_non_empty_str)
-    propagation_seconds: int = attrs.field(default=5, validator=_grace)
+    propagation_seconds: int = attrs.field(default=10, validator=_grace)
 
 
 @attrs.frozen(kw_only=True)

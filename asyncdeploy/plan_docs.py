@@ -135,7 +135,9 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     ),
     "Gate.image": FieldDoc("The gate's image (built by `ci/build-gate-image.sh`)."),
     "Gate.propagation_seconds": FieldDoc(
-        "How long the drain waits for traffic to move away before waiting for in-flight work."
+        "The longest the drain goes on serving new requests while traffic moves away (the kit's "
+        "propagation window; it closes earlier once a readiness probe saw the drain and "
+        "requests stopped), before it refuses them with 503."
     ),
     "GateReady.path": FieldDoc("The path; any status from 200 to 399 passes."),
     "Container.checks": FieldDoc("Startup, readiness and liveness checks."),

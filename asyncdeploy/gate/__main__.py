@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import anyio
 
-from asyncdeploy.workload import DrainController, parse_duration
+from asyncdeploy.workload import DrainController, PropagationWindow, parse_duration
 
 from ._http import parse_response_head
 from ._relay import Reader
@@ -40,7 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--drain-timeout", type=parse_duration, default=None, help="cut open streams after this"
     )
-    parser.add_argument("--propagation-wait", type=parse_duration, default=5.0)
+    parser.add_argument(
+        "--propagation-wait",
+        type=parse_duration,
+        default=10.0,
+        help="the longest a drain serves new requests before refusing them (0: refuse at once)",
+    )
     parser.add_argument("--log-level", default="INFO")
     sub = parser.add_subparsers(dest="command")
     drain = sub.add_parser("drain", help="drain the gate listening on --port")
@@ -51,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _run(config: GateConfig) -> None:
-    controller = DrainController(drain_timeout=config.drain_timeout)
+    window = PropagationWindow(max_seconds=config.propagation_wait)
+    controller = DrainController(drain_timeout=config.drain_timeout, propagation=window)
     async with anyio.create_task_group() as tg:
         await tg.start(serve_gate, config, controller)
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

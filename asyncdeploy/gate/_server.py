@@ -5,8 +5,9 @@ kit's :class:`~asyncdeploy.workload.DrainController` from its head until the las
 answer was written (or the client left, or the drain deadline cut it). The engine's own health
 path is checked in the background: the gate is ready only while the kit says SERVING *and* the
 engine answers it, and the first answer is what marks the gate started (the model is loaded).
-``GET /-/drain`` is the preStop hook: it starts the drain, waits out the propagation, then
-until nothing is in flight, and answers with the kit's statistics.
+``GET /-/drain`` is the preStop hook: it starts the drain, waits until the kit's propagation
+window closed (new requests are served through it, then refused) and nothing is in flight, and
+answers with the kit's statistics (the propagation observed among them).
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ class GateConfig:
     check_timeout: float = 1.0
     #: From the drain start until streams still open are cut (None: never).
     drain_timeout: float | None = None
-    #: The default propagation wait of ``GET /-/drain`` (``?propagation_wait=`` overrides it).
-    propagation_wait: float = 5.0
+    #: The propagation window's maximum (the kit's ``PropagationWindow``; 0: refuse at once);
+    #: ``GET /-/drain?propagation_wait=`` may shorten it for one drain.
+    propagation_wait: float = 10.0
     retry_after: int = 5
     paths: HealthPaths = attrs.field(factory=HealthPaths)
     drain_path: str = "/-/drain"
@@ -281,11 +283,8 @@ class _Gate:
 
     async def _ready(self, client: ByteStream, head: RequestHead) -> None:
         controller = self.controller
-        ok = (
-            controller.state is DrainState.SERVING
-            and controller.broken_reason is None
-            and self.upstream_healthy
-        )
+        # check_ready() also tells the kit a balancer saw the drain (the window may close)
+        ok = controller.check_ready() and self.upstream_healthy
         await self._probe(client, head, ok)
 
     async def _live(self, client: ByteStream, head: RequestHead) -> None:
@@ -299,7 +298,7 @@ class _Gate:
         await self._answer(client, 200, text, content_type=METRICS_CONTENT_TYPE)
 
     async def _drain(self, client: ByteStream, head: RequestHead) -> None:
-        """The preStop hook: drain, wait out the propagation, then until nothing is in flight."""
+        """The preStop hook: drain; answer once the window closed and nothing is in flight."""
         try:
             query = parse_qs(head.query.decode("latin-1"), strict_parsing=False)
             wait = _seconds(query, "propagation_wait", None)
@@ -307,13 +306,11 @@ class _Gate:
         except ValueError as exc:
             await self._answer(client, 400, {"error": str(exc)}, close=True)
             return
-        wait = self.config.propagation_wait if wait is None else wait
         started = time.monotonic()
-        deadline = math.inf if timeout is None else started + timeout
-        self.controller.begin_drain(timeout=self.config.drain_timeout)
-        await anyio.sleep(max(0.0, min(wait, deadline - time.monotonic() - 0.2)))
-        remaining = None if timeout is None else max(0.0, deadline - time.monotonic())
-        drained = await self.controller.wait_drained(remaining)
+        # The kit serves new requests through the propagation window (at most ``wait``: this
+        # hook's own bound), then refuses them; drained = window closed and nothing in flight.
+        self.controller.begin_drain(timeout=self.config.drain_timeout, propagation=wait)
+        drained = await self.controller.wait_drained(timeout)
         report = {
             "drained": drained,
             "seconds": round(time.monotonic() - started, 3),

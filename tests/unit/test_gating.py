@@ -76,7 +76,7 @@ def test_the_gate_becomes_a_sidecar_before_the_engine_with_its_ports_and_readine
     assert engine.args == ("--model", "/models/m", "--port", "8001")
     assert (engine.gate, engine.ports, engine.pre_stop) == (None, (), None)
     assert engine.pre_stop_http == HTTPGet(
-        path="/-/drain?propagation_wait=5s&timeout=55s", port=8000
+        path="/-/drain?propagation_wait=10s&timeout=55s", port=8000
     )
 
 
@@ -138,7 +138,7 @@ def test_docker_and_podman_get_a_sidecar_and_a_hook_the_deployer_sends() -> None
     }
     assert json.loads(engine_config["Labels"][LABEL_PRE_STOP_HTTP]) == {
         "port": 8000,
-        "path": "/-/drain?propagation_wait=5s&timeout=25s",
+        "path": "/-/drain?propagation_wait=10s&timeout=25s",
     }
     assert "Healthcheck" not in engine_config
     assert spec.pause_config(plan)["HostConfig"]["PortBindings"] == {
@@ -156,7 +156,7 @@ def test_kubernetes_gets_a_native_sidecar_and_an_http_get_pre_stop() -> None:
     assert gate["ports"][0]["containerPort"] == 8000
     assert engine["image"] == "vllm/vllm-openai:v0.6.3"
     assert engine["lifecycle"]["preStop"] == {
-        "httpGet": {"path": "/-/drain?propagation_wait=5s&timeout=25s", "port": 8000}
+        "httpGet": {"path": "/-/drain?propagation_wait=10s&timeout=25s", "port": 8000}
     }
     assert "ports" not in engine
 
