@@ -311,4 +311,6 @@ async def _finish(
     if not keep and response.keep_alive and head.keep_alive:
         raw = with_connection_close(response)
     reusable = await _relay_body(response, raw, upstream, client)
-    return keep, reusable and response.keep_alive
+    # After a HEAD, a server that wrongly sent a body would garble the next answer: a new
+    # connection costs less than finding out.
+    return keep, reusable and response.keep_alive and head.method != b"HEAD"

@@ -28,6 +28,7 @@ import urllib.parse
 
 STARTED = time.monotonic()
 REQUESTS = 0
+CONNECTIONS = 0  # connections that carried a request other than /health
 
 
 async def read_body(reader, headers):
@@ -70,7 +71,8 @@ async def stream_tokens(writer, tokens, interval):
 
 
 async def handle(reader, writer, args):
-    global REQUESTS
+    global REQUESTS, CONNECTIONS
+    counted = False
     try:
         while True:
             line = await reader.readline()
@@ -85,6 +87,12 @@ async def handle(reader, writer, args):
             path, _, query = target.partition("?")
             params = urllib.parse.parse_qs(query)
             REQUESTS += 1
+            if path != "/health" and not counted:
+                CONNECTIONS, counted = CONNECTIONS + 1, True
+            if method == "HEAD":  # the head of a GET, no body
+                writer.write(response(200, b"").split(b"\r\n\r\n")[0] + b"\r\n\r\n")
+                await writer.drain()
+                continue
             loaded = time.monotonic() - STARTED >= args.load_seconds
             if path == "/health":
                 writer.write(response(200 if loaded else 503, b"{}"))
@@ -110,7 +118,8 @@ async def handle(reader, writer, args):
                     response(200, json.dumps({"length": len(body), "sha256": digest}).encode())
                 )
             elif path == "/metrics":
-                text = f"engine_requests_total {REQUESTS}\n".encode()
+                text = f"engine_requests_total {REQUESTS}\nengine_connections_total {CONNECTIONS}\n"
+                text = text.encode()
                 writer.write(response(200, text, "text/plain; version=0.0.4"))
             else:
                 writer.write(response(404, b'{"error":"not found"}'))
