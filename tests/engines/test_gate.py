@@ -241,3 +241,35 @@ async def test_without_the_gate_the_same_server_loses_requests(
         f"{deployer.driver_name} without the gate: {dict(traffic.counts)} {traffic.failures[:3]}"
     )
     assert traffic.counts["failed"] > 0, traffic.counts
+
+
+@pytest.mark.parametrize("check", ["http", "tcp"])
+async def test_http_and_tcp_checks_need_nothing_inside_the_container(
+    deployer: Deployer, name: Callable[[str], str], check: str
+) -> None:
+    """A readiness check on an image with no shell, wget or python: sent from outside, it
+    waits for the server (not ready while /health answers 503 or nothing listens) and then
+    passes. Before, it ran `wget || python3` inside the container and never passed."""
+    require_images(deployer.driver_name)
+    probe = {"http": {"port": 8001, "path": "/health"}} if check == "http" else {"tcp": 8001}
+    plan = WorkloadPlan.from_mapping(
+        {
+            "name": name(f"chk{check}"),
+            "labels": {RUN_LABEL: RUN_ID},
+            "pause_image": PAUSE,
+            "containers": [
+                {
+                    "name": "engine",
+                    "image": STOCK_IMAGE,
+                    "args": ["--port", "8001", "--load-seconds", "4"],
+                    "checks": {"readiness": {**probe, "period_seconds": 1}},
+                }
+            ],
+        }
+    )
+    await deployer.create(plan)
+    if check == "http":  # /health answers 503 for 4 s: not ready yet
+        with pytest.raises(Exception, match="not ready"):
+            await deployer.wait_ready(plan.name, timeout=1.5)
+    status = await deployer.wait_ready(plan.name, timeout=60)
+    assert status.name == plan.name
