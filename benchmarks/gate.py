@@ -18,7 +18,10 @@ Figures (goals from issue 15 item 7):
 * per-token latency: ``--streams`` concurrent SSE streams at 20 tokens/s; each event carries the
   engine's send time, the client (another process) takes its arrival time; the added p99 is
   stack p99 minus direct p99 (goal <= 5 ms);
-* the stack's peak resident memory after all of it (VmHWM; goal <= 60 MB).
+* the stack's peak resident memory after all of it (VmHWM; goal <= 60 MB);
+* CPU time per short request of the engine and of the stack (utime + stime over the wrk run):
+  on a machine whose cores are shared the latency figures move with the load, this one much
+  less. With a core each, the stack's capacity is 1 / its CPU per request.
 
 The machine's load moves these figures; the run prints its load average. ``--smoke`` is a short
 run that shows the benchmark works; its figures mean little.
@@ -193,10 +196,24 @@ def start_stack(stack: str, upstream: int) -> tuple[subprocess.Popen[bytes], int
     return process, port
 
 
-def measure(port: int, args: argparse.Namespace) -> dict[str, Any]:
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def measure(port: int, args: argparse.Namespace, pids: dict[str, int]) -> dict[str, Any]:
+    """The three figures; the CPU each process spent per short request under load is the
+    measure a loaded machine moves least (time on the CPU, not time waiting for one)."""
     wrk(port, 1, 2, 16)  # warm-up
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    load = wrk(port, args.seconds, 2, 16)
+    requests = load["rps"] * max(1, round(args.seconds))
+    load["cpu_us_per_request"] = {
+        name: round(1e6 * (cpu_seconds(pid) - before[name]) / requests, 1)
+        for name, pid in pids.items()
+    }
     return {
-        "load": wrk(port, args.seconds, 2, 16),
+        "load": load,
         "single": wrk(port, args.seconds, 1, 1),
         "streams": streams(port, args.streams, args.tokens),
     }
@@ -224,14 +241,14 @@ def main() -> int:
     results: dict[str, Any] = {"load_average": os.getloadavg(), "cpus": os.cpu_count()}
     try:
         wait_port(upstream)
-        results["direct"] = measure(upstream, args)
+        results["direct"] = measure(upstream, args, {"engine": engine.pid})
         for stack in args.stacks.split(","):
             process, port = start_stack(stack, upstream)
             try:
-                results[stack] = measure(port, args)
+                results[stack] = measure(port, args, {"engine": engine.pid, stack: process.pid})
                 results[stack]["rss_mb"] = peak_rss_mb(process.pid)
             finally:
-                process.terminate()
+                process.kill()  # SIGTERM would drain, through the kit's propagation window
                 process.wait(10)
     finally:
         engine.terminate()
@@ -271,6 +288,10 @@ def report(results: dict[str, Any], stacks: list[str]) -> None:
             }
             print(f"{'':16} goals: {r['verdict']}")
     print(f"{'':16} errors: " + "; ".join(f"{n}: {r['load']['errors']}" for n, r in rows))
+    print(
+        f"{'':16} CPU per short request (us): "
+        + "; ".join(f"{n}: {r['load']['cpu_us_per_request']}" for n, r in rows)
+    )
 
 
 if __name__ == "__main__":
