@@ -3,9 +3,11 @@
 For a container with ``gate: {upstream: 8001, ready: {path: /health}}`` and ``ports: [8000]``:
 
 * a sidecar ``<name>-gate`` (the gate image) is put before it: it listens on 8000, passes
-  requests on to 127.0.0.1:8001, takes the container's ports, and has the readiness check
-  (``GET /ready`` on 8000: the gate serving *and* the engine's ``/health`` answering);
-* the container loses its ports and gets ``pre_stop_http: GET :8000/-/drain?...``: the drain
+  requests on to 127.0.0.1:8001, and has the readiness check (``GET /ready`` on 8000: the gate
+  serving *and* the engine's ``/health`` answering);
+* the container keeps its ports (they are the workload's, in one network namespace: the
+  kubelet maps a Pod's host ports from its main containers only, not from sidecars) and gets
+  ``pre_stop_http: GET :8000/-/drain?...``: the drain
   runs in the gate, before the engine's stop signal (Kubernetes: a preStop ``httpGet``; Docker
   and Podman: the deployer sends it), so the engine's image needs no tool;
 * the sidecar is signalled after the engine has exited (the sidecar order), and cuts streams
@@ -63,7 +65,6 @@ def gate_sidecar(plan: WorkloadPlan, container: Container, gate: Gate) -> Contai
         role="sidecar",
         command=("python3", "-m", "asyncdeploy.gate"),
         args=tuple(args),
-        ports=container.ports,
         checks=Checks(readiness=ready),
         image_pull_policy=container.image_pull_policy,
     )
@@ -75,7 +76,6 @@ def _gated(plan: WorkloadPlan, container: Container, gate: Gate) -> Container:
     return attrs.evolve(
         container,
         gate=None,
-        ports=(),
         pre_stop_http=HTTPGet(path=f"{DRAIN_PATH}?{query}", port=listen),
     )
 

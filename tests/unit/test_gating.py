@@ -68,13 +68,14 @@ def test_the_gate_becomes_a_sidecar_before_the_engine_with_its_ports_and_readine
     assert args["--upstream"] == "8001"
     assert args["--ready-path"] == "/health"
     assert args["--drain-timeout"] == "55s"  # the grace less the engine's own exit
-    assert [p.container_port for p in sidecar.ports] == [8000]
+    assert sidecar.ports == ()  # the Pod's host ports are mapped from its main containers
     assert sidecar.checks.readiness is not None
     assert sidecar.checks.readiness.http == HTTPGet(path="/ready", port=8000)
-    # The engine keeps what it is and loses the port; its drain is a GET to the gate.
+    # The engine keeps what it is (its ports too); its drain is a GET to the gate.
     assert engine.image == "vllm/vllm-openai:v0.6.3"
     assert engine.args == ("--model", "/models/m", "--port", "8001")
-    assert (engine.gate, engine.ports, engine.pre_stop) == (None, (), None)
+    assert (engine.gate, engine.pre_stop) == (None, None)
+    assert [p.container_port for p in engine.ports] == [8000]
     assert engine.pre_stop_http == HTTPGet(
         path="/-/drain?propagation_wait=10s&timeout=55s", port=8000
     )
@@ -153,12 +154,12 @@ def test_kubernetes_gets_a_native_sidecar_and_an_http_get_pre_stop() -> None:
     assert gate["name"] == "engine-gate"
     assert gate["restartPolicy"] == "Always"
     assert gate["readinessProbe"]["httpGet"] == {"path": "/ready", "port": 8000}
-    assert gate["ports"][0]["containerPort"] == 8000
+    assert "ports" not in gate
     assert engine["image"] == "vllm/vllm-openai:v0.6.3"
     assert engine["lifecycle"]["preStop"] == {
         "httpGet": {"path": "/-/drain?propagation_wait=10s&timeout=25s", "port": 8000}
     }
-    assert "ports" not in engine
+    assert engine["ports"][0] == {"containerPort": 8000, "protocol": "TCP", "hostPort": 8000}
 
 
 def test_a_plan_sidecar_is_a_native_sidecar_after_the_init_containers() -> None:
