@@ -203,3 +203,19 @@ async def test_an_engine_that_is_gone_is_a_502_counted_as_failed(
         engine.wait(10)
         await until(lambda: status_is(client, f"{gate.url}/short", 502), timeout=10)
         assert gate.controller.statistics().failed >= 1
+
+
+async def test_the_drain_command_drains_a_running_gate(
+    gate: Gate, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python3 -m asyncdeploy.gate drain --port P` (for an exec hook): exit 0 once drained,
+    the report on stdout; 2 when no gate answers."""
+    from asyncdeploy.gate.__main__ import _drain
+
+    async with httpx.AsyncClient() as client:
+        await until_ready(client, gate)
+    port = int(gate.url.rsplit(":", 1)[1])
+    assert await _drain(port, "0.2s", 10.0) == 0
+    assert '"drained":true' in capsys.readouterr().out
+    assert gate.controller.state is DrainState.DRAINING
+    assert await _drain(free_port(), None, 2.0) == 2
