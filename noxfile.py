@@ -72,7 +72,8 @@ def demo(session: nox.Session) -> None:
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """Benchmark the drain on Docker and Podman: raw Engine API, the peer, asyncdeploy; then
-    image pulls from the local registry, asyncdeploy beside `docker pull` / `podman pull`.
+    image pulls from the local registry, asyncdeploy beside `docker pull` / `podman pull`; then
+    the drain gate's cost beside the same server reached directly (bench-results/bench-gate.json).
 
     Prints a table per engine and writes bench-results/bench-<engine>.json (about 20 minutes;
     `nox -s bench -- --quick` is a smoke run, `-- --engines docker --runs 5` and `--no-peer`
@@ -109,6 +110,11 @@ def bench(session: nox.Session) -> None:
     # the pull benchmark (local registry of ci/start-registry.sh): asyncdeploy beside docker/podman pull
     session.run(
         "python", "benchmarks/pull.py", *(["--smoke"] if "--quick" in session.posargs else [])
+    )
+    # the drain gate's cost against the same server reached directly (needs wrk; no engine)
+    session.install("uvicorn", "httpx")  # the alternative stack it is measured beside
+    session.run(
+        "python", "benchmarks/gate.py", *(["--smoke"] if "--quick" in session.posargs else [])
     )
 
 

@@ -34,6 +34,7 @@ from asyncdeploy._replace_lock import replace_lock
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.errors import AsyncDeployError, CreateError, PlanError, WorkloadConflict
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary
+from asyncdeploy.gating import expand_gates
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.pull_events import PullEvent
@@ -190,7 +191,7 @@ async def _replacing_locked(
     else:
         await driver.find(old)  # a clear WorkloadNotFound before anything starts
     old = tuple(old)
-    new_plan = attrs.evolve(plan, name=new_name, instance_of=plan.name)
+    new_plan = expand_gates(attrs.evolve(plan, name=new_name, instance_of=plan.name))
     held = await _held_host_ports(deployer, old) if driver.name != "kubernetes" else set()
     chosen, reason = _choose(strategy, plan, old, driver.name, held)
     emit(ReplaceStrategy(workload=plan.name, strategy=chosen, reason=reason, new=new_name, old=old))

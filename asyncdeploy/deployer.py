@@ -44,6 +44,7 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event
+from asyncdeploy.gating import expand_gates
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.pull_events import PullEvent
 from asyncdeploy.replace_events import Strategy
@@ -99,7 +100,9 @@ class Deployer:
         Images are pulled first, as the plan's pull policies say; ``on_event`` sees the pull
         events (and a replacement's drain events) as they happen, and must not block.
         """
-        return await self.driver.apply(await current_plan(self.driver, plan), emit=on_event)
+        return await self.driver.apply(
+            expand_gates(await current_plan(self.driver, plan)), emit=on_event
+        )
 
     @asynccontextmanager
     async def creating(self, plan: WorkloadPlan) -> AsyncIterator[CreateEvents]:
@@ -111,7 +114,8 @@ class Deployer:
         events: CreateEvents | None = None
 
         async def work(emit: Emit) -> None:
-            result = await self.driver.apply(await current_plan(self.driver, plan), emit=emit)
+            plan_now = expand_gates(await current_plan(self.driver, plan))
+            result = await self.driver.apply(plan_now, emit=emit)
             assert events is not None
             events._result = result
 

@@ -22,7 +22,9 @@ __all__ = [
     "LABEL_LOCK_RECORD",
     "LABEL_PLAN_DIGEST",
     "LABEL_PRE_STOP",
+    "LABEL_PRE_STOP_HTTP",
     "LABEL_READINESS",
+    "LABEL_READINESS_NET",
     "LABEL_RESTART_POLICY",
     "LABEL_ROLE",
     "LABEL_STOP_SIGNAL",
@@ -59,7 +61,11 @@ LABEL_LOCK_RECORD: Final = "replace.asyncdeploy.io/lock-record"
 LABEL_PRE_STOP: Final = "asyncdeploy.io/pre-stop"  # JSON list: the hook a later delete runs
 LABEL_STOP_SIGNAL: Final = "asyncdeploy.io/stop-signal"
 LABEL_RESTART_POLICY: Final = "asyncdeploy.io/restart-policy"
+LABEL_PRE_STOP_HTTP: Final = "asyncdeploy.io/pre-stop-http"  # JSON {port, path}: a GET hook
 LABEL_READINESS: Final = "asyncdeploy.io/readiness"  # JSON list: the readiness probe as a command
+# JSON {"http": {port, path}} or {"tcp": port}, with "timeout": the readiness probe checked from
+# the deployer through the workload's address, needing nothing inside the container.
+LABEL_READINESS_NET: Final = "asyncdeploy.io/readiness-net"
 LABEL_INDEX: Final = "asyncdeploy.io/index"  # the container's position in the plan (list order)
 LABEL_ATTEMPT: Final = "asyncdeploy.io/create-attempt"  # which create call made a container
 LABEL_ATTEMPT_OWNER: Final = "asyncdeploy.io/create-owner"  # JSON: the process that made it
@@ -67,9 +73,11 @@ LABEL_VOLUME_PLAN: Final = "asyncdeploy.io/volume-of"
 """On a named volume asyncdeploy created: the plan whose instances share it (the instance-of
 name across ``replace``); removed with the last of them. A kept volume (``keep: true``) has none."""
 
-PlanRole = Literal["init", "run"]
-"""The roles a plan's containers may take."""
-ContainerRole = Literal["pause", "init", "run", "autoheal"]
+PlanRole = Literal["init", "run", "sidecar"]
+"""The roles a plan's containers may take. A sidecar (a proxy, an exporter, the drain gate)
+starts before the run containers and is signalled only after they have exited, inside the same
+deadline: Kubernetes' native sidecar order (an init container with ``restartPolicy: Always``)."""
+ContainerRole = Literal["pause", "init", "run", "sidecar", "autoheal"]
 """The roles of what a workload runs: the plan's, plus what the engine drivers add."""
 PLAN_ROLES: Final[tuple[PlanRole, ...]] = get_args(PlanRole)
 CONTAINER_ROLES: Final[tuple[ContainerRole, ...]] = get_args(ContainerRole)

@@ -8,6 +8,11 @@ GPU containers (a device or an extended resource count) get three more checks, a
 the margin grows by the time a server takes to free device memory after its drain; ``/dev/shm``
 should be sized (the engines' 64 MB default breaks PyTorch data loaders and NCCL); and a
 liveness check needs a startup check, or it restarts a server still loading its model.
+
+Known engines (vLLM, SGLang, TGI, Triton, llama.cpp's server: :mod:`asyncdeploy.engine_presets`)
+add their own stop behaviour: the budget must also hold the engine's own shutdown; an engine
+that aborts in-flight requests on SIGTERM needs a drain before it (a ``gate``); and one that
+drains on SIGTERM after a preStop drain spends the budget twice.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from typing import Literal
 import attrs
 
 from asyncdeploy.durations import parse_duration
+from asyncdeploy.engine_presets import find_preset
+from asyncdeploy.gating import GATE_MARGIN
 from asyncdeploy.plan import Container, Probe, WorkloadPlan
 
 __all__ = ["DEFAULT_MARGIN_SECONDS", "GPU_RELEASE_SECONDS", "Finding", "lint_plan"]
@@ -73,6 +80,9 @@ def lint_plan(
             )
             if gpu:
                 findings += _lint_gpu(plan, f"containers[{i}]", container)
+            findings += _lint_engine(
+                f"containers[{i}]", container, grace, expected_drain_seconds, margin_seconds
+            )
     return sorted(findings, key=lambda f: f.level != "error")
 
 
@@ -109,7 +119,7 @@ def _lint_container(
 ) -> list[Finding]:
     findings = []
     hook = container.pre_stop or ()
-    propagation = _flag(hook, "--propagation-wait") or 0.0
+    propagation = _propagation(container)
     drain = expected_drain if expected_drain is not None else _flag(hook, "--timeout")
     needed = propagation + (drain or 0.0)
     where = "termination_grace_period_seconds"
@@ -142,7 +152,7 @@ def _lint_container(
             )
         )
     checks = container.checks
-    if checks.readiness is None:
+    if checks.readiness is None and container.gate is None:  # a gate's readiness is the gate's
         findings.append(
             Finding(
                 level="warning",
@@ -150,7 +160,11 @@ def _lint_container(
                 message="no readiness check: traffic cannot be removed before the drain",
             )
         )
-    elif checks.liveness is not None and _same_endpoint(checks.readiness, checks.liveness):
+    elif (
+        checks.readiness is not None
+        and checks.liveness is not None
+        and _same_endpoint(checks.readiness, checks.liveness)
+    ):
         findings.append(
             Finding(
                 level="warning",
@@ -159,7 +173,7 @@ def _lint_container(
                 "on purpose and would then be restarted",
             )
         )
-    if not hook and container.ports:
+    if not hook and container.ports and container.gate is None and not container.pre_stop_http:
         findings.append(
             Finding(
                 level="warning",
@@ -167,4 +181,66 @@ def _lint_container(
                 message="no pre_stop hook: the server gets SIGTERM while traffic is still routed",
             )
         )
+    return findings
+
+
+def _propagation(container: Container) -> float:
+    if container.gate is not None:
+        return float(container.gate.propagation_seconds)
+    return _flag(container.pre_stop or (), "--propagation-wait") or 0.0
+
+
+def _lint_engine(
+    path: str, container: Container, grace: int, expected_drain: float | None, margin: float
+) -> list[Finding]:
+    """The known engines' own stop behaviour against the plan's drain and budget."""
+    argv = [*(container.command or ()), *(container.args or ())]
+    preset = find_preset(container.image, argv)
+    if preset is None:
+        return []
+    findings = []
+    where = "termination_grace_period_seconds"
+    drained_first = bool(container.gate or container.pre_stop or container.pre_stop_http)
+    on_sigterm = preset.sigterm_drain(argv)
+    behaviour = preset.describe_drain(argv)
+    if not drained_first and on_sigterm is None:
+        fix = f" or set {preset.flag}" if preset.flag else ""
+        findings.append(
+            Finding(
+                level="warning",
+                path=f"{path}.gate",
+                message=f"{preset.name} {behaviour} and nothing drains it first: put a gate in "
+                f"front of it (gate: {{upstream: <its port>, ready: {{path: /health}}}}){fix}",
+            )
+        )
+    hook = container.pre_stop or ()
+    propagation = _propagation(container)
+    drain = expected_drain if expected_drain is not None else (_flag(hook, "--timeout") or 0.0)
+    own_drain = on_sigterm if not drained_first and on_sigterm not in (None, float("inf")) else 0
+    needed = propagation + drain + (own_drain or 0.0) + preset.exit_seconds
+    if needed + margin > grace:
+        findings.append(
+            Finding(
+                level="warning",
+                path=where,
+                message=f"{grace} s cannot hold {path}'s propagation ({propagation:g} s) + drain "
+                f"({drain + (own_drain or 0):g} s) + {preset.name}'s own shutdown "
+                f"({preset.exit_seconds:g} s) + a {margin:g} s margin",
+            )
+        )
+    if drained_first and on_sigterm is not None and on_sigterm != float("inf"):
+        # The hook may use the whole grace period (the gate cuts GATE_MARGIN s before its end);
+        # then the engine's own SIGTERM drain is a second wait inside the same budget.
+        hook_budget = grace - GATE_MARGIN if container.gate else propagation + drain
+        if hook_budget + on_sigterm > grace:
+            fix = f"; a short {preset.flag} (a few seconds) is enough" if preset.flag else ""
+            findings.append(
+                Finding(
+                    level="warning",
+                    path=where,
+                    message=f"{path} is drained by its preStop hook and {preset.name} then "
+                    f"{behaviour}: the two drains spend the {grace} s budget twice (after the "
+                    f"hook nothing is in flight, so its own wait only risks the SIGKILL){fix}",
+                )
+            )
     return findings

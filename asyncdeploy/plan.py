@@ -57,6 +57,7 @@ from asyncdeploy.labels import PLAN_ROLES, PlanRole
 from asyncdeploy.secrets import describe
 
 __all__ = [
+    "DEFAULT_GATE_IMAGE",
     "DEFAULT_GRACE_PERIOD_SECONDS",
     "DEFAULT_PAUSE_IMAGE",
     "MAX_SECONDS",
@@ -65,6 +66,8 @@ __all__ = [
     "Container",
     "FrozenCounts",
     "FrozenMap",
+    "Gate",
+    "GateReady",
     "HTTPGet",
     "Mount",
     "Port",
@@ -79,6 +82,7 @@ __all__ = [
 
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+DEFAULT_GATE_IMAGE = "asyncdeploy-gate/gate:latest"  # built by ci/build-gate-image.sh
 
 T = TypeVar("T")
 Role = PlanRole
@@ -216,6 +220,35 @@ class Probe:
 
 
 @attrs.frozen(kw_only=True)
+class GateReady:
+    """The engine's own health path, which the gate checks before it reports ready."""
+
+    path: str = attrs.field(default="/health", validator=_string)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.path.startswith("/"):
+            raise PlanError("path", f"must start with '/', got {describe(self.path)}")
+
+
+@attrs.frozen(kw_only=True)
+class Gate:
+    """A drain gate in front of this container's server (see ``asyncdeploy.gate``).
+
+    The container's first port is what clients reach: the gate listens there, in the same
+    network namespace, and passes requests on to ``upstream``, the engine's own port. The
+    engine's image needs nothing: its readiness is the gate's (``ready``: its own health path
+    answering, else a TCP connect to ``upstream``), and its drain the gate's, before it is
+    signalled. ``propagation_seconds``: the longest the drain goes on serving new requests while
+    traffic moves away (the kit's propagation window), before it refuses them.
+    """
+
+    upstream: int = attrs.field(validator=_port_number)
+    ready: GateReady | None = attrs.field(default=None, metadata=_nested(GateReady))
+    image: str = attrs.field(default=DEFAULT_GATE_IMAGE, validator=_non_empty_str)
+    propagation_seconds: int = attrs.field(default=10, validator=_grace)
+
+
+@attrs.frozen(kw_only=True)
 class Checks:
     """Startup, readiness and liveness checks, kept apart as Kubernetes keeps them."""
 
@@ -262,6 +295,11 @@ class Container:
     pre_stop: tuple[str, ...] | None = attrs.field(
         default=None, converter=_pre_stop, validator=_check_str_tuple
     )
+    # A GET the drain sends before the stop signal (Kubernetes' preStop httpGet): on Docker and
+    # Podman the deployer sends it from the host to the workload's address, so the image needs
+    # no tool for it.
+    pre_stop_http: HTTPGet | None = attrs.field(default=None, metadata=_nested(HTTPGet))
+    gate: Gate | None = attrs.field(default=None, metadata=_nested(Gate))
     checks: Checks = attrs.field(factory=Checks, metadata=_nested(Checks))
     restart_policy: RestartPolicy = attrs.field(
         default="no", validator=_one_of("no", "always", "on-failure", "unless-stopped")
@@ -272,8 +310,25 @@ class Container:
     def __attrs_post_init__(self) -> None:
         if self.role == "init" and self.restart_policy != "no":
             raise PlanError("restart_policy", "an init container runs once: use 'no'")
-        if self.role == "init" and (self.pre_stop or self.checks != Checks()):
+        if self.role == "init" and (self.pre_stop or self.pre_stop_http or self.checks != Checks()):
             raise PlanError("role", "an init container takes no pre_stop hook and no checks")
+        if self.pre_stop and self.pre_stop_http is not None:
+            raise PlanError("pre_stop_http", "give pre_stop or pre_stop_http, not both")
+        if self.gate is not None:
+            self._check_gate(self.gate)
+
+    def _check_gate(self, gate: Gate) -> None:
+        if self.role != "run":
+            raise PlanError("gate", "only a run container can have a gate in front of it")
+        tcp = [p for p in self.ports if p.protocol == "tcp"]
+        if not tcp:
+            raise PlanError("gate", "needs a tcp port in ports: the one the gate listens on")
+        if any(p.container_port == gate.upstream for p in self.ports):
+            raise PlanError(
+                "gate.upstream", f"{gate.upstream} is a port the gate would listen on itself"
+            )
+        if self.pre_stop or self.pre_stop_http is not None:
+            raise PlanError("gate", "the gate drains this container: drop its pre_stop hook")
 
 
 @attrs.frozen(kw_only=True)
@@ -323,6 +378,17 @@ def _containers(_: Any, attribute: attrs.Attribute[Any], value: tuple[Container,
         if container.name in ("pause", "autoheal"):
             raise PlanError(f"containers[{i}].name", f"{container.name!r} is reserved")
         seen.add(container.name)
+    for i, container in enumerate(value):
+        if container.gate is not None and gate_name(container.name) in seen:
+            raise PlanError(
+                f"containers[{i}].gate",
+                f"its sidecar would be named {gate_name(container.name)!r}, which is taken",
+            )
+
+
+def gate_name(container: str) -> str:
+    """The name of the sidecar a container's gate becomes."""
+    return f"{container}-gate"[:63]
 
 
 @attrs.frozen(kw_only=True)
@@ -370,6 +436,10 @@ class WorkloadPlan:
     @property
     def run_containers(self) -> tuple[Container, ...]:
         return tuple(c for c in self.containers if c.role == "run")
+
+    @property
+    def sidecar_containers(self) -> tuple[Container, ...]:
+        return tuple(c for c in self.containers if c.role == "sidecar")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> WorkloadPlan:

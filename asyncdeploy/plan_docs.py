@@ -22,7 +22,10 @@ class FieldDoc:
 
 TYPE_DOCS: dict[str, str] = {
     "WorkloadPlan": "Everything asyncdeploy needs to create, replace and drain one workload.",
-    "Container": "One init or run container of the workload.",
+    "Container": "One init, sidecar or run container of the workload.",
+    "Gate": "A drain gate in front of the container's server: a proxy in the same network "
+    "namespace that gives an image you cannot change the drain kit's readiness and drain.",
+    "GateReady": "The engine's own health path, which the gate checks before it reports ready.",
     "Port": "A container port, published on the host through the pause container.",
     "Mount": "A bind mount (`source` is a host path), a named volume, or a tmpfs.",
     "Resources": "CPU and memory as Kubernetes quantities, kept in canonical form; "
@@ -87,7 +90,10 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     # Container
     "Container.name": FieldDoc("The container's name within the workload: a DNS label."),
     "Container.image": FieldDoc("The image reference."),
-    "Container.role": FieldDoc("`init` runs to completion before the `run` containers start."),
+    "Container.role": FieldDoc(
+        "`init` runs to completion before the `run` containers start; a `sidecar` (a proxy, an "
+        "exporter) starts before them and is signalled only after they have exited."
+    ),
     "Container.image_pull_policy": FieldDoc(
         "When to pull the image: `IfNotPresent`, `Always`, `Never`. Unset: `IfNotPresent` on "
         "Docker and Podman (local `:latest` images keep working offline), the cluster's default "
@@ -110,6 +116,30 @@ FIELD_DOCS: dict[str, FieldDoc] = {
         "A command run in the container before its stop signal, inside the deadline (for "
         "example `asyncdeploy drain --propagation-wait 10s`)."
     ),
+    "Container.pre_stop_http": FieldDoc(
+        "A GET sent before the stop signal, inside the deadline (Kubernetes: a preStop "
+        "`httpGet`; Docker and Podman: sent by the deployer to the workload's address): "
+        "nothing needs to be in the image."
+    ),
+    "Container.gate": FieldDoc(
+        "Put a drain gate in front of this container: it becomes a sidecar that listens on the "
+        "container's first port, passes requests on to `upstream` and drains before the "
+        "container is signalled."
+    ),
+    # Gate
+    "Gate.upstream": FieldDoc(
+        "The engine's own port on 127.0.0.1 (the gate listens on the first port)."
+    ),
+    "Gate.ready": FieldDoc(
+        "The engine's health path the gate checks before it reports ready (else a TCP connect)."
+    ),
+    "Gate.image": FieldDoc("The gate's image (built by `ci/build-gate-image.sh`)."),
+    "Gate.propagation_seconds": FieldDoc(
+        "The longest the drain goes on serving new requests while traffic moves away (the kit's "
+        "propagation window; it closes earlier once a readiness probe saw the drain and "
+        "requests stopped), before it refuses them with 503."
+    ),
+    "GateReady.path": FieldDoc("The path; any status from 200 to 399 passes."),
     "Container.checks": FieldDoc("Startup, readiness and liveness checks."),
     "Container.restart_policy": FieldDoc(
         "What the engine does when the container exits (Kubernetes: the Pod's policy).",

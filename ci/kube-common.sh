@@ -16,7 +16,7 @@ ETCD_PEER_PORT=$((ETCD_PORT + 1))
 POD_SUBNET=198.18.0.0/24 # RFC 2544 benchmarking range: never routed anywhere else
 BRIDGE=adbr0
 IMAGE_TAG=${ASYNCDEPLOY_KUBE_IMAGE_TAG:-kube}
-TEST_IMAGES="asyncdeploy-test/busybox asyncdeploy-test/pause asyncdeploy-test/python asyncdeploy-demo/server"
+TEST_IMAGES="asyncdeploy-test/busybox asyncdeploy-test/pause asyncdeploy-test/python asyncdeploy-demo/server asyncdeploy-gate/gate asyncdeploy-test/stock-engine"
 KUBE_BINARIES="etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl"
 PKI=$STATE/pki
 LOGS=$STATE/logs
@@ -300,7 +300,7 @@ import_images() { # docker save -> ctr import, once per image ID (recorded in th
     local image id seen
     for image in $TEST_IMAGES; do
         id=$(docker image inspect -f '{{.Id}}' "$image:latest" 2>/dev/null) ||
-            die "Docker has no $image:latest (build it: ci/build-test-image.sh, ci/build-demo-image.sh)"
+            die "Docker has no $image:latest (build it: ci/build-test-image.sh, ci/build-demo-image.sh, ci/build-gate-image.sh)"
         seen=$STATE/images/$(echo "$image" | tr / _)
         mkdir -p "$STATE/images"
         if [ "$(cat "$seen" 2>/dev/null)" = "$id" ] &&

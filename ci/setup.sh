@@ -63,6 +63,8 @@ apt_install haproxy wrk chromium
 # 4. images, built locally (the demo image takes wheels that pip downloads on the host)
 bash "$here/build-test-image.sh" >/dev/null
 PIP="$venv/bin/python -m pip" bash "$here/build-demo-image.sh" >/dev/null
+# the drain gate's image and a stock-like server image with no shell (tests/engines/test_gate.py)
+PIP="$venv/bin/python -m pip" bash "$here/build-gate-image.sh" >/dev/null
 
 # 5. the local registry (127.0.0.1:5000 open, :5001 with a password) and the images pushed into
 #    it, for the pull tests and `asyncdeploy verify --registry 127.0.0.1:5000`

@@ -324,3 +324,68 @@ async def test_verify_catches_the_negative_control_on_a_real_cluster(
     assert not report.passed
     assert report.counts()["stream"]["truncated"] >= 1, report.text()
     assert [s.count("killed") for s in report.summaries] == [1]
+
+
+GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_GATE_IMAGE", "asyncdeploy-gate/gate:kube")
+STOCK_IMAGE = os.environ.get(
+    "ASYNCDEPLOY_TEST_K8S_STOCK_IMAGE", "asyncdeploy-test/stock-engine:kube"
+)
+
+
+async def test_the_gate_is_a_native_sidecar_draining_a_stock_server_on_a_real_cluster(
+    driver: KubernetesDriver,
+) -> None:
+    """A server image with no shell, wget or python behind the gate: the gate runs as a native
+    sidecar (an init container with restartPolicy Always), the engine's preStop is an httpGet
+    to it, and a delete under short and streaming traffic fails nothing."""
+    import socket
+
+    from tests.engines.test_gate import Traffic
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    plan = WorkloadPlan.from_mapping(
+        {
+            "name": f"t{RUN_ID}-gate",
+            "labels": {k8s_contract.RUN_LABEL: RUN_ID},
+            "termination_grace_period_seconds": 20,
+            "containers": [
+                {
+                    "name": "engine",
+                    "image": STOCK_IMAGE,
+                    "image_pull_policy": "Never",
+                    "args": ["--port", "8001", "--load-seconds", "2", "--token-ms", "50"],
+                    "ports": [{"container_port": 8000, "host_port": port, "host_ip": "127.0.0.1"}],
+                    "gate": {
+                        "upstream": 8001,
+                        "ready": {"path": "/health"},
+                        "image": GATE_IMAGE,
+                        "propagation_seconds": 1,
+                    },
+                }
+            ],
+        }
+    )
+    deployer = Deployer(driver)
+    await deployer.create(plan)
+    await deployer.wait_ready(plan.name, timeout=90)
+    pod = await CoreV1Api(driver.api.client).read_namespaced_pod(plan.name, NAMESPACE)
+    (gate,) = pod.spec.init_containers
+    assert (gate.name, gate.restart_policy, gate.image) == ("engine-gate", "Always", GATE_IMAGE)
+    (engine,) = pod.spec.containers
+    assert engine.lifecycle.pre_stop.http_get.path.startswith("/-/drain?")
+    assert engine.lifecycle.pre_stop.http_get.port == 8000
+    (status,) = pod.status.init_container_statuses
+    assert status.ready and status.started  # running beside the engine, not run to completion
+
+    traffic = Traffic(port)
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            for kind in ["short"] * 4 + ["stream"] * 4:
+                tg.start_soon(traffic.loop, kind)
+            await anyio.sleep(1.0)
+            summary = await deployer.delete(plan.name)
+    assert traffic.failures == [], (traffic.failures, traffic.counts)
+    assert traffic.counts["ok"] >= 8, traffic.counts
+    assert all(c.outcome != "killed" for c in summary.containers), summary

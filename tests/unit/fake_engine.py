@@ -122,7 +122,9 @@ class FakeOps:
 
     def add(self, name: str, role: str = "run", **kw: object) -> Box:
         ref_fields = {
-            k: kw.pop(k) for k in ("pre_stop", "stop_signal", "restart_policy") if k in kw
+            k: kw.pop(k)
+            for k in ("pre_stop", "pre_stop_http", "stop_signal", "restart_policy")
+            if k in kw
         }
         state = str(kw.pop("state", "running"))
         ref = ContainerRef(
@@ -302,6 +304,11 @@ class FakeOps:
             await anyio.sleep(box.hook / 2)
         else:
             await anyio.sleep(box.hook)
+        return box.hook_code
+
+    async def run_http_hook(self, pause: ContainerRef, port: int, path: str) -> int:
+        box = await self._enter("run_http_hook", pause, f"{port} {path}")
+        await anyio.sleep(box.hook)
         return box.hook_code
 
     async def remove_volumes(self, workload: str) -> None:

@@ -113,6 +113,24 @@ async def test_sidecar_first_then_pipelines_then_removals_and_the_pause_last() -
     assert all(b.state == "gone" for b in ops.boxes.values())
 
 
+async def test_sidecars_are_signalled_only_after_the_run_containers_exited() -> None:
+    """Kubernetes' native-sidecar order: the engine's HTTP hook (the gate's drain), its signal
+    and exit, then the sidecar's signal, all inside the one deadline, the pause last."""
+    ops = pod(FakeOps())
+    ops.add("engine-gate", "sidecar", drain=0.05)
+    ops.add("engine", drain=0.2, pre_stop_http=(8000, "/-/drain"))
+    summary, events = await drain(ops, declared=5)
+    log = ops.log
+    assert log.index(("run_http_hook", "pause", "8000 /-/drain")) < log.index(
+        ("signal", "engine", "SIGTERM")
+    )
+    kinds = [(type(e).__name__, getattr(e, "container", None)) for e in events]
+    assert kinds.index(("ContainerExited", "engine")) < kinds.index(("SignalSent", "engine-gate"))
+    assert kinds.index(("ContainerExited", "engine-gate")) < kinds.index(("PauseRemoved", "pause"))
+    assert outcomes(summary) == {"engine-gate": ("exited", 0), "engine": ("exited", 0)}
+    assert first(events, PreStopFinished, "engine").exit_code == 0  # type: ignore[attr-defined]
+
+
 async def test_one_hung_hook_delays_no_other_container() -> None:
     """Each container's hook, signal and exit run on their own under the one deadline."""
     ops = pod(FakeOps())

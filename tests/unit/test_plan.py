@@ -63,7 +63,7 @@ def test_minimal_plan_has_the_documented_defaults() -> None:
             with_container(checks={"liveness": {"http": {"path": "/x"}}}),
             "containers[1].checks.liveness.http.port",
         ),
-        (with_container(role="sidecar"), "containers[1].role"),
+        (with_container(role="helper"), "containers[1].role"),
         (with_container(stop_signal="TERM NOW"), "containers[1].stop_signal"),
         (with_container(extra=1), "containers[1].extra"),
         ({**MINIMAL, "termination_grace_period_seconds": -1}, "termination_grace_period_seconds"),

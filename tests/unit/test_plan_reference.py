@@ -69,7 +69,7 @@ def test_there_are_example_plans() -> None:
         {"name": "x", "containers": [{"name": "a", "image": "i", "colour": "red"}]},
         {"name": "Bad_Name", "containers": [{"name": "a", "image": "i"}]},
         {"containers": [{"name": "a", "image": "i"}]},
-        {"name": "x", "containers": [{"name": "a", "image": "i", "role": "sidecar"}]},
+        {"name": "x", "containers": [{"name": "a", "image": "i", "role": "helper"}]},
     ],
 )
 def test_the_schema_refuses_what_the_plan_refuses(document: dict[str, object]) -> None:

@@ -24,6 +24,7 @@ from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import drain_workloads
 from asyncdeploy.drivers.engine._markers import EngineMarkers
+from asyncdeploy.drivers.engine._netcheck import probe_from_here
 from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
 from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._state import plan_order, snapshot, workload_labels, workload_status
@@ -43,6 +44,7 @@ from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_PLAN_DIGEST,
     LABEL_READINESS,
+    LABEL_READINESS_NET,
     LABEL_ROLE,
     LABEL_WORKLOAD,
 )
@@ -312,8 +314,8 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
                         raise WorkloadNotFound(
                             f"no workload named {name!r}", engine=self.name, status=404
                         )
-                    runs = [i for i in items if i["Labels"].get(LABEL_ROLE) == "run"]
-                    if await self._ready(name, runs):
+                    runs = [i for i in items if i["Labels"].get(LABEL_ROLE) in ("run", "sidecar")]
+                    if await self._ready(name, runs, items):
                         return workload_status(self.name, name, items)
                     await anyio.sleep(0.25)
         except TimeoutError:
@@ -321,7 +323,13 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
                 f"workload {name!r} was not ready within {timeout:g} s", engine=self.name
             ) from None
 
-    async def _ready(self, name: str, runs: Sequence[Mapping[str, Any]]) -> bool:
+    async def _workload_address(self, items: Sequence[Mapping[str, Any]]) -> str | None:
+        pause = next((i for i in items if i["Labels"].get(LABEL_ROLE) == "pause"), None)
+        return None if pause is None else await self.address(str(pause["Id"]))
+
+    async def _ready(
+        self, name: str, runs: Sequence[Mapping[str, Any]], items: Sequence[Mapping[str, Any]]
+    ) -> bool:
         for item in runs:
             if item.get("State") != "running":
                 if item.get("State") == "exited":
@@ -330,6 +338,11 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
                         "while waiting for it to become ready"
                     )
                 return False
+            target = item["Labels"].get(LABEL_READINESS_NET)
+            if target is not None and (address := await self._workload_address(items)):
+                if not await probe_from_here(address, json.loads(target)):
+                    return False
+                continue
             readiness = item["Labels"].get(LABEL_READINESS)
             if readiness is not None:
                 command = json.loads(readiness)

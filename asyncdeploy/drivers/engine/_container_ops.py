@@ -18,6 +18,7 @@ import anyio
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._claim import CLAIM_FILE, ClaimRecord, pack, unpack
 from asyncdeploy.drivers.engine._exits import ExitWatch, watch_exits
+from asyncdeploy.drivers.engine._netcheck import http_get, workload_address
 from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook, ContainerRef
 from asyncdeploy.errors import EngineUnavailable, WorkloadConflict, WorkloadNotFound
 from asyncdeploy.labels import LABEL_VOLUME_PLAN, LABEL_WORKLOAD
@@ -139,6 +140,24 @@ class EngineContainerOps:
     async def run_hook(self, ref: ContainerRef, command: Sequence[str]) -> int:
         # Attached, not detached: Podman 4.3 reports a detached exec as running for ever.
         return (await self._exec(ref.id, command, f"pre_stop of {ref.name}")).exit_code
+
+    async def address(self, pause_id: str) -> str | None:
+        """Where the workload's network namespace is reached from here (see ``_netcheck``)."""
+        try:
+            with self._errors("inspect the pause container"):
+                inspect = await self._client.containers.container(pause_id).show()
+        except WorkloadNotFound:
+            return None
+        return workload_address(inspect)
+
+    async def run_http_hook(self, pause: ContainerRef, port: int, path: str) -> int:
+        """``GET path`` on the workload's ``port``, from here: 0 for a 2xx answer, else 1.
+        Bounded by the caller (the drain's deadline), as an exec hook is."""
+        host = await self.address(pause.id)
+        if host is None:
+            return 1
+        status = await http_get(host, port, path, timeout=float("inf"))
+        return 0 if status is not None and 200 <= status < 300 else 1
 
     async def remove_volumes(self, plan_name: str) -> None:
         """Remove the volumes asyncdeploy created for this plan (never pre-existing ones, nor

@@ -1,7 +1,7 @@
 """Creating a container-engine workload, and undoing exactly that when it fails or is cancelled.
 
 Order: volumes, the pause container (it holds the namespaces), each init container to
-completion, the run containers started at once, the autoheal sidecar; then a last look that
+completion, the sidecars, the run containers started at once, the autoheal sidecar; then a last look that
 everything is still there (a delete racing the create would not have seen what came after it).
 
 Every container carries its create call's :data:`LABEL_ATTEMPT`, and each engine create call
@@ -92,13 +92,13 @@ class CreateAttempt:
                 config = driver._config(plan, container, pause.id)
                 ref = await self._create_one(container.name, config, "init")
                 await self._run_init(ref, container)
-            runs = [
-                await self._create_one(
-                    container.name, driver._config(plan, container, pause.id), "run"
-                )
-                for container in plan.run_containers
-            ]
-            await self._start_all(list(zip(runs, plan.run_containers, strict=True)))
+            # Sidecars (the drain gate, a user's proxy) start before the run containers.
+            for role, group in (("sidecar", plan.sidecar_containers), ("run", plan.run_containers)):
+                refs = [
+                    await self._create_one(c.name, driver._config(plan, c, pause.id), role)
+                    for c in group
+                ]
+                await self._start_all(list(zip(refs, group, strict=True)))
             if plan.autoheal is not None:
                 config = spec.autoheal_config(plan, _socket_path(self.driver.url))
                 await self._start(await self._create_one("autoheal", config, "autoheal"))

@@ -88,6 +88,7 @@ KILL_WAIT = 10.0  # how long a SIGKILLed container may take to be reported gone
 RETRY_FIRST, RETRY_MAX = 0.05, 1.0  # backoff between tries of a call lost with the connection
 GIVE_UP_AFTER = 5.0  # past the deadline: how long the engine may stay unreachable
 SIGKILLED = 137
+_DRAINED = ("init", "run", "sidecar")  # the roles whose containers get a pipeline
 
 T = TypeVar("T")
 
@@ -163,10 +164,12 @@ class _WorkloadDrain(Pipelines):
                 return
         if books.grace > 0:
             with anyio.move_on_at(books.deadline):
-                async with anyio.create_task_group() as tg:
-                    for t in self.tracked:
-                        if t.outcome is None:
-                            tg.start_soon(self._pipeline, t)
+                # Sidecars (a proxy, the drain gate) are signalled once the others exited.
+                for roles in (("init", "run"), ("sidecar",)):
+                    async with anyio.create_task_group() as tg:
+                        for t in self.tracked:
+                            if t.outcome is None and t.role in roles:
+                                tg.start_soon(self._pipeline, t)
 
     async def clean_up(self) -> None:
         """Kill what still runs and remove everything (shielded, bounded), once; then the
@@ -337,7 +340,7 @@ class _WorkloadDrain(Pipelines):
         async with anyio.create_task_group() as removals:
             async with anyio.create_task_group() as kills:
                 for ref in self.snapshot.containers:
-                    if ref.role not in ("init", "run") or ref.id in self.gone:
+                    if ref.role not in _DRAINED or ref.id in self.gone:
                         continue
                     t = self._tracked(ref)
                     if t is not None and t.outcome is None:

@@ -33,6 +33,7 @@ class ContainerRef:
     paused: bool = False
     exit_code: int | None = None
     pre_stop: tuple[str, ...] | None = None
+    pre_stop_http: tuple[int, str] | None = None  # (port, path): a GET to the workload
     stop_signal: str = "SIGTERM"
     restart_policy: str = "no"
 
@@ -94,6 +95,10 @@ class ContainerOps(Protocol):
 
     async def run_hook(self, ref: ContainerRef, command: Sequence[str]) -> int:
         """Exec ``command`` in the container; return its exit code."""
+        ...
+
+    async def run_http_hook(self, pause: ContainerRef, port: int, path: str) -> int:
+        """GET ``path`` on the workload's ``port`` (its pause container's address): 0 for 2xx."""
         ...
 
     async def remove_volumes(self, plan_name: str) -> None:

@@ -55,24 +55,33 @@ class Pipelines:
     async def write_record(self, record: ClaimRecord | None = None) -> None:
         raise NotImplementedError
 
+    def _pause(self) -> ContainerRef | None:
+        raise NotImplementedError
+
     async def _pipeline(self, t: TrackedRef) -> None:
         """One container's way out: its hook, then its signal, then its exit. A container a
         dead owner signalled already (a takeover) is only waited for."""
         if t.name in self.signalled:
             await self._stop_one(t, signal=False)
             return
-        if t.ref.pre_stop:
+        if t.ref.pre_stop or t.ref.pre_stop_http:
             await self._pre_stop(t)
         await self._stop_one(t)
 
     async def _pre_stop(self, t: TrackedRef) -> None:
         ref = t.ref
-        assert ref.pre_stop is not None
         self.books.emit(PreStopStarted(**self.books.at(t)))
         exit_code: int | None = None
         failed = False
         try:
-            exit_code, failed = await self._hook_while_alive(ref, ref.pre_stop)
+            pause = self._pause()
+            if ref.pre_stop_http is not None and pause is not None:
+                # sent from here to the workload's address: nothing runs inside the image
+                exit_code = await self.ops.run_http_hook(pause, *ref.pre_stop_http)
+            elif ref.pre_stop:
+                exit_code, failed = await self._hook_while_alive(ref, ref.pre_stop)
+            else:
+                failed = True  # an HTTP hook with no address to send it to: on to the signal
         except EngineUnavailable:
             failed = True  # its exec session was lost with the connection: go on to the signal
         except EngineError as exc:
@@ -165,7 +174,7 @@ class Pipelines:
             self._failed(f"stop {ref.name}", exc)
             return
         # Not running at the signal: ended by its hook (a drain step), else on its own before.
-        ended_by_us = delivered or ref.pre_stop is not None
+        ended_by_us = delivered or ref.pre_stop is not None or ref.pre_stop_http is not None
         self._exited(t, exit_code, "exited" if ended_by_us else "already-exited")
 
     async def _mark_signalled(self, t: TrackedRef) -> None:

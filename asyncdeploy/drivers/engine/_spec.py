@@ -19,7 +19,9 @@ from asyncdeploy.labels import (
     LABEL_INSTANCE_OF,
     LABEL_PLAN_DIGEST,
     LABEL_PRE_STOP,
+    LABEL_PRE_STOP_HTTP,
     LABEL_READINESS,
+    LABEL_READINESS_NET,
     LABEL_RESTART_POLICY,
     LABEL_ROLE,
     LABEL_STOP_SIGNAL,
@@ -36,6 +38,7 @@ __all__ = [
     "path_segment",
     "pause_config",
     "probe_command",
+    "probe_target",
     "refuse_unsupported_devices",
     "volume_name",
 ]
@@ -144,6 +147,19 @@ def probe_command(probe: Probe) -> list[str]:
     return ["sh", "-c", script]
 
 
+def probe_target(probe: Probe) -> dict[str, Any] | None:
+    """An HTTP or TCP probe as what the deployer checks from outside the container (through
+    the workload's address): nothing needs to be in the image. None for an exec probe."""
+    if probe.http is not None:
+        return {
+            "http": {"port": probe.http.port, "path": probe.http.path},
+            "timeout": probe.timeout_seconds,
+        }
+    if probe.tcp is not None:
+        return {"tcp": probe.tcp, "timeout": probe.timeout_seconds}
+    return None
+
+
 def _healthcheck(container: Container) -> dict[str, Any] | None:
     """The engine health check carries liveness (what autoheal acts on), never readiness:
     a draining server fails readiness on purpose and must not be restarted for it."""
@@ -185,7 +201,7 @@ def container_config(
     engine: str = "docker",
     api_version: str = "",
 ) -> dict[str, Any]:
-    """An init or run container that joins the pause container's namespaces.
+    """An init, sidecar or run container that joins the pause container's namespaces.
 
     ``engine`` and ``api_version`` choose how its devices are asked for (``_devices.py``).
     """
@@ -210,11 +226,17 @@ def container_config(
     labels[LABEL_INDEX] = str(plan.containers.index(container))
     if container.pre_stop:
         labels[LABEL_PRE_STOP] = json.dumps(list(container.pre_stop))
+    if container.pre_stop_http is not None:
+        hook = {"port": container.pre_stop_http.port, "path": container.pre_stop_http.path}
+        labels[LABEL_PRE_STOP_HTTP] = json.dumps(hook)
     stop_signal = container.stop_signal or "SIGTERM"
     labels[LABEL_STOP_SIGNAL] = stop_signal
     labels[LABEL_RESTART_POLICY] = container.restart_policy
     if container.checks.readiness is not None:
         labels[LABEL_READINESS] = json.dumps(probe_command(container.checks.readiness))
+        target = probe_target(container.checks.readiness)
+        if target is not None:
+            labels[LABEL_READINESS_NET] = json.dumps(target)
     if plan.autoheal is not None and container.role == "run":
         labels[autoheal_label(plan.name)] = "true"
     config: dict[str, Any] = {

@@ -17,6 +17,7 @@ from asyncdeploy.labels import (
     LABEL_INSTANCE_OF,
     LABEL_PLAN_DIGEST,
     LABEL_PRE_STOP,
+    LABEL_PRE_STOP_HTTP,
     LABEL_RESTART_POLICY,
     LABEL_ROLE,
     LABEL_STOP_SIGNAL,
@@ -29,7 +30,7 @@ __all__ = ["plan_order", "snapshot", "workload_labels", "workload_status"]
 
 _EXITED = re.compile(r"Exited \((-?\d+)\)")
 _HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)")
-_ROLE_ORDER = {"pause": 0, "init": 1, "run": 2, "autoheal": 3}
+_ROLE_ORDER = {"pause": 0, "init": 1, "sidecar": 2, "run": 3, "autoheal": 4}
 
 
 def plan_order(item: Mapping[str, Any]) -> tuple[int, int, int]:
@@ -81,6 +82,7 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
         labels = item["Labels"]
         exited = _EXITED.search(item.get("Status", ""))
         pre_stop = labels.get(LABEL_PRE_STOP)
+        hook = json.loads(labels.get(LABEL_PRE_STOP_HTTP) or "null")
         refs.append(
             ContainerRef(
                 id=str(item["Id"]),
@@ -90,6 +92,7 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
                 paused=item.get("State") == "paused",
                 exit_code=int(exited.group(1)) if exited else None,
                 pre_stop=tuple(json.loads(pre_stop)) if pre_stop else None,
+                pre_stop_http=(int(hook["port"]), str(hook["path"])) if hook else None,
                 stop_signal=labels.get(LABEL_STOP_SIGNAL, "SIGTERM"),
                 restart_policy=labels.get(LABEL_RESTART_POLICY, "no"),
             )

@@ -9,7 +9,8 @@ One Pod per workload, named after it. What maps where:
   scheduler accounting expects. Pinned CDI ``devices`` are refused: Kubernetes hands devices
   out through device plugins (or DRA claims), never by name from the Pod.
 * startup / readiness / liveness checks → ``startupProbe`` / ``readinessProbe`` /
-  ``livenessProbe``, kept apart; ``pre_stop`` → ``lifecycle.preStop.exec``.
+  ``livenessProbe``, kept apart; ``pre_stop`` → ``lifecycle.preStop.exec``, ``pre_stop_http`` →
+  ``lifecycle.preStop.httpGet``; a ``sidecar`` → an init container with ``restartPolicy: Always``.
 * ``stop_signal`` → ``lifecycle.stopSignal`` (with ``spec.os.name: linux``, which the field
   requires). Clusters without the ``ContainerStopSignals`` feature drop the field on create; the
   driver reads the signal back from the live Pod, never from the plan.
@@ -81,6 +82,12 @@ def pod_manifest(plan: WorkloadPlan, *, namespace: str) -> dict[str, Any]:
     if plan.pid_shared:
         spec["shareProcessNamespace"] = True
     inits = [_container(plan, c, mounts[c.name]) for c in plan.init_containers]
+    # Native sidecars (KEP-753): init containers that keep running, started before the main
+    # containers and stopped after them.
+    inits += [
+        {**_container(plan, c, mounts[c.name]), "restartPolicy": "Always"}
+        for c in plan.sidecar_containers
+    ]
     if inits:
         spec["initContainers"] = inits
     spec["containers"] = [_container(plan, c, mounts[c.name]) for c in plan.run_containers]
@@ -234,6 +241,9 @@ def _container(
     lifecycle: dict[str, Any] = {}
     if container.pre_stop:
         lifecycle["preStop"] = {"exec": {"command": list(container.pre_stop)}}
+    elif container.pre_stop_http is not None:  # the kubelet sends it: nothing in the image
+        hook = container.pre_stop_http
+        lifecycle["preStop"] = {"httpGet": {"path": hook.path, "port": hook.port}}
     if container.stop_signal:
         try:
             lifecycle["stopSignal"] = stop_signal_name(container.stop_signal)

@@ -39,10 +39,11 @@ def workload_name(pod: Mapping[str, Any]) -> str:
 
 
 def container_specs(pod: Mapping[str, Any]) -> Iterator[tuple[Role, dict[str, Any]]]:
-    """``(role, container spec)`` for the init containers, then the run containers."""
+    """``(role, container spec)`` for the init containers (a native sidecar, one with
+    ``restartPolicy: Always``, is a ``sidecar``), then the run containers."""
     spec = pod.get("spec") or {}
     for container in spec.get("initContainers") or []:
-        yield "init", container
+        yield ("sidecar" if container.get("restartPolicy") == "Always" else "init"), container
     for container in spec.get("containers") or []:
         yield "run", container
 

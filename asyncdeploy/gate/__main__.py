@@ -1,0 +1,119 @@
+"""``python3 -m asyncdeploy.gate``: run the gate, or ``... drain`` to drain a running one.
+
+The gate answers SIGTERM/SIGINT by draining (admitted work finishes, bounded by
+``--drain-timeout``) and exits 0. ``drain`` calls ``GET /-/drain`` on 127.0.0.1 and prints the
+report: exit 0 drained, 1 not drained in time, 2 the gate could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+import anyio
+
+from asyncdeploy.workload import DrainController, PropagationWindow, parse_duration
+
+from ._http import parse_response_head
+from ._relay import Reader
+from ._server import GateConfig, serve_gate
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m asyncdeploy.gate", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--listen", type=int, default=8000, help="port clients reach (default 8000)"
+    )
+    parser.add_argument("--listen-host", default="0.0.0.0")
+    parser.add_argument("--upstream", type=int, help="the engine's port on 127.0.0.1")
+    parser.add_argument("--upstream-host", default="127.0.0.1")
+    parser.add_argument(
+        "--ready-path", default="/health", help="the engine's health path ('' for a TCP check)"
+    )
+    parser.add_argument("--check-interval", type=parse_duration, default=1.0)
+    parser.add_argument(
+        "--drain-timeout", type=parse_duration, default=None, help="cut open streams after this"
+    )
+    parser.add_argument(
+        "--propagation-wait",
+        type=parse_duration,
+        default=10.0,
+        help="the longest a drain serves new requests before refusing them (0: refuse at once)",
+    )
+    parser.add_argument("--log-level", default="INFO")
+    sub = parser.add_subparsers(dest="command")
+    drain = sub.add_parser("drain", help="drain the gate listening on --port")
+    drain.add_argument("--port", type=int, default=8000)
+    drain.add_argument("--propagation-wait", dest="wait", default=None)
+    drain.add_argument("--timeout", type=parse_duration, default=None)
+    return parser
+
+
+async def _run(config: GateConfig) -> None:
+    window = PropagationWindow(max_seconds=config.propagation_wait)
+    controller = DrainController(drain_timeout=config.drain_timeout, propagation=window)
+    async with anyio.create_task_group() as tg:
+        await tg.start(serve_gate, config, controller)
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                break
+        controller.begin_drain()
+        await controller.wait_drained(config.drain_timeout)
+        controller.mark_stopped()
+        tg.cancel_scope.cancel()
+
+
+async def _drain(port: int, wait: str | None, timeout: float | None) -> int:
+    query = [f"propagation_wait={wait}"] if wait else []
+    if timeout is not None:
+        query.append(f"timeout={timeout}")
+    target = "/-/drain" + ("?" + "&".join(query) if query else "")
+    try:
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            await stream.send(
+                f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
+            )
+            reader = Reader(stream)
+            raw = await reader.head()
+            if raw is None:
+                raise OSError("the gate closed the connection")
+            head = parse_response_head(raw)
+            body = reader.take(head.length)
+            while len(body) < head.length:
+                body += await reader.some(head.length - len(body))
+    except (OSError, anyio.EndOfStream, anyio.BrokenResourceError, ValueError) as exc:
+        sys.stderr.write(f"drain: gate on port {port}: {exc}\n")
+        return 2
+    sys.stdout.write(body.decode("utf-8", "replace") + "\n")
+    return 0 if head.status == 200 else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "drain":
+        return anyio.run(_drain, args.port, args.wait, args.timeout, backend="asyncio")
+    if args.upstream is None:
+        _parser().error("--upstream is required")
+    logging.basicConfig(level=args.log_level, format="%(asctime)s gate %(levelname)s %(message)s")
+    config = GateConfig(
+        listen_port=args.listen,
+        listen_host=args.listen_host,
+        upstream_port=args.upstream,
+        upstream_host=args.upstream_host,
+        ready_path=args.ready_path or None,
+        check_interval=args.check_interval,
+        drain_timeout=args.drain_timeout,
+        propagation_wait=args.propagation_wait,
+    )
+    anyio.run(functools.partial(_run, config), backend="asyncio")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""A container's ``gate:`` expanded into the sidecar it stands for: a pure plan-to-plan step.
+
+For a container with ``gate: {upstream: 8001, ready: {path: /health}}`` and ``ports: [8000]``:
+
+* a sidecar ``<name>-gate`` (the gate image) is put before it: it listens on 8000, passes
+  requests on to 127.0.0.1:8001, and has the readiness check (``GET /ready`` on 8000: the gate
+  serving *and* the engine's ``/health`` answering);
+* the container keeps its ports (they are the workload's, in one network namespace: the
+  kubelet maps a Pod's host ports from its main containers only, not from sidecars) and gets
+  ``pre_stop_http: GET :8000/-/drain?...``: the drain
+  runs in the gate, before the engine's stop signal (Kubernetes: a preStop ``httpGet``; Docker
+  and Podman: the deployer sends it), so the engine's image needs no tool;
+* the sidecar is signalled after the engine has exited (the sidecar order), and cuts streams
+  still open ``GATE_MARGIN`` seconds before the grace period ends, leaving the engine time to
+  exit on its signal before the SIGKILL.
+
+Every driver receives the expanded plan (``Deployer`` expands it), so what a gate becomes is
+written once, here, and tested without an engine.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from asyncdeploy.plan import (
+    Checks,
+    Container,
+    Gate,
+    HTTPGet,
+    Probe,
+    WorkloadPlan,
+    gate_name,
+)
+
+__all__ = ["DRAIN_PATH", "GATE_MARGIN", "expand_gates", "gate_sidecar"]
+
+DRAIN_PATH = "/-/drain"
+#: Seconds of the grace period left after the gate's drain deadline: the engine's own exit.
+GATE_MARGIN = 5
+
+
+def _listen_port(container: Container) -> int:
+    return next(p.container_port for p in container.ports if p.protocol == "tcp")
+
+
+def _cut_after(plan: WorkloadPlan) -> int:
+    return max(1, plan.termination_grace_period_seconds - GATE_MARGIN)
+
+
+def gate_sidecar(plan: WorkloadPlan, container: Container, gate: Gate) -> Container:
+    """The sidecar that ``container``'s gate becomes."""
+    listen = _listen_port(container)
+    args = [
+        "--listen", str(listen),
+        "--upstream", str(gate.upstream),
+        "--ready-path", gate.ready.path if gate.ready is not None else "",
+        "--drain-timeout", f"{_cut_after(plan)}s",
+        "--propagation-wait", f"{gate.propagation_seconds}s",
+        "--check-interval", "1s",
+    ]  # fmt: skip
+    ready = Probe(http=HTTPGet(path="/ready", port=listen), period_seconds=1, failure_threshold=1)
+    return Container(
+        name=gate_name(container.name),
+        image=gate.image,
+        role="sidecar",
+        command=("python3", "-m", "asyncdeploy.gate"),
+        args=tuple(args),
+        checks=Checks(readiness=ready),
+        image_pull_policy=container.image_pull_policy,
+    )
+
+
+def _gated(plan: WorkloadPlan, container: Container, gate: Gate) -> Container:
+    listen = _listen_port(container)
+    query = f"propagation_wait={gate.propagation_seconds}s&timeout={_cut_after(plan)}s"
+    return attrs.evolve(
+        container,
+        gate=None,
+        pre_stop_http=HTTPGet(path=f"{DRAIN_PATH}?{query}", port=listen),
+    )
+
+
+def expand_gates(plan: WorkloadPlan) -> WorkloadPlan:
+    """The plan with every ``gate:`` replaced by its sidecar (unchanged without one)."""
+    if not any(c.gate is not None for c in plan.containers):
+        return plan
+    containers: list[Container] = []
+    for container in plan.containers:
+        if container.gate is None:
+            containers.append(container)
+            continue
+        containers.append(gate_sidecar(plan, container, container.gate))
+        containers.append(_gated(plan, container, container.gate))
+    return attrs.evolve(plan, containers=containers)

@@ -1,0 +1,119 @@
+"""lint knows how vLLM, SGLang, TGI, Triton and llama.cpp's server stop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from asyncdeploy.engine_presets import find_preset
+from asyncdeploy.gating import expand_gates
+from asyncdeploy.lint import lint_plan
+from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.schema import plan_schema
+
+PLANS = Path(__file__).parents[2] / "examples" / "plans"
+GATE = {"upstream": 8001, "ready": {"path": "/health"}}
+
+
+def plan(grace: int = 120, **engine: Any) -> WorkloadPlan:
+    container = {"name": "engine", "ports": [{"container_port": 8000}], **engine}
+    return WorkloadPlan.from_mapping(
+        {"name": "p", "termination_grace_period_seconds": grace, "containers": [container]}
+    )
+
+
+def messages(p: WorkloadPlan) -> list[str]:
+    return [f.message for f in lint_plan(p)]
+
+
+@pytest.mark.parametrize(
+    ("image", "argv", "name"),
+    [
+        ("vllm/vllm-openai:v0.6.3", [], "vLLM"),
+        ("registry.local/my/vllm-openai@sha256:abc", [], "vLLM"),
+        ("my/image:1", ["vllm", "serve", "m"], "vLLM"),
+        ("lmsysorg/sglang:v0.4.6", [], "SGLang"),
+        ("my/image:1", ["python3", "-m", "sglang.launch_server"], "SGLang"),
+        ("ghcr.io/huggingface/text-generation-inference:2.4.1", [], "TGI"),
+        ("nvcr.io/nvidia/tritonserver:24.08-py3", [], "Triton"),
+        ("ghcr.io/ggml-org/llama.cpp:server", [], "llama.cpp server"),
+        ("my/image:1", ["/app/llama-server", "-m", "x"], "llama.cpp server"),
+    ],
+)
+def test_presets_are_found_by_image_or_command(image: str, argv: list[str], name: str) -> None:
+    preset = find_preset(image, argv)
+    assert preset is not None and preset.name == name
+
+
+def test_an_unknown_server_has_no_preset() -> None:
+    assert find_preset("my/server:1", ["python3", "app.py"]) is None
+
+
+@pytest.mark.parametrize(
+    "image", ["vllm/vllm-openai:v0.6.3", "lmsysorg/sglang:v0", "ghcr.io/ggml-org/llama.cpp:server"]
+)
+def test_a_server_that_aborts_on_sigterm_without_a_drain_before_it_is_flagged(image: str) -> None:
+    found = messages(plan(image=image))
+    assert any("aborts in-flight requests on SIGTERM" in m and "gate" in m for m in found), found
+    assert not any("aborts" in m for m in messages(plan(image=image, gate=GATE)))
+
+
+def test_vllm_with_a_shutdown_timeout_drains_itself_and_the_budget_counts_it() -> None:
+    ok = plan(image="vllm/vllm-openai:v0.6.3", args=["--shutdown-timeout", "30"])
+    assert not any("aborts" in m for m in messages(ok))
+    short = plan(grace=40, image="vllm/vllm-openai:v0.6.3", args=["--shutdown-timeout", "30"])
+    assert any("cannot hold" in m and "vLLM's own shutdown (10 s)" in m for m in messages(short))
+
+
+def test_the_budget_must_hold_propagation_drain_shutdown_and_a_margin() -> None:
+    found = messages(plan(grace=30, image="lmsysorg/sglang:v0", gate=GATE))
+    assert any(
+        "30 s cannot hold" in m and "propagation (10 s)" in m and "SGLang's own shutdown" in m
+        for m in found
+    ), found
+    assert not any(
+        "cannot hold" in m for m in messages(plan(grace=60, image="lmsysorg/sglang:v0", gate=GATE))
+    )
+
+
+@pytest.mark.parametrize(
+    ("engine", "grace"),
+    [
+        ({"image": "vllm/vllm-openai:v0.6.3", "args": ["--shutdown-timeout=60"], "gate": GATE}, 90),
+        (
+            {
+                "image": "nvcr.io/nvidia/tritonserver:24.08-py3",  # --exit-timeout-secs 30 by default
+                "pre_stop": ["drain", "--propagation-wait", "10s", "--timeout", "60s"],
+            },
+            90,
+        ),
+    ],
+)
+def test_a_prestop_drain_and_a_sigterm_drain_spending_the_budget_twice_is_flagged(
+    engine: dict[str, Any], grace: int
+) -> None:
+    found = messages(plan(grace=grace, **engine))
+    assert any("spend the" in m and "twice" in m for m in found), found
+
+
+def test_a_short_engine_timeout_after_a_prestop_drain_is_fine() -> None:
+    engine = {"image": "vllm/vllm-openai:v0.6.3", "args": ["--shutdown-timeout", "3"], "gate": GATE}
+    assert not any("twice" in m for m in messages(plan(grace=90, **engine)))
+
+
+@pytest.mark.parametrize("name", ["vllm.yaml", "sglang.yaml", "tgi.yaml"])
+def test_the_engine_example_plans_validate_lint_clean_and_put_a_gate_in_front(name: str) -> None:
+    import yaml
+
+    document = yaml.safe_load((PLANS / name).read_text())
+    jsonschema.validate(document, plan_schema(), cls=jsonschema.Draft202012Validator)
+    example = WorkloadPlan.from_file(PLANS / name)
+    assert lint_plan(example) == []  # not even a warning
+    preset = find_preset(example.containers[0].image, example.containers[0].args or ())
+    assert preset is not None
+    sidecar, engine = expand_gates(example).containers
+    assert (sidecar.role, engine.image) == ("sidecar", example.containers[0].image)
+    assert engine.pre_stop_http is not None and engine.pre_stop_http.path.startswith("/-/drain")

@@ -1,0 +1,209 @@
+"""A container's gate, expanded into its sidecar (pure), and what each driver makes of it."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+import asyncdeploy.gate
+from asyncdeploy.drivers.engine import _spec as spec
+from asyncdeploy.drivers.kubernetes._manifest import pod_manifest
+from asyncdeploy.errors import PlanError
+from asyncdeploy.gating import expand_gates
+from asyncdeploy.labels import (
+    LABEL_PRE_STOP_HTTP,
+    LABEL_READINESS_NET,
+    LABEL_ROLE,
+)
+from asyncdeploy.plan import DEFAULT_GATE_IMAGE, HTTPGet, WorkloadPlan
+from asyncdeploy.schema import plan_schema
+
+# Exactly the shape issue 15 asks for (the held-out acceptance check).
+ACCEPTANCE = """
+containers:
+  - name: engine
+    image: vllm/vllm-openai:v0.6.3                     # unmodified
+    args: ["--model", "/models/m", "--port", "8001"]
+    ports: [{container_port: 8000, host_port: 8000}]   # what clients reach: the gate
+    gate: {upstream: 8001, ready: {path: /health}}     # the engine's own port and health path
+"""
+
+
+def acceptance_document() -> dict[str, Any]:
+    return {"name": "vllm", **yaml.safe_load(ACCEPTANCE)}
+
+
+def acceptance_plan(**changes: Any) -> WorkloadPlan:
+    return WorkloadPlan.from_mapping({**acceptance_document(), **changes})
+
+
+def test_the_acceptance_plan_validates_against_the_plan_and_the_schema() -> None:
+    jsonschema.validate(acceptance_document(), plan_schema(), cls=jsonschema.Draft202012Validator)
+    gate = acceptance_plan().containers[0].gate
+    assert gate is not None
+    assert (gate.upstream, gate.ready and gate.ready.path, gate.image) == (
+        8001,
+        "/health",
+        DEFAULT_GATE_IMAGE,
+    )
+
+
+def test_the_gate_becomes_a_sidecar_before_the_engine_with_its_ports_and_readiness() -> None:
+    plan = expand_gates(acceptance_plan(termination_grace_period_seconds=60))
+    sidecar, engine = plan.containers
+    assert (sidecar.name, sidecar.role, sidecar.image) == (
+        "engine-gate",
+        "sidecar",
+        DEFAULT_GATE_IMAGE,
+    )
+    assert sidecar.command == ("python3", "-m", "asyncdeploy.gate")
+    args = dict(zip(sidecar.args[::2], sidecar.args[1::2], strict=True))  # type: ignore[index]
+    assert args["--listen"] == "8000"
+    assert args["--upstream"] == "8001"
+    assert args["--ready-path"] == "/health"
+    assert args["--drain-timeout"] == "55s"  # the grace less the engine's own exit
+    assert sidecar.ports == ()  # the Pod's host ports are mapped from its main containers
+    assert sidecar.checks.readiness is not None
+    assert sidecar.checks.readiness.http == HTTPGet(path="/ready", port=8000)
+    # The engine keeps what it is (its ports too); its drain is a GET to the gate.
+    assert engine.image == "vllm/vllm-openai:v0.6.3"
+    assert engine.args == ("--model", "/models/m", "--port", "8001")
+    assert (engine.gate, engine.pre_stop) == (None, None)
+    assert [p.container_port for p in engine.ports] == [8000]
+    assert engine.pre_stop_http == HTTPGet(
+        path="/-/drain?propagation_wait=10s&timeout=55s", port=8000
+    )
+
+
+def test_expansion_is_idempotent_and_leaves_plans_without_a_gate_alone() -> None:
+    once = expand_gates(acceptance_plan())
+    assert expand_gates(once) == once
+    plain = WorkloadPlan.from_mapping({"name": "a", "containers": [{"name": "b", "image": "i"}]})
+    assert expand_gates(plain) is plain
+
+
+def test_a_gate_without_ready_checks_the_engine_by_tcp() -> None:
+    document = acceptance_document()
+    document["containers"][0]["gate"] = {"upstream": 8001}
+    sidecar = expand_gates(WorkloadPlan.from_mapping(document)).containers[0]
+    assert sidecar.args is not None
+    assert sidecar.args[sidecar.args.index("--ready-path") + 1] == ""
+
+
+@pytest.mark.parametrize(
+    ("change", "path"),
+    [
+        ({"gate": {"upstream": 8000}}, "containers[0].gate.upstream"),
+        ({"ports": []}, "containers[0].gate"),
+        ({"pre_stop": ["drain"]}, "containers[0].gate"),
+        ({"role": "init"}, "containers[0]"),
+        (
+            {"gate": {"upstream": 8001, "ready": {"path": "health"}}},
+            "containers[0].gate.ready.path",
+        ),
+    ],
+)
+def test_gates_that_cannot_work_are_refused_naming_the_field(
+    change: dict[str, Any], path: str
+) -> None:
+    document = acceptance_document()
+    document["containers"][0].update(change)
+    with pytest.raises(PlanError) as caught:
+        WorkloadPlan.from_mapping(document)
+    assert caught.value.path.startswith(path), caught.value.path
+
+
+def test_a_container_named_like_the_gate_sidecar_is_refused() -> None:
+    document = acceptance_document()
+    document["containers"].append({"name": "engine-gate", "image": "x"})
+    with pytest.raises(PlanError, match="engine-gate"):
+        WorkloadPlan.from_mapping(document)
+
+
+def test_docker_and_podman_get_a_sidecar_and_a_hook_the_deployer_sends() -> None:
+    plan = expand_gates(acceptance_plan())
+    sidecar, engine = plan.containers
+    gate_config = spec.container_config(plan, sidecar, "pause-id")
+    engine_config = spec.container_config(plan, engine, "pause-id")
+    assert gate_config["Labels"][LABEL_ROLE] == "sidecar"
+    # The gate's readiness is checked from outside: nothing in either image is needed.
+    assert json.loads(gate_config["Labels"][LABEL_READINESS_NET]) == {
+        "http": {"port": 8000, "path": "/ready"},
+        "timeout": 1,
+    }
+    assert json.loads(engine_config["Labels"][LABEL_PRE_STOP_HTTP]) == {
+        "port": 8000,
+        "path": "/-/drain?propagation_wait=10s&timeout=25s",
+    }
+    assert "Healthcheck" not in engine_config
+    assert spec.pause_config(plan)["HostConfig"]["PortBindings"] == {
+        "8000/tcp": [{"HostIp": "", "HostPort": "8000"}]
+    }
+
+
+def test_kubernetes_gets_a_native_sidecar_and_an_http_get_pre_stop() -> None:
+    pod = pod_manifest(expand_gates(acceptance_plan()), namespace="default")["spec"]
+    (gate,) = pod["initContainers"]
+    (engine,) = pod["containers"]
+    assert gate["name"] == "engine-gate"
+    assert gate["restartPolicy"] == "Always"
+    assert gate["readinessProbe"]["httpGet"] == {"path": "/ready", "port": 8000}
+    assert "ports" not in gate
+    assert engine["image"] == "vllm/vllm-openai:v0.6.3"
+    assert engine["lifecycle"]["preStop"] == {
+        "httpGet": {"path": "/-/drain?propagation_wait=10s&timeout=25s", "port": 8000}
+    }
+    assert engine["ports"][0] == {"containerPort": 8000, "protocol": "TCP", "hostPort": 8000}
+
+
+def test_a_plan_sidecar_is_a_native_sidecar_after_the_init_containers() -> None:
+    plan = WorkloadPlan.from_mapping(
+        {
+            "name": "w",
+            "containers": [
+                {"name": "proxy", "image": "p", "role": "sidecar"},
+                {"name": "setup", "image": "s", "role": "init"},
+                {"name": "app", "image": "a"},
+            ],
+        }
+    )
+    pod = pod_manifest(plan, namespace="default")["spec"]
+    assert [(c["name"], c.get("restartPolicy")) for c in pod["initContainers"]] == [
+        ("setup", None),
+        ("proxy", "Always"),
+    ]
+    assert [c["name"] for c in pod["containers"]] == ["app"]
+
+
+def test_probe_targets_are_sent_from_outside_for_http_and_tcp_only() -> None:
+    from asyncdeploy.plan import Probe
+
+    assert spec.probe_target(Probe(tcp=8001)) == {"tcp": 8001, "timeout": 1}
+    assert spec.probe_target(Probe(exec=("true",))) is None
+
+
+def test_the_gate_imports_only_the_kit_inside_the_package() -> None:
+    """The gate leans on the kit (and the stdlib, anyio, attrs), never the deployer or drivers."""
+    for path in Path(asyncdeploy.gate.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            inside = [n for n in names if n.split(".")[0] == "asyncdeploy"]
+            assert set(inside) <= {"asyncdeploy.workload"}, (path.name, inside)
+            outside = {n.split(".")[0] for n in names} - {"asyncdeploy", "__future__"}
+            import sys
+
+            assert outside <= {"anyio", "attrs"} | set(sys.stdlib_module_names), (
+                path.name,
+                outside,
+            )

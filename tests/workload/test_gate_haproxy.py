@@ -1,0 +1,138 @@
+"""Behind a stock HAProxy that does not retry, an unmodified server drained by its gate shows
+clients no 503.
+
+Two stock servers (tests/images/stock_engine.py: no kit, exits at once on SIGTERM), each behind
+its own gate process, behind Debian's ``haproxy`` (``GET /ready`` every 500 ms, ``fall 1``, no
+``retry-on``); short requests and streams through it; one pair is stopped the way a delete does
+it: the gate's drain (the engine's preStop), the engine's SIGTERM, then the gate's. With the
+kit's propagation window nothing fails; refusing at once (``--propagation-wait 0``, the
+negative control) shows clients the 503s a balancer sends before its next check.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+from anyio.abc import Process
+
+from tests.polling import until
+from tests.workload.test_haproxy import _ENV, _free_port, _short_requests, haproxy
+from tests.workload.test_haproxy import pytestmark as haproxy_marks
+
+pytestmark = haproxy_marks
+ENGINE = Path(__file__).parents[1] / "images" / "stock_engine.py"
+
+
+class Pair:
+    def __init__(self, engine: Process, gate: Process, port: int, log: Path) -> None:
+        self.engine, self.gate, self.port, self.log = engine, gate, port, log
+
+
+@asynccontextmanager
+async def gated_engine(directory: Path, window: str) -> AsyncIterator[Pair]:
+    await anyio.Path(directory).mkdir()
+    upstream, port, log = _free_port(), _free_port(), directory / "gate.log"
+    engine = await anyio.open_process(
+        [sys.executable, str(ENGINE), "--host", "127.0.0.1", "--port", str(upstream),
+         "--load-seconds", "0.5", "--short-ms", "2", "--token-ms", "100"],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    with log.open("wb") as out:
+        gate = await anyio.open_process(
+            [sys.executable, "-m", "asyncdeploy.gate", "--listen-host", "127.0.0.1",
+             "--listen", str(port), "--upstream", str(upstream), "--check-interval", "0.2",
+             "--drain-timeout", "20s", "--propagation-wait", window],
+            stdout=out, stderr=subprocess.STDOUT, env=_ENV,
+        )  # fmt: skip
+    try:
+        yield Pair(engine, gate, port, log)
+    finally:
+        for process in (gate, engine):
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+            await process.aclose()
+
+
+async def _streams(base: str, stop: anyio.Event, results: list[str]) -> None:
+    async with httpx.AsyncClient(base_url=base, trust_env=False, timeout=10) as client:
+        while not stop.is_set():
+            tokens, done = 0, False
+            try:
+                async with client.stream("GET", "/stream?tokens=20&ms=100") as response:
+                    if response.status_code != 200:
+                        results.append(f"status {response.status_code}")
+                        continue
+                    async for line in response.aiter_lines():
+                        tokens += line.startswith("data: {")
+                        done = done or line == "data: [DONE]"
+            except httpx.HTTPError as exc:
+                results.append(f"broken after {tokens}: {exc!r}")
+                continue
+            results.append("complete" if (tokens, done) == (20, True) else f"cut at {tokens}")
+
+
+async def _stop_one_under_traffic(tmp_path: Path, window: str) -> tuple[Counter[Any], list[str], dict[str, Any]]:  # fmt: skip
+    async with (
+        gated_engine(tmp_path / "a", window) as drained,
+        gated_engine(tmp_path / "b", window) as survivor,
+        haproxy(tmp_path, [drained, survivor]) as base,  # type: ignore[list-item]
+    ):
+        statuses: Counter[Any] = Counter()
+        streams: list[str] = []
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            for _ in range(6):
+                tg.start_soon(_short_requests, base, stop, statuses)
+            for _ in range(2):
+                tg.start_soon(_streams, base, stop, streams)
+            await until(lambda: statuses[200] > 5, timeout=30)  # traffic flows (a loaded
+            await anyio.sleep(1.0)  # machine starts slowly); streams are open when it drains
+            # what a delete does: the engine's preStop (the gate's drain), its SIGTERM, the gate's
+            hook = await anyio.run_process(
+                [sys.executable, "-m", "asyncdeploy.gate", "drain", "--port", str(drained.port),
+                 "--timeout", "25s"],
+                env=_ENV, check=False,
+            )  # fmt: skip
+            drained.engine.send_signal(signal.SIGTERM)
+            await drained.engine.wait()
+            drained.gate.send_signal(signal.SIGTERM)
+            with anyio.fail_after(30):
+                assert await drained.gate.wait() == 0, drained.log.read_text()
+            await anyio.sleep(1.0)  # traffic goes on after the pair is gone
+            stop.set()
+        report = json.loads(hook.stdout or b"{}")
+        report["returncode"] = hook.returncode
+        return statuses, streams, report
+
+
+async def test_a_stock_server_behind_its_gate_and_haproxy_shows_clients_no_503(
+    tmp_path: Path,
+) -> None:
+    statuses, streams, report = await _stop_one_under_traffic(tmp_path, "10s")
+    failures = {key: count for key, count in statuses.items() if key != 200}
+    assert failures == {}, (failures, report)
+    assert streams and set(streams) == {"complete"}, streams
+    assert report["returncode"] == 0 and report["drained"] is True, report
+    window = report["statistics"]
+    assert window["rejected_while_draining"] == 0, window
+    assert window["window_close_reason"] == "traffic-left", window  # HAProxy's check saw it
+    assert re.search(r"\d", str(window["propagation_observed"])), window
+
+
+async def test_refusing_at_once_behind_haproxy_shows_clients_503s(tmp_path: Path) -> None:
+    """The negative control: no window, and HAProxy sends requests the gate refuses."""
+    statuses, streams, _ = await _stop_one_under_traffic(tmp_path, "0")
+    assert statuses[503] > 0, statuses
+    assert set(streams) == {"complete"}, streams  # admitted work still ends whole

@@ -1,0 +1,221 @@
+"""The gate in front of a real server process that knows nothing of the kit
+(tests/images/stock_engine.py), on loopback: readiness, pass-through, counting, drain."""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from asyncdeploy.gate import GateConfig, serve_gate
+from asyncdeploy.workload import DrainController, DrainState, PropagationWindow
+from tests.polling import until
+
+pytestmark = pytest.mark.anyio
+ENGINE = Path(__file__).parents[1] / "images" / "stock_engine.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def engine() -> Iterator[subprocess.Popen[bytes]]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(ENGINE), "--host", "127.0.0.1", "--port", str(port),
+         "--load-seconds", "1.5", "--token-ms", "50", "--short-ms", "0"],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    process.port = port  # type: ignore[attr-defined]
+    try:
+        yield process
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+class Gate:
+    def __init__(self, port: int, controller: DrainController) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        self.controller = controller
+
+
+@pytest.fixture
+async def gate(engine: subprocess.Popen[bytes]) -> AsyncIterator[Gate]:
+    controller = DrainController(
+        drain_timeout=10, propagation=PropagationWindow(max_seconds=0.5, quiet_seconds=0.2)
+    )
+    config = GateConfig(
+        listen_port=0,
+        listen_host="127.0.0.1",
+        upstream_port=engine.port,  # type: ignore[attr-defined]
+        check_interval=0.1,
+    )
+    async with anyio.create_task_group() as tg:
+        port = await tg.start(serve_gate, config, controller)
+        yield Gate(port, controller)
+        tg.cancel_scope.cancel()
+
+
+async def status_is(client: httpx.AsyncClient, url: str, status: int) -> bool:
+    return (await client.get(url)).status_code == status
+
+
+async def until_ready(client: httpx.AsyncClient, gate: Gate) -> None:
+    await until(lambda: status_is(client, f"{gate.url}/ready", 200), timeout=30, interval=0.05)
+
+
+async def test_ready_only_once_the_engines_own_health_path_answers(gate: Gate) -> None:
+    """While the engine loads (its /health 503, or not listening) the gate is not ready and
+    refuses requests as STARTING; then ready, and requests pass."""
+    async with httpx.AsyncClient() as client:
+        first = await client.get(f"{gate.url}/ready")
+        assert first.status_code == 503
+        assert first.json()["state"] == "starting"
+        refused = await client.get(f"{gate.url}/short")
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "5"
+        await until_ready(client, gate)
+        assert (await client.get(f"{gate.url}/ready")).json()["engine"] is True
+        assert (await client.get(f"{gate.url}/short")).json() == {"ok": True}
+        assert (await client.get(f"{gate.url}/live")).status_code == 200
+
+
+async def test_streams_pass_token_by_token_and_count_in_flight_to_the_last_byte(gate: Gate) -> None:
+    async with httpx.AsyncClient() as client:
+        await until_ready(client, gate)
+        started = time.monotonic()
+        arrivals = []
+        async with client.stream("GET", f"{gate.url}/stream?tokens=20&ms=50") as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data: {"):
+                    arrivals.append(time.monotonic() - started)
+                    if len(arrivals) < 20:  # the last token may share the final write
+                        assert gate.controller.in_flight == 1
+        assert len(arrivals) == 20
+        # Unbuffered: the first token arrives long before the stream's end (1 s).
+        assert arrivals[0] < arrivals[-1] - 0.5
+        await until(lambda: gate.controller.in_flight == 0, timeout=5)
+        statistics = gate.controller.statistics()
+        assert statistics.completed >= 1 and statistics.failed == 0
+
+
+async def test_bodies_of_any_framing_and_the_engines_own_paths_pass_unchanged(gate: Gate) -> None:
+    body = bytes(range(256)) * 20000  # 5 MB
+    digest = hashlib.sha256(body).hexdigest()
+
+    async def pieces() -> AsyncIterator[bytes]:
+        for i in range(0, len(body), 700_001):
+            yield body[i : i + 700_001]
+
+    async with httpx.AsyncClient() as client:
+        await until_ready(client, gate)
+        sized = await client.post(f"{gate.url}/echo", content=body)
+        chunked = await client.post(f"{gate.url}/echo", content=pieces())
+        assert sized.json() == chunked.json() == {"length": len(body), "sha256": digest}
+        assert (await client.get(f"{gate.url}/metrics")).text.startswith("engine_requests_total")
+        assert (await client.get(f"{gate.url}/nope")).status_code == 404
+        head = await client.head(f"{gate.url}/short")
+        assert head.status_code == 200
+        completion = await client.post(
+            f"{gate.url}/v1/completions", json={"max_tokens": 3, "stream": False}
+        )
+        assert completion.json() == {"choices": [{"text": "tok0 tok1 tok2"}]}
+        assert "asyncdeploy_state" in (await client.get(f"{gate.url}/-/metrics")).text
+
+
+async def test_keep_alive_is_kept_to_the_client_and_to_the_engine(gate: Gate) -> None:
+    async with httpx.AsyncClient() as client:
+        await until_ready(client, gate)
+
+        def connections(metrics: httpx.Response) -> int:
+            return int(metrics.text.split("engine_connections_total ")[1].split()[0])
+
+        before = connections(await client.get(f"{gate.url}/metrics"))
+        for _ in range(20):
+            assert (await client.get(f"{gate.url}/short")).status_code == 200
+        after = connections(await client.get(f"{gate.url}/metrics"))
+        assert after == before  # all on the gate's one upstream connection
+        # httpx reused one connection: a second one would show as another pool entry
+        pool = client._transport._pool  # type: ignore[attr-defined]
+        assert len(pool.connections) == 1
+
+
+async def test_the_drain_serves_through_the_window_then_refuses_and_waits_for_streams(
+    gate: Gate,
+) -> None:
+    """GET /-/drain: ready fails at once, a request inside the window is served, one after it
+    refused with 503 + Retry-After + Connection: close; the stream admitted before completes
+    and the drain answers once it has."""
+    async with httpx.AsyncClient(timeout=30) as client, anyio.create_task_group() as tg:
+        await until_ready(client, gate)
+        tokens: list[str] = []
+
+        async def stream() -> None:
+            url = f"{gate.url}/stream?tokens=30&ms=50"
+            async with httpx.AsyncClient(timeout=30) as own, own.stream("GET", url) as response:
+                tokens.extend(
+                    [line async for line in response.aiter_lines() if line.startswith("data: ")]
+                )
+
+        tg.start_soon(stream)
+        await anyio.sleep(0.3)
+        drain: list[httpx.Response] = []
+
+        async def call_drain() -> None:
+            drain.append(await client.get(f"{gate.url}/-/drain?propagation_wait=1s&timeout=20s"))
+
+        tg.start_soon(call_drain)
+        await anyio.sleep(0.1)
+        assert gate.controller.state is DrainState.DRAINING
+        async with httpx.AsyncClient() as other:
+            inside = await other.get(f"{gate.url}/short")
+            assert inside.status_code == 200 and inside.headers["connection"] == "close"
+            # a probe answered "not ready" tells the kit a balancer saw the drain
+            assert (await other.get(f"{gate.url}/ready")).status_code == 503
+            await until(lambda: status_is(other, f"{gate.url}/short", 503), timeout=10)
+            after = await other.get(f"{gate.url}/short")
+            assert after.status_code == 503
+            assert after.headers["retry-after"] == "5" and after.headers["connection"] == "close"
+            assert not drain  # the stream still runs: the drain has not answered
+    assert len(tokens) == 31 and tokens[-1] == "data: [DONE]"
+    report = drain[0].json()
+    assert drain[0].status_code == 200 and report["drained"] is True
+    assert report["statistics"]["failed"] == 0 and report["statistics"]["in_flight"] == 0
+
+
+async def test_an_engine_that_is_gone_is_a_502_counted_as_failed(
+    gate: Gate, engine: subprocess.Popen[bytes]
+) -> None:
+    async with httpx.AsyncClient() as client:
+        await until_ready(client, gate)
+        engine.terminate()  # the stock engine exits at once on SIGTERM, as vLLM does by default
+        engine.wait(10)
+        await until(lambda: status_is(client, f"{gate.url}/short", 502), timeout=10)
+        assert gate.controller.statistics().failed >= 1
+
+
+async def test_the_drain_command_drains_a_running_gate(
+    gate: Gate, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python3 -m asyncdeploy.gate drain --port P` (for an exec hook): exit 0 once drained,
+    the report on stdout; 2 when no gate answers."""
+    from asyncdeploy.gate.__main__ import _drain
+
+    async with httpx.AsyncClient() as client:
+        await until_ready(client, gate)
+    port = int(gate.url.rsplit(":", 1)[1])
+    assert await _drain(port, "0.2s", 10.0) == 0
+    assert '"drained":true' in capsys.readouterr().out
+    assert gate.controller.state is DrainState.DRAINING
+    assert await _drain(free_port(), None, 2.0) == 2
