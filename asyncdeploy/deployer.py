@@ -330,17 +330,21 @@ class Deployer:
         unreachable: builtins.list[DrainUnreachable] = []
 
         async def work(emit: Callable[[DrainEvent], None]) -> None:
+            def books(event: DrainEvent) -> None:
+                # the summaries as emitted: a drain cut short by kill_now returns none
+                if isinstance(event, DrainFinished):
+                    summaries.append(event.summary)
+                emit(event)
+
             async with anyio.create_task_group() as tg:
                 if kill_now is not None:
                     tg.start_soon(_cancel_when_set, kill_now, tg.cancel_scope)
                 try:
                     if found.names:
-                        summaries.extend(
-                            await self.driver.drain(  # a drain emits drain events only
-                                found,
-                                grace_period_seconds=grace_period_seconds,
-                                emit=cast(Emit, emit),
-                            )
+                        await self.driver.drain(  # a drain emits drain events only
+                            found,
+                            grace_period_seconds=grace_period_seconds,
+                            emit=cast(Emit, books),
                         )
                 except DrainUnreachable as exc:
                     unreachable.append(exc)  # raised once the consumer has every event

@@ -73,6 +73,7 @@ class _Injected:
     times: int
     delay: float
     watch: bool | None
+    retry_after: int | None = None
 
 
 @attrs.define(eq=False)
@@ -174,12 +175,18 @@ class FakeApiServer:
         times: int = 1,
         delay: float = 0.0,
         watch: bool | None = None,
+        retry_after: int | None = None,
     ) -> None:
         """Answer the next ``times`` matching requests with ``status`` (after ``delay``).
 
-        ``watch``: only watches (True) or only other requests (False) match.
+        ``watch``: only watches (True) or only other requests (False) match. ``retry_after``:
+        the answer asks the client to wait that long, as kube-apiserver's 429 (priority and
+        fairness) and its 503s do: a ``Retry-After`` header and ``details.retryAfterSeconds``.
+        ``status`` 0 cuts the connection without an answer.
         """
-        self._injected.append(_Injected(method, re.compile(path), status, times, delay, watch))
+        self._injected.append(
+            _Injected(method, re.compile(path), status, times, delay, watch, retry_after)
+        )
 
     def calls(self, *, writes_only: bool = False) -> list[str]:
         return [f"{r.method} {r.path}" for r in self.requests if r.writes or not writes_only]
@@ -233,8 +240,16 @@ class FakeApiServer:
                 ):
                     rule.times -= 1
                     await asyncio.sleep(rule.delay)
+                    if rule.status == 0:
+                        assert request.transport is not None
+                        request.transport.abort()  # the connection is lost, no answer
+                        return web.Response(status=500)
                     if rule.status is not None:
-                        raise _canned(rule.status, request)
+                        error = _canned(rule.status, request, rule.retry_after)
+                        answer = web.json_response(error.body, status=error.status)
+                        if rule.retry_after is not None:
+                            answer.headers["Retry-After"] = str(rule.retry_after)
+                        return answer
                     break
             return await handler(request)
         except k8s.APIError as exc:
@@ -834,7 +849,7 @@ def _manager(request: web.Request) -> str:
     return request.headers.get("User-Agent", "unknown").split("/", 1)[0]
 
 
-def _canned(status: int, request: web.Request) -> k8s.APIError:
+def _canned(status: int, request: web.Request, retry_after: int | None = None) -> k8s.APIError:
     """A realistic Status body for an injected failure."""
     match = _POD.fullmatch(request.path)
     namespace = match[1] if match else "default"
@@ -853,6 +868,25 @@ def _canned(status: int, request: web.Request) -> k8s.APIError:
     if status == 410:
         return k8s.APIError(
             k8s.status_body(410, "Expired", "The resourceVersion for the provided list is too old.")
+        )
+    if status == 429:  # kube-apiserver's priority and fairness filter
+        return k8s.APIError(
+            k8s.status_body(
+                429,
+                "TooManyRequests",
+                "Too many requests, please try again later.",
+                {"retryAfterSeconds": retry_after or 1},
+            )
+        )
+    if status == 503:
+        details = None if retry_after is None else {"retryAfterSeconds": retry_after}
+        return k8s.APIError(
+            k8s.status_body(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+                details,
+            )
         )
     if status == 422:
         return k8s.invalid(

@@ -99,7 +99,12 @@ class PodAPI:
             if response.status >= 400:
                 async with response:
                     body = await response.read()
-                raise status_error(response.status, body, what)
+                raise status_error(
+                    response.status,
+                    body,
+                    what,
+                    retry_after_header=response.headers.get("Retry-After"),
+                )
         return response
 
     async def _json(self, request: Awaitable[object], what: str) -> dict[str, Any]:

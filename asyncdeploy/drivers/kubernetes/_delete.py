@@ -1,24 +1,32 @@
-"""Draining Pods: one list, one delete, a watch of the Pods and of their Events.
+"""Draining Pods: one list, a uid-guarded delete per Pod, a watch of the Pods and of their Events.
 
 For the workloads of one ``drain`` call:
 
 1. one list by label (:func:`find_pods`, the driver's ``find``) finds every Pod (a missing one
    raises ``WorkloadNotFound`` before anything is touched) and gives the ``resourceVersion`` the
    watch starts from; the drain takes what it found and lists no Pods again;
-2. ``DrainStarted`` for each, then one collection delete by label, with ``gracePeriodSeconds``
-   only when the caller overrides it (otherwise each Pod's own
-   ``terminationGracePeriodSeconds`` applies, server-side). When the collection delete is refused
-   (405, or 403 from an RBAC role without ``deletecollection``) or misses a Pod, that Pod is
-   deleted on its own, with a ``uid`` precondition so a same-named successor is never hit;
-3. one watch over all of them until every Pod is gone, resumed from a fresh list whenever it
-   ends (:mod:`._watch`), under a deadline of each Pod's grace plus ``WATCH_MARGIN``.
+2. ``DrainStarted`` for each, then one delete per Pod, all at once, each with the ``uid``
+   precondition of the Pod that was found, so a same-named successor created since is never
+   hit (a collection delete cannot carry a uid per Pod). ``gracePeriodSeconds`` is sent only
+   when the caller overrides it (otherwise each Pod's own ``terminationGracePeriodSeconds``
+   applies, server-side). A delete that meets a lost connection, a timeout, a 429 or a 5xx is
+   sent again with backoff (waiting what ``Retry-After`` asks) until ``GIVE_UP_AFTER`` past the
+   Pod's deadline; sending it twice is harmless (the uid guard, and a second graceful delete
+   never lengthens the first);
+3. one watch over all of them, beside the deletes, until every Pod is gone, resumed from a fresh
+   list whenever it ends (:mod:`._watch`), under a deadline of each Pod's grace plus its margin
+   (:func:`._drain.teardown_margin`).
 
-What the watches show is handed to :class:`._drain.PodDrain`, which turns it into events.
+Cancelled (a second Ctrl-C reaches here as a cancellation: ``kill_now``), the drain is finished
+shielded: a grace-0 delete of every Pod still there (uid-guarded, retried the same way), the
+watch until they are gone (``KILL_WAIT``), ``DrainFinished`` for each; then the cancellation
+goes on. What the watches show is handed to :class:`._drain.PodDrain`, which turns it into
+events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -27,14 +35,24 @@ import attrs
 from asyncdeploy.drivers.base import LABEL_WORKLOAD, Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
-from asyncdeploy.drivers.kubernetes._drain import WATCH_MARGIN, PodDrain, pod_uid
-from asyncdeploy.drivers.kubernetes._errors import ENGINE
+from asyncdeploy.drivers.kubernetes._drain import KILL_WAIT, WATCH_MARGIN, PodDrain, pod_uid
+from asyncdeploy.drivers.kubernetes._errors import ENGINE, RetryLater
 from asyncdeploy.drivers.kubernetes._watch import KubeletEvents, PodEvent, PodFollower, Resync
-from asyncdeploy.errors import EngineAPIError, EngineError, WorkloadConflict, WorkloadNotFound
+from asyncdeploy.errors import (
+    EngineAPIError,
+    EngineError,
+    EngineTimeout,
+    EngineUnavailable,
+    WorkloadConflict,
+    WorkloadNotFound,
+)
 from asyncdeploy.events import DrainSummary, Emit
 from asyncdeploy.selectors import Selector
 
-__all__ = ["PodsFound", "drain_pods", "find_pods"]
+__all__ = ["GIVE_UP_AFTER", "PodsFound", "drain_pods", "find_pods"]
+
+RETRY_FIRST, RETRY_MAX = 0.05, 1.0  # backoff between tries of a delete (as the engine drain's)
+GIVE_UP_AFTER = 5.0  # past a Pod's deadline: how long its delete is tried again
 
 
 @attrs.frozen(kw_only=True)
@@ -100,73 +118,121 @@ async def drain_pods(
     ]
     by_uid = {d.uid: d for d in drains}
     kubelet = KubeletEvents(api, namespace, set(by_uid), lambda e: by_uid[e.uid].kubelet(e))
-    await kubelet.start()  # before the delete: nothing the kubelet records is missed
-    for drain in drains:
-        drain.begin()
-    await _delete(api, namespace, selector, drains, grace_period_seconds)
-    if not all(d.done for d in drains):
+    try:
+        await kubelet.start()  # before the delete: nothing the kubelet records is missed
+        for drain in drains:
+            drain.begin()
         async with anyio.create_task_group() as tg:
             tg.start_soon(kubelet.run)
-            await _watch_until_gone(
-                api, namespace, selector, found.resource_version, drains, margin
+            await _delete_and_follow(
+                api, namespace, selector, found.resource_version, drains, grace_period_seconds
             )
             tg.cancel_scope.cancel()
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await _kill(api, namespace, selector, drains)
+        raise
     return [d.summary for d in drains if d.summary is not None]
 
 
-async def _delete(
-    api: PodAPI, namespace: str, selector: str, drains: list[PodDrain], grace: int | None
+async def _kill(api: PodAPI, namespace: str, selector: str, drains: list[PodDrain]) -> None:
+    """The drain was cut short: a grace-0 delete of every Pod still there, then follow them
+    until they are gone (``KILL_WAIT``): every drain ends with its ``DrainFinished``."""
+    for drain in drains:
+        if not drain.began:
+            drain.begin()  # cancelled before the first event: the stream still tells it all
+        drain.kill()
+    left = [d for d in drains if not d.done]
+    if left:
+        with anyio.move_on_after(KILL_WAIT + RETRY_MAX):  # a bound for the shielded part
+            await _delete_and_follow(api, namespace, selector, None, left, 0)
+    for drain in left:
+        drain.fail(drain.stuck())
+
+
+async def _delete_and_follow(
+    api: PodAPI,
+    namespace: str,
+    selector: str,
+    version: str | None,
+    drains: list[PodDrain],
+    grace: int | None,
 ) -> None:
-    """One collection delete; each Pod it did not reach is deleted on its own (uid-guarded)."""
-    reached: set[str] = set()
-    try:
-        result = await api.delete_collection(namespace, label_selector=selector, grace=grace)
-    except EngineError:
-        pass  # 405, 403 without deletecollection, or worse: per-Pod deletes settle it
-    else:
-        by_workload = {d.workload: d for d in drains}
-        for item in result.get("items") or []:
-            reached.add(pod_uid(item))
-            drain = by_workload.get(pod_status.workload_name(item))
-            if drain is not None and pod_uid(item) != drain.uid:
-                drain.errors.append(
-                    f"the collection delete also hit pod {item['metadata']['name']} "
-                    f"(uid {pod_uid(item)}), created after the drain began"
-                )
+    """Delete every Pod (uid-guarded, retried) while one watch follows them until they are gone
+    or past their give-up time; ``version`` None starts the watch from a fresh list."""
     async with anyio.create_task_group() as tg:
+        watching = anyio.CancelScope()
+
+        def settled() -> None:  # a delete ended a drain: the watch may have nothing left
+            if all(d.done for d in drains):
+                watching.cancel()
+
         for drain in drains:
-            if drain.uid not in reached:
-                tg.start_soon(_delete_one, api, namespace, drain, grace)
+            tg.start_soon(_delete_one, api, namespace, drain, grace, settled)
+        with watching:
+            await _watch_until_gone(api, namespace, selector, version, drains)
+        tg.cancel_scope.cancel()  # every drain is done: no delete is worth retrying
 
 
-async def _delete_one(api: PodAPI, namespace: str, drain: PodDrain, grace: int | None) -> None:
-    try:
-        await api.delete(namespace, drain.pod_name, uid=drain.uid, grace=grace)
-    except (WorkloadNotFound, WorkloadConflict):
-        pass  # already gone, or replaced by a successor: the watch sees our uid is gone
-    except EngineAPIError as exc:
-        drain.fail(f"delete pod {drain.pod_name}: {exc.message}")  # refused: it stays
-    except EngineError as exc:
-        drain.errors.append(f"delete pod {drain.pod_name}: {exc.message}")  # it may have landed
+def _retryable(exc: EngineError) -> bool:
+    """Worth sending again: a lost connection, a timeout, a 429 (too many requests) or a 5xx."""
+    if isinstance(exc, EngineUnavailable | EngineTimeout):
+        return True
+    return isinstance(exc, EngineAPIError) and (exc.status == 429 or exc.status >= 500)
+
+
+async def _delete_one(
+    api: PodAPI,
+    namespace: str,
+    drain: PodDrain,
+    grace: int | None,
+    settled: Callable[[], None],
+) -> None:
+    """Delete the drain's Pod, only if its uid still matches; retried until ``GIVE_UP_AFTER``
+    past its deadline (or its give-up time, when killing), honouring ``Retry-After``."""
+    pause, tries = RETRY_FIRST, 0
+    give_up = drain.give_up if drain.killing else drain.deadline + GIVE_UP_AFTER
+    while True:
+        tries += 1
+        try:
+            await api.delete(namespace, drain.pod_name, uid=drain.uid, grace=grace)
+            return
+        except (WorkloadNotFound, WorkloadConflict):
+            return  # already gone, or replaced by a successor: the watch sees our uid is gone
+        except EngineError as exc:
+            wait = exc.after if isinstance(exc, RetryLater) else pause
+            left = give_up - anyio.current_time()
+            if _retryable(exc) and left > 0:
+                await anyio.sleep(min(wait, left))  # the last try comes at the give-up time
+                pause = min(pause * 2, RETRY_MAX)
+                continue
+            if drain.killing:
+                drain.fail(
+                    f"kill pod {drain.pod_name} (its grace-0 delete): {exc.message}; "
+                    "it may still be draining"
+                )
+            elif drain.deleting:
+                return  # an earlier try landed after all: the watch follows it
+            elif _retryable(exc):
+                drain.fail(
+                    f"delete pod {drain.pod_name}: {exc.message} (tried {tries} times in "
+                    f"{anyio.current_time() - drain.started:.1f} s; it was not deleted)"
+                )
+            else:
+                drain.fail(f"delete pod {drain.pod_name}: {exc.message} (it was not deleted)")
+            settled()
+            return
 
 
 async def _watch_until_gone(
     api: PodAPI,
     namespace: str,
     selector: str,
-    version: str,
+    version: str | None,
     drains: list[PodDrain],
-    margin: float,
 ) -> None:
     by_uid = {d.uid: d for d in drains}
     follower = PodFollower(api, namespace, label_selector=selector)
-
-    def stuck(drain: PodDrain) -> str:
-        why = f"; last watch error: {follower.last_error}" if follower.last_error else ""
-        return (
-            f"pod {drain.pod_name} was still there {margin:g} s after its "
-            f"{drain.grace} s grace period{why}"
-        )
 
     def handle(event: PodEvent) -> bool:
         if isinstance(event, Resync):
@@ -185,19 +251,21 @@ async def _watch_until_gone(
         now = anyio.current_time()
         for drain in drains:
             if not drain.done and now >= drain.give_up:
-                drain.fail(stuck(drain))
+                drain.fail(drain.stuck(follower.last_error))
         return all(d.done for d in drains)
 
     def poll() -> float:
-        return min(d.give_up for d in drains if not d.done) - anyio.current_time()
+        left = [d.give_up for d in drains if not d.done]
+        return min(left, default=anyio.current_time()) - anyio.current_time()
 
     # The follower hands control back at each give-up time (as the watch's timeoutSeconds); this
     # outer deadline only guards against a server that ignores timeoutSeconds.
     try:
-        with anyio.move_on_at(max(d.give_up for d in drains) + margin):
+        latest = max(d.give_up for d in drains)
+        with anyio.move_on_at(latest + max(d.margin for d in drains)):
             await follower.run(handle, resource_version=version, poll=poll)
     except EngineError as exc:  # watching is refused (403, ...): the Pods cannot be followed
         for drain in drains:
             drain.fail(f"cannot follow pod {drain.pod_name}: {exc.message}")
     for drain in drains:
-        drain.fail(stuck(drain))
+        drain.fail(drain.stuck(follower.last_error))

@@ -20,9 +20,13 @@ Pod deleted with grace 0 (the API removes the object at once, the kubelet kills 
 ``Killing`` Event, then SIGKILL after its minimum grace of 2 s, with no status left to show it);
 ``missing`` for containers that went with the Pod without a terminated state otherwise (a
 container never started).
-A Pod still there after its deadline, or that cannot be followed (a watch refused with 403), is
-an error in its summary. If the caller cancels, the delete has been sent and the cluster
-finishes it: nothing is left running here.
+A Pod still there past its deadline plus a margin (:func:`teardown_margin`: at least
+``WATCH_MARGIN``, half the grace period for longer ones, as a GPU Pod's teardown is slow), or
+that cannot be followed (a watch refused with 403), is an error in its summary, which says what
+was seen: containers not yet ended, or every container ended and the Pod still being torn down.
+A drain cut short (:meth:`PodDrain.kill`: the caller cancelled, e.g. a second Ctrl-C) is
+finished by a grace-0 delete: the containers still running are ``killed`` (reason
+``cancelled``), and ``KILL_WAIT`` bounds the wait for the Pod to go.
 """
 
 from __future__ import annotations
@@ -56,9 +60,19 @@ from asyncdeploy.events import (
     SignalSent,
 )
 
-__all__ = ["KILL_TOLERANCE", "WATCH_MARGIN", "PodDrain", "pod_uid", "sandbox_name"]
+__all__ = [
+    "KILL_TOLERANCE",
+    "KILL_WAIT",
+    "WATCH_MARGIN",
+    "PodDrain",
+    "pod_uid",
+    "sandbox_name",
+    "teardown_margin",
+]
 
-WATCH_MARGIN = 15.0  # seconds past a Pod's grace before it counts as stuck
+WATCH_MARGIN = 15.0  # seconds past a Pod's grace before it counts as stuck, at least
+TEARDOWN_SHARE = 0.5  # ... and this share of its grace: long graces are GPU Pods, slow to free
+KILL_WAIT = 15.0  # after a grace-0 delete: how long the Pod may take to go
 KILL_TOLERANCE = 1.0  # deletionTimestamp has whole seconds: the kubelet's deadline may be earlier
 SIGKILLED = 137
 
@@ -66,6 +80,13 @@ SIGKILLED = 137
 def sandbox_name(pod_name: str) -> str:
     """The name ``PauseRemoved`` carries: the Pod sandbox, the kubelet's pause container."""
     return f"{pod_name}-sandbox"
+
+
+def teardown_margin(grace: int, minimum: float = WATCH_MARGIN) -> float:
+    """How long past its deadline a Pod may take to go before it is reported: the kubelet
+    SIGKILLs at the deadline, but a process freeing a GPU's memory, the volumes' unmount and the
+    sandbox's end can take tens of seconds more, and longest for the Pods given long graces."""
+    return max(minimum, grace * TEARDOWN_SHARE)
 
 
 def pod_uid(pod: Mapping[str, Any]) -> str:
@@ -92,7 +113,10 @@ class PodDrain(DrainBooks):
     margin: float
     containers: list[_Tracked]
     deleting: bool = False  # the delete took effect (deletionTimestamp seen)
+    killing: bool = False  # cut short: a grace-0 delete follows (kill)
+    began: bool = False  # DrainStarted emitted
     summary: DrainSummary | None = None
+    _give_up_at: float | None = None
 
     @classmethod
     def of(
@@ -136,7 +160,7 @@ class PodDrain(DrainBooks):
             uid=pod_uid(pod),
             grace=effective,
             started=started,
-            margin=margin,
+            margin=teardown_margin(effective, margin),
             emit=emit,
             containers=containers,
             clock=clock,
@@ -144,13 +168,40 @@ class PodDrain(DrainBooks):
 
     @property
     def give_up(self) -> float:
-        return self.deadline + self.margin
+        return self.deadline + self.margin if self._give_up_at is None else self._give_up_at
+
+    def kill(self) -> None:
+        """The drain is cut short: what still runs is killed (the caller sends a grace-0
+        delete), and the Pod has ``KILL_WAIT`` from now to go."""
+        if not self.done and not self.killing:
+            self.killing = True
+            self._give_up_at = self.clock() + KILL_WAIT
+
+    def stuck(self, last_error: str | None = None) -> str:
+        """The error for a Pod still there at :attr:`give_up`, saying what was seen."""
+        running = [c.name for c in self.containers if c.outcome is None]
+        if self.killing:
+            when = f"{KILL_WAIT:g} s after its grace-0 delete"
+        else:
+            when = f"{self.margin:g} s after its {self.grace} s grace period"
+        if running:
+            seen = f"{', '.join(running)} not seen to end"
+            if not self.deleting:
+                seen += "; the delete was never seen to take effect"
+        else:
+            seen = (
+                "every container ended; the kubelet is still tearing it down (volumes, "
+                "devices, the sandbox), and it holds its name until then"
+            )
+        why = f"; last watch error: {last_error}" if last_error else ""
+        return f"pod {self.pod_name} was still there {when}: {seen}{why}"
 
     @property
     def done(self) -> bool:
         return self.summary is not None
 
     def begin(self) -> None:
+        self.began = True
         self.emit(
             DrainStarted(
                 workload=self.workload,
@@ -258,10 +309,10 @@ class PodDrain(DrainBooks):
             self._stopping(c)
             self._pre_stop_ended(c, failed=False)
             self._signal(c)
-            late = self.clock() >= self.deadline - KILL_TOLERANCE
+            late = self.killing or self.clock() >= self.deadline - KILL_TOLERANCE
             if c.force_killed or (exit_code == SIGKILLED and late):
                 outcome = "killed"
-                self._force_killed(c)
+                self._force_killed(c, reason="cancelled" if self.killing else "deadline")
         c.outcome, c.exit_code, c.seconds = outcome, exit_code, self.elapsed()
         self.emit(
             ContainerExited(
@@ -281,10 +332,11 @@ class PodDrain(DrainBooks):
         if pod is not None:
             self.observe(pod)
         for c in self.containers:
-            if c.outcome is None and self.grace == 0 and (c.running_at_start or c.stopping):
+            at_once = self.grace == 0 or self.killing
+            if c.outcome is None and at_once and (c.running_at_start or c.stopping):
                 # removed at once; the kubelet kills it with no status left to show the end
                 c.outcome = "killed"
-                self._force_killed(c, reason="grace period 0")
+                self._force_killed(c, reason="cancelled" if self.killing else "grace period 0")
             elif c.outcome is None:
                 c.outcome = "missing"  # gone without a terminated state (never started)
             else:
@@ -309,7 +361,7 @@ class PodDrain(DrainBooks):
         """End the drain without seeing the Pod go: ``message`` goes into the summary."""
         if self.done:
             return
-        self.errors.append(message)
+        self.error(message)
         for c in self.containers:
             if c.outcome is None:
                 c.outcome = "missing"
