@@ -1,0 +1,117 @@
+"""The drain's hard paths on the real cluster: a second Ctrl-C to a real CLI process, a
+same-named successor created between the look and the delete (issue 16 items 4 and 6).
+
+What a real cluster cannot show on demand (a 503 or 429 on a delete, a connection lost mid-call)
+is tested against the fake API server (``test_driver_fake.py``).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import k8s_contract
+import pytest
+from real_cluster import IMAGE, RUN_ID, cleaning_driver, cli_kubeconfig, scratch_namespace
+
+from asyncdeploy import Container, DrainEvent, WorkloadNotFound, WorkloadPlan
+from asyncdeploy.drivers.kubernetes import KubernetesDriver
+from tests.engines.cli_process import start_cli
+from tests.polling import until
+
+NAMESPACE = f"asyncdeploy-test-{RUN_ID}-drain"
+
+pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+
+
+@pytest.fixture(scope="module")
+async def cluster() -> AsyncIterator[str]:
+    async with scratch_namespace(NAMESPACE) as namespace:
+        yield namespace
+
+
+@pytest.fixture
+async def driver(cluster: str) -> AsyncIterator[KubernetesDriver]:
+    async with cleaning_driver(cluster) as opened:
+        yield opened
+
+
+def _plan(name: str, *, grace: int, drain: float) -> WorkloadPlan:
+    return WorkloadPlan(
+        name=f"t{RUN_ID}-{name}",
+        labels={k8s_contract.RUN_LABEL: RUN_ID},
+        termination_grace_period_seconds=grace,
+        containers=[
+            Container(name="server", image=IMAGE, command=k8s_contract.trap_script(drain, False))
+        ],
+    )
+
+
+async def _running(driver: KubernetesDriver, plan: WorkloadPlan) -> str:
+    await driver.apply(plan)
+    await driver.wait_ready(plan.name, timeout=180)
+    pod = await driver.api.read(driver.namespace, plan.name)
+    return str(pod["metadata"]["uid"])
+
+
+async def test_two_sigints_to_a_cli_delete_kill_the_pod_at_once(
+    driver: KubernetesDriver, cluster: str, tmp_path: Path
+) -> None:
+    """A 20 s drain under a 30 s grace; two SIGINTs 50 ms apart once the kubelet signalled it:
+    the CLI sends the grace-0 delete, its JSON ends with DrainFinished (the container killed),
+    it exits 130, and the Pod is gone — not still draining for its 30 s."""
+    plan = _plan("int", grace=30, drain=20)
+    await _running(driver, plan)
+    kubeconfig = cli_kubeconfig(cluster, tmp_path / "kubeconfig")
+    cli = await start_cli(
+        "kubernetes", "--kubeconfig", str(kubeconfig), "delete", plan.name, "-o", "json"
+    )
+    await cli.next_event("SignalSent", timeout=60)
+    cli.send(signal.SIGINT)
+    await anyio.sleep(0.05)
+    cli.send(signal.SIGINT)
+    started = anyio.current_time()
+    code, err = await cli.finish(timeout=60)
+    assert code == 130, err
+    assert anyio.current_time() - started < 15
+    assert "killing the remaining containers now" in err
+    finished = cli.lines[-1]
+    assert finished["event"] == "DrainFinished", cli.lines
+    assert [c["outcome"] for c in finished["containers"]] == ["killed"]
+    assert finished["errors"] == []
+    kills = [e for e in cli.lines if e["event"] == "ContainerForceKilled"]
+    assert [e["reason"] for e in kills] == ["cancelled"]
+    with pytest.raises(WorkloadNotFound):
+        await driver.get(plan.name)  # removed at once, not still terminating
+
+
+async def test_a_same_named_successor_created_after_the_look_survives_the_drain(
+    driver: KubernetesDriver,
+) -> None:
+    """The drain's look finds a Pod; before its delete, someone replaces that Pod by a
+    same-named one. The uid-guarded delete leaves the successor serving, and the drain of the
+    Pod it found succeeds."""
+    plan = _plan("succ", grace=5, drain=0.2)
+    old_uid = await _running(driver, plan)
+    found = await driver.find([plan.name])
+    await driver.api.delete(driver.namespace, plan.name, uid=old_uid, grace=0)
+
+    async def gone() -> bool:
+        try:
+            await driver.api.read(driver.namespace, plan.name)
+        except WorkloadNotFound:
+            return True
+        return False
+
+    await until(gone, timeout=30, interval=0.2)
+    successor = await _running(driver, plan)
+    assert successor != old_uid
+    events: list[DrainEvent] = []
+    [summary] = await driver.drain(found, grace_period_seconds=None, emit=events.append)
+    assert summary.ok, summary.errors
+    pod = await driver.api.read(driver.namespace, plan.name)
+    assert pod["metadata"]["uid"] == successor
+    assert "deletionTimestamp" not in pod["metadata"]
+    assert (await driver.get(plan.name)).state == "running"
