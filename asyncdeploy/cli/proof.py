@@ -246,7 +246,7 @@ def verify(
             if ignore_sigterm:
                 plan = attrs.evolve(plan, termination_grace_period_seconds=5)
         renderer = EventRenderer(sys.stderr)
-        async with settings.open_deployer() as deployer:
+        async with settings.for_plan(plan).open_deployer() as deployer:
             try:
                 report = await run_verify(
                     deployer,

@@ -114,3 +114,44 @@ async def test_a_failed_delete_still_prints_its_summary_table(
     assert table[0].startswith("stuck: drained in ")
     assert table[1].split() == ["CONTAINER", "ROLE", "OUTCOME", "EXIT", "SECONDS"]
     assert table[-1].startswith("error: delete pod stuck: ") and "forbidden" in table[-1]
+
+
+async def test_the_plans_namespace_is_where_create_wait_and_replace_work(
+    fake: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """Issue 16 item 15: the context's namespace is asyncdeploy-test, the plan names default.
+    create --wait finds the Pod it made; replace drains the old one and keeps the new one, all
+    in default; -n naming another namespace than the plan's is refused (exit 2, nothing made)."""
+    plan = {
+        "name": "nsplan",
+        "namespace": "default",
+        "termination_grace_period_seconds": 2,
+        "containers": [{"name": "server", "image": "busybox:1.36"}],
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    code, out = await cli(kubeconfig, "create", "-f", str(path), "--wait", "-o", "json")
+    assert code == 0, out
+    assert json.loads(out)["workload"]["state"] == "running"
+    assert list(fake.pods) == [("default", "nsplan")]
+    code, out = await cli(kubeconfig, "replace", "-f", str(path), "--name", "nsplan-2")
+    assert code == 0, out
+    assert sorted(fake.pods) == [("default", "nsplan-2")]  # the old one drained, the new kept
+    code, out = await cli(kubeconfig, "get", "nsplan-2", "-n", "default")
+    assert code == 0, out
+
+    result = await invoke_in_thread(
+        "--driver", "kubernetes", "create", "-f", str(path), "-n", NAMESPACE,
+        env={"KUBECONFIG": str(kubeconfig)},
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert (
+        "namespace 'default'" in result.stderr and f"{NAMESPACE!r} was asked for" in result.stderr
+    )
+    assert sorted(fake.pods) == [("default", "nsplan-2")]
+    fake.requests.clear()
+    result = await invoke_in_thread(
+        "--driver", "kubernetes", "create", "-f", str(path), "-n", "default",
+        env={"KUBECONFIG": str(kubeconfig)},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output  # the same namespace twice is no conflict

@@ -35,6 +35,7 @@ from asyncdeploy import (
     EngineUnavailable,
     HTTPGet,
     PauseRemoved,
+    PlanError,
     Probe,
     SignalSent,
     WorkloadConflict,
@@ -240,16 +241,21 @@ async def test_a_pod_of_the_same_name_that_is_not_ours_is_a_conflict(
         await driver.get("demo")
 
 
-async def test_apply_goes_to_the_plans_namespace(
+async def test_a_plan_naming_another_namespace_is_refused_before_any_write(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
-    wanted = WorkloadPlan.from_mapping(
+    """Every name-only call works in the driver's namespace: a plan's workload created in
+    another one could never be waited for nor deleted, so it is refused (PlanError: exit 2)."""
+    elsewhere = WorkloadPlan.from_mapping(
         {"name": "elsewhere", "namespace": "default", "containers": [{"name": "c", "image": "x:1"}]}
     )
-    await driver.apply(wanted)
-    assert ("default", "elsewhere") in fake.pods
-    with pytest.raises(WorkloadNotFound):
-        await driver.get("elsewhere")  # names alone mean the driver's namespace
+    fake.requests.clear()
+    with pytest.raises(PlanError, match="namespace 'default'"):
+        await driver.apply(elsewhere)
+    assert fake.calls(writes_only=True) == []
+    here = attrs.evolve(elsewhere, namespace=NAMESPACE)
+    assert (await driver.apply(here)).action == "created"
+    assert (await driver.get("elsewhere")).name == "elsewhere"
 
 
 async def test_apply_waits_for_a_terminating_pod_before_creating(

@@ -1,5 +1,6 @@
 """The drain's hard paths on the real cluster: a second Ctrl-C to a real CLI process, a
-same-named successor created between the look and the delete (issue 16 items 4 and 6).
+same-named successor created between the look and the delete, the plan's namespace (issue 16
+items 4, 6 and 15).
 
 What a real cluster cannot show on demand (a 503 or 429 on a delete, a connection lost mid-call)
 is tested against the fake API server (``test_driver_fake.py``).
@@ -14,10 +15,12 @@ from pathlib import Path
 import anyio
 import k8s_contract
 import pytest
+import yaml
 from real_cluster import IMAGE, RUN_ID, cleaning_driver, cli_kubeconfig, scratch_namespace
 
 from asyncdeploy import Container, DrainEvent, WorkloadNotFound, WorkloadPlan
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
+from tests.cli_runner import invoke_in_thread
 from tests.engines.cli_process import start_cli
 from tests.polling import until
 
@@ -115,3 +118,38 @@ async def test_a_same_named_successor_created_after_the_look_survives_the_drain(
     assert pod["metadata"]["uid"] == successor
     assert "deletionTimestamp" not in pod["metadata"]
     assert (await driver.get(plan.name)).state == "running"
+
+
+async def test_create_wait_and_replace_work_in_the_plans_namespace(
+    driver: KubernetesDriver, cluster: str, tmp_path: Path
+) -> None:
+    """Issue 16 item 15 on the real cluster: the kubeconfig's context says "default", the plan
+    names the run's namespace. create --wait waits for the Pod it made, replace leaves exactly
+    the new instance there, and -n default against that plan is refused (exit 2)."""
+    plan = _plan("ns", grace=3, drain=0.2)
+    document = {
+        "name": plan.name,
+        "namespace": cluster,
+        "labels": dict(plan.labels),
+        "termination_grace_period_seconds": 3,
+        "containers": [
+            {"name": "server", "image": IMAGE, "command": k8s_contract.trap_script(0.2, False)}
+        ],
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(document))
+    env = {"KUBECONFIG": str(cli_kubeconfig("default", tmp_path / "kubeconfig"))}
+    args = ("--driver", "kubernetes")
+    result = await invoke_in_thread(
+        *args, "create", "-f", str(path), "--wait", "--timeout", "120", env=env
+    )
+    assert result.exit_code == 0, result.output
+    new = f"{plan.name}-2"
+    result = await invoke_in_thread(
+        *args, "replace", "-f", str(path), "--name", new, "--timeout", "120", env=env
+    )
+    assert result.exit_code == 0, result.output
+    assert [s.name for s in await driver.list({k8s_contract.RUN_LABEL: RUN_ID})] == [new]
+    result = await invoke_in_thread(*args, "create", "-f", str(path), "-n", "default", env=env)
+    assert result.exit_code == 2, result.output
+    assert "was asked for" in result.stderr

@@ -1,8 +1,10 @@
 """The Kubernetes driver: one Pod per workload, behind the same contract as Docker and Podman.
 
 Workloads are Pods named after them and labelled ``asyncdeploy.io/workload=<name>``; Pods
-without that label are never touched (and read as not found). ``apply`` uses the plan's
-namespace, else the driver's; every call that takes only a name uses the driver's namespace.
+without that label are never touched (and read as not found). Every call works in the driver's
+namespace; a plan naming another one is refused (:func:`asyncdeploy.namespaces.workload_namespace`:
+open the driver in the plan's namespace), so that what ``apply`` creates is where ``get``,
+``wait_ready`` and ``delete`` look.
 
 Apply without needless recreation (:func:`._manifest.apply_decision`): the Pod carries
 ``plan_digest(plan)`` (annotation and label ``asyncdeploy.io/plan-digest``). An equal digest means
@@ -44,6 +46,7 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
+from asyncdeploy.namespaces import workload_namespace
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
 from asyncdeploy.selectors import Selector, SelectorLike, as_selector
@@ -303,7 +306,7 @@ class KubernetesDriver:
     async def apply(self, plan: WorkloadPlan, *, emit: Emit | None = None) -> ApplyResult:
         """Create; unchanged digest → no write at all; changed → drain (events), then create
         (a failed drain raises ``DrainError`` and creates nothing)."""
-        namespace = plan.namespace or self.namespace
+        namespace = workload_namespace(plan.namespace, self.namespace) or self.namespace
         manifest = pod_manifest(plan, namespace=namespace)  # a PlanError before any call
         replaced: DrainSummary | None = None
         existing = await self._existing(plan.name, namespace)
