@@ -202,8 +202,9 @@ class FakeApiServer:
         for watcher in list(self._watchers):
             watcher.queue.put_nowait(_ABORT)
 
-    def open_watches(self) -> int:
-        return len(self._watchers)
+    def open_watches(self, resource: str | None = None) -> int:
+        """How many watches are open (of ``resource`` only: ``pods``, ``events``)."""
+        return sum(1 for w in self._watchers if resource in (None, w.resource))
 
     def script(self, container: dict[str, Any]) -> ContainerScript:
         """The container's script: set by the test, else read from a ``trap ... TERM`` shell."""
@@ -347,11 +348,29 @@ class FakeApiServer:
         return copy.deepcopy(pod)
 
     def record_event(self, node: kubelet.Node, container: str, reason: str, message: str) -> None:
-        """An Event the kubelet records about one of a Pod's containers (shaped as in 08*)."""
+        """An Event the kubelet records about one of a Pod's containers (shaped as in 08*).
+
+        The same Event again (same Pod, container, reason and message: client-go's event
+        correlator) is the stored one with ``count`` bumped and a new ``lastTimestamp``,
+        MODIFIED under its old name, as the kubelet's recorder does.
+        """
         self.resource_version += 1
         now = datetime.now(UTC)
         stamp = k8s.rfc3339(now.replace(microsecond=0))
         namespace, pod_name = node.key
+        for _, _, known in reversed(self.kubelet_events):
+            involved = known["involvedObject"]
+            if (
+                involved["uid"] == node.uid
+                and involved["fieldPath"] == f"spec.containers{{{container}}}"
+                and (known["reason"], known["message"]) == (reason, message)
+            ):
+                bumped = copy.deepcopy(known)
+                bumped["count"] += 1
+                bumped["lastTimestamp"] = stamp
+                bumped["metadata"]["resourceVersion"] = str(self.resource_version)
+                self._event_written(namespace, bumped, "MODIFIED")
+                return
         event = {
             "kind": "Event",
             "apiVersion": "v1",
@@ -384,11 +403,16 @@ class FakeApiServer:
             "reportingComponent": "kubelet",
             "reportingInstance": NODE,
         }
-        self.kubelet_events.append((self.resource_version, "ADDED", event))
+        self._event_written(namespace, event, "ADDED")
+
+    def _event_written(self, namespace: str, event: dict[str, Any], kind: str) -> None:
+        name = event["metadata"]["name"]
+        self.kubelet_events = [e for e in self.kubelet_events if e[2]["metadata"]["name"] != name]
+        self.kubelet_events.append((self.resource_version, kind, event))
         for watcher in list(self._watchers):
             wanted = watcher.resource == "events" and watcher.namespace == namespace
             if wanted and watcher.match(event):
-                watcher.queue.put_nowait((self.resource_version, "ADDED", event))
+                watcher.queue.put_nowait((self.resource_version, kind, copy.deepcopy(event)))
 
     def _list_events(self, namespace: str, query: Any) -> dict[str, Any]:
         match = _event_matcher(query.get("fieldSelector"))

@@ -657,7 +657,7 @@ async def test_an_interrupted_watch_is_resumed_from_a_fresh_list(
     await running(driver, plan())
 
     async def interrupt() -> None:
-        await until(lambda: fake.open_watches() > 0)
+        await until(lambda: fake.open_watches("pods") > 0)  # not only the Events' watch
         await anyio.sleep(0.1)
         fake.expire_watches() if interruption == "expire" else fake.drop_watches()
 
@@ -714,6 +714,35 @@ async def test_a_pod_that_never_goes_is_an_error_after_grace_plus_margin(
         "pod stuck was still there 0.5 s after its 1 s grace period: c not seen to end",
     )
     assert [type(e) for e in events] == [DrainStarted, DrainFinished]
+
+
+async def test_a_slow_teardown_after_a_long_grace_is_not_reported_stuck(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """Issue 16 item 13: the margin past the deadline grows with the grace (half of it, at
+    least the driver's minimum, 2 s here): a Pod killed at its 6 s deadline whose teardown takes
+    2.6 s more (a GPU being freed) is a clean drain, not "stuck"."""
+    fake.scripts["server"] = ContainerScript(ignore_term=True)
+    fake.final_delay = 2.6
+    await running(driver, plan(grace=6))
+    _, [summary] = await drained(driver, ["demo"])
+    assert summary.ok, summary.errors
+    assert [c.outcome for c in summary.containers] == ["killed"]
+
+
+async def test_a_pod_whose_containers_ended_but_which_stays_is_reported_as_such(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """Still there past the margin with every container seen ended: the error says the kubelet
+    is still tearing it down (not that the containers are stuck)."""
+    fake.scripts["server"] = ContainerScript(drain=0.1)
+    fake.final_delay = 30
+    await running(driver, plan(grace=1))
+    _, [summary] = await drained(driver, ["demo"])
+    [error] = summary.errors
+    assert error.startswith("pod demo was still there 2 s after its 1 s grace period: ")
+    assert "every container ended; the kubelet is still tearing it down" in error
+    assert [c.outcome for c in summary.containers] == ["exited"]
 
 
 async def test_a_missing_name_touches_nothing(
