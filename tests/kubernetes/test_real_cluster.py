@@ -46,7 +46,7 @@ from asyncdeploy.verify import TrafficMix, VerifyOptions, demo_plan, run_verify
 
 NAMESPACE = f"asyncdeploy-test-{RUN_ID}"
 
-pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+pytestmark = pytest.mark.anyio
 
 
 # Module, not session: while an async fixture lives its event loop runs, and the anyio.run of a

@@ -120,13 +120,8 @@ async def test_a_same_named_successor_created_after_the_look_survives_the_drain(
     assert (await driver.get(plan.name)).state == "running"
 
 
-async def test_create_wait_and_replace_work_in_the_plans_namespace(
-    driver: KubernetesDriver, cluster: str, tmp_path: Path
-) -> None:
-    """Issue 16 item 15 on the real cluster: the kubeconfig's context says "default", the plan
-    names the run's namespace. create --wait waits for the Pod it made, replace leaves exactly
-    the new instance there, and -n default against that plan is refused (exit 2)."""
-    plan = _plan("ns", grace=3, drain=0.2)
+def _plan_file(cluster: str, tmp_path: Path, name: str) -> Path:
+    plan = _plan(name, grace=3, drain=0.2)
     document = {
         "name": plan.name,
         "namespace": cluster,
@@ -138,18 +133,44 @@ async def test_create_wait_and_replace_work_in_the_plans_namespace(
     }
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(document))
+    return path
+
+
+async def test_create_wait_works_in_the_plans_namespace(
+    driver: KubernetesDriver, cluster: str, tmp_path: Path
+) -> None:
+    """Issue 16 item 15 on the real cluster: the kubeconfig's context says "default", the plan
+    names the run's namespace: create --wait waits for the Pod it made there; -n default
+    against that plan is refused (exit 2)."""
+    path = _plan_file(cluster, tmp_path, "nsc")
     env = {"KUBECONFIG": str(cli_kubeconfig("default", tmp_path / "kubeconfig"))}
     args = ("--driver", "kubernetes")
     result = await invoke_in_thread(
         *args, "create", "-f", str(path), "--wait", "--timeout", "120", env=env
     )
     assert result.exit_code == 0, result.output
-    new = f"{plan.name}-2"
+    assert (await driver.get(f"t{RUN_ID}-nsc")).state == "running"
+    result = await invoke_in_thread(*args, "create", "-f", str(path), "-n", "default", env=env)
+    assert result.exit_code == 2, result.output
+    assert "was asked for" in result.stderr
+
+
+async def test_replace_works_in_the_plans_namespace(
+    driver: KubernetesDriver, cluster: str, tmp_path: Path
+) -> None:
+    """replace from a context in "default" of a plan naming the run's namespace leaves exactly
+    the new instance there (it was left running in the plan's namespace, the old kept)."""
+    path = _plan_file(cluster, tmp_path, "nsr")
+    env = {"KUBECONFIG": str(cli_kubeconfig("default", tmp_path / "kubeconfig"))}
+    args = ("--driver", "kubernetes")
+    result = await invoke_in_thread(
+        *args, "create", "-f", str(path), "--wait", "--timeout", "120", env=env
+    )
+    assert result.exit_code == 0, result.output
+    new = f"t{RUN_ID}-nsr-2"
     result = await invoke_in_thread(
         *args, "replace", "-f", str(path), "--name", new, "--timeout", "120", env=env
     )
     assert result.exit_code == 0, result.output
-    assert [s.name for s in await driver.list({k8s_contract.RUN_LABEL: RUN_ID})] == [new]
-    result = await invoke_in_thread(*args, "create", "-f", str(path), "-n", "default", env=env)
-    assert result.exit_code == 2, result.output
-    assert "was asked for" in result.stderr
+    names = [s.name for s in await driver.list({k8s_contract.RUN_LABEL: RUN_ID})]
+    assert f"t{RUN_ID}-nsr" not in names and new in names

@@ -32,7 +32,7 @@ from typing import Any
 import anyio
 import attrs
 
-from asyncdeploy.drivers.base import LABEL_WORKLOAD, Found
+from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._drain import KILL_WAIT, WATCH_MARGIN, PodDrain, pod_uid
@@ -47,6 +47,7 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainSummary, Emit
+from asyncdeploy.labels import LABEL_WORKLOAD
 from asyncdeploy.selectors import Selector
 
 __all__ = ["GIVE_UP_AFTER", "PodsFound", "drain_pods", "find_pods"]
