@@ -22,6 +22,7 @@ __all__ = [
     "LABEL_READINESS",
     "LABEL_RESTART_POLICY",
     "LABEL_ROLE",
+    "LABEL_SERVICE",
     "LABEL_STOP_SIGNAL",
     "LABEL_WORKLOAD",
     "PLAN_ROLES",
@@ -46,6 +47,9 @@ LABEL_GRACE: Final = "asyncdeploy.io/termination-grace-period-seconds"
 LABEL_PLAN_DIGEST: Final = "asyncdeploy.io/plan-digest"
 LABEL_INSTANCE_OF: Final = "replace.asyncdeploy.io/instance-of"
 """Set by ``Deployer.replace`` on a new instance: the plan name it serves."""
+LABEL_SERVICE: Final = "asyncdeploy.io/service"
+"""Kubernetes: on the Pods of a plan with a ``service`` (every instance), the Service's name;
+the Service selects by it."""
 
 # What a later delete on Docker and Podman reads back from the containers themselves.
 LABEL_PRE_STOP: Final = "asyncdeploy.io/pre-stop"  # JSON list: the hook a later delete runs

@@ -51,6 +51,8 @@ NAMESPACE = "asyncdeploy-test"  # where the driver tests work
 TOKEN = "fake-token"
 _POD = re.compile(r"/api/v1/namespaces/([^/]+)/pods(?:/([^/]+))?(?:/(log|exec))?")
 _EVENTS = re.compile(r"/api/v1/namespaces/([^/]+)/events")
+_SERVICES = re.compile(r"/api/v1/namespaces/([^/]+)/services(?:/([^/]+))?")
+_SLICES = re.compile(r"/apis/discovery.k8s.io/v1/namespaces/([^/]+)/endpointslices")
 
 
 @attrs.define
@@ -105,6 +107,7 @@ class FakeApiServer:
         )
         self.requests: list[Recorded] = []
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.services: dict[tuple[str, str], dict[str, Any]] = {}  # no endpointslice controller
         self.events: list[tuple[int, str, dict[str, Any]]] = []  # the Pods' history
         self.kubelet_events: list[tuple[int, str, dict[str, Any]]] = []  # Event objects
         self.resource_version = 100
@@ -266,6 +269,10 @@ class FakeApiServer:
             if _truthy(request.query.get("watch")):
                 return await _watch(self, request, events[1], resource="events")
             return web.json_response(self._list_events(events[1], request.query))
+        if (services := _SERVICES.fullmatch(path)) is not None:
+            return self._service(method, services[1], services[2], request)
+        if _SLICES.fullmatch(path) is not None and method == "GET":
+            return web.json_response(self._listing("EndpointSliceList", []))
         if path.startswith("/api/v1/namespaces") and not _POD.fullmatch(path):
             return self._namespaces(method, path, request[_BODY])
         match = _POD.fullmatch(path)
@@ -299,6 +306,51 @@ class FakeApiServer:
             return web.json_response(self._get(namespace, name))
         elif sub is None and method == "DELETE":
             return web.json_response(self._delete(namespace, name, query, request[_BODY]))
+        raise k8s.method_not_allowed()
+
+    def _listing(self, kind: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "kind": kind,
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": str(self.resource_version)},
+            "items": items,
+        }
+
+    def _service(
+        self, method: str, namespace: str, name: str | None, request: web.Request
+    ) -> web.StreamResponse:
+        """Services, as far as the driver uses them: list by label, create, uid-guarded delete
+        (no ClusterIP allocation, no EndpointSlices: no controller runs here)."""
+        if name is None and method == "GET":
+            labels = k8s.label_matcher(request.query.get("labelSelector"))
+            items = [
+                copy.deepcopy(svc)
+                for (ns, _), svc in sorted(self.services.items())
+                if ns == namespace and labels(svc)
+            ]
+            return web.json_response(self._listing("ServiceList", items))
+        if name is None and method == "POST":
+            body = copy.deepcopy(request[_BODY] or {})
+            key = (namespace, body["metadata"]["name"])
+            if key in self.services:
+                raise k8s.already_exists(key[1])
+            self.resource_version += 1
+            body["metadata"].update(
+                namespace=namespace,
+                uid=f"service-{self.resource_version}",
+                resourceVersion=str(self.resource_version),
+            )
+            self.services[key] = body
+            return web.json_response(body, status=201)
+        if name is not None and method == "DELETE":
+            service = self.services.get((namespace, name))
+            if service is None:
+                raise k8s.not_found(name)
+            wanted = ((request[_BODY] or {}).get("preconditions") or {}).get("uid")
+            if wanted and wanted != service["metadata"]["uid"]:
+                raise k8s.uid_conflict(name, wanted, service["metadata"]["uid"])
+            del self.services[(namespace, name)]
+            return web.json_response(service)
         raise k8s.method_not_allowed()
 
     def _namespaces(self, method: str, path: str, body: Any) -> web.StreamResponse:

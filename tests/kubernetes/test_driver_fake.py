@@ -50,6 +50,8 @@ from tests.polling import until
 pytestmark = pytest.mark.anyio
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 EVENTS = f"/api/v1/namespaces/{NAMESPACE}/events"
+SERVICES = f"/api/v1/namespaces/{NAMESPACE}/services"
+SLICES = f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices"
 
 
 def plan(name: str = "demo", *, grace: int = 5, **container: Any) -> WorkloadPlan:
@@ -270,6 +272,32 @@ async def test_apply_waits_for_a_terminating_pod_before_creating(
     assert "deletionTimestamp" not in fake.pods[(NAMESPACE, "demo")]["metadata"]
 
 
+async def test_a_plans_service_is_made_with_it_kept_across_a_change_and_removed_with_it(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """Issue 15 item 4: the Service is created with the workload; a changed plan (drained and
+    created again) keeps the same Service object; the delete of the last Pod removes it."""
+    wanted = WorkloadPlan.from_mapping(
+        {
+            "name": "demo",
+            "termination_grace_period_seconds": 2,
+            "containers": [{"name": "server", "image": "busybox:1.36"}],
+            "service": {"ports": [{"port": 80, "target_port": 8000}]},
+        }
+    )
+    await running(driver, wanted)
+    service = fake.services[(NAMESPACE, "demo")]
+    assert service["spec"]["selector"] == {"asyncdeploy.io/service": "demo"}
+    pod = fake.pods[(NAMESPACE, "demo")]
+    assert pod["metadata"]["labels"]["asyncdeploy.io/service"] == "demo"
+    changed = attrs.evolve(wanted, termination_grace_period_seconds=3)
+    assert (await driver.apply(changed)).action == "replaced"
+    assert fake.services[(NAMESPACE, "demo")]["metadata"]["uid"] == service["metadata"]["uid"]
+    summary = await Deployer(driver).delete("demo")
+    assert summary.ok
+    assert (NAMESPACE, "demo") not in fake.services
+
+
 # --- reading ----------------------------------------------------------------------------------
 
 
@@ -416,9 +444,11 @@ async def test_one_delete_makes_exactly_a_list_a_uid_guarded_delete_and_a_watch(
     selector = {"labelSelector": "asyncdeploy.io/workload in (demo)"}
     events = {"fieldSelector": f"involvedObject.uid={uid}"}
     requests = [(r.method, r.path, r.query) for r in fake.requests]
-    assert requests[:2] == [
+    assert requests[:4] == [
         ("GET", PODS, selector),
         ("GET", EVENTS, events),  # before the delete: nothing the kubelet records is missed
+        ("GET", SERVICES, {}),  # likewise: the Services routing to it (none here: no watch)
+        ("GET", SLICES, {}),
     ]
     [delete] = [r for r in fake.requests if r.method == "DELETE"]
     assert (delete.path, delete.query) == (f"{PODS}/demo", {})
@@ -426,11 +456,11 @@ async def test_one_delete_makes_exactly_a_list_a_uid_guarded_delete_and_a_watch(
     assert "gracePeriodSeconds" not in delete.body  # the Pod's own grace, server-side
     version = next(r.query["resourceVersion"] for r in fake.requests if r.query.get("watch"))
     watch = {"watch": "True", "allowWatchBookmarks": "True", "resourceVersion": version}
-    assert sorted(r for r in requests[2:] if r[0] == "GET") == [
+    assert sorted(r for r in requests[4:] if r[0] == "GET") == [
         ("GET", EVENTS, {**events, **watch, "timeoutSeconds": "300"}),  # ended by the drain
         ("GET", PODS, {**selector, **watch, "timeoutSeconds": "8"}),  # grace 5 + margin 2.5
     ]
-    assert len(requests) == 5
+    assert len(requests) == 7
     assert summary.ok and summary.grace_period_seconds == 5
 
 

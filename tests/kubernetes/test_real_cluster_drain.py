@@ -1,6 +1,7 @@
 """The drain's hard paths on the real cluster: a second Ctrl-C to a real CLI process, a
 same-named successor created between the look and the delete, the plan's namespace (issue 16
-items 4, 6 and 15).
+items 4, 6 and 15), traffic leaving a Pod behind a Service (issue 15 item 4: needs the
+endpointslice controller, which ci/start-kube.sh runs).
 
 What a real cluster cannot show on demand (a 503 or 429 on a delete, a connection lost mid-call)
 is tested against the fake API server (``test_driver_fake.py``).
@@ -13,13 +14,26 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+import attrs
 import k8s_contract
 import pytest
 import yaml
+from kubernetes_asyncio.client import CoreV1Api, DiscoveryV1Api
 from real_cluster import IMAGE, RUN_ID, cleaning_driver, cli_kubeconfig, scratch_namespace
 
-from asyncdeploy import Container, DrainEvent, WorkloadNotFound, WorkloadPlan
+from asyncdeploy import (
+    Checks,
+    Container,
+    Deployer,
+    DrainEvent,
+    Probe,
+    TrafficLeft,
+    TrafficStillRouted,
+    WorkloadNotFound,
+    WorkloadPlan,
+)
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
+from asyncdeploy.plan import Service, ServicePort
 from tests.cli_runner import invoke_in_thread
 from tests.engines.cli_process import start_cli
 from tests.polling import until
@@ -174,3 +188,92 @@ async def test_replace_works_in_the_plans_namespace(
     assert result.exit_code == 0, result.output
     names = [s.name for s in await driver.list({k8s_contract.RUN_LABEL: RUN_ID})]
     assert f"t{RUN_ID}-nsr" not in names and new in names
+
+
+async def test_a_pod_behind_its_service_leaves_the_endpoints_before_it_is_signalled(
+    driver: KubernetesDriver,
+) -> None:
+    """Issue 15 item 4: a plan asking for a Service; its Pod (ready) is an endpoint. Deleted
+    with a 3 s preStop hook (the kubelet signals only after it), the drain stream reports
+    TrafficLeft, from the endpointslice controller's update, before SignalSent and within the
+    hook's 3 s; the Service goes with the last instance."""
+    plan = attrs.evolve(
+        _plan("svc", grace=10, drain=0.2),
+        service=Service(ports=(ServicePort(port=80, target_port=8000),)),
+        containers=(
+            attrs.evolve(
+                _plan("svc", grace=10, drain=0.2).containers[0],
+                pre_stop=["sh", "-c", "sleep 3"],
+                checks=Checks(readiness=Probe(exec=["true"], period_seconds=1)),
+            ),
+        ),
+    )
+    uid = await _running(driver, plan)
+    core = CoreV1Api(driver.api.client)
+    discovery = DiscoveryV1Api(driver.api.client)
+
+    async def endpoint_ready() -> bool:
+        slices = await discovery.list_namespaced_endpoint_slice(
+            driver.namespace, label_selector=f"kubernetes.io/service-name={plan.name}"
+        )
+        return any(
+            e.target_ref is not None and e.target_ref.uid == uid and e.conditions.ready
+            for s in slices.items
+            for e in s.endpoints or []
+        )
+
+    await until(endpoint_ready, timeout=60, interval=0.2)  # the controller made its slice
+    events: list[DrainEvent] = []
+    async with Deployer(driver).terminate(plan.name) as stream:
+        events = [e async for e in stream]
+    kinds = [type(e).__name__ for e in events]
+    [left] = [e for e in events if isinstance(e, TrafficLeft)]
+    assert left.services == (plan.name,)
+    assert kinds.index("TrafficLeft") < kinds.index("SignalSent"), kinds
+    assert left.elapsed < 3.0  # inside the hook: before the kubelet sent SIGTERM
+    assert "TrafficStillRouted" not in kinds
+    assert events[-1].summary.ok  # type: ignore[union-attr]
+    services = await core.list_namespaced_service(driver.namespace)
+    assert plan.name not in [s.metadata.name for s in services.items]  # with the last instance
+
+
+async def test_a_pod_still_routed_past_the_window_is_a_warning(driver: KubernetesDriver) -> None:
+    """A selector-less Service whose EndpointSlice (made by hand: no controller updates it)
+    lists the Pod as ready: past the propagation window (the hook's --propagation-wait, 1 s)
+    the stream warns, naming the Service."""
+    base = _plan("stale", grace=6, drain=0.2)
+    hook = ["sh", "-c", "sleep 3", "--propagation-wait", "1s"]  # the window the drain reads
+    plan = attrs.evolve(base, containers=(attrs.evolve(base.containers[0], pre_stop=hook),))
+    uid = await _running(driver, plan)
+    core = CoreV1Api(driver.api.client)
+    discovery = DiscoveryV1Api(driver.api.client)
+    name = f"{plan.name}-manual"
+    await core.create_namespaced_service(
+        driver.namespace,
+        {"metadata": {"name": name}, "spec": {"ports": [{"port": 80}]}},  # type: ignore[arg-type]
+    )
+    await discovery.create_namespaced_endpoint_slice(
+        driver.namespace,
+        {  # type: ignore[arg-type]
+            "metadata": {"name": name, "labels": {"kubernetes.io/service-name": name}},
+            "addressType": "IPv4",
+            "ports": [{"port": 80}],
+            "endpoints": [
+                {
+                    "addresses": ["10.0.0.99"],
+                    "conditions": {"ready": True},
+                    "targetRef": {"kind": "Pod", "name": plan.name, "uid": uid},
+                }
+            ],
+        },
+    )
+    try:
+        async with Deployer(driver).terminate(plan.name) as stream:
+            events = [e async for e in stream]
+    finally:
+        await core.delete_namespaced_service(name, driver.namespace)
+        await discovery.delete_namespaced_endpoint_slice(name, driver.namespace)
+    [warning] = [e for e in events if isinstance(e, TrafficStillRouted)]
+    assert warning.services == (name,) and warning.window == 1.0
+    assert 0.9 < warning.elapsed < 3
+    assert not any(isinstance(e, TrafficLeft) for e in events)

@@ -37,6 +37,7 @@ from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._drain import KILL_WAIT, WATCH_MARGIN, PodDrain, pod_uid
 from asyncdeploy.drivers.kubernetes._errors import ENGINE, RetryLater
+from asyncdeploy.drivers.kubernetes._traffic import TrafficWatch
 from asyncdeploy.drivers.kubernetes._watch import KubeletEvents, PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
     EngineAPIError,
@@ -119,12 +120,15 @@ async def drain_pods(
     ]
     by_uid = {d.uid: d for d in drains}
     kubelet = KubeletEvents(api, namespace, set(by_uid), lambda e: by_uid[e.uid].kubelet(e))
+    traffic = TrafficWatch(api, namespace, drains, list(found.pods))
     try:
         await kubelet.start()  # before the delete: nothing the kubelet records is missed
+        await traffic.start()  # likewise: where the Pods are endpoints before it
         for drain in drains:
             drain.begin()
         async with anyio.create_task_group() as tg:
             tg.start_soon(kubelet.run)
+            tg.start_soon(traffic.run)
             await _delete_and_follow(
                 api, namespace, selector, found.resource_version, drains, grace_period_seconds
             )
