@@ -19,7 +19,14 @@ import k8s_contract
 import pytest
 import yaml
 from kubernetes_asyncio.client import CoreV1Api, DiscoveryV1Api
-from real_cluster import IMAGE, RUN_ID, cleaning_driver, cli_kubeconfig, scratch_namespace
+from real_cluster import (
+    DEMO_IMAGE,
+    IMAGE,
+    RUN_ID,
+    cleaning_driver,
+    cli_kubeconfig,
+    scratch_namespace,
+)
 
 from asyncdeploy import (
     Checks,
@@ -277,3 +284,35 @@ async def test_a_pod_still_routed_past_the_window_is_a_warning(driver: Kubernete
     assert warning.services == (name,) and warning.window == 1.0
     assert 0.9 < warning.elapsed < 3
     assert not any(isinstance(e, TrafficLeft) for e in events)
+
+
+async def test_the_service_example_plan_drains_with_traffic_leaving_first(
+    driver: KubernetesDriver,
+) -> None:
+    """``examples/plans/service.yaml`` as written (the cluster's copy of the demo image, and
+    the run's label and name): ready behind its Service, then deleted: TrafficLeft comes
+    inside the hook's 5 s propagation wait, before the server is signalled."""
+    path = Path(__file__).parents[2] / "examples" / "plans" / "service.yaml"
+    written = WorkloadPlan.from_file(path)
+    [server] = written.containers
+    plan = attrs.evolve(
+        written,
+        name=f"t{RUN_ID}-example",
+        labels={k8s_contract.RUN_LABEL: RUN_ID},
+        containers=(attrs.evolve(server, image=DEMO_IMAGE),),
+    )
+    await _running(driver, plan)
+    await until(lambda: _ready_endpoint(driver, plan.name), timeout=60, interval=0.2)
+    async with Deployer(driver).terminate(plan.name) as stream:
+        events = [e async for e in stream]
+    kinds = [type(e).__name__ for e in events]
+    [left] = [e for e in events if isinstance(e, TrafficLeft)]
+    assert left.elapsed < 5 and kinds.index("TrafficLeft") < kinds.index("SignalSent"), kinds
+    assert events[-1].summary.ok  # type: ignore[union-attr]
+
+
+async def _ready_endpoint(driver: KubernetesDriver, service: str) -> bool:
+    slices = await DiscoveryV1Api(driver.api.client).list_namespaced_endpoint_slice(
+        driver.namespace, label_selector=f"kubernetes.io/service-name={service}"
+    )
+    return any(e.conditions.ready for s in slices.items for e in s.endpoints or [])
