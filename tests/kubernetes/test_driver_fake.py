@@ -652,9 +652,9 @@ async def test_a_delete_refused_past_the_deadline_fails_that_drain(
 ) -> None:
     """Retried until GIVE_UP_AFTER past the deadline, then the summary says it was not deleted
     (and the Pod, which was never deleted, still runs)."""
-    from asyncdeploy.drivers.kubernetes import _delete
+    from asyncdeploy.drivers.kubernetes import _drain
 
-    monkeypatch.setattr(_delete, "GIVE_UP_AFTER", 0.5)
+    monkeypatch.setattr(_drain, "GIVE_UP_AFTER", 0.5)
     await running(driver, plan(grace=1))
     fake.inject("DELETE", ANY_DELETE, 503, times=1000)
     started = anyio.current_time()

@@ -32,8 +32,7 @@ from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._config import load_cluster_config
-from asyncdeploy.drivers.kubernetes._delete import PodsFound, drain_pods, find_pods
-from asyncdeploy.drivers.kubernetes._drain import WATCH_MARGIN
+from asyncdeploy.drivers.kubernetes._drain import PodsFound, drain_pods, find_pods
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.drivers.kubernetes._kubelet import StartupFailure, startup_failure
 from asyncdeploy.drivers.kubernetes._manifest import (
@@ -41,6 +40,7 @@ from asyncdeploy.drivers.kubernetes._manifest import (
     pod_manifest,
     service_manifest,
 )
+from asyncdeploy.drivers.kubernetes._pod_states import WATCH_MARGIN
 from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
     CreateError,

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from asyncdeploy.drivers.kubernetes._api import PodAPI
-from asyncdeploy.drivers.kubernetes._drain import PodDrain
+from asyncdeploy.drivers.kubernetes._pod_states import PodDrain
 from asyncdeploy.drivers.kubernetes._watch import MAX_WATCH_SECONDS, PodEvent, PodFollower, Resync
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import EngineError
