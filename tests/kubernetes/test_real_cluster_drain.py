@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import attrs
@@ -316,3 +317,39 @@ async def _ready_endpoint(driver: KubernetesDriver, service: str) -> bool:
         driver.namespace, label_selector=f"kubernetes.io/service-name={service}"
     )
     return any(e.conditions.ready for s in slices.items for e in s.endpoints or [])
+
+
+async def test_the_kubelet_records_a_repeated_event_as_a_count_bump(
+    driver: KubernetesDriver,
+) -> None:
+    """What the fake's recorder does (and the drain now reads, issue 16 item 13), on a real
+    kubelet: a container restarted again and again is one "Started" Event (one name) whose
+    ``count`` grows, not a new Event per start."""
+    plan = WorkloadPlan(
+        name=f"t{RUN_ID}-again",
+        labels={k8s_contract.RUN_LABEL: RUN_ID},
+        termination_grace_period_seconds=1,
+        containers=[
+            Container(
+                name="server", image=IMAGE, command=["sh", "-c", "exit 1"], restart_policy="always"
+            )
+        ],
+    )
+    await driver.apply(plan)
+    core = CoreV1Api(driver.api.client)
+
+    async def started() -> list[Any]:
+        events = await core.list_namespaced_event(
+            driver.namespace, field_selector=f"involvedObject.name={plan.name}"
+        )
+        return [e for e in events.items if e.reason == "Started"]
+
+    async def bumped() -> bool:
+        return any((e.count or 1) >= 2 for e in await started())
+
+    try:
+        await until(bumped, timeout=90, interval=0.5)
+    except TimeoutError:
+        seen = await core.list_namespaced_event(driver.namespace)
+        pytest.fail(f"no bumped Event: {[(e.reason, e.count) for e in seen.items]}")
+    assert len(await started()) == 1  # one Event, its count bumped
