@@ -54,6 +54,8 @@ if TYPE_CHECKING:
         PreStopStarted,
         SidecarRemoved,
         SignalSent,
+        TrafficLeft,
+        TrafficStillRouted,
     )
     from asyncdeploy.plan import (
         Autoheal,
@@ -125,6 +127,8 @@ _HOMES: dict[str, str] = {
     "PreStopStarted": "asyncdeploy.events",
     "SidecarRemoved": "asyncdeploy.events",
     "SignalSent": "asyncdeploy.events",
+    "TrafficLeft": "asyncdeploy.events",
+    "TrafficStillRouted": "asyncdeploy.events",
     "Autoheal": "asyncdeploy.plan",
     "Checks": "asyncdeploy.plan",
     "Container": "asyncdeploy.plan",
@@ -204,6 +208,8 @@ __all__ = [
     "SelectorError",
     "SidecarRemoved",
     "SignalSent",
+    "TrafficLeft",
+    "TrafficStillRouted",
     "UnsupportedEventLoop",
     "WorkloadConflict",
     "WorkloadNotFound",

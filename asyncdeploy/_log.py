@@ -25,6 +25,8 @@ from asyncdeploy.events import (
     PreStopStarted,
     SidecarRemoved,
     SignalSent,
+    TrafficLeft,
+    TrafficStillRouted,
     event_to_dict,
 )
 
@@ -62,6 +64,13 @@ def _describe(event: DrainEvent) -> tuple[int, str]:
             return logging.DEBUG, "removed"
         case PauseRemoved():
             return logging.DEBUG, "pause container removed"
+        case TrafficLeft():
+            return logging.INFO, f"left the ready endpoints of {', '.join(event.services)}"
+        case TrafficStillRouted():
+            return (
+                logging.WARNING,
+                f"still a ready endpoint of {', '.join(event.services)} after {event.window:g} s",
+            )
         case DrainFinished():
             summary = event.summary
             counts = ", ".join(

@@ -33,6 +33,8 @@ __all__ = [
     "Role",
     "SidecarRemoved",
     "SignalSent",
+    "TrafficLeft",
+    "TrafficStillRouted",
     "event_to_dict",
     "ignore_events",
 ]
@@ -136,6 +138,29 @@ class PauseRemoved:
 
 
 @attrs.frozen(kw_only=True)
+class TrafficLeft:
+    """Kubernetes: the Pod has left the ready endpoints of every Service that routed to it
+    (``services``): from here on no new connection is sent to it (kube-proxy and the balancers
+    following EndpointSlices still need their own moment to notice)."""
+
+    workload: str
+    elapsed: float
+    services: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True)
+class TrafficStillRouted:
+    """Kubernetes, a warning: ``window`` seconds into the drain (the propagation window) the
+    Pod was still a ready endpoint of ``services``: something still sends it traffic (an
+    EndpointSlice nobody updates, a controller that is not running)."""
+
+    workload: str
+    elapsed: float
+    services: tuple[str, ...]
+    window: float
+
+
+@attrs.frozen(kw_only=True)
 class ContainerOutcome:
     """How one container ended: ``seconds`` from the start of the drain to its exit."""
 
@@ -183,6 +208,8 @@ DrainEvent = (
     | ContainerForceKilled
     | ContainerRemoved
     | PauseRemoved
+    | TrafficLeft
+    | TrafficStillRouted
     | DrainFinished
 )
 
@@ -220,8 +247,9 @@ def event_to_dict(event: Event) -> dict[str, Any]:
         return out
     for key, value in attrs.asdict(event, recurse=False).items():
         out[key] = round(value, 3) if key == "elapsed" else value
-    if "containers" in out:
-        out["containers"] = list(out["containers"])
+    for key in ("containers", "services"):
+        if key in out:
+            out[key] = list(out[key])
     return out
 
 

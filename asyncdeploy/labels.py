@@ -27,6 +27,7 @@ __all__ = [
     "LABEL_READINESS_NET",
     "LABEL_RESTART_POLICY",
     "LABEL_ROLE",
+    "LABEL_SERVICE",
     "LABEL_STOP_SIGNAL",
     "LABEL_VOLUME_PLAN",
     "LABEL_WORKLOAD",
@@ -56,6 +57,9 @@ LABEL_LOCK: Final = "replace.asyncdeploy.io/lock"
 """On the marker that holds a plan's replace lock (a volume on Docker and Podman): the key."""
 LABEL_LOCK_RECORD: Final = "replace.asyncdeploy.io/lock-record"
 """On that marker: its owner's record (JSON: who, since when, until when at most)."""
+LABEL_SERVICE: Final = "asyncdeploy.io/service"
+"""Kubernetes: on the Pods of a plan with a ``service`` (every instance), the Service's name;
+the Service selects by it."""
 
 # What a later delete on Docker and Podman reads back from the containers themselves.
 LABEL_PRE_STOP: Final = "asyncdeploy.io/pre-stop"  # JSON list: the hook a later delete runs

@@ -75,6 +75,8 @@ __all__ = [
     "PullPolicy",
     "RegistryAuth",
     "Resources",
+    "Service",
+    "ServicePort",
     "WorkloadPlan",
     "plan_digest",
     "plan_to_mapping",
@@ -343,6 +345,38 @@ class Autoheal:
 
 
 @attrs.frozen(kw_only=True)
+class ServicePort:
+    """One port of the workload's Service: ``port`` on its cluster IP, sent to ``target_port``
+    of the Pod (default: the same number)."""
+
+    port: int = attrs.field(validator=_port_number)
+    target_port: int | None = attrs.field(default=None, validator=_port_number)
+    name: str | None = attrs.field(default=None, validator=_optional_str)
+
+
+def _service_ports(value: Iterable[ServicePort]) -> tuple[ServicePort, ...]:
+    return tuple(value)
+
+
+def _some_ports(_: Any, attribute: attrs.Attribute[Any], value: tuple[ServicePort, ...]) -> None:
+    _tuple_of(ServicePort)(None, attribute, value)
+    if not value:
+        raise _fail(attribute, "needs at least one port")
+    if len(value) > 1 and not all(p.name for p in value):
+        raise _fail(attribute, "name every port when there are several (the API requires it)")
+
+
+@attrs.frozen(kw_only=True)
+class Service:
+    """A ClusterIP Service for the workload (Kubernetes): a stable name in front of the plan's
+    Pod and of every instance ``replace`` starts for it."""
+
+    ports: tuple[ServicePort, ...] = attrs.field(
+        converter=_service_ports, validator=_some_ports, metadata=_nested(ServicePort, many=True)
+    )
+
+
+@attrs.frozen(kw_only=True)
 class RegistryAuth:
     """Where the credentials for one registry are: a reference, never the secret itself.
 
@@ -428,6 +462,7 @@ class WorkloadPlan:
     )
     """Set by ``Deployer.replace`` only (never by a plan file, so no plan can forge it): the plan
     name this workload is an instance of, written as ``LABEL_INSTANCE_OF``."""
+    service: Service | None = attrs.field(default=None, metadata=_nested(Service))
 
     @property
     def init_containers(self) -> tuple[Container, ...]:

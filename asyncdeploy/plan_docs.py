@@ -35,6 +35,8 @@ TYPE_DOCS: dict[str, str] = {
     "HTTPGet": "An HTTP GET health check; any status from 200 to 399 passes.",
     "Autoheal": "A sidecar that restarts unhealthy containers through the engine socket.",
     "RegistryAuth": "Where the credentials for one registry are: a file, never the secret itself.",
+    "Service": "A ClusterIP Service in front of the workload (Kubernetes).",
+    "ServicePort": "One port of the Service and the Pod port it goes to.",
 }
 
 _K8S_IGNORES = "Docker, Podman (Kubernetes: ignored, the Pod sandbox is the pause)"
@@ -84,6 +86,17 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     "WorkloadPlan.image_pull_secrets": FieldDoc(
         "Names of Secrets the kubelet pulls with (the Pod's `imagePullSecrets`).", "Kubernetes"
     ),
+    "WorkloadPlan.service": FieldDoc(
+        "A ClusterIP Service named after the plan, selecting its Pod and every instance "
+        "`replace` starts for it (a stable name across replacements); created with the "
+        "workload, deleted with the last of its instances. A drain reports when the Pod has "
+        "left the Service's ready endpoints (`TrafficLeft`).",
+        "Kubernetes",
+    ),
+    "Service.ports": FieldDoc("The Service's ports (at least one; each named when several)."),
+    "ServicePort.port": FieldDoc("The port on the Service's cluster IP."),
+    "ServicePort.target_port": FieldDoc("The Pod's port it goes to (default: `port`)."),
+    "ServicePort.name": FieldDoc("The port's name (a DNS label; required when several)."),
     "WorkloadPlan.namespace": FieldDoc(
         "The Kubernetes namespace (else the context's, else `default`).", "Kubernetes"
     ),

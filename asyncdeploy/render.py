@@ -21,6 +21,8 @@ from asyncdeploy.events import (
     PreStopStarted,
     SidecarRemoved,
     SignalSent,
+    TrafficLeft,
+    TrafficStillRouted,
 )
 from asyncdeploy.pull_events import PullEvent, PullFailed, PullFinished, PullProgress, PullStarted
 
@@ -64,6 +66,13 @@ def describe(event: DrainEvent | PullEvent) -> str:
             return f"{event.container}: removed"
         case PauseRemoved():
             return f"{event.container}: pause container removed"
+        case TrafficLeft():
+            return f"out of the ready endpoints of {', '.join(event.services)}: traffic has left"
+        case TrafficStillRouted():
+            return (
+                f"warning: still a ready endpoint of {', '.join(event.services)} "
+                f"{event.window:g} s into the drain"
+            )
         case DrainFinished():
             s = event.summary
             return (

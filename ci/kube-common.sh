@@ -270,13 +270,14 @@ start_cluster() { # BIN: every component, in order, each waited for
     write_kubeconfig
     log "kube-apiserver ready after $(ms_to_s $(($(now_ms) - t))) s"
     t=$(now_ms)
-    # only these controllers: no Pod garbage collection or eviction behind a test's back
+    # only these controllers: no Pod garbage collection or eviction behind a test's back; the
+    # endpointslice controller keeps the Services' EndpointSlices (the drain reports traffic leaving)
     spawn kube-controller-manager "$bin/kube-controller-manager" \
         --kubeconfig="$KUBECONFIG_OUT" --authentication-kubeconfig="$KUBECONFIG_OUT" \
         --authorization-kubeconfig="$KUBECONFIG_OUT" --bind-address=$HOST --secure-port=10257 \
         --leader-elect=false --use-service-account-credentials=false \
         --root-ca-file="$PKI/ca.crt" --service-account-private-key-file="$PKI/sa.key" \
-        --controllers=serviceaccount-controller,root-ca-certificate-publisher-controller,namespace-controller,garbage-collector-controller \
+        --controllers=serviceaccount-controller,root-ca-certificate-publisher-controller,namespace-controller,garbage-collector-controller,endpointslice-controller \
         --v=1
     write_node_config
     running containerd || spawn containerd containerd --config "$STATE/containerd/config.toml"

@@ -22,6 +22,7 @@ from asyncdeploy.errors import (
     PlanError,
     SelectorError,
 )
+from asyncdeploy.namespaces import workload_namespace
 from asyncdeploy.plan import MAX_SECONDS, WorkloadPlan
 from asyncdeploy.results import WorkloadStatus
 from asyncdeploy.selectors import Selector, parse_selector
@@ -47,18 +48,27 @@ class Settings:
     namespace: str | None = None  # Kubernetes only, like kubectl's -n/--context/--kubeconfig
     context: str | None = None
     kubeconfig: str | None = None
+    plan_namespace: str | None = None  # a plan's; on Kubernetes only, never chooses it
+
+    def for_plan(self, plan: WorkloadPlan) -> Settings:
+        """These settings for a command on ``plan``: on Kubernetes the deployer opens where the
+        plan's workload lives (``workload_namespace``; -n naming another one: exit 2)."""
+        return attrs.evolve(self, plan_namespace=workload_namespace(plan.namespace, self.namespace))
 
     def open_deployer(self) -> AbstractAsyncContextManager[Deployer]:
         """The deployer these settings name; Kubernetes options choose Kubernetes."""
         kube = {"namespace": self.namespace, "context": self.context, "kubeconfig": self.kubeconfig}
         given = {k: v for k, v in kube.items() if v is not None}
+        namespace = self.namespace or self.plan_namespace
         if not given:
+            if namespace is not None and self.driver == "kubernetes":
+                return open_deployer("kubernetes", namespace=namespace)
             return open_deployer(self.driver)
         if self.driver not in (None, "kubernetes"):
             flags = ", ".join(f"--{k}" for k in given)
             raise click.UsageError(f"{flags}: Kubernetes options, but the driver is {self.driver}")
         return open_deployer(
-            "kubernetes", namespace=self.namespace, context=self.context, kubeconfig=self.kubeconfig
+            "kubernetes", namespace=namespace, context=self.context, kubeconfig=self.kubeconfig
         )
 
 

@@ -110,7 +110,7 @@ def replace(
 
     async def impl() -> None:
         plan = WorkloadPlan.from_file(plan_file)
-        async with settings.open_deployer() as deployer:
+        async with settings.for_plan(plan).open_deployer() as deployer:
             await stream_drain(
                 _replacing(
                     deployer,

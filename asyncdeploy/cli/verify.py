@@ -293,7 +293,7 @@ async def _verify(settings: Settings, args: _Given, options: Any) -> bool:
 
     plan = _plan(args)
     renderer = EventRenderer(sys.stderr)
-    async with settings.open_deployer() as deployer:
+    async with settings.for_plan(plan).open_deployer() as deployer:
         try:
             report = await run_verify(
                 deployer,

@@ -65,7 +65,7 @@ def create(settings: Settings, plan_file: str, wait: bool, timeout: float, outpu
         plan = WorkloadPlan.from_file(plan_file)
         bars = PullView(sys.stderr) if output == "text" and sys.stderr.isatty() else None
         lines = EventRenderer(sys.stderr)
-        async with settings.open_deployer() as deployer:
+        async with settings.for_plan(plan).open_deployer() as deployer:
             async with deployer.creating(plan) as events:
                 event: Event
                 async for event in events:

@@ -2,8 +2,10 @@
 each container, the context every event carries, and the summary that ends a drain.
 
 The engine drain (:mod:`asyncdeploy.drivers.engine._drain`) and the Kubernetes drain
-(:mod:`asyncdeploy.drivers.kubernetes._drain`) differ in how they learn what happens; what they
-write down about it, and how it is summed up, is the same and lives here.
+(:mod:`asyncdeploy.drivers.kubernetes._drain`, its Pods' states read by
+:mod:`asyncdeploy.drivers.kubernetes._pod_states`) differ in how they learn what happens; what
+they write down about it (errors once each: :meth:`DrainBooks.error`), and how it is summed up,
+is the same and lives here.
 """
 
 from __future__ import annotations

@@ -51,6 +51,8 @@ NAMESPACE = "asyncdeploy-test"  # where the driver tests work
 TOKEN = "fake-token"
 _POD = re.compile(r"/api/v1/namespaces/([^/]+)/pods(?:/([^/]+))?(?:/(log|exec))?")
 _EVENTS = re.compile(r"/api/v1/namespaces/([^/]+)/events")
+_SERVICES = re.compile(r"/api/v1/namespaces/([^/]+)/services(?:/([^/]+))?")
+_SLICES = re.compile(r"/apis/discovery.k8s.io/v1/namespaces/([^/]+)/endpointslices")
 
 
 @attrs.define
@@ -73,6 +75,7 @@ class _Injected:
     times: int
     delay: float
     watch: bool | None
+    retry_after: int | None = None
 
 
 @attrs.define(eq=False)
@@ -104,6 +107,7 @@ class FakeApiServer:
         )
         self.requests: list[Recorded] = []
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.services: dict[tuple[str, str], dict[str, Any]] = {}  # no endpointslice controller
         self.events: list[tuple[int, str, dict[str, Any]]] = []  # the Pods' history
         self.kubelet_events: list[tuple[int, str, dict[str, Any]]] = []  # Event objects
         self.resource_version = 100
@@ -174,12 +178,18 @@ class FakeApiServer:
         times: int = 1,
         delay: float = 0.0,
         watch: bool | None = None,
+        retry_after: int | None = None,
     ) -> None:
         """Answer the next ``times`` matching requests with ``status`` (after ``delay``).
 
-        ``watch``: only watches (True) or only other requests (False) match.
+        ``watch``: only watches (True) or only other requests (False) match. ``retry_after``:
+        the answer asks the client to wait that long, as kube-apiserver's 429 (priority and
+        fairness) and its 503s do: a ``Retry-After`` header and ``details.retryAfterSeconds``.
+        ``status`` 0 cuts the connection without an answer.
         """
-        self._injected.append(_Injected(method, re.compile(path), status, times, delay, watch))
+        self._injected.append(
+            _Injected(method, re.compile(path), status, times, delay, watch, retry_after)
+        )
 
     def calls(self, *, writes_only: bool = False) -> list[str]:
         return [f"{r.method} {r.path}" for r in self.requests if r.writes or not writes_only]
@@ -195,8 +205,9 @@ class FakeApiServer:
         for watcher in list(self._watchers):
             watcher.queue.put_nowait(_ABORT)
 
-    def open_watches(self) -> int:
-        return len(self._watchers)
+    def open_watches(self, resource: str | None = None) -> int:
+        """How many watches are open (of ``resource`` only: ``pods``, ``events``)."""
+        return sum(1 for w in self._watchers if resource in (None, w.resource))
 
     def script(self, container: dict[str, Any]) -> ContainerScript:
         """The container's script: set by the test, else read from a ``trap ... TERM`` shell."""
@@ -233,8 +244,16 @@ class FakeApiServer:
                 ):
                     rule.times -= 1
                     await asyncio.sleep(rule.delay)
+                    if rule.status == 0:
+                        assert request.transport is not None
+                        request.transport.abort()  # the connection is lost, no answer
+                        return web.Response(status=500)
                     if rule.status is not None:
-                        raise _canned(rule.status, request)
+                        error = _canned(rule.status, request, rule.retry_after)
+                        answer = web.json_response(error.body, status=error.status)
+                        if rule.retry_after is not None:
+                            answer.headers["Retry-After"] = str(rule.retry_after)
+                        return answer
                     break
             return await handler(request)
         except k8s.APIError as exc:
@@ -250,6 +269,10 @@ class FakeApiServer:
             if _truthy(request.query.get("watch")):
                 return await _watch(self, request, events[1], resource="events")
             return web.json_response(self._list_events(events[1], request.query))
+        if (services := _SERVICES.fullmatch(path)) is not None:
+            return self._service(method, services[1], services[2], request)
+        if _SLICES.fullmatch(path) is not None and method == "GET":
+            return web.json_response(self._listing("EndpointSliceList", []))
         if path.startswith("/api/v1/namespaces") and not _POD.fullmatch(path):
             return self._namespaces(method, path, request[_BODY])
         match = _POD.fullmatch(path)
@@ -283,6 +306,51 @@ class FakeApiServer:
             return web.json_response(self._get(namespace, name))
         elif sub is None and method == "DELETE":
             return web.json_response(self._delete(namespace, name, query, request[_BODY]))
+        raise k8s.method_not_allowed()
+
+    def _listing(self, kind: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "kind": kind,
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": str(self.resource_version)},
+            "items": items,
+        }
+
+    def _service(
+        self, method: str, namespace: str, name: str | None, request: web.Request
+    ) -> web.StreamResponse:
+        """Services, as far as the driver uses them: list by label, create, uid-guarded delete
+        (no ClusterIP allocation, no EndpointSlices: no controller runs here)."""
+        if name is None and method == "GET":
+            labels = k8s.label_matcher(request.query.get("labelSelector"))
+            items = [
+                copy.deepcopy(svc)
+                for (ns, _), svc in sorted(self.services.items())
+                if ns == namespace and labels(svc)
+            ]
+            return web.json_response(self._listing("ServiceList", items))
+        if name is None and method == "POST":
+            body = copy.deepcopy(request[_BODY] or {})
+            key = (namespace, body["metadata"]["name"])
+            if key in self.services:
+                raise k8s.already_exists(key[1])
+            self.resource_version += 1
+            body["metadata"].update(
+                namespace=namespace,
+                uid=f"service-{self.resource_version}",
+                resourceVersion=str(self.resource_version),
+            )
+            self.services[key] = body
+            return web.json_response(body, status=201)
+        if name is not None and method == "DELETE":
+            service = self.services.get((namespace, name))
+            if service is None:
+                raise k8s.not_found(name)
+            wanted = ((request[_BODY] or {}).get("preconditions") or {}).get("uid")
+            if wanted and wanted != service["metadata"]["uid"]:
+                raise k8s.uid_conflict(name, wanted, service["metadata"]["uid"])
+            del self.services[(namespace, name)]
+            return web.json_response(service)
         raise k8s.method_not_allowed()
 
     def _namespaces(self, method: str, path: str, body: Any) -> web.StreamResponse:
@@ -332,11 +400,29 @@ class FakeApiServer:
         return copy.deepcopy(pod)
 
     def record_event(self, node: kubelet.Node, container: str, reason: str, message: str) -> None:
-        """An Event the kubelet records about one of a Pod's containers (shaped as in 08*)."""
+        """An Event the kubelet records about one of a Pod's containers (shaped as in 08*).
+
+        The same Event again (same Pod, container, reason and message: client-go's event
+        correlator) is the stored one with ``count`` bumped and a new ``lastTimestamp``,
+        MODIFIED under its old name, as the kubelet's recorder does.
+        """
         self.resource_version += 1
         now = datetime.now(UTC)
         stamp = k8s.rfc3339(now.replace(microsecond=0))
         namespace, pod_name = node.key
+        for _, _, known in reversed(self.kubelet_events):
+            involved = known["involvedObject"]
+            if (
+                involved["uid"] == node.uid
+                and involved["fieldPath"] == f"spec.containers{{{container}}}"
+                and (known["reason"], known["message"]) == (reason, message)
+            ):
+                bumped = copy.deepcopy(known)
+                bumped["count"] += 1
+                bumped["lastTimestamp"] = stamp
+                bumped["metadata"]["resourceVersion"] = str(self.resource_version)
+                self._event_written(namespace, bumped, "MODIFIED")
+                return
         event = {
             "kind": "Event",
             "apiVersion": "v1",
@@ -369,11 +455,16 @@ class FakeApiServer:
             "reportingComponent": "kubelet",
             "reportingInstance": NODE,
         }
-        self.kubelet_events.append((self.resource_version, "ADDED", event))
+        self._event_written(namespace, event, "ADDED")
+
+    def _event_written(self, namespace: str, event: dict[str, Any], kind: str) -> None:
+        name = event["metadata"]["name"]
+        self.kubelet_events = [e for e in self.kubelet_events if e[2]["metadata"]["name"] != name]
+        self.kubelet_events.append((self.resource_version, kind, event))
         for watcher in list(self._watchers):
             wanted = watcher.resource == "events" and watcher.namespace == namespace
             if wanted and watcher.match(event):
-                watcher.queue.put_nowait((self.resource_version, "ADDED", event))
+                watcher.queue.put_nowait((self.resource_version, kind, copy.deepcopy(event)))
 
     def _list_events(self, namespace: str, query: Any) -> dict[str, Any]:
         match = _event_matcher(query.get("fieldSelector"))
@@ -834,7 +925,7 @@ def _manager(request: web.Request) -> str:
     return request.headers.get("User-Agent", "unknown").split("/", 1)[0]
 
 
-def _canned(status: int, request: web.Request) -> k8s.APIError:
+def _canned(status: int, request: web.Request, retry_after: int | None = None) -> k8s.APIError:
     """A realistic Status body for an injected failure."""
     match = _POD.fullmatch(request.path)
     namespace = match[1] if match else "default"
@@ -853,6 +944,25 @@ def _canned(status: int, request: web.Request) -> k8s.APIError:
     if status == 410:
         return k8s.APIError(
             k8s.status_body(410, "Expired", "The resourceVersion for the provided list is too old.")
+        )
+    if status == 429:  # kube-apiserver's priority and fairness filter
+        return k8s.APIError(
+            k8s.status_body(
+                429,
+                "TooManyRequests",
+                "Too many requests, please try again later.",
+                {"retryAfterSeconds": retry_after or 1},
+            )
+        )
+    if status == 503:
+        details = None if retry_after is None else {"retryAfterSeconds": retry_after}
+        return k8s.APIError(
+            k8s.status_body(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+                details,
+            )
         )
     if status == 422:
         return k8s.invalid(

@@ -114,3 +114,58 @@ async def test_a_failed_delete_still_prints_its_summary_table(
     assert table[0].startswith("stuck: drained in ")
     assert table[1].split() == ["CONTAINER", "ROLE", "OUTCOME", "EXIT", "SECONDS"]
     assert table[-1].startswith("error: delete pod stuck: ") and "forbidden" in table[-1]
+
+
+def _plan_in_default(tmp_path: Path) -> Path:
+    plan = {
+        "name": "nsplan",
+        "namespace": "default",
+        "termination_grace_period_seconds": 2,
+        "containers": [{"name": "server", "image": "busybox:1.36"}],
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    return path
+
+
+async def test_create_wait_works_in_the_plans_namespace_and_a_conflicting_n_is_refused(
+    fake: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """Issue 16 item 15: the context's namespace is asyncdeploy-test, the plan names default.
+    create --wait finds the Pod it made there; -n naming another namespace than the plan's is
+    refused (exit 2, nothing made); -n naming the plan's is no conflict."""
+    path = _plan_in_default(tmp_path)
+    code, out = await cli(kubeconfig, "create", "-f", str(path), "--wait", "-o", "json")
+    assert code == 0, out
+    assert json.loads(out)["workload"]["state"] == "running"
+    assert list(fake.pods) == [("default", "nsplan")]
+    env = {"KUBECONFIG": str(kubeconfig)}
+    result = await invoke_in_thread(
+        "--driver", "kubernetes", "create", "-f", str(path), "-n", NAMESPACE, env=env
+    )
+    assert result.exit_code == 2, result.output
+    assert (
+        "namespace 'default'" in result.stderr and f"{NAMESPACE!r} was asked for" in result.stderr
+    )
+    assert list(fake.pods) == [("default", "nsplan")]
+    result = await invoke_in_thread(
+        "--driver", "kubernetes", "create", "-f", str(path), "-n", "default", env=env
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("unchanged: nsplan")
+
+
+async def test_replace_works_in_the_plans_namespace(
+    fake: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """replace of a plan naming default, from a context in asyncdeploy-test: the new instance
+    is made, waited for and kept there, the old one drained there; nothing elsewhere."""
+    path = _plan_in_default(tmp_path)
+    code, out = await cli(kubeconfig, "create", "-f", str(path), "--wait")
+    assert code == 0, out
+    result = await invoke_in_thread(
+        "--driver", "kubernetes", "replace", "-f", str(path), "--name", "nsplan-2",
+        env={"KUBECONFIG": str(kubeconfig)},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert sorted(fake.pods) == [("default", "nsplan-2")]  # the old one drained, the new kept

@@ -107,6 +107,28 @@ async def test_an_event_recorded_before_the_drain_is_not_about_it(
     assert events[-1].summary.ok  # type: ignore[attr-defined]
 
 
+async def test_a_repeated_event_whose_count_was_bumped_is_read(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """Issue 16 item 13: the kubelet stopped this container before (an earlier restart): its
+    "Stopping container server" Event exists, and this drain's Killing is that Event with its
+    count bumped, under the same name. It is read as news: the hook starts at it (not, late,
+    at the container's exit)."""
+    fake.scripts["server"] = ContainerScript(prestop=1.5, drain=0.2)
+    await running(driver, plan(pre_stop=HOOK))
+    key = (NAMESPACE, "demo")
+    node = Node(key, fake.pods[key]["metadata"]["uid"])
+    fake.record_event(node, "server", "Killing", "Stopping container server")
+    events: list[object] = []
+    found = await driver.find(["demo"])
+    await driver.drain(found, grace_period_seconds=None, emit=events.append)
+    [(_, kind, bumped)] = fake.kubelet_events
+    assert (kind, bumped["count"]) == ("MODIFIED", 2)  # one Event, recorded twice
+    [started] = [e for e in events if isinstance(e, PreStopStarted)]
+    assert started.elapsed < 1.0  # at the Killing Event, before the 1.5 s hook ended
+    assert events[-1].summary.ok  # type: ignore[attr-defined]
+
+
 async def test_the_fakes_events_have_the_recorded_shape(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:

@@ -35,6 +35,7 @@ from asyncdeploy import (
     EngineUnavailable,
     HTTPGet,
     PauseRemoved,
+    PlanError,
     Probe,
     SignalSent,
     WorkloadConflict,
@@ -49,6 +50,8 @@ from tests.polling import until
 pytestmark = pytest.mark.anyio
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 EVENTS = f"/api/v1/namespaces/{NAMESPACE}/events"
+SERVICES = f"/api/v1/namespaces/{NAMESPACE}/services"
+SLICES = f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices"
 
 
 def plan(name: str = "demo", *, grace: int = 5, **container: Any) -> WorkloadPlan:
@@ -207,7 +210,7 @@ async def test_a_changed_plan_drains_the_old_pod_then_creates(
     assert result.replaced is not None and result.replaced.ok
     assert isinstance(events[0], DrainStarted) and isinstance(events[-1], DrainFinished)
     assert fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"] != old_uid
-    assert fake.calls(writes_only=True) == [f"DELETE {PODS}", f"POST {PODS}"]
+    assert fake.calls(writes_only=True) == [f"DELETE {PODS}/demo", f"POST {PODS}"]
 
 
 async def test_a_replacement_whose_drain_fails_creates_nothing(
@@ -217,7 +220,6 @@ async def test_a_replacement_whose_drain_fails_creates_nothing(
     the engines): the old Pod still holds the name."""
     await running(driver, plan())
     old_uid = fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"]
-    fake.inject("DELETE", PODS, 405)
     fake.inject("DELETE", f"{PODS}/demo", 403)
     fake.requests.clear()
     with pytest.raises(DrainError, match="forbidden"):
@@ -241,16 +243,21 @@ async def test_a_pod_of_the_same_name_that_is_not_ours_is_a_conflict(
         await driver.get("demo")
 
 
-async def test_apply_goes_to_the_plans_namespace(
+async def test_a_plan_naming_another_namespace_is_refused_before_any_write(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
-    wanted = WorkloadPlan.from_mapping(
+    """Every name-only call works in the driver's namespace: a plan's workload created in
+    another one could never be waited for nor deleted, so it is refused (PlanError: exit 2)."""
+    elsewhere = WorkloadPlan.from_mapping(
         {"name": "elsewhere", "namespace": "default", "containers": [{"name": "c", "image": "x:1"}]}
     )
-    await driver.apply(wanted)
-    assert ("default", "elsewhere") in fake.pods
-    with pytest.raises(WorkloadNotFound):
-        await driver.get("elsewhere")  # names alone mean the driver's namespace
+    fake.requests.clear()
+    with pytest.raises(PlanError, match="namespace 'default'"):
+        await driver.apply(elsewhere)
+    assert fake.calls(writes_only=True) == []
+    here = attrs.evolve(elsewhere, namespace=NAMESPACE)
+    assert (await driver.apply(here)).action == "created"
+    assert (await driver.get("elsewhere")).name == "elsewhere"
 
 
 async def test_apply_waits_for_a_terminating_pod_before_creating(
@@ -263,6 +270,32 @@ async def test_apply_waits_for_a_terminating_pod_before_creating(
     assert result.action == "replaced"
     assert result.replaced is not None and result.replaced.count("exited") == 1
     assert "deletionTimestamp" not in fake.pods[(NAMESPACE, "demo")]["metadata"]
+
+
+async def test_a_plans_service_is_made_with_it_kept_across_a_change_and_removed_with_it(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """Issue 15 item 4: the Service is created with the workload; a changed plan (drained and
+    created again) keeps the same Service object; the delete of the last Pod removes it."""
+    wanted = WorkloadPlan.from_mapping(
+        {
+            "name": "demo",
+            "termination_grace_period_seconds": 2,
+            "containers": [{"name": "server", "image": "busybox:1.36"}],
+            "service": {"ports": [{"port": 80, "target_port": 8000}]},
+        }
+    )
+    await running(driver, wanted)
+    service = fake.services[(NAMESPACE, "demo")]
+    assert service["spec"]["selector"] == {"asyncdeploy.io/service": "demo"}
+    pod = fake.pods[(NAMESPACE, "demo")]
+    assert pod["metadata"]["labels"]["asyncdeploy.io/service"] == "demo"
+    changed = attrs.evolve(wanted, termination_grace_period_seconds=3)
+    assert (await driver.apply(changed)).action == "replaced"
+    assert fake.services[(NAMESPACE, "demo")]["metadata"]["uid"] == service["metadata"]["uid"]
+    summary = await Deployer(driver).delete("demo")
+    assert summary.ok
+    assert (NAMESPACE, "demo") not in fake.services
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -398,12 +431,12 @@ async def test_exec_in_a_container_that_is_not_running_is_an_api_error(
 # --- drain ------------------------------------------------------------------------------------
 
 
-async def test_one_delete_makes_exactly_a_list_a_collection_delete_and_a_watch(
+async def test_one_delete_makes_exactly_a_list_a_uid_guarded_delete_and_a_watch(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
     """Deployer.delete, from the top: one list of the Pod (its not-found check and the drain's
-    start in one), the Pod's Events listed before the delete, one watch beside the Pod's; no
-    GET of the Pod."""
+    start in one), the Pod's Events listed before the delete, then the Pod's own delete with
+    its uid as precondition beside the watches; no GET of the Pod."""
     await running(driver, plan())
     uid = fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"]
     fake.requests.clear()
@@ -411,17 +444,23 @@ async def test_one_delete_makes_exactly_a_list_a_collection_delete_and_a_watch(
     selector = {"labelSelector": "asyncdeploy.io/workload in (demo)"}
     events = {"fieldSelector": f"involvedObject.uid={uid}"}
     requests = [(r.method, r.path, r.query) for r in fake.requests]
-    assert requests[:3] == [
+    assert requests[:4] == [
         ("GET", PODS, selector),
         ("GET", EVENTS, events),  # before the delete: nothing the kubelet records is missed
-        ("DELETE", PODS, selector),
+        ("GET", SERVICES, {}),  # likewise: the Services routing to it (none here: no watch)
+        ("GET", SLICES, {}),
     ]
-    version = requests[0] and fake.requests[-1].query["resourceVersion"]
+    [delete] = [r for r in fake.requests if r.method == "DELETE"]
+    assert (delete.path, delete.query) == (f"{PODS}/demo", {})
+    assert delete.body["preconditions"] == {"uid": uid}
+    assert "gracePeriodSeconds" not in delete.body  # the Pod's own grace, server-side
+    version = next(r.query["resourceVersion"] for r in fake.requests if r.query.get("watch"))
     watch = {"watch": "True", "allowWatchBookmarks": "True", "resourceVersion": version}
-    assert sorted(requests[3:]) == [
+    assert sorted(r for r in requests[4:] if r[0] == "GET") == [
         ("GET", EVENTS, {**events, **watch, "timeoutSeconds": "300"}),  # ended by the drain
-        ("GET", PODS, {**selector, **watch, "timeoutSeconds": "7"}),  # grace 5 + margin 2
+        ("GET", PODS, {**selector, **watch, "timeoutSeconds": "8"}),  # grace 5 + margin 2.5
     ]
+    assert len(requests) == 7
     assert summary.ok and summary.grace_period_seconds == 5
 
 
@@ -438,22 +477,24 @@ async def test_a_missing_workload_is_one_list_and_no_event(
 
 async def test_delete_all_lists_once_for_all(driver: KubernetesDriver, fake: FakeApiServer) -> None:
     """Deployer.delete_all: one list by the selector finds the Pods, and the drain starts from
-    it: one collection delete by their names, no second list before it."""
+    it: one uid-guarded delete per Pod found, no second list before them."""
     for name, labels in (("x", {"group": "g"}), ("y", {"group": "g"}), ("z", {})):
         await driver.apply(attrs.evolve(plan(name, container=f"{name}-c"), labels=labels))
+    uids = {n: fake.pods[(NAMESPACE, n)]["metadata"]["uid"] for n in ("x", "y")}
     fake.requests.clear()
     summaries = await Deployer(driver).delete_all({"group": "g"}, grace_period_seconds=0)
     assert sorted(s.workload for s in summaries) == ["x", "y"]
     requests = [(r.method, r.path, r.query) for r in fake.requests]
-    assert requests[:3] == [
+    assert requests[:2] == [
         ("GET", PODS, {"labelSelector": "asyncdeploy.io/workload,group=g"}),
         ("GET", EVENTS, {"fieldSelector": "involvedObject.kind=Pod"}),
-        (
-            "DELETE",
-            PODS,
-            {"labelSelector": "asyncdeploy.io/workload in (x,y)", "gracePeriodSeconds": "0"},
-        ),
     ]
+    deletes = sorted(
+        (r.path, r.body["preconditions"]["uid"], r.body["gracePeriodSeconds"])
+        for r in fake.requests
+        if r.method == "DELETE"
+    )
+    assert deletes == [(f"{PODS}/x", uids["x"], 0), (f"{PODS}/y", uids["y"], 0)]
     assert not any(
         r.method == "GET" and r.path == PODS and not r.query.get("watch") for r in fake.requests[1:]
     )
@@ -468,7 +509,7 @@ async def test_a_grace_override_reaches_the_api_server(
     events, [summary] = await drained(driver, ["demo"], grace=1)
     assert anyio.current_time() - started < 3
     delete = next(r for r in fake.requests if r.method == "DELETE")
-    assert delete.query["gracePeriodSeconds"] == "1"
+    assert delete.body["gracePeriodSeconds"] == 1
     assert summary.grace_period_seconds == 1
     assert [type(e) for e in events] == [
         DrainStarted,
@@ -515,31 +556,47 @@ async def test_init_containers_are_already_exited(
     assert [e.container for e in events if isinstance(e, SignalSent)] == ["server"]
 
 
-@pytest.mark.parametrize("status", [405, 403])
-async def test_a_refused_collection_delete_falls_back_to_uid_guarded_pod_deletes(
-    driver: KubernetesDriver, fake: FakeApiServer, status: int
+async def test_the_collection_delete_is_never_used(
+    driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
-    """405 (no deletecollection verb) or 403 (RBAC without it): one DELETE per Pod, with uid."""
+    """A collection delete cannot carry a uid per Pod: every Pod gets its own guarded delete."""
     for name in ("a", "b"):
         await running(driver, plan(name, container=f"{name}-c"))
     uids = {n: fake.pods[(NAMESPACE, n)]["metadata"]["uid"] for n in ("a", "b")}
-    fake.inject("DELETE", PODS, status)
     _, summaries = await drained(driver, ["a", "b"], grace=3)
     assert all(s.ok for s in summaries)
-    per_pod = sorted(
+    deletes = sorted(
         (r.path, r.body["preconditions"]["uid"], r.body["gracePeriodSeconds"])
         for r in fake.requests
-        if r.method == "DELETE" and r.path != PODS
+        if r.method == "DELETE"
     )
-    assert per_pod == [(f"{PODS}/a", uids["a"], 3), (f"{PODS}/b", uids["b"], 3)]
+    assert deletes == [(f"{PODS}/a", uids["a"], 3), (f"{PODS}/b", uids["b"], 3)]
+
+
+async def test_a_successor_created_between_the_look_and_the_delete_survives(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """Between the list (find) and the delete, someone replaced the Pod by a same-named one:
+    the uid precondition protects it, and the drain of the Pod it found still succeeds."""
+    await running(driver, plan())
+    found = await driver.find(["demo"])
+    pod = fake.pods[(NAMESPACE, "demo")]
+    fake._delete_pod((NAMESPACE, "demo"), 0)
+    fake.create_pod(NAMESPACE, {"metadata": pod["metadata"] | {"uid": None}, "spec": pod["spec"]})
+    successor = fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"]
+    events: list[DrainEvent] = []
+    [summary] = await driver.drain(found, grace_period_seconds=None, emit=events.append)
+    assert summary.ok
+    survivor = fake.pods[(NAMESPACE, "demo")]["metadata"]
+    assert survivor["uid"] == successor and "deletionTimestamp" not in survivor
+    assert isinstance(events[-1], DrainFinished)
 
 
 async def test_a_pod_recreated_meanwhile_is_never_hit(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
-    """Between the list and the per-Pod delete, someone replaced the Pod: the uid protects it."""
+    """The delete is slow to arrive and someone replaced the Pod meanwhile: the uid protects it."""
     await running(driver, plan())
-    fake.inject("DELETE", PODS, 405)
     fake.inject("DELETE", f"{PODS}/demo", None, delay=0.3)
 
     async def replace_it() -> None:
@@ -558,11 +615,61 @@ async def test_a_pod_recreated_meanwhile_is_never_hit(
     assert summary.ok
 
 
+ANY_DELETE = f"{PODS}(/demo)?"  # the collection delete (before) or the Pod's own
+
+
+@pytest.mark.parametrize(
+    ("status", "times", "retry_after"), [(503, 3, None), (429, 2, 1), (0, 2, None)]
+)
+async def test_a_delete_that_meets_a_503_a_429_or_a_lost_connection_is_sent_again(
+    driver: KubernetesDriver,
+    fake: FakeApiServer,
+    status: int,
+    times: int,
+    retry_after: int | None,
+) -> None:
+    """Issue 16 item 5: 503, 429 (waiting what Retry-After asks) and a connection lost with no
+    answer (status 0 here) are retried until the delete lands; the drain then goes as usual."""
+    fake.scripts["server"] = ContainerScript(drain=0.3)
+    await running(driver, plan(grace=10))
+    fake.inject("DELETE", ANY_DELETE, status, times=times, retry_after=retry_after)
+    fake.requests.clear()
+    started = anyio.current_time()
+    _, [summary] = await drained(driver, ["demo"])
+    assert summary.ok, summary.errors
+    assert [c.outcome for c in summary.containers] == ["exited"]
+    assert anyio.current_time() - started < 8  # not the grace plus the margin
+    deletes = [r for r in fake.requests if r.method == "DELETE"]
+    assert len(deletes) == times + 1
+    assert all(r.body["preconditions"]["uid"] for r in deletes)
+    if retry_after:
+        assert anyio.current_time() - started >= times * retry_after * 0.9
+    assert (NAMESPACE, "demo") not in fake.pods
+
+
+async def test_a_delete_refused_past_the_deadline_fails_that_drain(
+    driver: KubernetesDriver, fake: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retried until GIVE_UP_AFTER past the deadline, then the summary says it was not deleted
+    (and the Pod, which was never deleted, still runs)."""
+    from asyncdeploy.drivers.kubernetes import _drain
+
+    monkeypatch.setattr(_drain, "GIVE_UP_AFTER", 0.5)
+    await running(driver, plan(grace=1))
+    fake.inject("DELETE", ANY_DELETE, 503, times=1000)
+    started = anyio.current_time()
+    events, [summary] = await drained(driver, ["demo"])
+    assert 1.4 < anyio.current_time() - started < 5
+    [error] = summary.errors
+    assert error.startswith("delete pod demo: ") and "it was not deleted" in error
+    assert "deletionTimestamp" not in fake.pods[(NAMESPACE, "demo")]["metadata"]
+    assert isinstance(events[-1], DrainFinished)
+
+
 async def test_a_refused_pod_delete_ends_that_drain_with_an_error(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
     await running(driver, plan())
-    fake.inject("DELETE", PODS, 405)
     fake.inject("DELETE", f"{PODS}/demo", 403)
     started = anyio.current_time()
     events, [summary] = await drained(driver, ["demo"])
@@ -580,7 +687,7 @@ async def test_an_interrupted_watch_is_resumed_from_a_fresh_list(
     await running(driver, plan())
 
     async def interrupt() -> None:
-        await until(lambda: fake.open_watches() > 0)
+        await until(lambda: fake.open_watches("pods") > 0)  # not only the Events' watch
         await anyio.sleep(0.1)
         fake.expire_watches() if interruption == "expire" else fake.drop_watches()
 
@@ -633,8 +740,39 @@ async def test_a_pod_that_never_goes_is_an_error_after_grace_plus_margin(
     started = anyio.current_time()
     events, [summary] = await drained(driver, ["stuck"])
     assert 1.4 < anyio.current_time() - started < 3
-    assert summary.errors == ("pod stuck was still there 0.5 s after its 1 s grace period",)
+    assert summary.errors == (
+        "pod stuck was still there 0.5 s after its 1 s grace period: c not seen to end",
+    )
     assert [type(e) for e in events] == [DrainStarted, DrainFinished]
+
+
+async def test_a_slow_teardown_after_a_long_grace_is_not_reported_stuck(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """Issue 16 item 13: the margin past the deadline grows with the grace (half of it, at
+    least the driver's minimum, 2 s here): a Pod killed at its 6 s deadline whose teardown takes
+    2.6 s more (a GPU being freed) is a clean drain, not "stuck"."""
+    fake.scripts["server"] = ContainerScript(ignore_term=True)
+    fake.final_delay = 2.6
+    await running(driver, plan(grace=6))
+    _, [summary] = await drained(driver, ["demo"])
+    assert summary.ok, summary.errors
+    assert [c.outcome for c in summary.containers] == ["killed"]
+
+
+async def test_a_pod_whose_containers_ended_but_which_stays_is_reported_as_such(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """Still there past the margin with every container seen ended: the error says the kubelet
+    is still tearing it down (not that the containers are stuck)."""
+    fake.scripts["server"] = ContainerScript(drain=0.1)
+    fake.final_delay = 30
+    await running(driver, plan(grace=1))
+    _, [summary] = await drained(driver, ["demo"])
+    [error] = summary.errors
+    assert error.startswith("pod demo was still there 2 s after its 1 s grace period: ")
+    assert "every container ended; the kubelet is still tearing it down" in error
+    assert [c.outcome for c in summary.containers] == ["exited"]
 
 
 async def test_a_missing_name_touches_nothing(
@@ -647,19 +785,74 @@ async def test_a_missing_name_touches_nothing(
     assert fake.calls(writes_only=True) == []
 
 
-async def test_a_cancelled_drain_leaves_no_task_and_the_cluster_finishes(
+async def test_a_cancelled_drain_kills_with_a_guarded_grace_0_delete_and_finishes(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
-    fake.scripts["server"] = ContainerScript(drain=0.4)
-    await running(driver, plan())
+    """Cancelled (how kill_now reaches a driver), the drain sends the grace-0 delete with the
+    Pod's uid, follows the Pod until it is gone, ends with DrainFinished, and leaves no task."""
+    fake.scripts["server"] = ContainerScript(drain=4)
+    await running(driver, plan(grace=30))
+    uid = fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"]
     events: list[DrainEvent] = []
-    with anyio.move_on_after(0.15) as scope:
+    with anyio.move_on_after(0.3) as scope:
         found = await driver.find(["demo"])
         await driver.drain(found, grace_period_seconds=None, emit=events.append)
     assert scope.cancelled_caught
-    assert not any(isinstance(e, DrainFinished) for e in events)
+    deletes = [r.body for r in fake.requests if r.method == "DELETE"]
+    assert deletes[-1]["preconditions"] == {"uid": uid}
+    assert deletes[-1]["gracePeriodSeconds"] == 0
+    assert (NAMESPACE, "demo") not in fake.pods
+    assert isinstance(events[-1], DrainFinished)
+    summary = events[-1].summary
+    assert summary.ok and [c.outcome for c in summary.containers] == ["killed"]
+    assert [e.reason for e in events if isinstance(e, ContainerForceKilled)] == ["cancelled"]
     await until(lambda: fake.open_watches() == 0)
-    await until(lambda: (NAMESPACE, "demo") not in fake.pods)  # the delete had been sent
+
+
+async def test_kill_now_through_the_deployer_kills_and_reports(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """The second Ctrl-C's path: kill_now during a 4 s drain ends it at once, events and all."""
+    fake.scripts["server"] = ContainerScript(drain=4)
+    await running(driver, plan(grace=30))
+    kill_now = anyio.Event()
+    kinds: list[str] = []
+    started = anyio.current_time()
+    async with Deployer(driver).terminate("demo", kill_now=kill_now) as stream:
+        async for event in stream:
+            kinds.append(type(event).__name__)
+            if isinstance(event, SignalSent):
+                kill_now.set()
+    assert anyio.current_time() - started < 3
+    assert kinds[0] == "DrainStarted" and kinds[-1] == "DrainFinished"
+    assert "ContainerForceKilled" in kinds
+    assert (NAMESPACE, "demo") not in fake.pods
+
+
+async def test_kill_now_that_cannot_delete_is_reported_as_a_failure(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """The grace-0 delete refused: the summary says so and the deployer raises DrainError,
+    never "everything was removed"."""
+    fake.scripts["server"] = ContainerScript(drain=4)
+    await running(driver, plan(grace=30))
+    kill_now = anyio.Event()
+    summaries: list[Any] = []
+
+    async def delete() -> None:
+        async with Deployer(driver).terminate("demo", kill_now=kill_now) as stream:
+            async for event in stream:
+                if isinstance(event, SignalSent):
+                    fake.inject("DELETE", f"{PODS}/demo", 403)
+                    kill_now.set()
+                if isinstance(event, DrainFinished):
+                    summaries.append(event.summary)
+
+    with pytest.raises(DrainError, match="forbidden"):
+        await delete()
+    [summary] = summaries
+    [error] = summary.errors
+    assert error.startswith("kill pod demo (its grace-0 delete): ") and "forbidden" in error
 
 
 async def test_delete_all_through_the_deployer(kubeconfig: Path, fake: FakeApiServer) -> None:

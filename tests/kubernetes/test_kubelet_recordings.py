@@ -14,8 +14,8 @@ import attrs
 import pytest
 from k8s_recordings import recording
 
-from asyncdeploy.drivers.kubernetes._drain import PodDrain
 from asyncdeploy.drivers.kubernetes._kubelet import event_time, read_event, startup_failure
+from asyncdeploy.drivers.kubernetes._pod_states import PodDrain
 from asyncdeploy.events import (
     ContainerForceKilled,
     DrainEvent,

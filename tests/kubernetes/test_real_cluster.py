@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -32,26 +31,23 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from kubernetes_asyncio.client import CoreV1Api
-from kubernetes_asyncio.client.exceptions import ApiException
+from real_cluster import (
+    DEMO_IMAGE,
+    IMAGE,
+    RUN_ID,
+    cleaning_driver,
+    cli_kubeconfig,
+    scratch_namespace,
+)
 
-from asyncdeploy import Deployer, Selector, WorkloadNotFound, WorkloadPlan
+from asyncdeploy import Deployer, WorkloadNotFound, WorkloadPlan
 from asyncdeploy.cli import main
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
 from asyncdeploy.verify import TrafficMix, VerifyOptions, demo_plan, run_verify
 
-KUBECONFIG = os.environ.get("ASYNCDEPLOY_TEST_KUBECONFIG", "")
-IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_IMAGE", "busybox:1.36")
-DEMO_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_DEMO_IMAGE", "asyncdeploy-demo/server:kube")
-RUN_ID = secrets.token_hex(3)
 NAMESPACE = f"asyncdeploy-test-{RUN_ID}"
 
 pytestmark = pytest.mark.anyio
-
-
-def _required() -> bool:
-    return os.environ.get("ASYNCDEPLOY_REQUIRE_KUBERNETES") == "1" or "kubernetes" in (
-        os.environ.get("ASYNCDEPLOY_REQUIRE_ENGINES", "").split(",")
-    )
 
 
 # Module, not session: while an async fixture lives its event loop runs, and the anyio.run of a
@@ -59,67 +55,14 @@ def _required() -> bool:
 @pytest.fixture(scope="module")
 async def cluster() -> AsyncIterator[str]:
     """The run's namespace on the real cluster, deleted (with what is left in it) afterwards."""
-    if not KUBECONFIG:
-        reason = (
-            "ASYNCDEPLOY_TEST_KUBECONFIG is not set: no real cluster (ci/start-kube.sh starts "
-            "one from ASYNCDEPLOY_KUBE_ASSETS or ../shared/kubernetes/bin)"
-        )
-        if _required():
-            pytest.fail(reason)
-        pytest.skip(reason)
-    admin = await KubernetesDriver.connect(kubeconfig=KUBECONFIG, namespace=NAMESPACE)
-    core = CoreV1Api(admin.api.client)
-    try:
-        await core.create_namespace(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}  # type: ignore[arg-type]
-        )
-        await _default_service_account(core)
-        yield NAMESPACE
-    finally:
-        with anyio.CancelScope(shield=True):
-            try:
-                await core.delete_collection_namespaced_pod(NAMESPACE, grace_period_seconds=0)
-                await core.delete_namespace(NAMESPACE)
-            except ApiException:
-                pass
-            await admin.aclose()
-
-
-async def _default_service_account(core: CoreV1Api) -> None:
-    """Pods are refused until the namespace's ``default`` ServiceAccount exists."""
-    with anyio.move_on_after(5):
-        while True:
-            try:
-                await core.read_namespaced_service_account("default", NAMESPACE)
-                return
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-            await anyio.sleep(0.2)
-    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
-    try:
-        await core.create_namespaced_service_account(NAMESPACE, account)  # type: ignore[arg-type]
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
+    async with scratch_namespace(NAMESPACE) as namespace:
+        yield namespace
 
 
 @pytest.fixture
 async def driver(cluster: str) -> AsyncIterator[KubernetesDriver]:
-    opened = await KubernetesDriver.connect(kubeconfig=KUBECONFIG, namespace=cluster)
-    try:
+    async with cleaning_driver(cluster) as opened:
         yield opened
-    finally:
-        with anyio.CancelScope(shield=True):
-            try:
-                left = await opened.find_matching(
-                    Selector.from_labels({k8s_contract.RUN_LABEL: RUN_ID})
-                )
-                await opened.drain(left, grace_period_seconds=0, emit=lambda _: None)
-            except WorkloadNotFound:
-                pass  # gone in the meantime
-            finally:
-                await opened.aclose()
 
 
 @pytest.mark.parametrize("check", k8s_contract.CHECKS, ids=lambda c: c.__name__)
@@ -231,12 +174,7 @@ async def test_the_kubelet_on_a_real_cluster(
 @pytest.fixture
 def cli_env(cluster: str, tmp_path: Path) -> dict[str, str]:
     """KUBECONFIG for the CLI: the test kubeconfig with the run's namespace as its default."""
-    config = yaml.safe_load(Path(KUBECONFIG).read_text())
-    for context in config["contexts"]:
-        context["context"]["namespace"] = cluster
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return {"KUBECONFIG": str(path)}
+    return {"KUBECONFIG": str(cli_kubeconfig(cluster, tmp_path / "kubeconfig"))}
 
 
 async def _cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:

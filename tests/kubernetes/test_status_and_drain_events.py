@@ -13,7 +13,7 @@ import pytest
 from k8s_recordings import exchange, recording
 
 from asyncdeploy.drivers.kubernetes import _status as pod_status
-from asyncdeploy.drivers.kubernetes._drain import PodDrain
+from asyncdeploy.drivers.kubernetes._pod_states import PodDrain
 from asyncdeploy.events import (
     ContainerExited,
     ContainerForceKilled,

@@ -32,6 +32,8 @@ from asyncdeploy.events import (
     PreStopStarted,
     SidecarRemoved,
     SignalSent,
+    TrafficLeft,
+    TrafficStillRouted,
 )
 
 W = "demo"
@@ -66,6 +68,11 @@ EVENTS: list[tuple[DrainEvent, int]] = [
     (ContainerForceKilled(workload=W, elapsed=2.5, container="hog"), logging.WARNING),
     (ContainerRemoved(workload=W, elapsed=2.6, container="app"), logging.DEBUG),
     (PauseRemoved(workload=W, elapsed=2.7, container="demo-pause"), logging.DEBUG),
+    (TrafficLeft(workload=W, elapsed=0.2, services=("demo",)), logging.INFO),
+    (
+        TrafficStillRouted(workload=W, elapsed=10.0, services=("old",), window=10.0),
+        logging.WARNING,
+    ),
     (DrainFinished(workload=W, elapsed=2.8, summary=SUMMARY), logging.INFO),
 ]
 

@@ -1,19 +1,24 @@
 """The Kubernetes driver: one Pod per workload, on kubernetes-asyncio.
 
-=============  ===========================================================================
-module         concern
-=============  ===========================================================================
-``_driver``    :class:`KubernetesDriver`, the ``Driver`` contract: connect, apply, get, ...
-``_manifest``  plan → Pod manifest, pure (unit-testable without a cluster)
-``_status``    live Pod → ``WorkloadStatus``, readiness, masked inspect output, pure
-``_delete``    one list, one delete, the watches of the Pods and of their Events
-``_drain``     what those show → the drain events and summaries, pure
-``_kubelet``   the kubelet's Events and start-up reasons (ErrImagePull, ...), pure
-``_watch``     following Pods (or Events) through a watch resumed from a fresh list
-``_api``       the Pod calls, JSON in and out, through one explicit ``ApiClient``
-``_config``    kubeconfig / in-cluster configuration and the namespace
-``_errors``    API statuses and transport failures → asyncdeploy's errors
-=============  ===========================================================================
+===============  =========================================================================
+module           concern
+===============  =========================================================================
+``_driver``      :class:`KubernetesDriver`, the ``Driver`` contract: connect, apply, get, ...
+``_manifest``    plan → Pod (and Service) manifest, pure (unit-testable without a cluster)
+``_status``      live Pod → ``WorkloadStatus``, readiness, masked inspect output, pure
+``_drain``       the drain with its I/O: one list, a uid-guarded delete per Pod (retried),
+                 the watches of the Pods and of their Events, the kill of a cancelled drain
+``_pod_states``  what those watches show → the drain events and summaries, pure
+``_traffic``     the EndpointSlices of the Services routing to a Pod → ``TrafficLeft``
+``_kubelet``     the kubelet's Events and start-up reasons (ErrImagePull, ...), pure
+``_watch``       following Pods (or Events, slices) through a watch resumed from a fresh list
+``_api``         the calls, JSON in and out, through one explicit ``ApiClient``
+``_config``      kubeconfig / in-cluster configuration and the namespace
+``_errors``      API statuses and transport failures → asyncdeploy's errors
+===============  =========================================================================
+
+The names match the engine wing's: there too ``_drain`` is the drain with its I/O, and both
+keep their books in :mod:`asyncdeploy.drivers._books`.
 """
 
 from __future__ import annotations

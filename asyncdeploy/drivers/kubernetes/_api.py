@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal, cast
 
 import aiohttp
-from kubernetes_asyncio.client import ApiClient, CoreV1Api, VersionApi
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, DiscoveryV1Api, VersionApi
 from kubernetes_asyncio.stream import WsApiClient
 
 from asyncdeploy.drivers.kubernetes._errors import ENGINE, map_errors, status_error
@@ -24,10 +24,12 @@ from asyncdeploy.errors import EngineAPIError, EngineUnavailable
 __all__ = ["JSONLines", "PodAPI", "Resource", "TextLines"]
 
 STDOUT, STDERR, ERROR = 1, 2, 3  # exec channels (v4.channel.k8s.io)
-Resource = Literal["pods", "events"]
-_LISTS: dict[str, Callable[[CoreV1Api], Callable[..., Awaitable[object]]]] = {
-    "pods": lambda core: core.list_namespaced_pod,
-    "events": lambda core: core.list_namespaced_event,  # the kubelet's and scheduler's records
+Resource = Literal["pods", "events", "services", "endpointslices"]
+_LISTS: dict[str, Callable[[ApiClient], Callable[..., Awaitable[object]]]] = {
+    "pods": lambda client: CoreV1Api(client).list_namespaced_pod,
+    "events": lambda client: CoreV1Api(client).list_namespaced_event,  # the kubelet's records
+    "services": lambda client: CoreV1Api(client).list_namespaced_service,
+    "endpointslices": lambda client: DiscoveryV1Api(client).list_namespaced_endpoint_slice,
 }
 
 
@@ -99,7 +101,12 @@ class PodAPI:
             if response.status >= 400:
                 async with response:
                     body = await response.read()
-                raise status_error(response.status, body, what)
+                raise status_error(
+                    response.status,
+                    body,
+                    what,
+                    retry_after_header=response.headers.get("Retry-After"),
+                )
         return response
 
     async def _json(self, request: Awaitable[object], what: str) -> dict[str, Any]:
@@ -146,7 +153,7 @@ class PodAPI:
     ) -> dict[str, Any]:
         """``GET /api/v1/namespaces/{namespace}/pods`` (or ``events``): a list with its
         resourceVersion."""
-        call = _LISTS[resource](self._core)(
+        call = _LISTS[resource](self.client)(
             namespace,
             **_selectors(label_selector, field_selector),
             _preload_content=False,
@@ -185,6 +192,25 @@ class PodAPI:
         )
         return await self._json(call, f"delete pod {namespace}/{name}")
 
+    async def create_service(self, namespace: str, service: dict[str, Any]) -> dict[str, Any]:
+        """``POST /api/v1/namespaces/{namespace}/services``."""
+        call = self._core.create_namespaced_service(
+            namespace, cast(Any, service), _preload_content=False, _request_timeout=self._timeout()
+        )
+        return await self._json(call, f"create service {namespace}/{service['metadata']['name']}")
+
+    async def delete_service(self, namespace: str, name: str, *, uid: str) -> dict[str, Any]:
+        """``DELETE /api/v1/namespaces/{namespace}/services/{name}``, only if the uid matches."""
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        call = self._core.delete_namespaced_service(
+            name,
+            namespace,
+            body=cast(Any, options),
+            _preload_content=False,
+            _request_timeout=self._timeout(),
+        )
+        return await self._json(call, f"delete service {namespace}/{name}")
+
     async def delete_collection(
         self, namespace: str, *, label_selector: str, grace: int | None
     ) -> dict[str, Any]:
@@ -221,7 +247,7 @@ class PodAPI:
         timeout = aiohttp.ClientTimeout(
             sock_connect=self.request_timeout, sock_read=timeout_seconds + self.request_timeout
         )
-        call = _LISTS[resource](self._core)(
+        call = _LISTS[resource](self.client)(
             namespace,
             **_selectors(label_selector, field_selector),
             watch=True,

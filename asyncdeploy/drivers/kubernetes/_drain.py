@@ -1,319 +1,276 @@
-"""One Pod's drain as the API shows it, in the container engines' event vocabulary.
+"""Draining Pods: one list, a uid-guarded delete per Pod, a watch of the Pods and of their Events.
 
-:class:`PodDrain` is pure: :mod:`._delete` feeds it the Pods and the kubelet's Events it watches.
-What the API shows becomes events. Beside the Pod watch, a second watch follows the Pod's
-Events (resumed the same way), where the kubelet records what it does (:mod:`._kubelet`):
-``DrainStarted`` lists the init and run containers; at the kubelet's ``Killing`` ("Stopping
-container X") ``PreStopStarted`` for a container with a preStop hook, else ``SignalSent`` (the
-kubelet signals right after that record); at ``FailedPreStopHook`` ``PreStopFinished`` (exit code
-unknown: the kubelet does not record it; ``timed_out`` when it came at the deadline) and then
-``SignalSent``; ``ContainerExited`` from ``state.terminated``, before which any step the Events
-did not show is emitted (a hook that succeeds is not recorded, so its ``PreStopFinished`` (exit
-0) and the ``SignalSent`` after it are known only then; likewise when Events cannot be read);
-``ContainerForceKilled`` first when that is exit 137 at the deadline (or ``ExceededGracePeriod``
-is recorded); ``ContainerRemoved`` for each container seen ended and one ``PauseRemoved`` for the
-sandbox (``<pod>-sandbox``) when the Pod is gone; ``DrainFinished`` with the summary.
+For the workloads of one ``drain`` call:
 
-Outcomes: ``exited`` / ``killed`` as seen; ``already-exited`` for containers that had ended before
-the delete took effect (init containers, always); ``killed`` also for the containers of a
-Pod deleted with grace 0 (the API removes the object at once, the kubelet kills what runs: a
-``Killing`` Event, then SIGKILL after its minimum grace of 2 s, with no status left to show it);
-``missing`` for containers that went with the Pod without a terminated state otherwise (a
-container never started).
-A Pod still there after its deadline, or that cannot be followed (a watch refused with 403), is
-an error in its summary. If the caller cancels, the delete has been sent and the cluster
-finishes it: nothing is left running here.
+1. one list by label (:func:`find_pods`, the driver's ``find``) finds every Pod (a missing one
+   raises ``WorkloadNotFound`` before anything is touched) and gives the ``resourceVersion`` the
+   watch starts from; the drain takes what it found and lists no Pods again;
+2. ``DrainStarted`` for each, then one delete per Pod, all at once, each with the ``uid``
+   precondition of the Pod that was found, so a same-named successor created since is never
+   hit (a collection delete cannot carry a uid per Pod). ``gracePeriodSeconds`` is sent only
+   when the caller overrides it (otherwise each Pod's own ``terminationGracePeriodSeconds``
+   applies, server-side). A delete that meets a lost connection, a timeout, a 429 or a 5xx is
+   sent again with backoff (waiting what ``Retry-After`` asks) until ``GIVE_UP_AFTER`` past the
+   Pod's deadline; sending it twice is harmless (the uid guard, and a second graceful delete
+   never lengthens the first);
+3. one watch over all of them, beside the deletes, until every Pod is gone, resumed from a fresh
+   list whenever it ends (:mod:`._watch`), under a deadline of each Pod's grace plus its margin
+   (:func:`._pod_states.teardown_margin`).
+
+Cancelled (a second Ctrl-C reaches here as a cancellation: ``kill_now``), the drain is finished
+shielded: a grace-0 delete of every Pod still there (uid-guarded, retried the same way), the
+watch until they are gone (``KILL_WAIT``), ``DrainFinished`` for each; then the cancellation
+goes on. What the watches show is handed to :class:`._pod_states.PodDrain`, which turns it into
+events.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
 import attrs
 
-from asyncdeploy.drivers._books import DrainBooks, TrackedContainer, effective_grace
+from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
-from asyncdeploy.drivers.kubernetes._kubelet import (
-    EXCEEDED_GRACE_PERIOD,
-    FAILED_PRE_STOP_HOOK,
-    KILLING,
-    KubeletEvent,
+from asyncdeploy.drivers.kubernetes._api import PodAPI
+from asyncdeploy.drivers.kubernetes._errors import ENGINE, RetryLater
+from asyncdeploy.drivers.kubernetes._pod_states import KILL_WAIT, WATCH_MARGIN, PodDrain, pod_uid
+from asyncdeploy.drivers.kubernetes._traffic import TrafficWatch
+from asyncdeploy.drivers.kubernetes._watch import KubeletEvents, PodEvent, PodFollower, Resync
+from asyncdeploy.errors import (
+    EngineAPIError,
+    EngineError,
+    EngineTimeout,
+    EngineUnavailable,
+    WorkloadConflict,
+    WorkloadNotFound,
 )
-from asyncdeploy.events import (
-    ContainerExited,
-    ContainerForceKilled,
-    ContainerRemoved,
-    DrainStarted,
-    DrainSummary,
-    Emit,
-    Outcome,
-    PauseRemoved,
-    PreStopFinished,
-    PreStopStarted,
-    SignalSent,
-)
+from asyncdeploy.events import DrainSummary, Emit
+from asyncdeploy.labels import LABEL_WORKLOAD
+from asyncdeploy.selectors import Selector
 
-__all__ = ["KILL_TOLERANCE", "WATCH_MARGIN", "PodDrain", "pod_uid", "sandbox_name"]
+__all__ = ["GIVE_UP_AFTER", "PodsFound", "drain_pods", "find_pods"]
 
-WATCH_MARGIN = 15.0  # seconds past a Pod's grace before it counts as stuck
-KILL_TOLERANCE = 1.0  # deletionTimestamp has whole seconds: the kubelet's deadline may be earlier
-SIGKILLED = 137
+RETRY_FIRST, RETRY_MAX = 0.05, 1.0  # backoff between tries of a delete (as the engine drain's)
+GIVE_UP_AFTER = 5.0  # past a Pod's deadline: how long its delete is tried again
 
 
-def sandbox_name(pod_name: str) -> str:
-    """The name ``PauseRemoved`` carries: the Pod sandbox, the kubelet's pause container."""
-    return f"{pod_name}-sandbox"
+@attrs.frozen(kw_only=True)
+class PodsFound(Found):
+    """What one list of Pods found: the Pods and the ``resourceVersion`` the watch starts from."""
+
+    namespace: str
+    pods: tuple[Mapping[str, Any], ...]
+    resource_version: str
 
 
-def pod_uid(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("metadata") or {}).get("uid", ""))
-
-
-@attrs.define(kw_only=True)
-class _Tracked(TrackedContainer):
-    signal: str
-    running_at_start: bool
-    pre_stop: bool = False  # it has a preStop hook
-    stopping: bool = False  # the kubelet began to stop it (Killing)
-    pre_stop_ended: bool = False
-    signalled: bool = False
-    force_killed: bool = False
-
-
-@attrs.define(kw_only=True)
-class PodDrain(DrainBooks):
-    """One Pod's drain, driven by what the API shows; every step is emitted as it is seen."""
-
-    pod_name: str
-    uid: str
-    margin: float
-    containers: list[_Tracked]
-    deleting: bool = False  # the delete took effect (deletionTimestamp seen)
-    summary: DrainSummary | None = None
-
-    @classmethod
-    def of(
-        cls,
-        pod: Mapping[str, Any],
-        *,
-        grace: int | None,
-        started: float,
-        margin: float,
-        emit: Emit,
-        clock: Callable[[], float] = anyio.current_time,
-    ) -> PodDrain:
-        metadata = pod.get("metadata") or {}
-        spec_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
-        effective = effective_grace(spec_grace, grace)
-        pending = metadata.get("deletionGracePeriodSeconds")
-        if pending is not None:  # already terminating: a longer grace would not be honoured
-            effective = min(effective, int(pending))
-        statuses = pod_status.container_statuses(pod)
-        containers = []
-        for role, spec in pod_status.container_specs(pod):
-            entry = statuses.get(spec["name"])
-            tracked = _Tracked(
-                name=spec["name"],
-                role=role,
-                signal=pod_status.stop_signal(spec),
-                running_at_start=pod_status.container_state(entry) == "running",
-                pre_stop=bool((spec.get("lifecycle") or {}).get("preStop")),
-            )
-            ended = pod_status.terminated(entry) or (
-                pod_status.terminated({"state": (entry or {}).get("lastState")})
-                if pod_status.container_state(entry) == "restarting"
-                else None
-            )
-            if ended is not None:
-                tracked.outcome, tracked.exit_code = "already-exited", ended.get("exitCode")
-            containers.append(tracked)
-        return cls(
-            workload=pod_status.workload_name(pod),
-            pod_name=str(metadata.get("name", "")),
-            uid=pod_uid(pod),
-            grace=effective,
-            started=started,
-            margin=margin,
-            emit=emit,
-            containers=containers,
-            clock=clock,
+async def find_pods(
+    api: PodAPI, namespace: str, names: Sequence[str] | None, selector: Selector | None = None
+) -> PodsFound:
+    """One list call: the named workloads' Pods (a missing one raises ``WorkloadNotFound``), or
+    with ``names`` None every workload ``selector`` matches (every one for None)."""
+    if names is None:
+        label_selector = LABEL_WORKLOAD if selector is None else f"{LABEL_WORKLOAD},{selector}"
+    else:
+        names = list(dict.fromkeys(names))
+        if not names:
+            return PodsFound(names=(), namespace=namespace, pods=(), resource_version="")
+        label_selector = _named(names)
+    listing = await api.list_pods(namespace, label_selector=label_selector)
+    found = {pod_status.workload_name(p): p for p in listing.get("items") or []}
+    if names is None:
+        names = sorted(found)
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise WorkloadNotFound(
+            f"no workload named {', '.join(map(repr, missing))} in namespace {namespace}",
+            engine=ENGINE,
+            status=404,
         )
+    return PodsFound(
+        names=tuple(names),
+        namespace=namespace,
+        pods=tuple(found[n] for n in names),
+        resource_version=str(listing["metadata"]["resourceVersion"]),
+    )
 
-    @property
-    def give_up(self) -> float:
-        return self.deadline + self.margin
 
-    @property
-    def done(self) -> bool:
-        return self.summary is not None
+def _named(names: Sequence[str]) -> str:
+    return f"{LABEL_WORKLOAD} in ({','.join(sorted(names))})"
 
-    def begin(self) -> None:
-        self.emit(
-            DrainStarted(
-                workload=self.workload,
-                elapsed=self.elapsed(),
-                grace_period_seconds=self.grace,
-                deadline=time.time() + (self.deadline - self.clock()),
-                containers=tuple(c.name for c in self.containers),
+
+async def drain_pods(
+    api: PodAPI,
+    found: PodsFound,
+    *,
+    grace_period_seconds: int | None,
+    emit: Emit,
+    margin: float = WATCH_MARGIN,
+) -> list[DrainSummary]:
+    """Drain the Pods ``found`` concurrently, all timed from one start; one summary each."""
+    if not found.names:
+        return []
+    namespace, selector = found.namespace, _named(found.names)
+    started = anyio.current_time()
+    drains = [
+        PodDrain.of(pod, grace=grace_period_seconds, started=started, margin=margin, emit=emit)
+        for pod in found.pods
+    ]
+    by_uid = {d.uid: d for d in drains}
+    kubelet = KubeletEvents(api, namespace, set(by_uid), lambda e: by_uid[e.uid].kubelet(e))
+    traffic = TrafficWatch(api, namespace, drains, list(found.pods))
+    try:
+        await kubelet.start()  # before the delete: nothing the kubelet records is missed
+        await traffic.start()  # likewise: where the Pods are endpoints before it
+        for drain in drains:
+            drain.begin()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(kubelet.run)
+            tg.start_soon(traffic.run)
+            await _delete_and_follow(
+                api, namespace, selector, found.resource_version, drains, grace_period_seconds
             )
-        )
+            tg.cancel_scope.cancel()
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await _kill(api, namespace, selector, drains)
+        raise
+    return [d.summary for d in drains if d.summary is not None]
 
-    def observe(self, pod: Mapping[str, Any]) -> None:
-        """A newer state of the Pod: the delete taking effect, containers ended."""
-        if self.done:
-            return
-        if (pod.get("metadata") or {}).get("deletionTimestamp"):
-            self.deleting = True
-        statuses = pod_status.container_statuses(pod)
-        for c in self.containers:
-            ended = pod_status.terminated(statuses.get(c.name))
-            if c.outcome is None and ended is not None:
-                self._exited(c, ended)
 
-    def kubelet(self, event: KubeletEvent) -> None:
-        """An Event the kubelet recorded about one of the Pod's containers (:mod:`._kubelet`)."""
-        if self.done:
-            return
-        c = next((c for c in self.containers if c.name == event.container), None)
-        if c is None or c.outcome is not None:
-            return
-        self.deleting = True  # the kubelet acts on the delete before the Pod watch may show it
-        if event.reason == KILLING:
-            self._stopping(c)
-            if not c.pre_stop:
-                self._signal(c)
-        elif event.reason == FAILED_PRE_STOP_HOOK:
-            self._stopping(c)
-            self._pre_stop_ended(c, failed=True)
-            self._signal(c)
-        elif event.reason == EXCEEDED_GRACE_PERIOD:
-            self._force_killed(c)
+async def _kill(api: PodAPI, namespace: str, selector: str, drains: list[PodDrain]) -> None:
+    """The drain was cut short: a grace-0 delete of every Pod still there, then follow them
+    until they are gone (``KILL_WAIT``): every drain ends with its ``DrainFinished``."""
+    for drain in drains:
+        if not drain.began:
+            drain.begin()  # cancelled before the first event: the stream still tells it all
+        drain.kill()
+    left = [d for d in drains if not d.done]
+    if left:
+        with anyio.move_on_after(KILL_WAIT + RETRY_MAX):  # a bound for the shielded part
+            await _delete_and_follow(api, namespace, selector, None, left, 0)
+    for drain in left:
+        drain.fail(drain.stuck())
 
-    def _stopping(self, c: _Tracked) -> None:
-        if c.stopping:
+
+async def _delete_and_follow(
+    api: PodAPI,
+    namespace: str,
+    selector: str,
+    version: str | None,
+    drains: list[PodDrain],
+    grace: int | None,
+) -> None:
+    """Delete every Pod (uid-guarded, retried) while one watch follows them until they are gone
+    or past their give-up time; ``version`` None starts the watch from a fresh list."""
+    async with anyio.create_task_group() as tg:
+        watching = anyio.CancelScope()
+
+        def settled() -> None:  # a delete ended a drain: the watch may have nothing left
+            if all(d.done for d in drains):
+                watching.cancel()
+
+        for drain in drains:
+            tg.start_soon(_delete_one, api, namespace, drain, grace, settled)
+        with watching:
+            await _watch_until_gone(api, namespace, selector, version, drains)
+        tg.cancel_scope.cancel()  # every drain is done: no delete is worth retrying
+
+
+def _retryable(exc: EngineError) -> bool:
+    """Worth sending again: a lost connection, a timeout, a 429 (too many requests) or a 5xx."""
+    if isinstance(exc, EngineUnavailable | EngineTimeout):
+        return True
+    return isinstance(exc, EngineAPIError) and (exc.status == 429 or exc.status >= 500)
+
+
+async def _delete_one(
+    api: PodAPI,
+    namespace: str,
+    drain: PodDrain,
+    grace: int | None,
+    settled: Callable[[], None],
+) -> None:
+    """Delete the drain's Pod, only if its uid still matches; retried until ``GIVE_UP_AFTER``
+    past its deadline (or its give-up time, when killing), honouring ``Retry-After``."""
+    pause, tries = RETRY_FIRST, 0
+    give_up = drain.give_up if drain.killing else drain.deadline + GIVE_UP_AFTER
+    while True:
+        tries += 1
+        try:
+            await api.delete(namespace, drain.pod_name, uid=drain.uid, grace=grace)
             return
-        c.stopping = True
-        if c.pre_stop:
-            self.emit(
-                PreStopStarted(
-                    workload=self.workload, elapsed=self.elapsed(), container=c.name, role=c.role
+        except (WorkloadNotFound, WorkloadConflict):
+            return  # already gone, or replaced by a successor: the watch sees our uid is gone
+        except EngineError as exc:
+            wait = exc.after if isinstance(exc, RetryLater) else pause
+            left = give_up - anyio.current_time()
+            if _retryable(exc) and left > 0:
+                await anyio.sleep(min(wait, left))  # the last try comes at the give-up time
+                pause = min(pause * 2, RETRY_MAX)
+                continue
+            if drain.killing:
+                drain.fail(
+                    f"kill pod {drain.pod_name} (its grace-0 delete): {exc.message}; "
+                    "it may still be draining"
                 )
-            )
-
-    def _pre_stop_ended(self, c: _Tracked, *, failed: bool) -> None:
-        if not c.pre_stop or c.pre_stop_ended:
-            return
-        c.pre_stop_ended = True
-        late = failed and self.clock() >= self.deadline - KILL_TOLERANCE
-        self.emit(
-            PreStopFinished(
-                workload=self.workload,
-                elapsed=self.elapsed(),
-                container=c.name,
-                role=c.role,
-                exit_code=None if failed else 0,  # the kubelet records no exit code
-                timed_out=late,
-            )
-        )
-
-    def _signal(self, c: _Tracked) -> None:
-        if c.signalled:
-            return
-        c.signalled = True
-        self.emit(
-            SignalSent(
-                workload=self.workload,
-                elapsed=self.elapsed(),
-                container=c.name,
-                role=c.role,
-                signal=c.signal,
-            )
-        )
-
-    def _force_killed(self, c: _Tracked, reason: str = "deadline") -> None:
-        if c.force_killed:
-            return
-        c.force_killed = True
-        self.emit(
-            ContainerForceKilled(
-                workload=self.workload,
-                elapsed=self.elapsed(),
-                container=c.name,
-                role=c.role,
-                reason=reason,
-            )
-        )
-
-    def _exited(self, c: _Tracked, ended: Mapping[str, Any]) -> None:
-        code = ended.get("exitCode")
-        exit_code = None if code is None else int(code)
-        outcome: Outcome = "exited"
-        if not self.deleting:
-            outcome = "already-exited"  # it ended on its own before the delete took effect
-        else:
-            # the steps the Events did not show (a hook that succeeded is not recorded)
-            self._stopping(c)
-            self._pre_stop_ended(c, failed=False)
-            self._signal(c)
-            late = self.clock() >= self.deadline - KILL_TOLERANCE
-            if c.force_killed or (exit_code == SIGKILLED and late):
-                outcome = "killed"
-                self._force_killed(c)
-        c.outcome, c.exit_code, c.seconds = outcome, exit_code, self.elapsed()
-        self.emit(
-            ContainerExited(
-                workload=self.workload,
-                elapsed=c.seconds,
-                container=c.name,
-                role=c.role,
-                exit_code=exit_code,
-                graceful=outcome != "killed" and exit_code != SIGKILLED,
-            )
-        )
-
-    def removed(self, pod: Mapping[str, Any] | None) -> None:
-        """The Pod is gone: its last state (if known), the removals, the summary."""
-        if self.done:
-            return
-        if pod is not None:
-            self.observe(pod)
-        for c in self.containers:
-            if c.outcome is None and self.grace == 0 and (c.running_at_start or c.stopping):
-                # removed at once; the kubelet kills it with no status left to show the end
-                c.outcome = "killed"
-                self._force_killed(c, reason="grace period 0")
-            elif c.outcome is None:
-                c.outcome = "missing"  # gone without a terminated state (never started)
+            elif drain.deleting:
+                return  # an earlier try landed after all: the watch follows it
+            elif _retryable(exc):
+                drain.fail(
+                    f"delete pod {drain.pod_name}: {exc.message} (tried {tries} times in "
+                    f"{anyio.current_time() - drain.started:.1f} s; it was not deleted)"
+                )
             else:
-                self.emit(
-                    ContainerRemoved(
-                        workload=self.workload,
-                        elapsed=self.elapsed(),
-                        container=c.name,
-                        role=c.role,
-                    )
-                )
-        self.emit(
-            PauseRemoved(
-                workload=self.workload,
-                elapsed=self.elapsed(),
-                container=sandbox_name(self.pod_name),
-            )
-        )
-        self._finish()
-
-    def fail(self, message: str) -> None:
-        """End the drain without seeing the Pod go: ``message`` goes into the summary."""
-        if self.done:
+                drain.fail(f"delete pod {drain.pod_name}: {exc.message} (it was not deleted)")
+            settled()
             return
-        self.errors.append(message)
-        for c in self.containers:
-            if c.outcome is None:
-                c.outcome = "missing"
-        self._finish()
 
-    def _finish(self) -> None:
-        self.summary = self.finish(self.containers)
+
+async def _watch_until_gone(
+    api: PodAPI,
+    namespace: str,
+    selector: str,
+    version: str | None,
+    drains: list[PodDrain],
+) -> None:
+    by_uid = {d.uid: d for d in drains}
+    follower = PodFollower(api, namespace, label_selector=selector)
+
+    def handle(event: PodEvent) -> bool:
+        if isinstance(event, Resync):
+            present = {pod_uid(p): p for p in event.pods}
+            for drain in drains:
+                pod = present.get(drain.uid)
+                if pod is None:
+                    drain.removed(None)  # it went while no watch was open
+                else:
+                    drain.observe(pod)
+        elif (changed := by_uid.get(pod_uid(event.pod))) is not None:
+            if event.type == "DELETED":
+                changed.removed(event.pod)
+            else:
+                changed.observe(event.pod)
+        now = anyio.current_time()
+        for drain in drains:
+            if not drain.done and now >= drain.give_up:
+                drain.fail(drain.stuck(follower.last_error))
+        return all(d.done for d in drains)
+
+    def poll() -> float:
+        left = [d.give_up for d in drains if not d.done]
+        return min(left, default=anyio.current_time()) - anyio.current_time()
+
+    # The follower hands control back at each give-up time (as the watch's timeoutSeconds); this
+    # outer deadline only guards against a server that ignores timeoutSeconds.
+    try:
+        latest = max(d.give_up for d in drains)
+        with anyio.move_on_at(latest + max(d.margin for d in drains)):
+            await follower.run(handle, resource_version=version, poll=poll)
+    except EngineError as exc:  # watching is refused (403, ...): the Pods cannot be followed
+        for drain in drains:
+            drain.fail(f"cannot follow pod {drain.pod_name}: {exc.message}")
+    for drain in drains:
+        drain.fail(drain.stuck(follower.last_error))

@@ -1,8 +1,10 @@
 """The Kubernetes driver: one Pod per workload, behind the same contract as Docker and Podman.
 
 Workloads are Pods named after them and labelled ``asyncdeploy.io/workload=<name>``; Pods
-without that label are never touched (and read as not found). ``apply`` uses the plan's
-namespace, else the driver's; every call that takes only a name uses the driver's namespace.
+without that label are never touched (and read as not found). Every call works in the driver's
+namespace; a plan naming another one is refused (:func:`asyncdeploy.namespaces.workload_namespace`:
+open the driver in the plan's namespace), so that what ``apply`` creates is where ``get``,
+``wait_ready`` and ``delete`` look.
 
 Apply without needless recreation (:func:`._manifest.apply_decision`): the Pod carries
 ``plan_digest(plan)`` (annotation and label ``asyncdeploy.io/plan-digest``). An equal digest means
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import logging
 import math
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -29,12 +32,16 @@ from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._config import load_cluster_config
-from asyncdeploy.drivers.kubernetes._delete import PodsFound, drain_pods, find_pods
-from asyncdeploy.drivers.kubernetes._drain import WATCH_MARGIN
+from asyncdeploy.drivers.kubernetes._drain import PodsFound, drain_pods, find_pods
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.drivers.kubernetes._kubelet import StartupFailure, startup_failure
-from asyncdeploy.drivers.kubernetes._manifest import apply_decision, pod_manifest
+from asyncdeploy.drivers.kubernetes._manifest import (
+    apply_decision,
+    pod_manifest,
+    service_manifest,
+)
 from asyncdeploy.drivers.kubernetes._markers import ConfigMapMarkers
+from asyncdeploy.drivers.kubernetes._pod_states import WATCH_MARGIN
 from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
     CreateError,
@@ -42,10 +49,12 @@ from asyncdeploy.errors import (
     EngineError,
     EngineTimeout,
     EngineUnavailable,
+    WorkloadConflict,
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
-from asyncdeploy.labels import LABEL_WORKLOAD
+from asyncdeploy.labels import LABEL_SERVICE, LABEL_WORKLOAD
+from asyncdeploy.namespaces import workload_namespace
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
 from asyncdeploy.selectors import Selector, SelectorLike, as_selector
@@ -53,6 +62,8 @@ from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 __all__ = ["KubernetesDriver"]
 
 PING_TIMEOUT = 5.0
+SERVICE_CLEANUP_TIMEOUT = 10.0
+_log = logging.getLogger(__name__)
 
 
 class KubernetesDriver:
@@ -303,20 +314,54 @@ class KubernetesDriver:
     ) -> builtins.list[DrainSummary]:
         if not isinstance(found, PodsFound):
             raise TypeError(f"{ENGINE} drains only what its own find returned, not {found!r}")
-        return await drain_pods(
-            self.api,
-            found,
-            grace_period_seconds=grace_period_seconds,
-            emit=emit,
-            margin=self.watch_margin,
-        )
+        try:
+            return await drain_pods(
+                self.api,
+                found,
+                grace_period_seconds=grace_period_seconds,
+                emit=emit,
+                margin=self.watch_margin,
+            )
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(SERVICE_CLEANUP_TIMEOUT):
+                await self._remove_unused_services(found)
+
+    async def _remove_unused_services(self, found: PodsFound) -> None:
+        """Delete the Service of each drained Pod's plan once no other Pod of it is left (a
+        ``replace`` keeps it: its new instance carries the same label)."""
+        names = {
+            str(labels[LABEL_SERVICE])
+            for pod in found.pods
+            if LABEL_SERVICE in (labels := (pod.get("metadata") or {}).get("labels") or {})
+        }
+        for name in sorted(names):
+            selector = f"{LABEL_SERVICE}={name}"
+            try:
+                pods = await self.api.list_pods(found.namespace, label_selector=selector)
+                if any(
+                    not (p.get("metadata") or {}).get("deletionTimestamp")
+                    for p in pods.get("items") or []
+                ):
+                    continue  # another instance of the plan serves behind it
+                services = await self.api.list_pods(
+                    found.namespace, label_selector=selector, resource="services"
+                )
+                for service in services.get("items") or []:
+                    metadata = service["metadata"]
+                    await self.api.delete_service(
+                        found.namespace, metadata["name"], uid=metadata["uid"]
+                    )
+            except (WorkloadNotFound, WorkloadConflict):
+                pass  # gone, or replaced by someone else's meanwhile
+            except EngineError as exc:
+                _log.warning("the Service %s/%s was not removed: %s", found.namespace, name, exc)
 
     # --- apply -------------------------------------------------------------------------------
 
     async def apply(self, plan: WorkloadPlan, *, emit: Emit | None = None) -> ApplyResult:
         """Create; unchanged digest → no write at all; changed → drain (events), then create
         (a failed drain raises ``DrainError`` and creates nothing)."""
-        namespace = plan.namespace or self.namespace
+        namespace = workload_namespace(plan.namespace, self.namespace) or self.namespace
         manifest = pod_manifest(plan, namespace=namespace)  # a PlanError before any call
         replaced: DrainSummary | None = None
         existing = await self._existing(plan.name, namespace)
@@ -330,12 +375,24 @@ class KubernetesDriver:
             except WorkloadNotFound:
                 decision = "create"  # it went in the meantime
             else:
-                [replaced] = await self.drain(
-                    found, grace_period_seconds=None, emit=emit or ignore_events
+                # drain_pods, not drain: the plan's Service stays for the Pod created next
+                [replaced] = await drain_pods(
+                    self.api,
+                    found,
+                    grace_period_seconds=None,
+                    emit=emit or ignore_events,
+                    margin=self.watch_margin,
                 )
                 if replaced.errors:  # what is left may hold its name: no create
                     raise DrainError([replaced])
         created = await self.api.create(namespace, manifest)
+        if plan.service is not None:
+            try:
+                await self.api.create_service(
+                    namespace, service_manifest(plan, namespace=namespace)
+                )
+            except WorkloadConflict:
+                pass  # made with an earlier instance of the plan: it selects this one too
         return ApplyResult(
             action="created" if decision == "create" else "replaced",
             status=pod_status.workload_status(created),

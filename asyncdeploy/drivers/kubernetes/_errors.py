@@ -5,6 +5,9 @@ what the driver meets                  what it raises
 =====================================  =======================================================
 HTTP 404 (a Status ``NotFound``)       ``WorkloadNotFound``
 HTTP 409 (``AlreadyExists``/Conflict)  ``WorkloadConflict``
+HTTP 429, 5xx                          ``EngineAPIError`` (:class:`RetryLater` when the answer
+                                       says when to try again: ``Retry-After`` or the Status's
+                                       ``details.retryAfterSeconds``)
 any other HTTP error (401, 403, 405,   ``EngineAPIError`` carrying the status, with the
 410, 422, 500, ...)                    Status ``message`` (the causes, for a 422)
 a refused / dropped connection, TLS    ``EngineUnavailable``
@@ -36,7 +39,7 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 
-__all__ = ["ENGINE", "map_errors", "status_error", "status_message"]
+__all__ = ["ENGINE", "RetryLater", "map_errors", "retry_after", "status_error", "status_message"]
 
 ENGINE = "kubernetes"
 
@@ -59,8 +62,41 @@ def status_message(body: bytes | str | Mapping[str, Any] | None) -> str:
     return str(data)[:500]
 
 
+class RetryLater(EngineAPIError):
+    """A 429 or 5xx that says how long to wait before trying again (seconds)."""
+
+    def __init__(self, message: str, *, engine: str, status: int, after: float) -> None:
+        super().__init__(message, engine=engine, status=status)
+        self.after = after
+
+
+def retry_after(header: str | None, body: bytes | str | Mapping[str, Any] | None) -> float | None:
+    """The wait an answer asks for: ``Retry-After`` in seconds (the API server never sends an
+    HTTP date), else the Status's ``details.retryAfterSeconds``; None when it names none."""
+    if header is not None:
+        try:
+            return max(0.0, float(header))
+        except ValueError:
+            pass
+    data: Any = body
+    if isinstance(body, bytes | str):
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return None
+    if isinstance(data, Mapping):
+        seconds = (data.get("details") or {}).get("retryAfterSeconds")
+        if isinstance(seconds, int | float) and not isinstance(seconds, bool):
+            return max(0.0, float(seconds))
+    return None
+
+
 def status_error(
-    status: int, body: bytes | str | Mapping[str, Any] | None, what: str
+    status: int,
+    body: bytes | str | Mapping[str, Any] | None,
+    what: str,
+    *,
+    retry_after_header: str | None = None,
 ) -> EngineError:
     """The asyncdeploy error for an HTTP error answer to ``what``."""
     detail = status_message(body)
@@ -69,6 +105,10 @@ def status_error(
         return WorkloadNotFound(message, engine=ENGINE, status=status)
     if status == 409:
         return WorkloadConflict(message, engine=ENGINE, status=status)
+    if status == 429 or status >= 500:
+        after = retry_after(retry_after_header, body)
+        if after is not None:
+            return RetryLater(message, engine=ENGINE, status=status, after=after)
     return EngineAPIError(message, engine=ENGINE, status=status)
 
 
@@ -80,7 +120,9 @@ def map_errors(what: str) -> Iterator[None]:
     except EngineError:
         raise
     except ApiException as exc:
-        raise status_error(exc.status or 0, exc.body, what) from exc
+        headers: Mapping[str, str] = exc.headers or {}
+        header = headers.get("Retry-After")
+        raise status_error(exc.status or 0, exc.body, what, retry_after_header=header) from exc
     except aiohttp.WSServerHandshakeError as exc:
         # exec: the API server refused the upgrade (no such Pod, container not running, RBAC).
         raise status_error(exc.status, exc.message, what) from exc

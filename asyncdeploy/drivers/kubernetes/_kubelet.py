@@ -75,7 +75,8 @@ _NAME_NANOS = re.compile(r"\.([0-9a-f]{12,16})$")
 class KubeletEvent:
     """One Event about one container of a Pod, as far as the drain reads it."""
 
-    key: str  # metadata.name: the same Event again (a resync, a repeated count) is seen once
+    key: str  # metadata.name: a repeat of an Event is the same object, its count bumped
+    count: int  # how many times the kubelet recorded it: (key, count) is one occurrence
     uid: str  # the Pod's
     reason: str
     container: str
@@ -95,8 +96,10 @@ def read_event(event: Mapping[str, Any]) -> KubeletEvent | None:
     container = path.group(1) if path else stopping.group(1) if stopping else ""
     if not container:
         return None
+    series = event.get("series") or {}
     return KubeletEvent(
         key=str((event.get("metadata") or {}).get("name", "")),
+        count=int(series.get("count") or event.get("count") or 1),
         uid=str(involved.get("uid") or ""),
         reason=reason,
         container=container,

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from asyncdeploy.errors import PlanError, WorkloadConflict
-from asyncdeploy.labels import LABEL_INSTANCE_OF, LABEL_PLAN_DIGEST, LABEL_WORKLOAD
+from asyncdeploy.labels import LABEL_INSTANCE_OF, LABEL_PLAN_DIGEST, LABEL_SERVICE, LABEL_WORKLOAD
 from asyncdeploy.plan import Container, Mount, Port, Probe, WorkloadPlan, plan_digest
 
 __all__ = [
@@ -47,6 +47,8 @@ __all__ = [
     "pod_manifest",
     "probe_spec",
     "restart_policy",
+    "service_manifest",
+    "service_name",
     "stop_signal_name",
     "volume_name",
 ]
@@ -108,6 +110,7 @@ def pod_manifest(plan: WorkloadPlan, *, namespace: str) -> dict[str, Any]:
                 LABEL_WORKLOAD: plan.name,
                 LABEL_PLAN_DIGEST: digest,
                 **({LABEL_INSTANCE_OF: plan.instance_of} if plan.instance_of else {}),
+                **({LABEL_SERVICE: service_name(plan)} if plan.service else {}),
             },
             "annotations": {LABEL_PLAN_DIGEST: digest},
         },
@@ -305,4 +308,33 @@ def _volume_for(container: Container, mount: Mount) -> tuple[str, dict[str, Any]
     # A tmpfs is private to its container, as on Docker.
     return volume_name("tmp", f"{container.name}:{mount.target}"), {
         "emptyDir": {"medium": "Memory"}
+    }
+
+
+def service_name(plan: WorkloadPlan) -> str:
+    """The name of a plan's Service: the plan's own name, also for the instances ``replace``
+    starts for it (they carry that name as their instance-of label)."""
+    return str(plan.labels.get(LABEL_INSTANCE_OF) or plan.name)
+
+
+def service_manifest(plan: WorkloadPlan, *, namespace: str) -> dict[str, Any]:
+    """The ClusterIP Service a plan asks for: it selects every Pod of the plan (by
+    ``LABEL_SERVICE``), each port sent to its ``target_port`` (default: the same number)."""
+    assert plan.service is not None
+    name = service_name(plan)
+    ports = []
+    for port in plan.service.ports:
+        entry: dict[str, Any] = {
+            "protocol": "TCP",
+            "port": port.port,
+            "targetPort": port.target_port or port.port,
+        }
+        if port.name:
+            entry["name"] = port.name
+        ports.append(entry)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": {LABEL_SERVICE: name}},
+        "spec": {"type": "ClusterIP", "selector": {LABEL_SERVICE: name}, "ports": ports},
     }

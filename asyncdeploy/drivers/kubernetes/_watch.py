@@ -156,11 +156,15 @@ class PodFollower:
 
 @attrs.define
 class KubeletEvents:
-    """The Events of some Pods, from just before their delete, each handed to ``deliver`` once.
+    """The Events of some Pods, from just before their delete, each occurrence handed to
+    ``deliver`` once.
 
     One watch (``involvedObject.uid`` for one Pod, every Pod's Events for several, filtered
-    here), resumed as the Pod watch is; an Event already listed before :meth:`start` (an
-    earlier restart's ``Killing``) or seen again in a fresh list is not delivered. When Events
+    here), resumed as the Pod watch is. An occurrence is an Event's name and its ``count``: the
+    kubelet records a repeat (the same reason and message about the same container: an
+    earlier restart's ``FailedPreStopHook``) by bumping the count of the Event it made then, so
+    a bumped count is news; an occurrence already listed before :meth:`start`, or seen again in
+    a fresh list, is not delivered. When Events
     cannot be read (a 403 from a role without them) nothing is delivered and :meth:`run`
     returns: the caller goes on without.
     """
@@ -170,7 +174,7 @@ class KubeletEvents:
     uids: set[str]
     deliver: Callable[[KubeletEvent], None]
     version: str | None = None
-    seen: set[str] = attrs.field(factory=set)
+    seen: set[tuple[str, int]] = attrs.field(factory=set)  # (name, count) occurrences
 
     @property
     def selector(self) -> str:
@@ -185,7 +189,9 @@ class KubeletEvents:
         except EngineError as exc:
             _log.debug("the Pods' Events cannot be read (%s)", exc)
             return
-        self.seen.update(str(e["metadata"]["name"]) for e in listing.get("items") or [])
+        for item in listing.get("items") or []:
+            if (event := read_event(item)) is not None:
+                self.seen.add((event.key, event.count))
         self.version = str(listing["metadata"]["resourceVersion"])
 
     async def run(self) -> None:
@@ -199,9 +205,10 @@ class KubeletEvents:
         def handle(change: PodEvent) -> bool:
             for item in change.pods if isinstance(change, Resync) else [change.pod]:
                 event = read_event(item)
-                if event is None or event.uid not in self.uids or event.key in self.seen:
+                occurrence = None if event is None else (event.key, event.count)
+                if event is None or event.uid not in self.uids or occurrence in self.seen:
                     continue
-                self.seen.add(event.key)
+                self.seen.add((event.key, event.count))
                 self.deliver(event)
             return False
 

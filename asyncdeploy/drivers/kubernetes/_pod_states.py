@@ -1,0 +1,371 @@
+"""One Pod's drain as the API shows it, in the container engines' event vocabulary.
+
+:class:`PodDrain` is pure: :mod:`._drain` feeds it the Pods and the kubelet's Events it watches.
+What the API shows becomes events. Beside the Pod watch, a second watch follows the Pod's
+Events (resumed the same way), where the kubelet records what it does (:mod:`._kubelet`):
+``DrainStarted`` lists the init and run containers; at the kubelet's ``Killing`` ("Stopping
+container X") ``PreStopStarted`` for a container with a preStop hook, else ``SignalSent`` (the
+kubelet signals right after that record); at ``FailedPreStopHook`` ``PreStopFinished`` (exit code
+unknown: the kubelet does not record it; ``timed_out`` when it came at the deadline) and then
+``SignalSent``; ``ContainerExited`` from ``state.terminated``, before which any step the Events
+did not show is emitted (a hook that succeeds is not recorded, so its ``PreStopFinished`` (exit
+0) and the ``SignalSent`` after it are known only then; likewise when Events cannot be read);
+``ContainerForceKilled`` first when that is exit 137 at the deadline (or ``ExceededGracePeriod``
+is recorded); ``ContainerRemoved`` for each container seen ended and one ``PauseRemoved`` for the
+sandbox (``<pod>-sandbox``) when the Pod is gone; ``DrainFinished`` with the summary.
+
+Outcomes: ``exited`` / ``killed`` as seen; ``already-exited`` for containers that had ended before
+the delete took effect (init containers, always); ``killed`` also for the containers of a
+Pod deleted with grace 0 (the API removes the object at once, the kubelet kills what runs: a
+``Killing`` Event, then SIGKILL after its minimum grace of 2 s, with no status left to show it);
+``missing`` for containers that went with the Pod without a terminated state otherwise (a
+container never started).
+A Pod still there past its deadline plus a margin (:func:`teardown_margin`: at least
+``WATCH_MARGIN``, half the grace period for longer ones, as a GPU Pod's teardown is slow), or
+that cannot be followed (a watch refused with 403), is an error in its summary, which says what
+was seen: containers not yet ended, or every container ended and the Pod still being torn down.
+A drain cut short (:meth:`PodDrain.kill`: the caller cancelled, e.g. a second Ctrl-C) is
+finished by a grace-0 delete: the containers still running are ``killed`` (reason
+``cancelled``), and ``KILL_WAIT`` bounds the wait for the Pod to go.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+import attrs
+
+from asyncdeploy.drivers._books import DrainBooks, TrackedContainer, effective_grace
+from asyncdeploy.drivers.kubernetes import _status as pod_status
+from asyncdeploy.drivers.kubernetes._kubelet import (
+    EXCEEDED_GRACE_PERIOD,
+    FAILED_PRE_STOP_HOOK,
+    KILLING,
+    KubeletEvent,
+)
+from asyncdeploy.events import (
+    ContainerExited,
+    ContainerForceKilled,
+    ContainerRemoved,
+    DrainStarted,
+    DrainSummary,
+    Emit,
+    Outcome,
+    PauseRemoved,
+    PreStopFinished,
+    PreStopStarted,
+    SignalSent,
+)
+
+__all__ = [
+    "KILL_TOLERANCE",
+    "KILL_WAIT",
+    "WATCH_MARGIN",
+    "PodDrain",
+    "pod_uid",
+    "sandbox_name",
+    "teardown_margin",
+]
+
+WATCH_MARGIN = 15.0  # seconds past a Pod's grace before it counts as stuck, at least
+TEARDOWN_SHARE = 0.5  # ... and this share of its grace: long graces are GPU Pods, slow to free
+KILL_WAIT = 15.0  # after a grace-0 delete: how long the Pod may take to go
+KILL_TOLERANCE = 1.0  # deletionTimestamp has whole seconds: the kubelet's deadline may be earlier
+SIGKILLED = 137
+
+
+def sandbox_name(pod_name: str) -> str:
+    """The name ``PauseRemoved`` carries: the Pod sandbox, the kubelet's pause container."""
+    return f"{pod_name}-sandbox"
+
+
+def teardown_margin(grace: int, minimum: float = WATCH_MARGIN) -> float:
+    """How long past its deadline a Pod may take to go before it is reported: the kubelet
+    SIGKILLs at the deadline, but a process freeing a GPU's memory, the volumes' unmount and the
+    sandbox's end can take tens of seconds more, and longest for the Pods given long graces."""
+    return max(minimum, grace * TEARDOWN_SHARE)
+
+
+def pod_uid(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("uid", ""))
+
+
+@attrs.define(kw_only=True)
+class _Tracked(TrackedContainer):
+    signal: str
+    running_at_start: bool
+    pre_stop: bool = False  # it has a preStop hook
+    stopping: bool = False  # the kubelet began to stop it (Killing)
+    pre_stop_ended: bool = False
+    signalled: bool = False
+    force_killed: bool = False
+
+
+@attrs.define(kw_only=True)
+class PodDrain(DrainBooks):
+    """One Pod's drain, driven by what the API shows; every step is emitted as it is seen."""
+
+    pod_name: str
+    uid: str
+    margin: float
+    containers: list[_Tracked]
+    deleting: bool = False  # the delete took effect (deletionTimestamp seen)
+    killing: bool = False  # cut short: a grace-0 delete follows (kill)
+    began: bool = False  # DrainStarted emitted
+    summary: DrainSummary | None = None
+    _give_up_at: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        pod: Mapping[str, Any],
+        *,
+        grace: int | None,
+        started: float,
+        margin: float,
+        emit: Emit,
+        clock: Callable[[], float] = anyio.current_time,
+    ) -> PodDrain:
+        metadata = pod.get("metadata") or {}
+        spec_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        effective = effective_grace(spec_grace, grace)
+        pending = metadata.get("deletionGracePeriodSeconds")
+        if pending is not None:  # already terminating: a longer grace would not be honoured
+            effective = min(effective, int(pending))
+        statuses = pod_status.container_statuses(pod)
+        containers = []
+        for role, spec in pod_status.container_specs(pod):
+            entry = statuses.get(spec["name"])
+            tracked = _Tracked(
+                name=spec["name"],
+                role=role,
+                signal=pod_status.stop_signal(spec),
+                running_at_start=pod_status.container_state(entry) == "running",
+                pre_stop=bool((spec.get("lifecycle") or {}).get("preStop")),
+            )
+            ended = pod_status.terminated(entry) or (
+                pod_status.terminated({"state": (entry or {}).get("lastState")})
+                if pod_status.container_state(entry) == "restarting"
+                else None
+            )
+            if ended is not None:
+                tracked.outcome, tracked.exit_code = "already-exited", ended.get("exitCode")
+            containers.append(tracked)
+        return cls(
+            workload=pod_status.workload_name(pod),
+            pod_name=str(metadata.get("name", "")),
+            uid=pod_uid(pod),
+            grace=effective,
+            started=started,
+            margin=teardown_margin(effective, margin),
+            emit=emit,
+            containers=containers,
+            clock=clock,
+        )
+
+    @property
+    def give_up(self) -> float:
+        return self.deadline + self.margin if self._give_up_at is None else self._give_up_at
+
+    def kill(self) -> None:
+        """The drain is cut short: what still runs is killed (the caller sends a grace-0
+        delete), and the Pod has ``KILL_WAIT`` from now to go."""
+        if not self.done and not self.killing:
+            self.killing = True
+            self._give_up_at = self.clock() + KILL_WAIT
+
+    def stuck(self, last_error: str | None = None) -> str:
+        """The error for a Pod still there at :attr:`give_up`, saying what was seen."""
+        running = [c.name for c in self.containers if c.outcome is None]
+        if self.killing:
+            when = f"{KILL_WAIT:g} s after its grace-0 delete"
+        else:
+            when = f"{self.margin:g} s after its {self.grace} s grace period"
+        if running:
+            seen = f"{', '.join(running)} not seen to end"
+            if not self.deleting:
+                seen += "; the delete was never seen to take effect"
+        else:
+            seen = (
+                "every container ended; the kubelet is still tearing it down (volumes, "
+                "devices, the sandbox), and it holds its name until then"
+            )
+        why = f"; last watch error: {last_error}" if last_error else ""
+        return f"pod {self.pod_name} was still there {when}: {seen}{why}"
+
+    @property
+    def done(self) -> bool:
+        return self.summary is not None
+
+    def begin(self) -> None:
+        self.began = True
+        self.emit(
+            DrainStarted(
+                workload=self.workload,
+                elapsed=self.elapsed(),
+                grace_period_seconds=self.grace,
+                deadline=time.time() + (self.deadline - self.clock()),
+                containers=tuple(c.name for c in self.containers),
+            )
+        )
+
+    def observe(self, pod: Mapping[str, Any]) -> None:
+        """A newer state of the Pod: the delete taking effect, containers ended."""
+        if self.done:
+            return
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            self.deleting = True
+        statuses = pod_status.container_statuses(pod)
+        for c in self.containers:
+            ended = pod_status.terminated(statuses.get(c.name))
+            if c.outcome is None and ended is not None:
+                self._exited(c, ended)
+
+    def kubelet(self, event: KubeletEvent) -> None:
+        """An Event the kubelet recorded about one of the Pod's containers (:mod:`._kubelet`)."""
+        if self.done:
+            return
+        c = next((c for c in self.containers if c.name == event.container), None)
+        if c is None or c.outcome is not None:
+            return
+        self.deleting = True  # the kubelet acts on the delete before the Pod watch may show it
+        if event.reason == KILLING:
+            self._stopping(c)
+            if not c.pre_stop:
+                self._signal(c)
+        elif event.reason == FAILED_PRE_STOP_HOOK:
+            self._stopping(c)
+            self._pre_stop_ended(c, failed=True)
+            self._signal(c)
+        elif event.reason == EXCEEDED_GRACE_PERIOD:
+            self._force_killed(c)
+
+    def _stopping(self, c: _Tracked) -> None:
+        if c.stopping:
+            return
+        c.stopping = True
+        if c.pre_stop:
+            self.emit(
+                PreStopStarted(
+                    workload=self.workload, elapsed=self.elapsed(), container=c.name, role=c.role
+                )
+            )
+
+    def _pre_stop_ended(self, c: _Tracked, *, failed: bool) -> None:
+        if not c.pre_stop or c.pre_stop_ended:
+            return
+        c.pre_stop_ended = True
+        late = failed and self.clock() >= self.deadline - KILL_TOLERANCE
+        self.emit(
+            PreStopFinished(
+                workload=self.workload,
+                elapsed=self.elapsed(),
+                container=c.name,
+                role=c.role,
+                exit_code=None if failed else 0,  # the kubelet records no exit code
+                timed_out=late,
+            )
+        )
+
+    def _signal(self, c: _Tracked) -> None:
+        if c.signalled:
+            return
+        c.signalled = True
+        self.emit(
+            SignalSent(
+                workload=self.workload,
+                elapsed=self.elapsed(),
+                container=c.name,
+                role=c.role,
+                signal=c.signal,
+            )
+        )
+
+    def _force_killed(self, c: _Tracked, reason: str = "deadline") -> None:
+        if c.force_killed:
+            return
+        c.force_killed = True
+        self.emit(
+            ContainerForceKilled(
+                workload=self.workload,
+                elapsed=self.elapsed(),
+                container=c.name,
+                role=c.role,
+                reason=reason,
+            )
+        )
+
+    def _exited(self, c: _Tracked, ended: Mapping[str, Any]) -> None:
+        code = ended.get("exitCode")
+        exit_code = None if code is None else int(code)
+        outcome: Outcome = "exited"
+        if not self.deleting:
+            outcome = "already-exited"  # it ended on its own before the delete took effect
+        else:
+            # the steps the Events did not show (a hook that succeeded is not recorded)
+            self._stopping(c)
+            self._pre_stop_ended(c, failed=False)
+            self._signal(c)
+            late = self.killing or self.clock() >= self.deadline - KILL_TOLERANCE
+            if c.force_killed or (exit_code == SIGKILLED and late):
+                outcome = "killed"
+                self._force_killed(c, reason="cancelled" if self.killing else "deadline")
+        c.outcome, c.exit_code, c.seconds = outcome, exit_code, self.elapsed()
+        self.emit(
+            ContainerExited(
+                workload=self.workload,
+                elapsed=c.seconds,
+                container=c.name,
+                role=c.role,
+                exit_code=exit_code,
+                graceful=outcome != "killed" and exit_code != SIGKILLED,
+            )
+        )
+
+    def removed(self, pod: Mapping[str, Any] | None) -> None:
+        """The Pod is gone: its last state (if known), the removals, the summary."""
+        if self.done:
+            return
+        if pod is not None:
+            self.observe(pod)
+        for c in self.containers:
+            at_once = self.grace == 0 or self.killing
+            if c.outcome is None and at_once and (c.running_at_start or c.stopping):
+                # removed at once; the kubelet kills it with no status left to show the end
+                c.outcome = "killed"
+                self._force_killed(c, reason="cancelled" if self.killing else "grace period 0")
+            elif c.outcome is None:
+                c.outcome = "missing"  # gone without a terminated state (never started)
+            else:
+                self.emit(
+                    ContainerRemoved(
+                        workload=self.workload,
+                        elapsed=self.elapsed(),
+                        container=c.name,
+                        role=c.role,
+                    )
+                )
+        self.emit(
+            PauseRemoved(
+                workload=self.workload,
+                elapsed=self.elapsed(),
+                container=sandbox_name(self.pod_name),
+            )
+        )
+        self._finish()
+
+    def fail(self, message: str) -> None:
+        """End the drain without seeing the Pod go: ``message`` goes into the summary."""
+        if self.done:
+            return
+        self.error(message)
+        for c in self.containers:
+            if c.outcome is None:
+                c.outcome = "missing"
+        self._finish()
+
+    def _finish(self) -> None:
+        self.summary = self.finish(self.containers)

@@ -1,0 +1,196 @@
+"""Traffic leaving a draining Pod, as the EndpointSlices show it.
+
+Before the delete, one list of the namespace's Services and one of its EndpointSlices tell which
+Services route to each Pod: those whose selector matches the Pod's labels, and those whose
+slices list the Pod (its uid) as an endpoint. For the Pods with any, one watch of those
+Services' EndpointSlices (``kubernetes.io/service-name in (...)``, resumed as every watch here:
+:mod:`._watch`) follows them: the moment a Pod is a ready endpoint (``conditions.ready`` not
+false) in none of them, ``TrafficLeft``; if it still is in one when the propagation window has
+passed, ``TrafficStillRouted`` (and ``TrafficLeft`` later, if it leaves before the drain ends).
+A Pod no Service routes to gets no event. The window is the largest ``--propagation-wait`` of
+the Pod's preStop commands (``asyncdeploy drain``'s), else ``PROPAGATION_WINDOW``, at most the
+grace period. When Services or slices cannot be read (RBAC), the drain goes on without.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from asyncdeploy.drivers.kubernetes._api import PodAPI
+from asyncdeploy.drivers.kubernetes._pod_states import PodDrain
+from asyncdeploy.drivers.kubernetes._watch import MAX_WATCH_SECONDS, PodEvent, PodFollower, Resync
+from asyncdeploy.durations import parse_duration
+from asyncdeploy.errors import EngineError
+from asyncdeploy.events import TrafficLeft, TrafficStillRouted
+
+__all__ = [
+    "PROPAGATION_WINDOW",
+    "SERVICE_NAME",
+    "TrafficWatch",
+    "propagation_window",
+    "ready_in",
+    "routing_services",
+]
+
+SERVICE_NAME = "kubernetes.io/service-name"  # the label every EndpointSlice of a Service has
+PROPAGATION_WINDOW = 10.0  # seconds: asyncdeploy drain's default --propagation-wait
+_log = logging.getLogger(__name__)
+
+
+def _selects(selector: Mapping[str, Any] | None, labels: Mapping[str, Any]) -> bool:
+    return bool(selector) and all(labels.get(k) == v for k, v in (selector or {}).items())
+
+
+def _endpoints_of(slices: Iterable[Mapping[str, Any]], uid: str) -> Iterable[tuple[str, bool]]:
+    for item in slices:
+        service = str(((item.get("metadata") or {}).get("labels") or {}).get(SERVICE_NAME, ""))
+        for endpoint in item.get("endpoints") or []:
+            if (endpoint.get("targetRef") or {}).get("uid") == uid and service:
+                yield service, (endpoint.get("conditions") or {}).get("ready") is not False
+
+
+def routing_services(
+    pod: Mapping[str, Any],
+    services: Iterable[Mapping[str, Any]],
+    slices: Iterable[Mapping[str, Any]],
+) -> tuple[str, ...]:
+    """The Services that route to ``pod``: by selector, or listing it in their slices."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    uid = str((pod.get("metadata") or {}).get("uid", ""))
+    names = {
+        str(s["metadata"]["name"])
+        for s in services
+        if _selects((s.get("spec") or {}).get("selector"), labels)
+    }
+    names.update(service for service, _ in _endpoints_of(slices, uid))
+    return tuple(sorted(names))
+
+
+def ready_in(slices: Iterable[Mapping[str, Any]], uid: str) -> set[str]:
+    """The Services whose slices hold the Pod ``uid`` as a ready endpoint (``ready`` unset
+    counts as ready, as the API defines it)."""
+    return {service for service, ready in _endpoints_of(slices, uid) if ready}
+
+
+def propagation_window(pod: Mapping[str, Any], grace: int) -> float:
+    """The largest ``--propagation-wait`` of the Pod's preStop exec commands, else
+    ``PROPAGATION_WINDOW``; never past the grace period (at least 1 s)."""
+    found: list[float] = []
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        command = (((container.get("lifecycle") or {}).get("preStop") or {}).get("exec") or {}).get(
+            "command"
+        ) or []
+        words = [str(w) for w in command]
+        for i, word in enumerate(words):
+            value = None
+            if word == "--propagation-wait" and i + 1 < len(words):
+                value = words[i + 1]
+            elif word.startswith("--propagation-wait="):
+                value = word.split("=", 1)[1]
+            if value is not None:
+                try:
+                    found.append(parse_duration(value))
+                except ValueError:
+                    pass  # not ours to judge: lint does
+    window = max(found) if found else PROPAGATION_WINDOW
+    return min(window, max(float(grace), 1.0))
+
+
+@attrs.define
+class _Routed:
+    drain: PodDrain
+    services: tuple[str, ...]
+    window: float
+    left: bool = False
+    warned: bool = False
+
+
+@attrs.define
+class TrafficWatch:
+    """The traffic of some draining Pods: :meth:`start` before their delete, :meth:`run`
+    beside the drain (it returns once every Pod has left, or runs until cancelled)."""
+
+    api: PodAPI
+    namespace: str
+    drains: list[PodDrain]
+    pods: list[Mapping[str, Any]]
+    routed: list[_Routed] = attrs.field(factory=list)
+    slices: dict[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    version: str | None = None
+
+    async def start(self) -> None:
+        try:
+            services = await self.api.list_pods(self.namespace, resource="services")
+            listing = await self.api.list_pods(self.namespace, resource="endpointslices")
+        except EngineError as exc:
+            _log.debug("Services or EndpointSlices cannot be read (%s)", exc)
+            return
+        items = list(listing.get("items") or [])
+        for drain, pod in zip(self.drains, self.pods, strict=True):
+            names = routing_services(pod, services.get("items") or [], items)
+            if names:
+                window = propagation_window(pod, drain.grace)
+                self.routed.append(_Routed(drain, names, window))
+        wanted = {name for r in self.routed for name in r.services}
+        self.slices = {
+            _key(s): s
+            for s in items
+            if (s.get("metadata") or {}).get("labels", {}).get(SERVICE_NAME) in wanted
+        }
+        self.version = str(listing["metadata"]["resourceVersion"])
+
+    def _check(self) -> bool:
+        """Emit what the slices now show; True once every routed Pod has left."""
+        for routed in self.routed:
+            drain = routed.drain
+            if routed.left or drain.done:
+                continue
+            still = ready_in(self.slices.values(), drain.uid)
+            if not still:
+                routed.left = True
+                drain.emit(TrafficLeft(**drain.at(), services=routed.services))
+            elif not routed.warned and drain.elapsed() >= routed.window:
+                routed.warned = True
+                drain.emit(
+                    TrafficStillRouted(
+                        **drain.at(), services=tuple(sorted(still)), window=routed.window
+                    )
+                )
+        return all(r.left or r.drain.done for r in self.routed)
+
+    def _poll(self) -> float:
+        waiting = [r.window - r.drain.elapsed() for r in self.routed if not (r.left or r.warned)]
+        return min(waiting, default=MAX_WATCH_SECONDS)
+
+    async def run(self) -> None:
+        if not self.routed or self._check():
+            return
+        names = sorted({name for r in self.routed for name in r.services})
+        follower = PodFollower(
+            self.api,
+            self.namespace,
+            label_selector=f"{SERVICE_NAME} in ({','.join(names)})",
+            resource="endpointslices",
+        )
+
+        def handle(change: PodEvent) -> bool:
+            if isinstance(change, Resync):
+                self.slices = {_key(s): s for s in change.pods}
+            elif change.type == "DELETED":
+                self.slices.pop(_key(change.pod), None)
+            else:
+                self.slices[_key(change.pod)] = change.pod
+            return self._check()
+
+        try:
+            await follower.run(handle, resource_version=self.version, poll=self._poll)
+        except EngineError as exc:
+            _log.debug("following the EndpointSlices stopped (%s)", exc)
+
+
+def _key(item: Mapping[str, Any]) -> str:
+    return str((item.get("metadata") or {}).get("name", ""))

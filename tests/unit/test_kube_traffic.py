@@ -1,0 +1,96 @@
+"""Reading traffic from EndpointSlices, and the Service a plan asks for: pure functions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asyncdeploy.drivers.kubernetes._manifest import pod_manifest, service_manifest
+from asyncdeploy.drivers.kubernetes._traffic import (
+    PROPAGATION_WINDOW,
+    propagation_window,
+    ready_in,
+    routing_services,
+)
+from asyncdeploy.labels import LABEL_SERVICE
+from asyncdeploy.plan import WorkloadPlan
+
+POD = {"metadata": {"uid": "u1", "labels": {"app": "a", "tier": "web"}}}
+
+
+def _slice(service: str, *endpoints: tuple[str, bool | None]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"{service}-x", "labels": {"kubernetes.io/service-name": service}},
+        "endpoints": [
+            {"targetRef": {"uid": uid}, "conditions": {} if ready is None else {"ready": ready}}
+            for uid, ready in endpoints
+        ],
+    }
+
+
+def test_services_route_to_a_pod_by_selector_or_by_listing_it() -> None:
+    services = [
+        {"metadata": {"name": "by-selector"}, "spec": {"selector": {"app": "a"}}},
+        {"metadata": {"name": "other"}, "spec": {"selector": {"app": "b"}}},
+        {"metadata": {"name": "no-selector"}, "spec": {}},
+    ]
+    slices = [_slice("listed", ("u1", True)), _slice("unrelated", ("u2", True))]
+    assert routing_services(POD, services, slices) == ("by-selector", "listed")
+    assert routing_services(POD, services[1:], slices[1:]) == ()
+
+
+def test_ready_unset_counts_as_ready_and_false_as_gone() -> None:
+    slices = [_slice("a", ("u1", None)), _slice("b", ("u1", False)), _slice("c", ("u2", True))]
+    assert ready_in(slices, "u1") == {"a"}
+    assert ready_in(slices[1:], "u1") == set()
+
+
+def test_the_window_is_the_hooks_propagation_wait_within_the_grace() -> None:
+    def pod(*command: str) -> dict[str, Any]:
+        hook = {"preStop": {"exec": {"command": list(command)}}}
+        return {"spec": {"containers": [{"name": "c", "lifecycle": hook}]}}
+
+    assert propagation_window(pod("asyncdeploy", "drain", "--propagation-wait", "4s"), 30) == 4
+    assert propagation_window(pod("drain", "--propagation-wait=2.5s"), 30) == 2.5
+    assert propagation_window(pod("sleep", "3"), 30) == PROPAGATION_WINDOW
+    assert propagation_window(pod("drain", "--propagation-wait", "40s"), 30) == 30
+    assert propagation_window({"spec": {}}, 0) == 1.0
+
+
+def test_the_service_selects_every_instance_of_the_plan() -> None:
+    plan = WorkloadPlan.from_mapping(
+        {
+            "name": "llm",
+            "containers": [{"name": "c", "image": "x:1"}],
+            "service": {"ports": [{"port": 80, "target_port": 8000}]},
+        }
+    )
+    service = service_manifest(plan, namespace="ml")
+    assert service["metadata"] == {
+        "name": "llm",
+        "namespace": "ml",
+        "labels": {LABEL_SERVICE: "llm"},
+    }
+    assert service["spec"] == {
+        "type": "ClusterIP",
+        "selector": {LABEL_SERVICE: "llm"},
+        "ports": [{"protocol": "TCP", "port": 80, "targetPort": 8000}],
+    }
+    assert pod_manifest(plan, namespace="ml")["metadata"]["labels"][LABEL_SERVICE] == "llm"
+    plain = WorkloadPlan.from_mapping({"name": "p", "containers": [{"name": "c", "image": "x:1"}]})
+    assert LABEL_SERVICE not in pod_manifest(plain, namespace="ml")["metadata"]["labels"]
+
+
+def test_the_traffic_events_are_rendered_logged_and_serialised() -> None:
+    from asyncdeploy.events import TrafficLeft, TrafficStillRouted, event_to_dict
+    from asyncdeploy.render import describe
+
+    left = TrafficLeft(workload="llm", elapsed=0.21, services=("llm", "llm-internal"))
+    late = TrafficStillRouted(workload="llm", elapsed=10.0, services=("old",), window=10.0)
+    assert describe(left) == "out of the ready endpoints of llm, llm-internal: traffic has left"
+    assert describe(late) == "warning: still a ready endpoint of old 10 s into the drain"
+    assert event_to_dict(left) == {
+        "event": "TrafficLeft",
+        "workload": "llm",
+        "elapsed": 0.21,
+        "services": ["llm", "llm-internal"],
+    }
