@@ -10,6 +10,7 @@ import builtins
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, ClassVar, Protocol
 
+import anyio
 import attrs
 
 from asyncdeploy.events import DrainSummary, Emit
@@ -45,12 +46,20 @@ class Driver(Protocol):
         """Check the engine answers; raise ``EngineUnavailable`` when it does not."""
         ...
 
-    async def apply(self, plan: WorkloadPlan, *, emit: Emit | None = None) -> ApplyResult:
+    async def apply(
+        self,
+        plan: WorkloadPlan,
+        *,
+        emit: Emit | None = None,
+        kill_now: anyio.Event | None = None,
+    ) -> ApplyResult:
         """Create the workload; a no-op for an unchanged plan, a graceful replacement otherwise.
 
         A replacement drains the old workload first; when that drain fails (``DrainError``,
         ``DrainUnreachable``) the error is raised and nothing is created: what is left of the
-        old workload may still hold its ports and names.
+        old workload may still hold its ports and names. A cancellation never cuts that drain
+        short once begun: it runs to its end, then the cancellation propagates and nothing is
+        created; setting ``kill_now`` kills its survivors at once.
         """
         ...
 

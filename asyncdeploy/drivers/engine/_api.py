@@ -18,6 +18,7 @@ import aiohttp
 import anyio
 import attrs
 
+from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
@@ -28,7 +29,6 @@ from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._state import plan_order, snapshot, workload_labels, workload_status
 from asyncdeploy.errors import (
     CreateError,
-    DrainError,
     EngineAPIError,
     EngineError,
     EngineTimeout,
@@ -350,9 +350,16 @@ class EngineAPIDriver(EngineContainerOps):
 
     # --- create ------------------------------------------------------------------------------
 
-    async def apply(self, plan: WorkloadPlan, *, emit: Emit | None = None) -> ApplyResult:
+    async def apply(
+        self,
+        plan: WorkloadPlan,
+        *,
+        emit: Emit | None = None,
+        kill_now: anyio.Event | None = None,
+    ) -> ApplyResult:
         """Create the workload; unchanged → no call that writes; changed → drain, then create
-        (a failed drain raises ``DrainError`` and creates nothing)."""
+        (a failed drain raises ``DrainError`` and creates nothing; a cancellation lets a begun
+        drain finish: :func:`~asyncdeploy.drivers._replaced.drain_replaced`)."""
         grouped = await self._by_workload({LABEL_WORKLOAD: plan.name})
         existing = grouped.get(plan.name)
         replaced = None
@@ -386,11 +393,12 @@ class EngineAPIDriver(EngineContainerOps):
             except WorkloadNotFound:
                 existing = None  # it went in the meantime
             else:
-                [replaced] = await self.drain(
-                    found, grace_period_seconds=None, emit=emit or ignore_events
+                replaced = await drain_replaced(
+                    plan.name,
+                    lambda watch: self.drain(found, grace_period_seconds=None, emit=watch),
+                    emit or ignore_events,
+                    kill_now,
                 )
-                if replaced.errors:  # what is left may hold its ports and names: no create
-                    raise DrainError([replaced])
         items = await CreateAttempt(self, plan).run()
         return ApplyResult(
             action="replaced" if existing else "created",

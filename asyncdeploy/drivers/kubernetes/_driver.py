@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import anyio
 from kubernetes_asyncio.client import ApiClient
 
+from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
@@ -37,7 +38,6 @@ from asyncdeploy.drivers.kubernetes._manifest import apply_decision, pod_manifes
 from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
     CreateError,
-    DrainError,
     EngineError,
     EngineTimeout,
     EngineUnavailable,
@@ -301,9 +301,16 @@ class KubernetesDriver:
 
     # --- apply -------------------------------------------------------------------------------
 
-    async def apply(self, plan: WorkloadPlan, *, emit: Emit | None = None) -> ApplyResult:
+    async def apply(
+        self,
+        plan: WorkloadPlan,
+        *,
+        emit: Emit | None = None,
+        kill_now: anyio.Event | None = None,
+    ) -> ApplyResult:
         """Create; unchanged digest → no write at all; changed → drain (events), then create
-        (a failed drain raises ``DrainError`` and creates nothing)."""
+        (a failed drain raises ``DrainError`` and creates nothing; a cancellation lets a begun
+        drain finish: :func:`~asyncdeploy.drivers._replaced.drain_replaced`)."""
         namespace = plan.namespace or self.namespace
         manifest = pod_manifest(plan, namespace=namespace)  # a PlanError before any call
         replaced: DrainSummary | None = None
@@ -318,11 +325,12 @@ class KubernetesDriver:
             except WorkloadNotFound:
                 decision = "create"  # it went in the meantime
             else:
-                [replaced] = await self.drain(
-                    found, grace_period_seconds=None, emit=emit or ignore_events
+                replaced = await drain_replaced(
+                    plan.name,
+                    lambda watch: self.drain(found, grace_period_seconds=None, emit=watch),
+                    emit or ignore_events,
+                    kill_now,
                 )
-                if replaced.errors:  # what is left may hold its name: no create
-                    raise DrainError([replaced])
         created = await self.api.create(namespace, manifest)
         return ApplyResult(
             action="created" if decision == "create" else "replaced",
