@@ -106,11 +106,16 @@ async def _create_showing_events(
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             send.send_nowait(event)
 
+    errors: list[Exception] = []
+
     async def create_it() -> None:
         with send, interrupts.cancelling():
-            results.append(
-                await deployer.create(plan, on_event=on_event, kill_now=interrupts.kill_now)
-            )
+            try:
+                results.append(
+                    await deployer.create(plan, on_event=on_event, kill_now=interrupts.kill_now)
+                )
+            except Exception as exc:  # noqa: BLE001 - raised below, not grouped by the task group
+                errors.append(exc)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(create_it)
@@ -126,6 +131,8 @@ async def _create_showing_events(
                     lines.show(event)
                 if isinstance(event, DrainFinished):
                     interrupts.drain_ended()
+    if errors:
+        raise errors[0]
     return results[0] if results else None
 
 
