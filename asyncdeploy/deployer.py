@@ -358,10 +358,11 @@ class Deployer:
                 emit(event)
 
             grace = grace_period_seconds
-            if kill_now is not None and kill_now.is_set():
+            already = kill_now is not None and kill_now.is_set()
+            if already:
                 grace = 0  # "kill now" came before the drain: no container's drain exists yet
             async with anyio.create_task_group() as tg:
-                if kill_now is not None:
+                if kill_now is not None and not already:
                     tg.start_soon(_cancel_when_set, kill_now, tg.cancel_scope)
                 try:
                     if found.names:

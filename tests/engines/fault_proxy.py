@@ -21,6 +21,8 @@ class EngineProxy:
         self.cuts = 0
         self._open: set[anyio.CancelScope] = set()
         self._down = False
+        self._released = anyio.Event()
+        self._released.set()
 
     def cut(self) -> None:
         """Drop every connection open now; new ones are served as before."""
@@ -36,6 +38,13 @@ class EngineProxy:
     def heal(self) -> None:
         self._down = False
 
+    def hold(self) -> None:
+        """Accept new connections but forward nothing until :meth:`release` (a frozen engine)."""
+        self._released = anyio.Event()
+
+    def release(self) -> None:
+        self._released.set()
+
     async def serve(self, *, task_status: TaskStatus[None]) -> None:
         async def pump(source: ByteStream, sink: ByteStream, pair: anyio.CancelScope) -> None:
             try:
@@ -49,6 +58,7 @@ class EngineProxy:
             async with client:
                 if self._down:
                     return  # hang up at once
+                await self._released.wait()
                 with anyio.CancelScope() as scope:
                     self._open.add(scope)
                     try:

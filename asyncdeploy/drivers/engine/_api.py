@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import builtins
 import json
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar, Self, cast
+from typing import Any, ClassVar, Literal, Self, cast
 
 import aiodocker
 import aiohttp
@@ -49,9 +50,10 @@ from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadSta
 from asyncdeploy.secrets import mask_env_entry, mask_tree
 from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
-__all__ = ["EngineAPIDriver", "EngineFound"]
+__all__ = ["EngineAPIDriver", "EngineFound", "planned_state"]
 
 PING_TIMEOUT = 10.0
+STARTING_SECONDS = 30.0  # a container left "created" longer than this: its create is dead
 # A connection cut while a response streams in is a lost connection, like a refused one.
 _CONNECTION_LOST = (
     aiohttp.ClientConnectionError,
@@ -66,6 +68,29 @@ class EngineFound(Found):
     """What an engine find found: each workload's containers as the list call showed them."""
 
     snapshots: tuple[WorkloadSnapshot, ...]
+
+
+def planned_state(
+    items: Sequence[Mapping[str, Any]], now: float
+) -> Literal["as-planned", "building", "dead"]:
+    """Whether a complete workload of an unchanged plan is in the state that plan asks for.
+
+    ``as-planned``: the pause container runs, nothing is left unstarted and a run container
+    runs (one exited while another serves is left alone: repairing it would drain the one that
+    serves; ``create --wait`` reports it). ``building``: a container was created moments ago and
+    not started yet: a create is at work. ``dead``: the pause is paused (a delete claimed it)
+    or gone, a container was left unstarted by a create that died, or every run container
+    has exited.
+    """
+    states = {str(i["Labels"].get(LABEL_CONTAINER)): str(i.get("State")) for i in items}
+    unstarted = [i for i in items if i.get("State") == "created"]
+    if any(now - float(i.get("Created") or 0) < STARTING_SECONDS for i in unstarted):
+        return "building"
+    runs = [i for i in items if i["Labels"].get(LABEL_ROLE) == "run"]
+    serving = any(i.get("State") in ("running", "restarting") for i in runs)
+    if states.get("pause") != "running" or unstarted or not serving:
+        return "dead"
+    return "as-planned"
 
 
 def _found(grouped: Mapping[str, Sequence[Mapping[str, Any]]]) -> EngineFound:
@@ -370,19 +395,24 @@ class EngineAPIDriver(EngineContainerOps):
             if plan.autoheal is not None:
                 wanted.add("autoheal")
             if digests == {plan_digest(plan)}:
-                if names == wanted:
+                state = planned_state(existing, time.time()) if names == wanted else "building"
+                if state == "as-planned":
                     return ApplyResult(
                         action="unchanged", status=workload_status(self.name, plan.name, existing)
                     )
-                # The same plan, half built: another create is at work (or was killed). Never
-                # replace it under that create's feet.
-                raise WorkloadConflict(
-                    f"workload {plan.name!r} is being created by another command (it has "
-                    f"{', '.join(sorted(map(str, names)))} of {', '.join(sorted(wanted))}), or a "
-                    "create of it was killed; wait and retry, or delete it",
-                    engine=self.name,
-                    status=409,
-                )
+                if state == "building":
+                    # The same plan, half built: another create is at work (or was killed).
+                    # Never replace it under that create's feet.
+                    raise WorkloadConflict(
+                        f"workload {plan.name!r} is being created by another command (it has "
+                        f"{', '.join(sorted(map(str, names)))} of {', '.join(sorted(wanted))}), "
+                        "or a create of it was killed; wait and retry, or delete it",
+                        engine=self.name,
+                        status=409,
+                    )
+                # "dead": the same plan, complete, but not in the state it asks for (left
+                # unstarted by a killed create, half deleted, every run container exited):
+                # repaired below like a changed plan, its remains drained first.
         # Pull what is needed, then create: a failed pull leaves the old workload serving.
         await ImagePuller(self._client, self.name, self._errors).pull_for(
             plan, emit or ignore_events
