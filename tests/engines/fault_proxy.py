@@ -19,6 +19,7 @@ class EngineProxy:
         self.upstream = upstream
         self.url = f"unix://{listen}"
         self.cuts = 0
+        self.accepted = 0  # connections accepted so far
         self._open: set[anyio.CancelScope] = set()
         self._down = False
         self._released = anyio.Event()
@@ -56,6 +57,7 @@ class EngineProxy:
 
         async def handle(client: ByteStream) -> None:
             async with client:
+                self.accepted += 1
                 if self._down:
                     return  # hang up at once
                 await self._released.wait()

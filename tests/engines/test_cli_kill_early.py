@@ -20,6 +20,7 @@ from asyncdeploy import Deployer, WorkloadNotFound
 from tests.engines.cli_process import CLIProcess
 from tests.engines.fault_proxy import EngineProxy
 from tests.engines.helpers import graceful, plan
+from tests.polling import until
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +49,9 @@ async def test_two_signals_while_connecting_kill_at_once_once_the_engine_answers
         )
         assert process.stdout is not None
         cli = CLIProcess(process, BufferedByteReceiveStream(process.stdout))
-        await anyio.sleep(2)  # started, signal receiver installed, waiting on the engine
+        # its first call reached the engine's socket: its signal receiver is installed
+        await until(lambda: proxy.accepted > 0, timeout=30, interval=0.05)
+        await anyio.sleep(0.3)
         cli.send(signal.SIGINT)
         await anyio.sleep(0.2)
         cli.send(signal.SIGINT)
