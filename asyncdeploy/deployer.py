@@ -40,6 +40,7 @@ from asyncdeploy.errors import (
     AsyncDeployError,
     DrainError,
     DrainUnreachable,
+    EngineTimeout,
     WorkloadConflict,
     WorkloadNotFound,
 )
@@ -187,9 +188,32 @@ class Deployer:
         )
 
     async def exec(
-        self, name: str, command: Sequence[str], *, container: str | None = None
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        container: str | None = None,
+        timeout: float | None = None,
+        on_output: Callable[[str], None] | None = None,
     ) -> ExecResult:
-        return await self.driver.exec(name, command, container=container)
+        """Run ``command`` in a container (default: the plan's first run container).
+
+        ``on_output`` sees the output as it comes (it must not block). ``ExecInterrupted`` when
+        the container stops before the command ends; ``EngineTimeout`` when it has not ended
+        within ``timeout`` seconds (the engines cannot stop an exec: the command may still
+        run in the container).
+        """
+        try:
+            with anyio.fail_after(timeout):
+                return await self.driver.exec(
+                    name, command, container=container, on_output=on_output
+                )
+        except TimeoutError:
+            raise EngineTimeout(
+                f"exec in {name}: the command did not end within {timeout:g} s (it may still "
+                "be running in the container)",
+                engine=self.driver_name,
+            ) from None
 
     async def inspect(self, name: str) -> dict[str, Any]:
         return await self.driver.inspect(name)

@@ -44,6 +44,7 @@ __all__ = [
     "EngineError",
     "EngineTimeout",
     "EngineUnavailable",
+    "ExecInterrupted",
     "PlanError",
     "SelectorError",
     "UnsupportedEventLoop",
@@ -136,6 +137,10 @@ class WorkloadConflict(EngineAPIError):
 
 class EngineTimeout(EngineError, TimeoutError):
     """An engine call did not answer in time."""
+
+
+class ExecInterrupted(EngineError):
+    """The container stopped (or went) while an ``exec`` ran in it: the command has no end."""
 
 
 class CreateError(AsyncDeployError):

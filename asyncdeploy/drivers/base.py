@@ -7,7 +7,7 @@ this boundary. Every driver drains with the same event types (:mod:`asyncdeploy.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, ClassVar, Protocol
 
 import anyio
@@ -93,8 +93,16 @@ class Driver(Protocol):
         ...
 
     async def exec(
-        self, name: str, command: Sequence[str], *, container: str | None = None
-    ) -> ExecResult: ...
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        container: str | None = None,
+        on_output: Callable[[str], None] | None = None,
+    ) -> ExecResult:
+        """Run ``command``; ``on_output`` sees its output as it comes (also kept in the result).
+        Raise ``ExecInterrupted`` when the container stops before the command ends."""
+        ...
 
     async def inspect(self, name: str) -> dict[str, Any]:
         """Engine detail for people, masked by :mod:`asyncdeploy.secrets`."""

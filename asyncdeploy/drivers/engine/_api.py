@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 import json
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, Literal, Self, cast
 
@@ -34,6 +34,7 @@ from asyncdeploy.errors import (
     EngineError,
     EngineTimeout,
     EngineUnavailable,
+    ExecInterrupted,
     WorkloadConflict,
     WorkloadNotFound,
 )
@@ -53,6 +54,7 @@ from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 __all__ = ["EngineAPIDriver", "EngineFound", "planned_state"]
 
 PING_TIMEOUT = 10.0
+EXEC_WATCH_INTERVAL = 1.0  # how often an exec looks whether its container still runs
 STARTING_SECONDS = 30.0  # a container left "created" longer than this: its create is dead
 # A connection cut while a response streams in is a lost connection, like a refused one.
 _CONNECTION_LOST = (
@@ -276,18 +278,67 @@ class EngineAPIDriver(EngineContainerOps):
                 yield chunk
 
     async def exec(
-        self, name: str, command: Sequence[str], *, container: str | None = None
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        container: str | None = None,
+        on_output: Callable[[str], None] | None = None,
     ) -> ExecResult:
-        ident = await self._container_id(name, container)
-        return await self._exec(ident, command, f"exec in {name}")
+        """Run ``command`` in the container, its output to ``on_output`` as it comes.
 
-    async def _exec(self, ident: str, command: Sequence[str], what: str) -> ExecResult:
+        The container is watched meanwhile: one that stops before the command ends (whose
+        stream may then never end: Docker with a shared PID namespace) is ``ExecInterrupted``.
+        """
+        ident = await self._container_id(name, container)
+        what = f"exec in {name}"
+        result: builtins.list[ExecResult] = []
+
+        async def run_it(scope: anyio.CancelScope) -> None:
+            result.append(await self._exec(ident, command, what, on_output))
+            scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_it, tg.cancel_scope)
+            stopped = await self._until_stopped(ident, what)
+            tg.cancel_scope.cancel()
+        if result:
+            return result[0]
+        raise ExecInterrupted(
+            f"{what}: container {container or ident[:12]} {stopped} before the command ended "
+            "(the command's output so far was shown)",
+            engine=self.name,
+        )
+
+    async def _until_stopped(self, ident: str, what: str) -> str:
+        """Return once the container no longer runs: how it stopped."""
+        handle = self._client.containers.container(ident)
+        while True:
+            await anyio.sleep(EXEC_WATCH_INTERVAL)
+            try:
+                with self._errors(what):
+                    state = (await handle.show()).get("State") or {}
+            except WorkloadNotFound:
+                return "was removed"
+            if not state.get("Running") or state.get("Paused"):
+                return "was paused" if state.get("Paused") else "exited"
+
+    async def _exec(
+        self,
+        ident: str,
+        command: Sequence[str],
+        what: str,
+        on_output: Callable[[str], None] | None = None,
+    ) -> ExecResult:
         output: builtins.list[str] = []
         with self._errors(what):
             execution = await self._client.containers.container(ident).exec(list(command))
             async with execution.start(detach=False) as stream:
                 while (message := await stream.read_out()) is not None:
-                    output.append(message.data.decode(errors="replace"))
+                    text = message.data.decode(errors="replace")
+                    output.append(text)
+                    if on_output is not None:
+                        on_output(text)
             exit_code = (await execution.inspect())["ExitCode"]
         return ExecResult(
             exit_code=int(exit_code if exit_code is not None else -1), output="".join(output)

@@ -19,7 +19,7 @@ import builtins
 import collections
 import math
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import anyio
@@ -258,11 +258,20 @@ class KubernetesDriver:
                 yield line
 
     async def exec(
-        self, name: str, command: Sequence[str], *, container: str | None = None
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        container: str | None = None,
+        on_output: Callable[[str], None] | None = None,
     ) -> ExecResult:
         chosen = self._container(await self._pod(name), container)
         exit_code, output = await self.api.exec(
-            self.namespace, name, container=chosen, command=builtins.list(command)
+            self.namespace,
+            name,
+            container=chosen,
+            command=builtins.list(command),
+            on_output=on_output,
         )
         return ExecResult(exit_code=exit_code, output=output)
 
