@@ -52,6 +52,7 @@ class Interrupts:
     cancelled: bool = False  # a signal cancelled the operation
     drain_killed: bool = False  # a second signal killed a replaced workload's survivors
     stopped_during_drain: bool = False
+    made: bool = False  # a create has made its workload (a signal now stops only its wait)
     _kill_now: anyio.Event | None = None
     _target: anyio.CancelScope | None = None
 
@@ -167,6 +168,11 @@ class Interrupts:
             return (
                 f"{self.what} interrupted by {signum.name}: the replaced workload was drained "
                 "and removed; nothing new was created"
+            )
+        if self.made:
+            return (
+                f"{self.what} interrupted by {signum.name} while waiting for the workload to "
+                "become ready: it was created and is left as it is (delete it to remove it)"
             )
         if self.mode == "drain":
             return (

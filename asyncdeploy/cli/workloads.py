@@ -77,6 +77,7 @@ def create(settings: Settings, plan_file: str, wait: bool, timeout: float, outpu
             result = await _create_showing_events(deployer, plan, output, interrupts)
             if result is None:
                 return  # a signal stopped it: the guard says how
+            interrupts.made = True
             if wait:
                 result = attrs.evolve(result, status=await _wait(deployer, plan, result, timeout))
             interrupts.settled = True  # created: a signal from now on must not claim otherwise
