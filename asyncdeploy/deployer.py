@@ -372,13 +372,14 @@ class Deployer:
         self, found: Found, grace_period_seconds: int | None, kill_now: anyio.Event | None
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
         summaries: builtins.list[DrainSummary] = []
-        finished: builtins.list[DrainSummary] = []  # from the events: also when cut short
         unreachable: builtins.list[DrainUnreachable] = []
 
         async def work(emit: Callable[[DrainEvent], None]) -> None:
-            def watch(event: DrainEvent) -> None:
+            def keep(event: DrainEvent) -> None:
+                # Summaries come from the events, not the return value: a drain cut short by
+                # kill_now (cancelled) returns nothing, but still finishes every workload.
                 if isinstance(event, DrainFinished):
-                    finished.append(event.summary)
+                    summaries.append(event.summary)
                 emit(event)
 
             grace = grace_period_seconds
@@ -390,10 +391,8 @@ class Deployer:
                     tg.start_soon(_cancel_when_set, kill_now, tg.cancel_scope)
                 try:
                     if found.names:
-                        summaries.extend(
-                            await self.driver.drain(  # a drain emits drain events only
-                                found, grace_period_seconds=grace, emit=cast(Emit, watch)
-                            )
+                        await self.driver.drain(  # a drain emits drain events only
+                            found, grace_period_seconds=grace, emit=cast(Emit, keep)
                         )
                 except DrainUnreachable as exc:
                     unreachable.append(exc)  # raised once the consumer has every event
@@ -403,9 +402,9 @@ class Deployer:
             yield receive
         if unreachable:
             raise unreachable[0]
-        failed = [s for s in summaries or finished if s.errors]
-        if any(s.errors and _left_unreachable(s) for s in failed) and not summaries:
-            raise DrainUnreachable(failed, engine=self.driver_name)
+        if any(c.outcome == "unreachable" for s in summaries for c in s.containers):
+            raise DrainUnreachable(summaries, engine=self.driver_name)  # cut short meanwhile
+        failed = [s for s in summaries if s.errors]
         if failed:
             raise DrainError(failed)
 
@@ -459,10 +458,6 @@ class Deployer:
 
     async def aclose(self) -> None:
         await self.driver.aclose()
-
-
-def _left_unreachable(summary: DrainSummary) -> bool:
-    return any(c.outcome == "unreachable" for c in summary.containers)
 
 
 async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:

@@ -23,6 +23,7 @@ __all__ = [
     "LABEL_RESTART_POLICY",
     "LABEL_ROLE",
     "LABEL_STOP_SIGNAL",
+    "LABEL_VOLUME_PLAN",
     "LABEL_WORKLOAD",
     "PLAN_ROLES",
     "RESERVED_DOMAIN",
@@ -54,6 +55,9 @@ LABEL_RESTART_POLICY: Final = "asyncdeploy.io/restart-policy"
 LABEL_READINESS: Final = "asyncdeploy.io/readiness"  # JSON list: the readiness probe as a command
 LABEL_INDEX: Final = "asyncdeploy.io/index"  # the container's position in the plan (list order)
 LABEL_ATTEMPT: Final = "asyncdeploy.io/create-attempt"  # which create call made a container
+LABEL_VOLUME_PLAN: Final = "asyncdeploy.io/volume-of"
+"""On a named volume asyncdeploy created: the plan whose instances share it (the instance-of
+name across ``replace``); removed with the last of them. A kept volume (``keep: true``) has none."""
 
 PlanRole = Literal["init", "run"]
 """The roles a plan's containers may take."""

@@ -125,8 +125,11 @@ class Mount:
     source: str | None = attrs.field(default=None, validator=_optional_str)
     type: str = attrs.field(default="bind", validator=_one_of("bind", "volume", "tmpfs"))
     read_only: bool = attrs.field(default=False)
+    keep: bool = attrs.field(default=False)  # a volume asyncdeploy creates is never removed
 
     def __attrs_post_init__(self) -> None:
+        if self.keep and self.type != "volume":
+            raise PlanError("keep", f"only a volume can be kept, not a {self.type} mount")
         if not self.target.startswith("/"):
             raise PlanError("target", f"must be an absolute path, got {describe(self.target)}")
         if self.type == "bind" and not (self.source or "").startswith("/"):
@@ -382,7 +385,7 @@ class WorkloadPlan:
 
 # --- mapping <-> plan ------------------------------------------------------------------------
 
-_BOOL_FIELDS = {"host_network", "pid_shared", "read_only"}
+_BOOL_FIELDS = {"host_network", "pid_shared", "read_only", "keep"}
 
 
 def _structure(cls: type[T], data: Any, path: str) -> T:

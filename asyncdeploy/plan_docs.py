@@ -125,10 +125,15 @@ FIELD_DOCS: dict[str, FieldDoc] = {
     "Mount.target": FieldDoc("The absolute path inside the container."),
     "Mount.source": FieldDoc("The host path (bind) or the volume name (volume)."),
     "Mount.type": FieldDoc(
-        "`bind`, `volume` (created with the workload unless it exists, removed with it only if "
-        "asyncdeploy created it) or `tmpfs`."
+        "`bind`, `volume` (created with the workload unless it exists; shared by every instance "
+        "of the plan across `replace`, removed with the last one if asyncdeploy created it) or "
+        "`tmpfs`."
     ),
     "Mount.read_only": FieldDoc("Mount read-only."),
+    "Mount.keep": FieldDoc(
+        "A volume asyncdeploy creates is kept as data when the last instance goes.",
+        "Docker, Podman",
+    ),
     # Resources
     "Resources.cpu": FieldDoc("A CPU quantity: `2`, `0.5` or `500m`."),
     "Resources.memory": FieldDoc("A memory quantity: `512Mi`, `16Gi`, `1G`."),

@@ -84,10 +84,10 @@ class DrainBooks:
     emit: Emit
     errors: list[str] = attrs.field(factory=list)
     clock: Callable[[], float] = anyio.current_time
-
-    @property
-    def deadline(self) -> float:
-        return self.started + self.grace
+    # started + grace; moved on only by an engine delete that takes over a dead one's drain
+    deadline: float = attrs.field(
+        default=attrs.Factory(lambda self: self.started + self.grace, takes_self=True)
+    )
 
     def elapsed(self) -> float:
         return self.clock() - self.started

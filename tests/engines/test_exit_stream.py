@@ -53,6 +53,7 @@ async def test_every_exit_and_its_code_arrives_on_the_stream(deployer: Deployer)
     idents = [await start(deployer, code) for code in (0, 3, 7)]
     try:
         async with watch_exits(deployer.driver.url) as watch:  # type: ignore[attr-defined]
+            await watch.settled()  # it yields at once: the drain does not wait for the opening
             for ident in idents:
                 await deployer.driver._kill(ident, "SIGTERM")  # type: ignore[attr-defined]
             with anyio.fail_after(20):
@@ -174,3 +175,20 @@ async def test_opening_the_stream_does_not_delay_the_drain(deployer: Deployer) -
         async with deployer.driver.exits() as watch:  # type: ignore[attr-defined]
             assert not watch.lost
     assert time.perf_counter() - started < 0.45
+
+
+async def test_the_stream_is_closed_with_the_watch(deployer: Deployer) -> None:
+    """aiodocker's ``_query`` leaves the response to its caller: the stream's response was
+    never closed ("Unclosed connection" warnings after every drain)."""
+    import gc
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            async with watch_exits(deployer.driver.url) as watch:  # type: ignore[attr-defined]
+                await watch.settled()
+                assert not watch.lost
+        gc.collect()
+    unclosed = [w for w in caught if "Unclosed" in str(w.message)]
+    assert unclosed == []

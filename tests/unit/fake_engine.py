@@ -6,8 +6,13 @@ joined it, a second pause is refused, the pause container cannot be removed befo
 (Podman), a call while the engine is away raises ``EngineUnavailable``. Each drain's exit stream
 (a real ``ExitWatch``) reports every death as it happens; it is cut when the engine goes away
 (its connection is lost too), by ``cut_exit_streams``, and never opens when ``exit_stream`` is
-False; the deaths of the containers in ``unreported`` reach it too late to matter (Podman reads
-its events file every 250 ms).
+False; it opens ``stream_delay`` seconds after the drain asked (a slow ``/events``); the deaths of
+the containers in ``unreported`` reach it too late to matter (Podman reads its events file every
+250 ms). A call while the engine is ``down`` never reaches it (``CallNotSent``, as a refused
+connection); a call in ``lose_answer`` lands and its answer is lost (``EngineUnavailable``, as a
+connection cut after the request left). The claim record is a file in the pause container: it
+can be written and read while the pause is paused or stopped, and goes with its removal. A
+container with ``restarts`` left that exits non-zero is started again (``on-failure``).
 """
 
 from __future__ import annotations
@@ -20,8 +25,14 @@ from typing import ClassVar
 import anyio
 import attrs
 
+from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.drivers.engine._exits import ExitWatch
-from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef, WorkloadSnapshot
+from asyncdeploy.drivers.engine._ops import (
+    CallNotSent,
+    ContainerLook,
+    ContainerRef,
+    WorkloadSnapshot,
+)
 from asyncdeploy.errors import (
     EngineAPIError,
     EngineError,
@@ -46,8 +57,11 @@ class Box:
     hook_code: int = 0
     pause: str | None = None  # the pause container whose namespaces it joined
     exit_at: float | None = None
+    crash_in_hook: bool = False  # its process exits 1 while its pre_stop hook runs
+    restarts: int = 0  # on-failure restarts left
     changed: anyio.Event = attrs.field(factory=anyio.Event)
     on_die: Callable[[str, int], None] | None = None
+    claim: ClaimRecord | None = None  # the claim file (pause containers)
 
     @property
     def running(self) -> bool:
@@ -64,6 +78,9 @@ class Box:
             self.changed = anyio.Event()
             if self.on_die is not None:
                 self.on_die(self.ref.id, code)
+            if code != 0 and code != 137 and self.restarts > 0:  # on-failure: a new life
+                self.restarts -= 1
+                self.state, self.exit_code, self.exit_at = "running", None, None
 
 
 class FakeOps:
@@ -83,6 +100,8 @@ class FakeOps:
         self.exit_stream = True  # False: the stream never opens (the drain waits per container)
         self.watches: list[ExitWatch] = []
         self.unreported: set[str] = set()  # names whose death the stream reports too late
+        self.stream_delay = 0.0
+        self.lose_answer: set[tuple[str, str]] = set()
         self._rescheduled = anyio.Event()
 
     @property
@@ -147,7 +166,7 @@ class FakeOps:
         if ident.removeprefix("id-") in self.unreported:
             return
         for watch in self.watches:
-            if not watch.lost:
+            if watch.opened and not watch.lost:
                 watch.record(ident, code)
 
     def _drains_until(self, box: Box, at: float) -> None:
@@ -170,12 +189,19 @@ class FakeOps:
     async def exits(self) -> AsyncIterator[ExitWatch]:
         self.log.append(("exits", "", "open"))
         watch = ExitWatch()
-        if not self.exit_stream or self.down:
-            watch.lose()
         self.watches.append(watch)
+
+        async def opening() -> None:
+            await anyio.sleep(self.stream_delay)
+            if not self.exit_stream or self.down:
+                watch.lose()
+            else:
+                watch.open()
+
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._engine_clock)
+                tg.start_soon(opening)
                 try:
                     yield watch
                 finally:
@@ -191,7 +217,7 @@ class FakeOps:
         if (call, ref.name) in self.hang:
             await anyio.sleep_forever()
         if self.down:
-            raise EngineUnavailable(f"{call} {ref.name}: connection reset", engine=ENGINE)
+            raise CallNotSent(f"{call} {ref.name}: connection refused", engine=ENGINE)
         if queued := self.faults.get((call, ref.name)):
             raise queued.pop(0)
         box = self.boxes[ref.name]
@@ -214,7 +240,14 @@ class FakeOps:
                         other.die(137)
         elif not box.ignores_term and box.exit_at is None:
             self._drains_until(box, anyio.current_time() + box.drain)
+        self._answer("signal", ref)
         return True
+
+    def _answer(self, call: str, ref: ContainerRef) -> None:
+        """The call landed; its answer is lost on the way back when asked for (once)."""
+        if (call, ref.name) in self.lose_answer:
+            self.lose_answer.discard((call, ref.name))
+            raise EngineUnavailable(f"{call} {ref.name}: server disconnected", engine=ENGINE)
 
     async def _until_stopped(self, box: Box) -> int | None:
         while True:
@@ -242,6 +275,7 @@ class FakeOps:
         box = await self._enter("stop", ref, f"{timeout:.1f}")
         if box.running and not box.ignores_term and box.exit_at is None:
             self._drains_until(box, anyio.current_time() + box.drain)
+        self._answer("stop", ref)
         with anyio.move_on_after(timeout):
             return await self._until_stopped(box)
         box.die(137)
@@ -262,7 +296,12 @@ class FakeOps:
 
     async def run_hook(self, ref: ContainerRef, command: Sequence[str]) -> int:
         box = await self._enter("run_hook", ref, " ".join(command))
-        await anyio.sleep(box.hook)
+        if box.crash_in_hook:
+            await anyio.sleep(box.hook / 2)
+            box.die(1)
+            await anyio.sleep(box.hook / 2)
+        else:
+            await anyio.sleep(box.hook)
         return box.hook_code
 
     async def remove_volumes(self, workload: str) -> None:
@@ -279,6 +318,17 @@ class FakeOps:
             return False
         box.state = "paused"
         return True
+
+    async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
+        box = await self._enter("write_claim", pause, str(record.beat))
+        box.claim = record
+
+    async def read_claim(self, pause: ContainerRef) -> ClaimRecord | None:
+        try:
+            box = await self._enter("read_claim", pause)
+        except WorkloadNotFound:
+            return None
+        return box.claim
 
     async def look(self, ref: ContainerRef) -> ContainerLook | None:
         try:

@@ -4,6 +4,9 @@ blinks, two deletes at once and every error path. The real engines' side: tests/
 
 from __future__ import annotations
 
+import io
+import tarfile
+
 import anyio
 import attrs
 import pytest
@@ -11,9 +14,10 @@ import pytest
 from asyncdeploy.deployer import Deployer
 from asyncdeploy.drivers import _books
 from asyncdeploy.drivers.base import Found
-from asyncdeploy.drivers.engine import _drain
+from asyncdeploy.drivers.engine import _claim, _drain, _follow
 from asyncdeploy.drivers.engine._drain import drain_workloads
-from asyncdeploy.errors import DrainUnreachable, EngineUnavailable, WorkloadNotFound
+from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
+from asyncdeploy.errors import DrainError, DrainUnreachable, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import (
     ContainerExited,
     ContainerForceKilled,
@@ -37,11 +41,14 @@ pytestmark = pytest.mark.anyio
 def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     """The drain's margins, scaled down so a test takes a fraction of a second."""
     monkeypatch.setattr(_drain, "GIVE_UP_AFTER", 0.3)
-    monkeypatch.setattr(_drain, "FOLLOW_MARGIN", 0.5)
-    monkeypatch.setattr(_drain, "STALE_AFTER", 0.3)
     monkeypatch.setattr(_drain, "RETRY_MAX", 0.1)
-    monkeypatch.setattr(_drain, "FOLLOW_POLL_MAX", 0.05)
     monkeypatch.setattr(_drain, "KILL_WAIT", 0.5)
+    monkeypatch.setattr(_drain, "BEAT_INTERVAL", 0.1)
+    monkeypatch.setattr(_follow, "BEAT_STALE", 0.5)
+    monkeypatch.setattr(_follow, "RECORD_WAIT", 0.3)
+    monkeypatch.setattr(_follow, "OWNER_BOUND", 2.0)
+    monkeypatch.setattr(_follow, "TAKEOVER_SETTLE", 0.05)
+    monkeypatch.setattr(_follow, "FOLLOW_POLL_MAX", 0.05)
 
 
 def pod(ops: FakeOps, *, with_init: bool = False) -> FakeOps:
@@ -402,17 +409,132 @@ async def test_a_second_delete_follows_the_first_and_never_signals() -> None:
     assert all(b.state == "gone" for b in ops.boxes.values())
 
 
-async def test_a_follower_takes_over_a_claimed_workload_nobody_drains() -> None:
-    """The pause is paused (a deleter died after its claim) and the containers still run: the
-    follower waits past the deadline plus its margin, then kills and removes them itself."""
+async def test_a_stale_claim_is_taken_over_with_hooks_and_signals() -> None:
+    """The pause is paused and holds no claim record (a user's ``docker pause``, or a deleter
+    that died between its pause and its record): the follower takes over once no record has
+    come for RECORD_WAIT and drains: the hook, then SIGTERM, and the app exits 0. (It used to
+    SIGKILL it past the deadline, no hook and no signal.)"""
+    ops = FakeOps()
+    ops.add("pause", "pause", state="paused")
+    ops.add("app", pre_stop=("drain",), hook=0.1, drain=0.2)
+    summary, events = await drain(ops, declared=2)
+    assert ops.calls("run_hook", "app") == [("run_hook", "app", "drain")]
+    assert ops.calls("signal", "app") == [("signal", "app", "SIGTERM")]
+    assert names(events, ContainerForceKilled) == []
+    assert outcomes(summary) == {"app": ("exited", 0)} and summary.errors == ()
+    assert first(events, SignalSent, "app").elapsed < 1.5  # RECORD_WAIT 0.3 + the hook
+    assert all(b.state == "gone" for b in ops.boxes.values())
+
+
+async def test_a_takeover_gives_a_full_grace_and_then_kills() -> None:
     ops = FakeOps()
     ops.add("pause", "pause", state="paused")
     ops.add("app", ignores_term=True)
     summary, events = await drain(ops, declared=1)
-    assert ops.calls("signal", "app") == [("signal", "app", "SIGKILL")]
-    assert first(events, ContainerForceKilled, "app").elapsed >= 1.5  # type: ignore[attr-defined]
+    assert ops.calls("signal", "app") == [
+        ("signal", "app", "SIGTERM"),
+        ("signal", "app", "SIGKILL"),
+    ]
+    killed = first(events, ContainerForceKilled, "app")
+    assert killed.elapsed >= 1.3  # type: ignore[attr-defined]  # RECORD_WAIT 0.3 + grace 1
     assert outcomes(summary) == {"app": ("killed", 137)}
-    assert all(b.state == "gone" for b in ops.boxes.values())
+
+
+def dead_owner_record(grace: int, signalled: tuple[str, ...] = ()) -> _claim.ClaimRecord:
+    """The record of a deleter on this host whose process has ended."""
+    record = _claim.new_record(grace, signalled)
+    owner = attrs.evolve(record.owner, pid=999_999_999)  # above any pid_max: it runs nowhere
+    return attrs.evolve(record, owner=owner)
+
+
+async def test_a_dead_owner_is_taken_over_at_once_and_its_signals_are_not_sent_again() -> None:
+    """The record names a process of this host that is gone: no waiting. ``a`` was signalled by
+    the dead owner (recorded before its signal): it gets no second SIGTERM, only its wait; ``b``
+    gets its hook and its signal."""
+    ops = FakeOps()
+    ops.add("pause", "pause", state="paused")
+    ops.add("a", drain=0.1)
+    ops.add("b", pre_stop=("drain",), drain=0.1)
+    ops.boxes["a"].exit_at = anyio.current_time() + 0.3  # draining since the dead owner's TERM
+    ops.boxes["pause"].claim = dead_owner_record(30, ("a",))
+    summary, events = await drain(ops, declared=5)
+    assert ops.calls("signal", "a") == []
+    assert ops.calls("signal", "b") == [("signal", "b", "SIGTERM")]
+    assert outcomes(summary) == {"a": ("exited", 0), "b": ("exited", 0)}
+    assert first(events, SignalSent, "b").elapsed < 0.25  # no RECORD_WAIT, no BEAT_STALE
+
+
+async def test_a_follower_waits_for_the_owners_longer_override_grace() -> None:
+    """The owner drains with an override of 3 s (declared 1); the app needs 1.5 s. The
+    follower reads the owner's grace from its record and never kills early (it used to take
+    over at its own 1 s plus its margin and SIGKILL the app)."""
+    ops = pod(FakeOps())
+    ops.add("app", drain=1.5)
+    snapshot = ops.snapshot(grace=1)
+    runs: dict[str, DrainSummary] = {}
+
+    async def delete(who: str, grace: int | None, delay: float) -> None:
+        await anyio.sleep(delay)
+        [runs[who]] = await drain_workloads(
+            ops,
+            [snapshot if who == "owner" else relisted_snapshot(ops)],
+            grace_period_seconds=grace,
+            emit=lambda e: None,
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(delete, "owner", 3, 0)
+        tg.start_soon(delete, "follower", None, 0.1)
+    assert outcomes(runs["owner"]) == {"app": ("exited", 0)}
+    assert ops.calls("signal", "app") == [("signal", "app", "SIGTERM")]
+    assert runs["follower"].errors == () and runs["owner"].errors == ()
+
+
+def relisted_snapshot(ops: FakeOps) -> WorkloadSnapshot:
+    """What a delete's own listing shows now (the pause paused by the owner)."""
+    return WorkloadSnapshot(
+        name="w",
+        grace_period_seconds=1,
+        containers=tuple(
+            attrs.evolve(b.ref, running=b.running, paused=b.state == "paused")
+            for b in ops.boxes.values()
+            if b.state != "gone"
+        ),
+    )
+
+
+async def test_a_slow_removal_by_a_live_owner_is_not_taken_over() -> None:
+    """Everything has exited and the owner's removals are slow (Podman, loaded): the follower
+    sees nothing change for longer than its old 2 s quiet window (here 0.3 s), but the owner
+    beats, so it is not taken over: each container is removed once."""
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.05)
+    ops.delays[("remove", "app")] = 1.0
+    snapshot = ops.snapshot(grace=5)
+
+    async def delete(delay: float) -> None:
+        await anyio.sleep(delay)
+        await drain_workloads(
+            ops,
+            [snapshot if delay == 0 else relisted_snapshot(ops)],
+            grace_period_seconds=None,
+            emit=lambda e: None,
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(delete, 0)
+        tg.start_soon(delete, 0.2)
+    assert len(ops.calls("remove", "app")) == 1 and len(ops.calls("remove", "pause")) == 1
+    assert ops.calls("signal", "app") == [("signal", "app", "SIGTERM")]
+
+
+async def test_the_owner_records_its_claim_before_its_first_signal_and_beats() -> None:
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.35)
+    await drain(ops, grace=4, declared=1)
+    writes = [i for i, c in enumerate(ops.log) if c[0] == "write_claim"]
+    assert writes and writes[0] < ops.log.index(("signal", "app", "SIGTERM"))
+    assert len(writes) >= 3  # the first record, the signal, and beats every 0.1 s here
 
 
 async def test_a_follower_takes_over_at_once_when_nothing_runs() -> None:
@@ -628,3 +750,209 @@ async def test_the_caller_gets_every_event_before_drain_unreachable() -> None:
             async for event in stream:
                 seen.append(event)
     assert seen == events and isinstance(seen[-1], DrainFinished)
+
+
+# --- issue 16: kill now at any moment, one stop signal, restarts, a slow stream --------------
+
+
+async def cancelled_after(ops: FakeOps, seconds: float, **kw: object) -> list[DrainEvent]:
+    """A drain cancelled (the caller's kill now) ``seconds`` in; its events."""
+    events: list[DrainEvent] = []
+    with anyio.move_on_after(seconds):
+        await drain_workloads(
+            ops,
+            [ops.snapshot(grace=kw.get("declared", 30))],  # type: ignore[arg-type]
+            grace_period_seconds=None,
+            emit=events.append,
+        )
+    return events
+
+
+async def test_kill_now_while_the_exit_stream_opens_kills_what_runs() -> None:
+    """``/events`` is slow to open (5 s); the cancel at 0.1 s used to kill nothing and leave
+    the workload running, its summary never written."""
+    ops = pod(FakeOps())
+    ops.add("app", ignores_term=True)
+    ops.stream_delay = 5
+    events = await cancelled_after(ops, 0.1)
+    assert isinstance(events[-1], DrainFinished)
+    assert outcomes(events[-1].summary) == {"app": ("killed", 137)}
+    assert all(b.state == "gone" for b in ops.boxes.values())
+
+
+async def test_a_short_grace_signals_at_once_however_slow_the_stream() -> None:
+    """Grace 1 and an ``/events`` that takes 5 s to open: the app still gets SIGTERM at once and
+    its exit is seen (the opening used to eat the whole grace: no SIGTERM at all)."""
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.2)
+    ops.stream_delay = 5
+    summary, events = await drain(ops, declared=1)
+    assert first(events, SignalSent, "app").elapsed < 0.5
+    assert outcomes(summary) == {"app": ("exited", 0)}
+    assert names(events, ContainerForceKilled) == []
+
+
+async def test_an_exit_before_the_stream_opened_is_seen() -> None:
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.0)
+    ops.stream_delay = 0.3
+    summary, _ = await drain(ops, declared=5)
+    assert outcomes(summary) == {"app": ("exited", 0)} and summary.seconds < 2
+
+
+async def test_kill_now_while_following_kills_and_says_so() -> None:
+    """A follower's kill now: the still-running app was reported ``missing`` and left
+    running; now it is killed and reported ``killed``."""
+    ops = FakeOps()
+    ops.add("pause", "pause", state="paused")
+    ops.boxes["pause"].claim = _claim.new_record(30)  # a live owner (this process), beating
+    ops.add("app")
+
+    async def beat() -> None:
+        while True:
+            await anyio.sleep(0.1)
+            claim = ops.boxes["pause"].claim
+            assert claim is not None
+            ops.boxes["pause"].claim = claim.bumped(())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(beat)
+        events = await cancelled_after(ops, 0.5)
+        tg.cancel_scope.cancel()
+    summary = events[-1].summary  # type: ignore[attr-defined]
+    assert outcomes(summary) == {"app": ("killed", 137)}
+    assert all(b.state == "gone" for b in ops.boxes.values())
+
+
+class FakeDriver:
+    """A driver around the fake engine, for the deployer's side of a drain."""
+
+    name = ENGINE
+
+    def __init__(self, ops: FakeOps) -> None:
+        self.ops = ops
+
+    async def find(self, names: list[str]) -> Found:
+        return Found(names=tuple(names))
+
+    async def drain(self, found: Found, *, grace_period_seconds: int | None, emit):  # type: ignore[no-untyped-def]
+        return await drain_workloads(
+            self.ops, [self.ops.snapshot(grace=30)], grace_period_seconds=None, emit=emit
+        )
+
+
+async def test_kill_now_reports_what_really_happened() -> None:
+    """A second Ctrl-C while the engine refuses a removal: the deployer raises DrainError with
+    the summary (it used to collect summaries only from drain()'s return: after the cancel the
+    list was empty and the CLI said everything was removed)."""
+    ops = pod(FakeOps())
+    ops.add("app", ignores_term=True)
+    ops.fail("remove", "app", refused("remove", "app"))
+    kill_now = anyio.Event()
+    deployer = Deployer(FakeDriver(ops))  # type: ignore[arg-type]
+    with pytest.raises(DrainError) as caught:  # noqa: PT012 - raised as the stream ends
+        async with deployer.terminate("w", kill_now=kill_now) as stream:
+            async for event in stream:
+                if isinstance(event, SignalSent):
+                    kill_now.set()
+    [summary] = caught.value.summaries
+    assert outcomes(summary) == {"app": ("killed", 137)}
+    assert "remove app" in summary.errors[0]
+
+
+async def test_kill_now_with_the_engine_gone_is_unreachable() -> None:
+    ops = pod(FakeOps())
+    ops.add("app", ignores_term=True)
+    kill_now = anyio.Event()
+    deployer = Deployer(FakeDriver(ops))  # type: ignore[arg-type]
+    with pytest.raises(DrainUnreachable):  # noqa: PT012 - raised as the stream ends
+        async with deployer.terminate("w", kill_now=kill_now) as stream:
+            async for event in stream:
+                if isinstance(event, SignalSent):
+                    ops.down = True
+                    kill_now.set()
+
+
+async def test_kill_now_set_before_the_drain_began_kills() -> None:
+    """The second Ctrl-C came during connect or find: the drain starts with kill_now set and
+    kills (it used to be cancelled before anything, and killed nothing)."""
+    ops = pod(FakeOps())
+    ops.add("app", ignores_term=True)
+    kill_now = anyio.Event()
+    kill_now.set()
+    deployer = Deployer(FakeDriver(ops))  # type: ignore[arg-type]
+    async with deployer.terminate("w", kill_now=kill_now) as stream:
+        seen = [event async for event in stream]
+    assert isinstance(seen[-1], DrainFinished)
+    assert outcomes(seen[-1].summary) == {"app": ("killed", 137)}
+    assert all(b.state == "gone" for b in ops.boxes.values())
+
+
+async def test_a_lost_answer_to_the_stop_signal_is_not_sent_again() -> None:
+    """The kill landed but its answer was lost with the connection: ``_call`` used to send the
+    SIGTERM again (the kit read the second one as "cut every stream now")."""
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.2)
+    ops.lose_answer.add(("signal", "app"))
+    summary, events = await drain(ops, declared=5)
+    assert ops.calls("signal", "app") == [("signal", "app", "SIGTERM")]
+    assert names(events, SignalSent) == ["app"]
+    assert outcomes(summary) == {"app": ("exited", 0)} and summary.errors == ()
+
+
+async def test_a_lost_answer_to_podmans_stop_is_not_stopped_again() -> None:
+    ops = pod(FakeOps())
+    ops.kill_triggers_restart = True  # type: ignore[misc]
+    ops.add("app", drain=0.2, restart_policy="always")
+    ops.lose_answer.add(("stop", "app"))
+    summary, _ = await drain(ops, declared=5)
+    assert len(ops.calls("stop", "app")) == 1
+    assert outcomes(summary) == {"app": ("exited", 0)}
+
+
+async def test_a_container_restarted_during_its_hook_is_waited_for() -> None:
+    """on-failure: the app crashes (exit 1) while its hook runs and is restarted; its old
+    ``die`` must not end the wait for its new life (it was force-removed at once, ``exited
+    1``): it gets SIGTERM and drains its 0.3 s."""
+    ops = pod(FakeOps())
+    ops.add(
+        "app",
+        pre_stop=("drain",),
+        hook=0.2,
+        drain=0.3,
+        crash_in_hook=True,
+        restarts=1,
+        restart_policy="on-failure",
+    )
+    summary, events = await drain(ops, declared=5)
+    assert outcomes(summary) == {"app": ("exited", 0)}
+    # its hook ends with its crash at 0.1 s; then SIGTERM to its new life and its 0.3 s drain
+    assert first(events, SignalSent, "app").elapsed >= 0.1
+    assert first(events, ContainerExited, "app").elapsed >= 0.35  # type: ignore[attr-defined]
+
+
+async def test_a_hook_that_stops_its_container_is_exited_not_already_exited() -> None:
+    ops = pod(FakeOps())
+    box = ops.add("app", pre_stop=("stop-myself",), hook=0.1)
+    ops.boxes["app"].crash_in_hook = False
+
+    async def stops_itself() -> None:
+        await anyio.sleep(0.05)
+        box.die(0)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stops_itself)
+        summary, events = await drain(ops, declared=5)
+    assert outcomes(summary) == {"app": ("exited", 0)}
+    assert names(events, SignalSent) == []  # none was sent: it had stopped
+
+
+def test_a_claim_record_survives_its_archive_and_tells_a_dead_owner() -> None:
+    record = _claim.new_record(45, ("a", "b"))
+    with tarfile.open(fileobj=io.BytesIO(_claim.pack(record))) as tar:
+        assert _claim.unpack(tar) == record
+    assert record.owner.alive() is True
+    assert dead_owner_record(45).owner.alive() is False
+    elsewhere = attrs.evolve(record.owner, host="another-host")
+    assert elsewhere.alive() is None  # told by its beat instead
+    assert _claim.ClaimRecord.from_json(b'{"owner": 1}') is None

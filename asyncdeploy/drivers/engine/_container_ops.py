@@ -5,23 +5,29 @@
 
 from __future__ import annotations
 
+import math
+import tarfile
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import ClassVar
 
 import aiodocker
+import aiohttp
 import anyio
 
 from asyncdeploy.drivers.engine import _spec as spec
+from asyncdeploy.drivers.engine._claim import CLAIM_FILE, ClaimRecord, pack, unpack
 from asyncdeploy.drivers.engine._exits import ExitWatch, watch_exits
-from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef
-from asyncdeploy.errors import WorkloadConflict, WorkloadNotFound
-from asyncdeploy.labels import LABEL_WORKLOAD
+from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook, ContainerRef
+from asyncdeploy.errors import EngineUnavailable, WorkloadConflict, WorkloadNotFound
+from asyncdeploy.labels import LABEL_VOLUME_PLAN, LABEL_WORKLOAD
 from asyncdeploy.results import ExecResult
 
 __all__ = ["EngineContainerOps"]
 
 REMOVAL_POLL_SECONDS = 0.05
+# Failures that mean the request never left: no connection could be made.
+_NEVER_SENT = (aiohttp.ClientConnectorError, ConnectionRefusedError, FileNotFoundError)
 
 
 class EngineContainerOps:
@@ -47,6 +53,10 @@ class EngineContainerOps:
                 await self._kill(ref.id, signal)
         except WorkloadConflict:
             return False  # not running (Docker 409, Podman 500)
+        except EngineUnavailable as exc:
+            if isinstance(exc.__cause__, _NEVER_SENT):
+                raise CallNotSent(exc.message, engine=exc.engine) from exc
+            raise  # the answer was lost: the signal may have landed
         return True
 
     async def _kill(self, ident: str, signal: str) -> None:
@@ -59,12 +69,15 @@ class EngineContainerOps:
         return None if code is None else int(code)
 
     async def stop(self, ref: ContainerRef, timeout: float) -> int | None:
+        """The engine's stop, its kill delay rounded *up* to whole seconds and never 0 while
+        time is left (``t=0`` is SIGKILL without the stop signal): the drain's own deadline
+        SIGKILLs at the exact time; the engine's at most a second later."""
         with self._errors(f"stop {ref.name}"):
             handle = self._client.containers.container(ref.id)
-            await handle.stop(t=max(0, int(timeout)))
-            result = await handle.wait()
-        code = result.get("StatusCode")
-        return None if code is None else int(code)
+            await handle.stop(t=max(1, math.ceil(timeout)) if timeout > 0 else 0)
+        # Podman's waits block until a cut-off hook's exec session is cleaned up (20 s):
+        # the same wait as after a kill, which polls its state there.
+        return await self.wait_killed(ref)
 
     async def wait_killed(self, ref: ContainerRef) -> int | None:
         """Wait for a container just sent SIGKILL (Docker's wait returns as it dies)."""
@@ -93,6 +106,21 @@ class EngineContainerOps:
             return False  # already paused (another delete drains it), or not running
         return True
 
+    async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
+        # Both engines extract an archive into a paused (and a stopped) container.
+        with self._errors(f"record the claim in {pause.name}"):
+            await self._client.containers.container(pause.id).put_archive("/", pack(record))  # type: ignore[no-untyped-call]
+
+    async def read_claim(self, pause: ContainerRef) -> ClaimRecord | None:
+        try:
+            with self._errors(f"read the claim in {pause.name}"):
+                handle = self._client.containers.container(pause.id)
+                return unpack(await handle.get_archive("/" + CLAIM_FILE))
+        except WorkloadNotFound:
+            return None  # no record (or no pause: the look says which)
+        except tarfile.TarError:
+            return None  # an empty answer: Podman, while the pause container is being removed
+
     async def look(self, ref: ContainerRef) -> ContainerLook | None:
         try:
             with self._errors(f"inspect {ref.name}"):
@@ -111,17 +139,23 @@ class EngineContainerOps:
         # Attached, not detached: Podman 4.3 reports a detached exec as running for ever.
         return (await self._exec(ref.id, command, f"pre_stop of {ref.name}")).exit_code
 
-    async def remove_volumes(self, workload: str) -> None:
-        """Remove the volumes asyncdeploy created for this workload (never pre-existing ones)."""
-        with self._errors(f"list volumes of {workload}"):
-            found = await self._client.volumes.list(  # type: ignore[no-untyped-call]
-                filters={"label": [f"{LABEL_WORKLOAD}={workload}"]}
-            )
-        for volume in found.get("Volumes") or []:
+    async def remove_volumes(self, plan_name: str) -> None:
+        """Remove the volumes asyncdeploy created for this plan (never pre-existing ones, nor
+        ones the plan keeps) that no container uses: a volume another instance of the plan
+        still mounts (a replacement) is refused by the engine as in use, and stays."""
+        found: dict[str, None] = {}
+        # volumes made before the plan label carried the workload's name instead
+        for label in (f"{LABEL_VOLUME_PLAN}={plan_name}", f"{LABEL_WORKLOAD}={plan_name}"):
+            with self._errors(f"list volumes of {plan_name}"):
+                listed = await self._client.volumes.list(  # type: ignore[no-untyped-call]
+                    filters={"label": [label]}
+                )
+            found.update(dict.fromkeys(v["Name"] for v in listed.get("Volumes") or []))
+        for name in found:
             try:
-                with self._errors(f"remove volume {volume['Name']}"):
-                    segment = spec.path_segment(volume["Name"])
+                with self._errors(f"remove volume {name}"):
+                    segment = spec.path_segment(name)
                     volume_handle = aiodocker.volumes.DockerVolume(self._client, segment)  # type: ignore[no-untyped-call]
                     await volume_handle.delete()  # type: ignore[no-untyped-call]
-            except WorkloadNotFound:
-                pass
+            except (WorkloadNotFound, WorkloadConflict):
+                pass  # gone already, or in use by another instance: removed with the last

@@ -32,7 +32,13 @@ from asyncdeploy.errors import (
     WorkloadConflict,
     WorkloadNotFound,
 )
-from asyncdeploy.labels import LABEL_ATTEMPT, LABEL_CONTAINER, LABEL_ROLE, LABEL_WORKLOAD
+from asyncdeploy.labels import (
+    LABEL_ATTEMPT,
+    LABEL_CONTAINER,
+    LABEL_ROLE,
+    LABEL_VOLUME_PLAN,
+    LABEL_WORKLOAD,
+)
 from asyncdeploy.plan import Container, WorkloadPlan
 
 if TYPE_CHECKING:
@@ -191,17 +197,23 @@ class CreateAttempt:
 
     async def _create_volumes(self) -> None:
         driver, plan = self.driver, self.plan
-        names = {m.source for c in plan.containers for m in c.mounts if m.type == "volume"}
-        for volume in sorted(n for n in names if n):
+        mounts = [m for c in plan.containers for m in c.mounts if m.type == "volume"]
+        kept = {m.source for m in mounts if m.keep}
+        # Shared by the plan's instances (a replacement mounts its predecessor's volume):
+        # labelled with the plan's name, so that the last instance to go removes it.
+        # (``instance_of``: the replace mark, a library-only plan field on the replace branch)
+        plan_name = getattr(plan, "instance_of", None) or plan.name
+        for volume in sorted({m.source for m in mounts if m.source}):
             try:
                 with driver._errors(f"inspect volume {volume}"):
                     await driver._client.volumes.get(spec.path_segment(volume))  # type: ignore[no-untyped-call]
                 continue  # it existed before: it is not the workload's to remove
             except WorkloadNotFound:
                 pass
+            labels = {} if volume in kept else {LABEL_VOLUME_PLAN: plan_name}
             with driver._errors(f"create volume {volume}"):
                 await driver._client.volumes.create(  # type: ignore[no-untyped-call]
-                    {"Name": volume, "Labels": {LABEL_WORKLOAD: plan.name}}
+                    {"Name": volume, "Labels": labels}
                 )
             self.volumes.append(volume)
 

@@ -3,10 +3,13 @@
 For each workload:
 
 1. remove the autoheal sidecar (so it cannot resurrect a container being drained) and, at the
-   same time, claim the drain: pause the pause container. A delete that finds it already paused
-   follows the other delete instead (:meth:`_WorkloadDrain.follow`): it never signals, never
-   shortens the other's drain, and takes over only when the workload is still there well past
-   the deadline, or sits there with nothing running and nothing changing (its deleter died);
+   same time, claim the drain: pause the pause container, then write the claim record into it
+   (who drains, since when, under which grace; rewritten every second: :mod:`._claim`). A
+   delete that finds it already paused follows the other delete instead (:mod:`._follow`): it
+   never signals, never shortens the other's drain (it follows the owner's recorded grace), and
+   takes over only when the owner is dead (its process gone, its beat stopped, or no record at
+   all). A takeover drains: hooks, stop signals and a full grace from then on, except for the
+   containers the dead owner recorded as signalled (a stop signal is never sent twice);
 2. run one pipeline per init and run container, all under the one deadline: its ``pre_stop``
    hook (a hook that fails goes straight on), its stop signal, the wait for its exit. One hung
    hook delays no other container's signal;
@@ -15,10 +18,14 @@ For each workload:
 4. remove the pause container last (it holds the namespaces the others share: removing it
    first SIGKILLs them on Docker and is refused by Podman), then the volumes.
 
-Exits come from one engine event stream per :func:`drain_workloads`, opened before the first
-signal (:mod:`._exits`): Podman's ``wait`` answers only after its cleanup (0.4-1.6 s after the
-``die`` event, measured) and holds one of its few API workers meanwhile. The engine's ``wait``
-is the fallback for a stream cut or never opened, and for a container found not running.
+Exits come from one engine event stream per :func:`drain_workloads` (:mod:`._exits`): Podman's
+``wait`` answers only after its cleanup (0.4-1.6 s after the ``die`` event, measured) and holds
+one of its few API workers meanwhile. The stream opens while the first hooks and signals go
+out (its opening must not eat a short grace): an exit before it opened is seen by one look
+once it has. The engine's ``wait`` is the fallback for a stream cut or never opened.
+
+A stop signal is sent once. A lost answer to it (the connection was cut after the request went
+out) is not retried: it may have landed; only a call that never reached the engine is.
 
 An engine call lost with the connection (``EngineUnavailable``) is retried with backoff, the
 wait re-armed, until the deadline: a connection that blinks kills nothing. An engine still
@@ -26,7 +33,10 @@ unreachable ``GIVE_UP_AFTER`` past the deadline ends the drain: the containers w
 not seen are ``unreachable`` and the call raises ``DrainUnreachable`` (the CLI's exit 3).
 
 Steps 3 and 4 run shielded and bounded, so they complete even when the caller cancels, and
-``DrainFinished`` with the summary is emitted in every case. Another failing step is written in
+``DrainFinished`` with the summary is emitted in every case. A cancellation is the caller's
+"kill now" (the CLI's second Ctrl-C): from whatever point it lands (the stream opening, the
+claim, the hooks, or while following another delete), what still runs is SIGKILLed and
+removed, and the summary says how each container ended. Another failing step is written in
 the summary and the drain goes on; the caller gets a ``DrainError`` once everything that could
 be cleaned was cleaned.
 """
@@ -42,8 +52,11 @@ import attrs
 from anyio.abc import TaskGroup
 
 from asyncdeploy.drivers._books import DrainBooks, TrackedContainer, effective_grace
+from asyncdeploy.drivers.engine import _follow
+from asyncdeploy.drivers.engine._claim import BEAT_INTERVAL, ClaimRecord, new_record
 from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch, first_exit
 from asyncdeploy.drivers.engine._ops import (
+    CallNotSent,
     ContainerLook,
     ContainerOps,
     ContainerRef,
@@ -78,9 +91,7 @@ CLEANUP_TIMEOUT = 60.0  # bound on the shielded kill-and-remove part
 KILL_WAIT = 10.0  # how long a SIGKILLed container may take to be reported gone
 RETRY_FIRST, RETRY_MAX = 0.05, 1.0  # backoff between tries of a call lost with the connection
 GIVE_UP_AFTER = 5.0  # past the deadline: how long the engine may stay unreachable
-FOLLOW_MARGIN = 10.0  # past its deadline: how long a follower waits before it takes over
-FOLLOW_POLL_MAX = 0.5
-STALE_AFTER = 2.0  # nothing running and nothing changing this long: nobody else drains it
+RESTART_POLL = 0.1  # a container restarting under its policy: until it takes a signal
 SIGKILLED = 137
 
 T = TypeVar("T")
@@ -101,11 +112,18 @@ class _WorkloadDrain:
     exits: ExitWatch  # the drain's one exit stream, shared by every workload
     tracked: list[_Tracked] = attrs.field(factory=list)
     owner: bool = True  # False while following another delete: nothing to kill or remove
+    cut: bool = False  # cancelled: the caller's "kill now", whoever drains the workload
     pause_killed: set[str] = attrs.field(factory=set)
     gone: set[str] = attrs.field(factory=set)  # ids of containers seen removed
     cleaning: bool = False
     unreachable_since: float | None = None
     lost: bool = False  # the engine stayed unreachable: the drain gave up on it
+    # the claim record this drain writes while it owns a claimed drain (see _claim.py)
+    record: ClaimRecord | None = None
+    signalled: set[str] = attrs.field(factory=set)  # stop signal sent, or about to be
+    record_lock: anyio.Lock = attrs.field(factory=anyio.Lock)
+    beat_scope: anyio.CancelScope = attrs.field(factory=lambda: anyio.CancelScope(shield=True))
+    summary: DrainSummary | None = None
 
     @property
     def name(self) -> str:
@@ -127,39 +145,67 @@ class _WorkloadDrain:
                 containers=tuple(r.name for r in refs),
             )
         )
-        try:
-            async with anyio.create_task_group() as tg:
-                for sidecar in (r for r in refs if r.role == "autoheal"):
-                    tg.start_soon(self._remove_sidecar, sidecar)
-                self.owner = not await self._drained_elsewhere()
+        async with anyio.create_task_group() as beats:
+            beats.start_soon(self._beat)
+            try:
+                await self._drain()
+            except BaseException:
+                self.cut = True
+                raise
+            finally:
+                await self.clean_up()
+                self.beat_scope.cancel()
+        assert self.summary is not None
+        return self.summary
+
+    async def _drain(self) -> None:
+        books = self.books
+        async with anyio.create_task_group() as tg:
+            for sidecar in (r for r in self.snapshot.containers if r.role == "autoheal"):
+                tg.start_soon(self._remove_sidecar, sidecar)
+            self.owner = not await self._drained_elsewhere()
+        if not self.owner:
+            self.owner = await _follow.follow(self)
             if not self.owner:
-                self.owner = await self.follow()
-            elif books.grace > 0:
-                with anyio.move_on_at(books.deadline):
-                    async with anyio.create_task_group() as tg:
-                        for t in self.tracked:
-                            if t.outcome is None:
-                                tg.start_soon(self._pipeline, t)
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT) as scope:
-                self.cleaning = True
-                if self.owner:
-                    await self._end_all()
-            if scope.cancelled_caught:
-                books.error(f"cleanup did not finish within {CLEANUP_TIMEOUT:.0f} s")
-            summary = books.finish(self.tracked, unknown="unreachable" if self.lost else "missing")
-        return summary
+                return
+        if books.grace > 0:
+            with anyio.move_on_at(books.deadline):
+                async with anyio.create_task_group() as tg:
+                    for t in self.tracked:
+                        if t.outcome is None:
+                            tg.start_soon(self._pipeline, t)
+
+    async def clean_up(self) -> None:
+        """Kill what still runs and remove everything (shielded, bounded), once; then the
+        summary. A cancelled follower kills too: the caller asked to kill now."""
+        if self.summary is not None:
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT) as scope:
+            self.cleaning = True
+            if self.cut:
+                self.owner = True
+            if self.owner:
+                await self._end_all()
+        if scope.cancelled_caught:
+            self.books.error(f"cleanup did not finish within {CLEANUP_TIMEOUT:.0f} s")
+        self.summary = self.books.finish(
+            self.tracked, unknown="unreachable" if self.lost else "missing"
+        )
 
     # --- engine calls: retried while the connection is lost ----------------------------------
 
-    async def _call(self, call: Callable[[], Awaitable[T]]) -> T:
+    async def _call(self, call: Callable[[], Awaitable[T]], *, once: bool = False) -> T:
         """``call()``, tried again with backoff while the engine is unreachable, until it has
-        been unreachable for GIVE_UP_AFTER past the deadline (or, cancelled, in the cleanup)."""
+        been unreachable for GIVE_UP_AFTER past the deadline (or, cancelled, in the cleanup).
+        ``once``: a call that must not land twice (a stop signal) is tried again only when it
+        surely never reached the engine; a lost answer is raised."""
         pause = RETRY_FIRST
         while True:
             try:
                 result = await call()
-            except EngineUnavailable:
+            except EngineUnavailable as exc:
+                if once and not isinstance(exc, CallNotSent):
+                    raise
                 now = self.books.clock()
                 if self.unreachable_since is None:
                     self.unreachable_since = now
@@ -185,20 +231,26 @@ class _WorkloadDrain:
         else:
             self.books.error(f"{what}: {exc}")
 
-    # --- one delete at a time ----------------------------------------------------------------
+    # --- one delete at a time: the claim -----------------------------------------------------
 
-    def _pause(self) -> ContainerRef | None:
+    def pause(self) -> ContainerRef | None:
         return next((r for r in self.snapshot.containers if r.role == "pause"), None)
 
     async def _drained_elsewhere(self) -> bool:
         """Claim the drain; True when another delete holds the claim (it pauses the pause)."""
-        pause = self._pause()
-        if pause is None or self.books.grace == 0 or not pause.running:
+        pause = self.pause()
+        if pause is None or self.books.grace == 0:
             return False  # grace 0 kills at once: there is no drain to shorten
         if pause.paused:
             return True
+        if not pause.running:  # killed in another delete's cleanup: its record tells
+            try:
+                return await self._call(lambda: self.ops.read_claim(pause)) is not None
+            except EngineError:
+                return False
         try:
             if await self._call(lambda: self.ops.claim(pause)):
+                await self.write_record(new_record(self.books.grace))
                 return False
             look = await self._call(lambda: self.ops.look(pause))
         except EngineUnavailable as exc:
@@ -210,32 +262,34 @@ class _WorkloadDrain:
             return False
         return look is not None and look.paused
 
-    async def follow(self) -> bool:
-        """Follow another delete's drain, reading exits and removals as they happen, until the
-        workload is gone: False. True when this delete must take over (see the module doc)."""
-        books = self.books
-        declared = self.snapshot.grace_period_seconds
-        give_up = books.started + max(books.grace, declared) + FOLLOW_MARGIN
-        quiet_since, pause = books.clock(), RETRY_FIRST
-        with anyio.move_on_at(give_up):
-            while True:
-                try:
-                    changed = await self._look_all()
-                except EngineError as exc:
-                    self._failed(f"follow {self.name}", exc)
-                    return False
-                if all(r.id in self.gone for r in self.snapshot.containers):
-                    return False
-                running = any(t.outcome is None for t in self.tracked)
-                if changed:
-                    quiet_since = books.clock()
-                elif not running and books.clock() - quiet_since >= STALE_AFTER:
-                    return True
-                await anyio.sleep(pause)
-                pause = min(pause * 2, FOLLOW_POLL_MAX)
-        return True
+    async def write_record(self, record: ClaimRecord | None = None) -> None:
+        """Write this drain's claim record (a new one, or the current one bumped: its beat and
+        the containers signalled). Best effort: a follower without a record takes over after
+        a while, which is what this owner's death would mean anyway."""
+        pause = self.pause()
+        async with self.record_lock:
+            if record is not None:
+                self.record = record
+            if self.record is None or pause is None or pause.id in self.gone:
+                return
+            self.record = self.record.bumped(tuple(sorted(self.signalled)))
+            try:
+                await self.ops.write_claim(pause, self.record)
+            except WorkloadNotFound:
+                self.record = None  # the pause is gone: nothing to claim any more
+            except EngineError:
+                pass
 
-    async def _look_all(self) -> bool:
+    async def _beat(self) -> None:
+        """The owner's heartbeat, until the drain's very end (shielded: a cancelled drain
+        still beats while its cleanup runs, so no follower takes that over)."""
+        with self.beat_scope:
+            while True:
+                await anyio.sleep(BEAT_INTERVAL)
+                if self.owner and self.record is not None:
+                    await self.write_record()
+
+    async def look_all(self) -> bool:
         """One look at every container not yet seen gone; True when something changed."""
         changed = False
         for ref in self.snapshot.containers:
@@ -274,7 +328,11 @@ class _WorkloadDrain:
         self.books.emit(SidecarRemoved(**self.books.at(), container=ref.name))
 
     async def _pipeline(self, t: _Tracked) -> None:
-        """One container's way out: its hook, then its signal, then its exit."""
+        """One container's way out: its hook, then its signal, then its exit. A container a
+        dead owner signalled already (a takeover) is only waited for."""
+        if t.name in self.signalled:
+            await self._stop_one(t, signal=False)
+            return
         if t.ref.pre_stop:
             await self._pre_stop(t)
         await self._stop_one(t)
@@ -286,7 +344,7 @@ class _WorkloadDrain:
         exit_code: int | None = None
         failed = False
         try:
-            exit_code = await self.ops.run_hook(ref, ref.pre_stop)
+            exit_code, failed = await self._hook_while_alive(ref, ref.pre_stop)
         except EngineUnavailable:
             failed = True  # its exec session was lost with the connection: go on to the signal
         except EngineError as exc:
@@ -299,20 +357,77 @@ class _WorkloadDrain:
                 PreStopFinished(**self.books.at(t), exit_code=exit_code, timed_out=timed_out)
             )
 
-    async def _stop_one(self, t: _Tracked) -> None:
+    async def _hook_while_alive(
+        self, ref: ContainerRef, command: tuple[str, ...]
+    ) -> tuple[int | None, bool]:
+        """(exit code, failed) of the hook; a container that dies during its hook ends it
+        (failed, no code): Docker leaves the exec's stream open when the container is
+        restarted meanwhile, and the hook would hold the signal until the deadline."""
+        since = self.exits.mark()
+        result: list[int] = []
+        failure: list[EngineError] = []
+        async with anyio.create_task_group() as tg:
+
+            async def hook() -> None:
+                try:
+                    result.append(await self.ops.run_hook(ref, command))
+                except EngineError as exc:
+                    failure.append(exc)  # raised below, not grouped
+                tg.cancel_scope.cancel()
+
+            async def died() -> None:
+                try:
+                    await self.exits.wait_exit(ref.id, since)
+                except ExitStreamLost:
+                    return  # no stream: the hook alone decides
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(hook)
+            tg.start_soon(died)
+        if failure:
+            raise failure[0]
+        return (result[0], False) if result else (None, True)
+
+    async def _stop_one(self, t: _Tracked, *, signal: bool = True) -> None:
+        """Send the container's stop signal, once (recorded in the claim first, so that a
+        delete taking over from a dead one never sends it again), and wait for its exit."""
         ref = t.ref
+        since = self.exits.mark()  # an exit before now (a crash in the hook) is not this one
+        before_stream = not self.exits.opened
         try:
-            if ref.restart_policy != "no" and self.ops.kill_triggers_restart:
+            if not signal:
+                delivered = True
+                exit_code = await self._exit_of(ref, since, before_stream=True)
+            elif ref.restart_policy != "no" and self.ops.kill_triggers_restart:
+                await self._mark_signalled(t)
                 self._signalled(t)
-                exit_code = await self._call(
-                    lambda: self.ops.stop(ref, max(0.0, self.books.deadline - self.books.clock()))
-                )
+                try:
+                    exit_code = await self._call(
+                        lambda: self.ops.stop(ref, self.books.deadline - self.books.clock()),
+                        once=True,
+                    )
+                except EngineUnavailable:  # its answer was lost: it stops all the same
+                    exit_code = await self._call(lambda: self.ops.wait_exit(ref))
                 delivered = True
             else:
-                delivered = await self._call(lambda: self.ops.signal(ref, ref.stop_signal))
-                if delivered:
+                await self._mark_signalled(t)
+                try:
+                    delivered = await self._call(
+                        lambda: self.ops.signal(ref, ref.stop_signal), once=True
+                    )
+                except CallNotSent:
+                    raise
+                except EngineUnavailable:
+                    delivered = True  # the answer was lost, not the signal: never sent twice
+                while not delivered and await self._restarting(ref):
+                    await anyio.sleep(RESTART_POLL)  # Docker refuses a kill while it restarts
+                    delivered = await self._call(lambda: self.ops.signal(ref, ref.stop_signal))
+                if delivered and ref.restart_policy != "no":
                     self._signalled(t)
-                    exit_code = await self._exit_of(ref)
+                    exit_code = await self._exit_of_restartable(ref, since)
+                elif delivered:
+                    self._signalled(t)
+                    exit_code = await self._exit_of(ref, since, before_stream=before_stream)
                 else:
                     exit_code = await self._call(lambda: self.ops.wait_exit(ref))
         except WorkloadNotFound:
@@ -321,21 +436,69 @@ class _WorkloadDrain:
         except EngineError as exc:
             self._failed(f"stop {ref.name}", exc)
             return
-        self._exited(t, exit_code, "exited" if delivered else "already-exited")
+        # Not running at the signal: ended by its hook (a drain step), else on its own before.
+        ended_by_us = delivered or ref.pre_stop is not None
+        self._exited(t, exit_code, "exited" if ended_by_us else "already-exited")
 
-    async def _exit_of(self, ref: ContainerRef) -> int | None:
+    async def _mark_signalled(self, t: _Tracked) -> None:
+        self.signalled.add(t.name)
+        if self.record is not None:
+            with anyio.move_on_after(BEAT_INTERVAL):  # a slow write must not hold the signal
+                await self.write_record()
+
+    async def _exit_of(self, ref: ContainerRef, since: int, *, before_stream: bool) -> int | None:
         """The exit code of a container just signalled: from the exit stream, else (the stream
-        was cut, or never opened) from the engine's wait."""
+        was cut, or never opened) from the engine's wait. Signalled before the stream opened:
+        an exit in between is not in the stream; one look once it is open finds it."""
+        if before_stream:
+            await self.exits.settled()
+            if not self.exits.lost and not self.exits.reported(ref.id, since):
+                look = await self._call(lambda: self.ops.look(ref))
+                if look is None:
+                    raise WorkloadNotFound(f"{ref.name} is gone", engine="", status=404)
+                if not look.running:
+                    return look.exit_code
         try:
-            return await self.exits.wait_exit(ref.id)
+            return await self.exits.wait_exit(ref.id, since)
         except ExitStreamLost:
             pass
         return await self._call(lambda: self.ops.wait_exit(ref))
 
-    async def _exit_of_killed(self, ref: ContainerRef) -> int | None:
+    async def _restarting(self, ref: ContainerRef) -> bool:
+        """Whether a container with a restart policy runs again (or is about to): it crashed
+        during its hook and the engine restarted it (Docker reports it running meanwhile)."""
+        if ref.restart_policy == "no" or self.ops.kill_triggers_restart:
+            return False  # (where a kill restarts, the drain stops it with the engine's stop)
+        look = await self._call(lambda: self.ops.look(ref))
+        return look is not None and look.running
+
+    async def _exit_of_restartable(self, ref: ContainerRef, since: int) -> int | None:
+        """The end of a container with a restart policy, signalled. Its end may be an earlier
+        life's (it crashed during its hook: the stream's die came before the signal), and a
+        kill during Docker's restart back-off ends it with no new die: the stream's first
+        death after the signal, or the first look that sees it stopped, whichever comes
+        first; a death the stream reports while it runs again was an earlier life's."""
+        while True:
+            code = await first_exit(self.exits, ref.id, lambda: self._stopped(ref), since)
+            since = self.exits.mark()
+            if not await self._restarting(ref):
+                return code
+
+    async def _stopped(self, ref: ContainerRef) -> int | None:
+        pause = RESTART_POLL
+        while True:
+            look = await self._call(lambda: self.ops.look(ref))
+            if look is None:
+                raise WorkloadNotFound(f"{ref.name} is gone", engine="", status=404)
+            if not look.running:
+                return look.exit_code
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 1.0)
+
+    async def _exit_of_killed(self, ref: ContainerRef, since: int) -> int | None:
         """The exit code of a container just sent SIGKILL (see :func:`first_exit`)."""
         return await first_exit(
-            self.exits, ref.id, lambda: self._call(lambda: self.ops.wait_killed(ref))
+            self.exits, ref.id, lambda: self._call(lambda: self.ops.wait_killed(ref)), since
         )
 
     def _signalled(self, t: _Tracked) -> None:
@@ -371,7 +534,7 @@ class _WorkloadDrain:
             if ref.role == "pause" and ref.id not in self.gone:
                 await self._remove_one(ref)
         try:
-            await self._call(lambda: self.ops.remove_volumes(self.name))
+            await self._call(lambda: self.ops.remove_volumes(self.snapshot.volume_owner))
         except EngineError as exc:
             self._failed("remove volumes", exc)
 
@@ -394,6 +557,7 @@ class _WorkloadDrain:
     async def _kill_one(self, t: _Tracked) -> None:
         ref = t.ref
         reason = "deadline" if self.books.clock() >= self.books.deadline else "cancelled"
+        since = self.exits.mark()
         try:
             delivered = await self._call(lambda: self.ops.signal(ref, "SIGKILL"))
             # Not delivered after the pause was killed: it died with its pause, by our hand.
@@ -401,7 +565,7 @@ class _WorkloadDrain:
             if killed:
                 self.books.emit(ContainerForceKilled(**self.books.at(t), reason=reason))
             with anyio.move_on_after(KILL_WAIT):
-                exit_code = await self._exit_of_killed(ref)
+                exit_code = await self._exit_of_killed(ref, since)
                 self._exited(t, exit_code, "killed" if killed else "exited")
         except WorkloadNotFound:
             t.outcome = "missing"
@@ -439,8 +603,8 @@ async def drain_workloads(
 
     Raises ``DrainUnreachable`` (with every summary) when the engine stayed unreachable.
     """
-    started = anyio.current_time()  # the grace counts from here, the stream's opening included
-    async with ops.exits() as exits:  # before the first signal: every exit reaches it
+    started = anyio.current_time()  # the grace counts from here
+    async with ops.exits() as exits:  # it opens while the first hooks and signals go out
         drains = [
             _WorkloadDrain(
                 ops=ops,
@@ -468,7 +632,13 @@ async def _run_all(drains: Sequence[_WorkloadDrain]) -> list[DrainSummary]:
     async def one(i: int) -> None:
         summaries[i] = await drains[i].run()
 
-    async with anyio.create_task_group() as tg:
-        for i in range(len(drains)):
-            tg.start_soon(one, i)
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(len(drains)):
+                tg.start_soon(one, i)
+    finally:
+        for drain in drains:  # cancelled before its run began: it still kills and removes
+            if drain.summary is None:
+                drain.cut = True
+                await drain.clean_up()
     return [s for s in summaries if s is not None]

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
-from anyio.abc import TaskStatus
 
 from asyncdeploy.labels import LABEL_WORKLOAD
 
@@ -56,61 +55,93 @@ def die_event_exit(raw: dict[str, Any]) -> tuple[str, int | None] | None:
 
 @attrs.define
 class ExitWatch:
-    """What the stream has reported so far, and a way to wait for one container's exit."""
+    """What the stream has reported so far, and a way to wait for one container's exit.
 
-    _codes: dict[str, int | None] = attrs.field(factory=dict)
+    Every death is numbered in the order the stream reports it: a drain takes a :meth:`mark`
+    before it signals a container and waits for a death *after* it. A container that died
+    earlier (it crashed during its hook) and was restarted under its restart policy is still
+    running: its old ``die`` record must not end the wait for its new life.
+    """
+
+    _deaths: dict[str, list[tuple[int, int | None]]] = attrs.field(factory=dict)
+    _count: int = 0
     _waiters: dict[str, anyio.Event] = attrs.field(factory=dict)
     _lost: anyio.Event = attrs.field(factory=anyio.Event)
+    _opened: anyio.Event = attrs.field(factory=anyio.Event)
 
     def record(self, ident: str, code: int | None) -> None:
-        self._codes[ident] = code
+        self._count += 1
+        self._deaths.setdefault(ident, []).append((self._count, code))
         waiter = self._waiters.pop(ident, None)
         if waiter is not None:
             waiter.set()
 
+    def open(self) -> None:
+        """The stream is open: every exit from now on reaches it."""
+        self._opened.set()
+
     def lose(self) -> None:
         self._lost.set()
+        self._opened.set()  # settled: waiting for the opening would wait for ever
         for waiter in self._waiters.values():
             waiter.set()
         self._waiters.clear()
 
-    def reported(self, ident: str) -> bool:
-        """True when the stream has reported this container's exit."""
-        return ident in self._codes
+    @property
+    def opened(self) -> bool:
+        """True once the stream is open or known lost (see :meth:`settled`)."""
+        return self._opened.is_set()
+
+    async def settled(self) -> None:
+        """Wait until the stream is open or known lost."""
+        await self._opened.wait()
+
+    def mark(self) -> int:
+        """The number of the last death reported: :meth:`wait_exit` with ``since`` this
+        number waits for a death after this moment."""
+        return self._count
+
+    def _after(self, ident: str, since: int) -> tuple[int, int | None] | None:
+        return next((d for d in self._deaths.get(ident, ()) if d[0] > since), None)
+
+    def reported(self, ident: str, since: int = 0) -> bool:
+        """True when the stream has reported a death of this container after ``since``."""
+        return self._after(ident, since) is not None
 
     @property
     def lost(self) -> bool:
         return self._lost.is_set()
 
-    async def wait_exit(self, ident: str) -> int | None:
-        """The exit code of container ``ident`` (None when the engine gave none); raises
-        :class:`ExitStreamLost` when the stream is gone before it reported this exit."""
-        if ident in self._codes:
-            return self._codes[ident]
-        if self.lost:
-            raise ExitStreamLost(ident)
-        waiter = self._waiters.setdefault(ident, anyio.Event())
-        await waiter.wait()
-        if ident in self._codes:
-            return self._codes[ident]
-        raise ExitStreamLost(ident)
+    async def wait_exit(self, ident: str, since: int = 0) -> int | None:
+        """The exit code of the first death of container ``ident`` after mark ``since`` (None
+        when the engine gave none); raises :class:`ExitStreamLost` when the stream is gone
+        before it reported one."""
+        while True:
+            if (death := self._after(ident, since)) is not None:
+                return death[1]
+            if self.lost:
+                raise ExitStreamLost(ident)
+            await self._waiters.setdefault(ident, anyio.Event()).wait()
 
 
 async def first_exit(
-    watch: ExitWatch, ident: str, engine_wait: Callable[[], Awaitable[int | None]]
+    watch: ExitWatch,
+    ident: str,
+    engine_wait: Callable[[], Awaitable[int | None]],
+    since: int = 0,
 ) -> int | None:
     """The exit code of a container dying now (just sent SIGKILL): the first answer of the
     stream and of ``engine_wait``. Podman's stream comes from an events file it reads every
     250 ms, so its polled state can be quicker. ``engine_wait``'s error is raised only when the
     stream cannot answer either (lost)."""
-    if watch.reported(ident):
-        return await watch.wait_exit(ident)
+    if watch.reported(ident, since):
+        return await watch.wait_exit(ident, since)
     codes: list[int | None] = []
     failures: list[Exception] = []
 
     async def from_stream(scope: anyio.CancelScope) -> None:
         try:
-            codes.append(await watch.wait_exit(ident))
+            codes.append(await watch.wait_exit(ident, since))
         except ExitStreamLost:
             return  # the engine's answer decides
         scope.cancel()
@@ -131,24 +162,19 @@ async def first_exit(
     raise failures[0]
 
 
-async def _follow(
-    client: aiodocker.Docker, watch: ExitWatch, *, task_status: TaskStatus[None]
-) -> None:
+async def _follow(client: aiodocker.Docker, watch: ExitWatch) -> None:
     # Podman 4.3's compatible stream delivers nothing under an ``event`` or ``label`` filter:
     # take every container event and keep the die events of asyncdeploy's containers here.
     filters = {"type": ["container"]}
+    response = None
     try:
         with anyio.fail_after(OPEN_TIMEOUT):
-            response_cm = client._query(
+            # aiodocker's ``_query`` leaves the response to its caller: closed below.
+            async with client._query(
                 "events", method="GET", params={"filters": json.dumps(filters)}, timeout=None
-            )
-            response = await response_cm.__aenter__()
-    except Exception:  # noqa: BLE001 - any failure to open: the drain waits per container
-        watch.lose()
-        task_status.started()
-        return
-    try:
-        task_status.started()  # headers received: every later exit reaches this stream
+            ) as response:
+                pass
+        watch.open()  # headers received: every later exit reaches this stream
         async for line in response.content:
             if not line.strip():
                 continue
@@ -158,27 +184,28 @@ async def _follow(
                 continue
             if found is not None:
                 watch.record(*found)
-    except Exception:  # noqa: BLE001 - a cut stream: the waiters fall back to wait calls
+    except Exception:  # noqa: BLE001 - never opened, or cut: the waiters fall back to waits
         watch.lose()
     finally:
         watch.lose()
-        with anyio.CancelScope(shield=True):
-            await response_cm.__aexit__(None, None, None)
+        if response is not None:
+            response.close()  # an endless stream: never read to its end, never released
 
 
 @asynccontextmanager
 async def watch_exits(url: str, api_version: str = "auto") -> AsyncIterator[ExitWatch]:
-    """Open the exit stream of asyncdeploy's containers on the engine at ``url``; yields once
-    the stream is open (or known lost). Its own client, so it never takes a connection from the
-    driver's pool. Pass the ``api_version`` the driver already knows: asking for it again
-    (``auto``) costs 0.3 s on Podman, whose ``/version`` is slow, before every drain."""
+    """Open the exit stream of asyncdeploy's containers on the engine at ``url``; yields at
+    once, while the stream opens (:meth:`ExitWatch.settled`): the drain's first signals need
+    not wait for it. Its own client, so it never takes a connection from the driver's pool.
+    Pass the ``api_version`` the driver already knows: asking for it again (``auto``) costs
+    0.3 s on Podman, whose ``/version`` is slow, before every drain."""
     import aiodocker
 
     watch = ExitWatch()
     client = aiodocker.Docker(url=url, api_version=api_version)
     try:
         async with anyio.create_task_group() as tg:
-            await tg.start(_follow, client, watch)
+            tg.start_soon(_follow, client, watch)
             try:
                 yield watch
             finally:

@@ -8,10 +8,18 @@ from typing import ClassVar, Protocol
 
 import attrs
 
+from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.drivers.engine._exits import ExitWatch
+from asyncdeploy.errors import EngineUnavailable
 from asyncdeploy.labels import ContainerRole
 
-__all__ = ["ContainerLook", "ContainerOps", "ContainerRef", "WorkloadSnapshot"]
+__all__ = ["CallNotSent", "ContainerLook", "ContainerOps", "ContainerRef", "WorkloadSnapshot"]
+
+
+class CallNotSent(EngineUnavailable):
+    """The call never reached the engine (no connection could be made): sending it again is
+    safe. A plain ``EngineUnavailable`` from a call that changes something may have landed."""
+
 
 Role = ContainerRole
 
@@ -34,6 +42,11 @@ class WorkloadSnapshot:
     name: str
     grace_period_seconds: int
     containers: tuple[ContainerRef, ...]
+    plan_name: str = ""  # the plan it is an instance of (its volumes' owner); "" = its name
+
+    @property
+    def volume_owner(self) -> str:
+        return self.plan_name or self.name
 
 
 @attrs.frozen(kw_only=True)
@@ -59,7 +72,8 @@ class ContainerOps(Protocol):
         ...
 
     async def signal(self, ref: ContainerRef, signal: str) -> bool:
-        """Send ``signal``; False when the container was not running."""
+        """Send ``signal``; False when the container was not running. Raises ``CallNotSent``
+        when it surely did not reach the engine, ``EngineUnavailable`` when it may have."""
         ...
 
     async def wait_exit(self, ref: ContainerRef) -> int | None:
@@ -82,12 +96,23 @@ class ContainerOps(Protocol):
         """Exec ``command`` in the container; return its exit code."""
         ...
 
-    async def remove_volumes(self, workload: str) -> None: ...
+    async def remove_volumes(self, plan_name: str) -> None:
+        """Remove the volumes asyncdeploy created for this plan that no container uses any
+        more (an instance of the same plan may still run: its volume stays)."""
+        ...
 
     async def claim(self, pause: ContainerRef) -> bool:
         """Mark the workload as draining, atomically on the engine: pause its pause container
         (the engines cannot relabel a container; a paused one shows in every listing). False
         when that was refused: already paused (another delete drains it), or not running."""
+        ...
+
+    async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
+        """Write the claim record into the pause container (see :mod:`._claim`)."""
+        ...
+
+    async def read_claim(self, pause: ContainerRef) -> ClaimRecord | None:
+        """The claim record in the pause container; None when there is none."""
         ...
 
     async def look(self, ref: ContainerRef) -> ContainerLook | None:

@@ -84,8 +84,8 @@ class PodmanDriver(EngineAPIDriver):
         path = f"{LIBPOD_API}/containers/{ident}/kill"
         async with self._client._query(
             path, method="POST", params={"signal": signal}, versioned_api=False
-        ):
-            pass
+        ) as response:
+            response.release()  # aiodocker's ``_query`` leaves that to its caller
 
     async def wait_exit(self, ref: ContainerRef) -> int | None:
         """Through the libpod endpoint, polling every 10 ms: the compatible wait returns only

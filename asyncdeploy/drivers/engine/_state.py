@@ -13,6 +13,7 @@ from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_GRACE,
     LABEL_INDEX,
+    LABEL_INSTANCE_OF,
     LABEL_PLAN_DIGEST,
     LABEL_PRE_STOP,
     LABEL_RESTART_POLICY,
@@ -92,8 +93,14 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
             )
         )
     refs.sort(key=lambda r: _ROLE_ORDER.get(r.role, 9))
-    grace = effective_grace(items[0]["Labels"].get(LABEL_GRACE))
-    return WorkloadSnapshot(name=name, grace_period_seconds=grace, containers=tuple(refs))
+    first = items[0]["Labels"]
+    grace = effective_grace(first.get(LABEL_GRACE))
+    return WorkloadSnapshot(
+        name=name,
+        grace_period_seconds=grace,
+        containers=tuple(refs),
+        plan_name=first.get(LABEL_INSTANCE_OF, ""),
+    )
 
 
 def workload_labels(items: Sequence[Mapping[str, Any]]) -> dict[str, str]:
