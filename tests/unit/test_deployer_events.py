@@ -168,6 +168,11 @@ class FailingAfterKill(DrainingDriver):
             containers=(),
             errors=("remove app: refused",),
         )
+        emit(
+            DrainStarted(
+                workload="w", elapsed=0, grace_period_seconds=30, deadline=0, containers=()
+            )
+        )
         try:
             await anyio.sleep(60)
         finally:
@@ -183,8 +188,8 @@ async def test_a_drain_cut_short_by_kill_now_reports_what_it_left() -> None:
 
     async def consume() -> None:
         async with deployer.terminate("w", kill_now=kill_now) as events:
-            kill_now.set()
-            [event async for event in events]
+            async for _ in events:
+                kill_now.set()  # once the drain has begun
 
     with pytest.raises(DrainError, match="remove app: refused"), anyio.fail_after(5):
         await consume()
