@@ -8,9 +8,12 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import aiodocker
 import pytest
 
 from asyncdeploy import Container, Deployer, Mount, WorkloadNotFound, WorkloadPlan
+from asyncdeploy.drivers.engine._ops import CallNotSent
+from asyncdeploy.drivers.engine._state import snapshot
 from asyncdeploy.labels import LABEL_ROLE, LABEL_VOLUME_PLAN, LABEL_WORKLOAD
 from tests.engines.conftest import BUSYBOX
 from tests.engines.helpers import graceful, plan, read_markers
@@ -79,7 +82,8 @@ async def test_a_container_restarted_during_its_hook_is_waited_for(
     """``on-failure``: the app crashes (exit 1) while its hook runs and is restarted. Its old
     ``die`` must not end the wait for its new life (it was force-removed at once, reported
     ``exited 1``), and its hook, whose exec Docker leaves open across the restart, must not
-    hold the signal until the deadline: the restarted app gets SIGTERM and drains its 2 s."""
+    hold the signal until the deadline: the restarted app gets SIGTERM and drains its 2 s.
+    (Or the engine takes the drain's stop as a reason not to restart it: down, reported so.)"""
     workload = name("restart")
     app = Container(
         name="app",
@@ -97,10 +101,10 @@ async def test_a_container_restarted_during_its_hook_is_waited_for(
     summary = await deployer.delete(workload)
     [got] = summary.containers
     marks = Counter(read_markers(markers))
-    if deployer.driver_name == "podman" and marks[("app", "start")] == 1:
-        # Podman restarts from its cleanup process; the drain's stop call (what Podman
-        # needs for a container with a restart policy) may come first, and then it is not
-        # restarted: down, exit 1, and seen at once (a cut hook made its wait take 20 s).
+    if marks[("app", "start")] == 1:
+        # Not restarted: the drain's stop (Podman's stop call, or Docker's kill during its
+        # restart back-off) came first and the engine kept it down: exit 1, seen at once (a
+        # cut hook made Podman's wait take 20 s).
         assert (got.outcome, got.exit_code) == ("exited", 1), summary
         assert summary.seconds < 10, summary
         return
@@ -170,3 +174,23 @@ async def test_a_kept_volume_stays(
         assert (await info.show())["Name"] == volume
     finally:
         await (await client.volumes.get(volume)).delete()
+
+
+async def test_a_signal_that_never_left_is_told_from_one_whose_answer_was_lost(
+    deployer: Deployer, name: Callable[[str], str], markers: Path, tmp_path: Path
+) -> None:
+    """No engine at the address (its socket gone while it restarts): the stop signal surely
+    did not land (``CallNotSent``: the drain may send it again); the app got nothing."""
+    workload = name("unsent")
+    await deployer.create(plan(workload, [graceful("app", 0, markers)]))
+    await until(lambda: ("app", "start") in read_markers(markers), timeout=10)
+    listed = await deployer.driver._containers({LABEL_WORKLOAD: workload})  # type: ignore[attr-defined]
+    [app] = [r for r in snapshot(workload, listed).containers if r.name == "app"]
+    missing = f"unix://{tmp_path / 'restarting.sock'}"
+    away = type(deployer.driver)(aiodocker.Docker(url=missing), missing)
+    try:
+        with pytest.raises(CallNotSent):
+            await away.signal(app, "SIGTERM")
+    finally:
+        await away.aclose()
+    assert ("app", "got-TERM") not in read_markers(markers)

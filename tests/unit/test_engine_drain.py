@@ -956,3 +956,26 @@ def test_a_claim_record_survives_its_archive_and_tells_a_dead_owner() -> None:
     elsewhere = attrs.evolve(record.owner, host="another-host")
     assert elsewhere.alive() is None  # told by its beat instead
     assert _claim.ClaimRecord.from_json(b'{"owner": 1}') is None
+
+
+async def test_two_deletes_on_an_engine_that_cannot_pause_signal_once() -> None:
+    """No cgroup freezer: both deletes drained unclaimed and both sent SIGTERM. The claim
+    record decides instead: one drains, the other follows."""
+    ops = pod(FakeOps())
+    ops.add("a", drain=0.3)
+    snapshot = ops.snapshot(grace=5)
+    for _ in range(2):
+        ops.fail("claim", "pause", refused("pause", "pause"))
+    summaries: list[DrainSummary] = []
+
+    async def delete() -> None:
+        summaries.extend(
+            await drain_workloads(ops, [snapshot], grace_period_seconds=None, emit=lambda e: None)
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(delete)
+        tg.start_soon(delete)
+    assert ops.calls("signal", "a") == [("signal", "a", "SIGTERM")]
+    assert [s.errors for s in summaries] == [(), ()]
+    assert all(b.state == "gone" for b in ops.boxes.values())

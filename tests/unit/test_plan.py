@@ -169,3 +169,23 @@ def test_digest_changes_with_anything_that_matters() -> None:
     assert plan_digest(plan) != plan_digest(attrs.evolve(plan, termination_grace_period_seconds=31))
     other_image = attrs.evolve(plan, containers=[attrs.evolve(plan.containers[0], image="vllm:2")])
     assert plan_digest(plan) != plan_digest(other_image)
+
+
+def test_only_a_volume_can_be_kept_and_keep_is_a_boolean() -> None:
+    def plan(mount: dict[str, Any]) -> WorkloadPlan:
+        return WorkloadPlan.from_mapping(
+            {"name": "w", "containers": [{"name": "a", "image": "x", "mounts": [mount]}]}
+        )
+
+    assert (
+        plan({"type": "volume", "source": "vol", "target": "/v", "keep": True})
+        .containers[0]
+        .mounts[0]
+        .keep
+    )
+    with pytest.raises(PlanError, match="keep"):
+        plan({"type": "tmpfs", "target": "/t", "keep": True})
+    with pytest.raises(PlanError, match="keep"):
+        plan({"type": "volume", "source": "vol", "target": "/v", "keep": "yes"})
+    unkept = plan({"type": "volume", "source": "vol", "target": "/v"})
+    assert "keep" not in str(plan_to_mapping(unkept))  # plans without it keep their digest

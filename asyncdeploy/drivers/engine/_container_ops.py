@@ -54,9 +54,7 @@ class EngineContainerOps:
         except WorkloadConflict:
             return False  # not running (Docker 409, Podman 500)
         except EngineUnavailable as exc:
-            if isinstance(exc.__cause__, _NEVER_SENT):
-                raise CallNotSent(exc.message, engine=exc.engine) from exc
-            raise  # the answer was lost: the signal may have landed
+            raise _unsent_or_lost(exc) from exc.__cause__
         return True
 
     async def _kill(self, ident: str, signal: str) -> None:
@@ -72,9 +70,12 @@ class EngineContainerOps:
         """The engine's stop, its kill delay rounded *up* to whole seconds and never 0 while
         time is left (``t=0`` is SIGKILL without the stop signal): the drain's own deadline
         SIGKILLs at the exact time; the engine's at most a second later."""
-        with self._errors(f"stop {ref.name}"):
-            handle = self._client.containers.container(ref.id)
-            await handle.stop(t=max(1, math.ceil(timeout)) if timeout > 0 else 0)
+        try:
+            with self._errors(f"stop {ref.name}"):
+                handle = self._client.containers.container(ref.id)
+                await handle.stop(t=max(1, math.ceil(timeout)) if timeout > 0 else 0)
+        except EngineUnavailable as exc:
+            raise _unsent_or_lost(exc) from exc.__cause__
         # Podman's waits block until a cut-off hook's exec session is cleaned up (20 s):
         # the same wait as after a kill, which polls its state there.
         return await self.wait_killed(ref)
@@ -159,3 +160,14 @@ class EngineContainerOps:
                     await volume_handle.delete()  # type: ignore[no-untyped-call]
             except (WorkloadNotFound, WorkloadConflict):
                 pass  # gone already, or in use by another instance: removed with the last
+
+
+def _unsent_or_lost(exc: EngineUnavailable) -> EngineUnavailable:
+    """``CallNotSent`` when no connection could be made (safe to send again); else the error
+    as it is: the answer was lost, and the call may have landed."""
+    cause: BaseException | None = exc.__cause__
+    while cause is not None:  # aiodocker wraps the connector's error in its own (900)
+        if isinstance(cause, _NEVER_SENT):
+            return CallNotSent(exc.message, engine=exc.engine)
+        cause = cause.__cause__ or cause.__context__
+    return exc

@@ -7,15 +7,18 @@ everything is still there (a delete racing the create would not have seen what c
 Every container carries its create call's :data:`LABEL_ATTEMPT`, and each engine create call
 runs shielded: a create cancelled in flight still learns the id it made. On any failure or
 cancellation the roll-back (shielded, bounded) removes what this call recorded and whatever
-carries its attempt label, the pause container last, never another create's containers.
+carries its attempt label, the pause container last, never another create's containers. A call
+lost with the connection is tried again; what it still could not remove is named: in the
+error raised (a ``CreateError`` from the original one), or in a warning when it was cancelled.
 """
 
 from __future__ import annotations
 
 import builtins
+import logging
 import secrets
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiodocker
 import anyio
@@ -29,6 +32,7 @@ from asyncdeploy.errors import (
     CreateError,
     EngineAPIError,
     EngineError,
+    EngineUnavailable,
     WorkloadConflict,
     WorkloadNotFound,
 )
@@ -46,8 +50,11 @@ if TYPE_CHECKING:
 
 __all__ = ["LABEL_ATTEMPT", "CreateAttempt"]
 
+_LOG = logging.getLogger("asyncdeploy")
+T = TypeVar("T")
+
 CREATE_CALL_TIMEOUT = 30.0  # one engine create call, shielded
-ROLL_BACK_TIMEOUT = 60.0
+ROLL_BACK_TIMEOUT = 60.0  # the roll-back, shielded; lost connections retried meanwhile
 # What the engines answer when a device cannot be given, and what a user then needs.
 _DEVICE_HINTS = {
     'device driver "nvidia"': "is the NVIDIA container toolkit installed, and Docker "
@@ -66,6 +73,7 @@ class CreateAttempt:
     token: str = attrs.field(factory=lambda: secrets.token_hex(8))
     created: builtins.list[ContainerRef] = attrs.field(factory=list)
     volumes: builtins.list[str] = attrs.field(factory=list)
+    left: builtins.list[str] = attrs.field(factory=list)  # what a roll-back could not remove
 
     async def run(self) -> builtins.list[dict[str, Any]]:
         """Create and start everything; on any failure or cancellation, roll back and re-raise.
@@ -92,10 +100,29 @@ class CreateAttempt:
                 config = spec.autoheal_config(plan, _socket_path(self.driver.url))
                 await self._start(await self._create_one("autoheal", config, "autoheal"))
             return await self._check_intact()
-        except BaseException:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(ROLL_BACK_TIMEOUT):
-                await self._roll_back()
+        except Exception as exc:
+            left = await self._roll_back_shielded()
+            if left:  # the more important news: the engine still holds what failed
+                raise CreateError(
+                    f"{exc}; and the roll-back could not remove {', '.join(left)} "
+                    f"(delete workload {plan.name!r} once the engine answers)"
+                ) from exc
             raise
+        except BaseException:  # cancelled: the cancellation goes on; what is left is logged
+            left = await self._roll_back_shielded()
+            if left:
+                _LOG.warning(
+                    "interrupted create of %r: the roll-back could not remove %s",
+                    plan.name,
+                    ", ".join(left),
+                )
+            raise
+
+    async def _roll_back_shielded(self) -> builtins.list[str]:
+        self.left = ["everything it made (the roll-back timed out)"]
+        with anyio.CancelScope(shield=True), anyio.move_on_after(ROLL_BACK_TIMEOUT):
+            self.left = await self._roll_back()
+        return self.left
 
     async def _create_one(self, container: str, config: dict[str, Any], role: Any) -> ContainerRef:
         driver = self.driver
@@ -217,17 +244,21 @@ class CreateAttempt:
                 )
             self.volumes.append(volume)
 
-    async def _roll_back(self) -> None:
+    async def _roll_back(self) -> builtins.list[str]:
         """Remove the containers this create recorded and any carrying its attempt label (one
-        whose create call was cut off), the pause container last; then its volumes."""
+        whose create call was cut off), the pause container last; then its volumes. A call
+        lost with the connection is tried again (until the caller's bound); returns what could
+        not be removed."""
         driver = self.driver
         refs = {ref.id: ref for ref in self.created}
         try:
-            found = await driver._containers(
-                {LABEL_WORKLOAD: self.plan.name, LABEL_ATTEMPT: self.token}
+            found = await _retried(
+                lambda: driver._containers(
+                    {LABEL_WORKLOAD: self.plan.name, LABEL_ATTEMPT: self.token}
+                )
             )
         except EngineError:
-            found = []
+            found = []  # what it recorded is still removed below
         for item in found:
             labels = item["Labels"]
             refs.setdefault(
@@ -239,20 +270,42 @@ class CreateAttempt:
                     running=True,
                 ),
             )
+        left: builtins.list[str] = []
         for ref in sorted(refs.values(), key=lambda r: r.role == "pause"):
             try:
-                await driver.signal(ref, "SIGKILL")
-                await driver.remove(ref)
+                await _retried(lambda ref=ref: driver.signal(ref, "SIGKILL"))  # type: ignore[misc]
+                await _retried(lambda ref=ref: driver.remove(ref))  # type: ignore[misc]
+            except WorkloadNotFound:
+                pass  # gone already
             except EngineError:
-                pass  # gone already, or best effort: the original error is what the caller needs
+                left.append(spec.container_name(self.plan.name, ref.name))
         for volume in self.volumes:
             try:
-                with driver._errors(f"remove volume {volume}"):
-                    segment = spec.path_segment(volume)
-                    handle = aiodocker.volumes.DockerVolume(driver._client, segment)  # type: ignore[no-untyped-call]
-                    await handle.delete()  # type: ignore[no-untyped-call]
-            except EngineError:
+                await _retried(lambda volume=volume: self._remove_volume(volume))  # type: ignore[misc]
+            except WorkloadNotFound:
                 pass
+            except EngineError:
+                left.append(f"volume {volume}")
+        return left
+
+    async def _remove_volume(self, volume: str) -> None:
+        driver = self.driver
+        with driver._errors(f"remove volume {volume}"):
+            segment = spec.path_segment(volume)
+            handle = aiodocker.volumes.DockerVolume(driver._client, segment)  # type: ignore[no-untyped-call]
+            await handle.delete()  # type: ignore[no-untyped-call]
+
+
+async def _retried(call: Callable[[], Awaitable[T]]) -> T:
+    """``call()``, tried again with backoff while the engine is unreachable (bounded by the
+    caller's timeout)."""
+    pause = 0.05
+    while True:
+        try:
+            return await call()
+        except EngineUnavailable:
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
 
 def _socket_path(url: str) -> str:

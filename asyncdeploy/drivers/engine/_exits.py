@@ -3,8 +3,10 @@
 Podman answers a ``wait`` only once its per-container cleanup is over (about 1.6 s after the
 process died, here), and every pending ``wait`` holds one of its few API workers (3 x CPUs + 1).
 Its ``die`` event leaves at once. So a drain opens one event stream filtered to asyncdeploy's
-containers *before* its first signal, and learns each exit, with its code, as soon as the engine
-knows it; per-container ``wait`` calls remain only the fallback for a stream that was cut.
+containers and learns each exit, with its code, as soon as the engine knows it; per-container
+``wait`` calls remain only the fallback for a stream that was cut. The stream opens beside the
+drain's first hooks and signals (a slow ``/events`` must not eat a short grace): the drain looks
+once at a container it signalled before the opening.
 
 The stream is read on its own connection by a task of the caller's task group: no
 fire-and-forget task, and closing the watch (or cancelling the caller) ends it.

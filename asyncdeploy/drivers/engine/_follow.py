@@ -24,7 +24,7 @@ from asyncdeploy.errors import EngineError
 if TYPE_CHECKING:
     from asyncdeploy.drivers.engine._drain import _WorkloadDrain
 
-__all__ = ["follow"]
+__all__ = ["claim_by_record", "follow"]
 
 FOLLOW_POLL_FIRST, FOLLOW_POLL_MAX = 0.05, 0.5
 # An owner still recorded this long past its deadline is stuck, beat or no beat: past its
@@ -100,3 +100,23 @@ async def _take_over(drain: _WorkloadDrain, stale: ClaimRecord | None) -> bool:
     books = drain.books
     books.deadline = books.clock() + books.grace  # a full grace from the takeover on
     return True
+
+
+async def claim_by_record(drain: _WorkloadDrain) -> bool:
+    """The claim on an engine that cannot pause: by the record alone. True when another delete
+    holds it (a record whose owner may live: :func:`follow` tells), False when ``drain`` now
+    does (its record written and still there after ``TAKEOVER_SETTLE``: the last writer wins)
+    or nothing can be recorded (it drains unclaimed, as before)."""
+    pause = drain.pause()
+    assert pause is not None
+    try:
+        found = await drain.ops.read_claim(pause)
+    except EngineError:
+        return False
+    alive = found is not None and found.owner.alive() is not False
+    if found is not None and alive and time.time() < found.deadline + OWNER_BOUND:
+        return True
+    if not await _take_over(drain, found):
+        return True
+    drain.books.deadline = drain.books.started + drain.books.grace  # not a takeover: its own
+    return False

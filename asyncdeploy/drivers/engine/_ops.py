@@ -67,8 +67,8 @@ class ContainerOps(Protocol):
     (Podman): such containers are stopped with :meth:`stop` instead."""
 
     def exits(self) -> AbstractAsyncContextManager[ExitWatch]:
-        """The engine's exit events for one drain, from entry on (opened before its first
-        signal); a watch that is already lost when the stream cannot be opened."""
+        """The engine's exit events for one drain: yields at once, the stream opening beside
+        the first signals (``ExitWatch.settled``); lost when it cannot be opened."""
         ...
 
     async def signal(self, ref: ContainerRef, signal: str) -> bool:
