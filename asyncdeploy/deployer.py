@@ -41,6 +41,7 @@ from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import (
     DrainError,
     DrainUnreachable,
+    EngineTimeout,
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event
@@ -93,33 +94,53 @@ class Deployer:
     def driver_name(self) -> str:
         return self.driver.name
 
-    async def create(self, plan: WorkloadPlan, *, on_event: Emit | None = None) -> ApplyResult:
+    async def create(
+        self,
+        plan: WorkloadPlan,
+        *,
+        on_event: Emit | None = None,
+        kill_now: anyio.Event | None = None,
+    ) -> ApplyResult:
         """Create the workload; unchanged plans are a no-op, changed ones replace it gracefully
         (when the old one's drain fails, its ``DrainError`` is raised and nothing is created).
 
         Images are pulled first, as the plan's pull policies say; ``on_event`` sees the pull
         events (and a replacement's drain events) as they happen, and must not block.
+        Cancelled, it removes what it had made; a drain of the old workload that has begun is
+        never cut short by the cancellation (it runs to its end, then nothing new is created):
+        only ``kill_now`` kills its survivors at once.
         """
+
+        def emit(event: Event) -> None:
+            if not isinstance(event, PullEvent):
+                log_event(event)  # a replacement's drain steps, as every drain's are logged
+            if on_event is not None:
+                on_event(event)
+
         return await self.driver.apply(
-            expand_gates(await current_plan(self.driver, plan)), emit=on_event
+            expand_gates(await current_plan(self.driver, plan)), emit=emit, kill_now=kill_now
         )
 
     @asynccontextmanager
-    async def creating(self, plan: WorkloadPlan) -> AsyncIterator[CreateEvents]:
+    async def creating(
+        self, plan: WorkloadPlan, *, kill_now: anyio.Event | None = None
+    ) -> AsyncIterator[CreateEvents]:
         """Create the workload, yielding its pull events (and a replacement's drain events).
 
-        After the stream ends, ``events.result`` is the :class:`ApplyResult`. An exception or a
-        cancellation in the block cancels the create; what it had created is removed.
+        After the stream ends, ``events.result`` is the :class:`ApplyResult`. A cancellation in
+        the block cancels the create as :meth:`create` says. An exception in the block (the
+        consumer failed) cancels the create too, except a drain of the old workload: that goes
+        on to its end without the consumer; the exception is raised after it.
         """
         events: CreateEvents | None = None
 
         async def work(emit: Emit) -> None:
             plan_now = expand_gates(await current_plan(self.driver, plan))
-            result = await self.driver.apply(plan_now, emit=emit)
+            result = await self.driver.apply(plan_now, emit=emit, kill_now=kill_now)
             assert events is not None
             events._result = result
 
-        async with self._streaming(work) as stream:
+        async with self._streaming(work, finish_on_error=False) as stream:
             events = CreateEvents(stream)
             yield events
 
@@ -180,11 +201,36 @@ class Deployer:
                 await close()
 
     async def exec(
-        self, name: str, command: Sequence[str], *, container: str | None = None
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        container: str | None = None,
+        timeout: float | None = None,
+        on_output: Callable[[str], None] | None = None,
     ) -> ExecResult:
-        return await resolving(
-            self.driver, name, lambda n: self.driver.exec(n, command, container=container)
-        )
+        """Run ``command`` in a container (default: the plan's first run container).
+
+        ``on_output`` sees the output as it comes (it must not block). ``ExecInterrupted`` when
+        the container stops before the command ends; ``EngineTimeout`` when it has not ended
+        within ``timeout`` seconds (the engines cannot stop an exec: the command may still
+        run in the container).
+        """
+        try:
+            with anyio.fail_after(timeout):
+                return await resolving(
+                    self.driver,
+                    name,
+                    lambda n: self.driver.exec(
+                        n, command, container=container, on_output=on_output
+                    ),
+                )
+        except TimeoutError:
+            raise EngineTimeout(
+                f"exec in {name}: the command did not end within {timeout:g} s (it may still "
+                "be running in the container)",
+                engine=self.driver_name,
+            ) from None
 
     async def inspect(self, name: str) -> dict[str, Any]:
         return await resolving(self.driver, name, self.driver.inspect)
@@ -199,12 +245,16 @@ class Deployer:
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
         """Drain one workload, yielding its events as they happen.
 
-        Leaving the block early lets the drain finish; an exception or a cancellation in the
-        block cancels it, and the driver's shielded cleanup still kills and removes everything
-        (the events of that cleanup are then not delivered: the block is gone). Setting
-        ``kill_now`` cuts the drain short instead while the events keep flowing: survivors are
-        SIGKILLed at once, everything is removed, and ``DrainFinished`` still arrives.
-        Raises ``DrainError`` on exit when some step failed, and ``WorkloadNotFound`` before any
+        Leaving the block early lets the drain finish, and so does an exception in the block (a
+        consumer that fails, say on a closed pipe, never turns the drain into a kill): the drain
+        goes on to its end without it, its events dropped, and the exception is raised after
+        it. A cancellation of the block cancels the drain, and the driver's shielded cleanup
+        still kills and removes everything (the events of that cleanup are then not delivered:
+        the block is gone). Setting ``kill_now`` cuts the drain short instead while the events
+        keep flowing: survivors are SIGKILLed at once, everything is removed, and
+        ``DrainFinished`` still arrives; set before the drain begins, the drain runs at grace 0.
+        Raises ``DrainError`` on exit when some step failed (read from the ``DrainFinished``
+        events, so a drain cut short reports what it left), and ``WorkloadNotFound`` before any
         event when there is no such workload (the driver's one look, which the drain starts
         from).
         """
@@ -339,14 +389,18 @@ class Deployer:
                     summaries.append(event.summary)
                 emit(event)
 
+            grace = grace_period_seconds
+            already = kill_now is not None and kill_now.is_set()
+            if already:
+                grace = 0  # "kill now" came before the drain: no container's drain exists yet
             async with anyio.create_task_group() as tg:
-                if kill_now is not None:
+                if kill_now is not None and not already:
                     tg.start_soon(_cancel_when_set, kill_now, tg.cancel_scope)
                 try:
                     if found.names:
                         await self.driver.drain(  # a drain emits drain events only
                             found,
-                            grace_period_seconds=grace_period_seconds,
+                            grace_period_seconds=grace,
                             emit=cast(Emit, keep),
                             # only when asked: drivers written before it need not know it
                             **({"keep_volumes": True} if keep_volumes else {}),
@@ -355,7 +409,7 @@ class Deployer:
                     unreachable.append(exc)  # raised once the consumer has every event
                 tg.cancel_scope.cancel()  # stop watching kill_now
 
-        async with self._streaming(work) as receive:
+        async with self._streaming(work, finish_on_error=True) as receive:
             yield receive
         if unreachable:
             raise unreachable[0]
@@ -367,12 +421,16 @@ class Deployer:
 
     @asynccontextmanager
     async def _streaming(
-        self, work: Callable[[Callable[[E], None]], Awaitable[None]]
+        self, work: Callable[[Callable[[E], None]], Awaitable[None]], *, finish_on_error: bool
     ) -> AsyncIterator[ObjectReceiveStream[E]]:
         """Run ``work`` in a task group of its own; what it emits reaches the consumer through a
         stream fed with ``send_nowait``, unbounded so that a slow consumer never delays the work
         (the backlog is bounded by the work itself: a handful of events per container, at most
-        five progress events a second per image pulled)."""
+        five progress events a second per image pulled).
+
+        When the consumer's block raises, ``finish_on_error`` lets the work run to its end
+        without it (its events dropped) before the exception propagates: a drain is never cut
+        short by its consumer. Otherwise, as for a cancellation, the work is cancelled."""
         send, receive = anyio.create_memory_object_stream[E](math.inf)
 
         def emit(event: E) -> None:
@@ -387,11 +445,25 @@ class Deployer:
             with send:
                 await work(emit)
 
+        done = anyio.Event()
+
+        async def run_then_say() -> None:
+            try:
+                await run()
+            finally:
+                done.set()
+
         try:
             with receive:
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(run)
-                    yield receive
+                    tg.start_soon(run_then_say)
+                    try:
+                        yield receive
+                    except Exception:
+                        if finish_on_error:
+                            receive.close()  # nobody reads on: the events are dropped
+                            await done.wait()  # a cancellation here cancels the work, as above
+                        raise
         except BaseExceptionGroup as group:
             raise _lone_error(group) from None
 

@@ -45,6 +45,7 @@ __all__ = [
     "EngineError",
     "EngineTimeout",
     "EngineUnavailable",
+    "ExecInterrupted",
     "PlanError",
     "ReplaceInProgress",
     "SelectorError",
@@ -142,6 +143,10 @@ class ReplaceInProgress(WorkloadConflict):
 
 class EngineTimeout(EngineError, TimeoutError):
     """An engine call did not answer in time."""
+
+
+class ExecInterrupted(EngineError):
+    """The container stopped (or went) while an ``exec`` ran in it: the command has no end."""
 
 
 class CreateError(AsyncDeployError):

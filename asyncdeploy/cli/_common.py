@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
+import sys
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ParamSpec, TypeVar
@@ -190,8 +192,25 @@ def selector_option(function: Callable[..., Any]) -> Callable[..., Any]:
     )(function)
 
 
+def echo_out(text: str) -> None:
+    """Print a line on stdout. A closed pipe (``| head -1``) never stops a command: the rest of
+    its output goes to /dev/null, one note says so on stderr, and the command goes on to its
+    end (a drain included) and exits as that end says."""
+    try:
+        click.echo(text)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # later writes (and the exit's flush) succeed
+        os.close(devnull)
+        click.echo(
+            "asyncdeploy: stdout was closed; the rest of the output is dropped and the command "
+            "goes on to its end",
+            err=True,
+        )
+
+
 def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, sort_keys=False, default=str))
+    echo_out(json.dumps(data, sort_keys=False, default=str))
 
 
 def status_dict(status: WorkloadStatus) -> dict[str, Any]:

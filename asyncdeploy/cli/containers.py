@@ -11,6 +11,7 @@ import click
 
 from asyncdeploy import Deployer
 from asyncdeploy.cli._common import (
+    DURATION,
     EXIT_INTERRUPTED,
     WORKLOAD_NAME,
     Settings,
@@ -132,19 +133,42 @@ def logs(
 @click.option(
     "--container", "-c", default=None, help="Container name [default: the plan's first run]."
 )
+@click.option(
+    "--timeout",
+    type=DURATION,
+    default="10m",
+    show_default=True,
+    help="Fail (exit 1) when the command has not ended by then; 0: no bound.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_settings
-def exec_(settings: Settings, name: str, container: str | None, command: tuple[str, ...]) -> None:
+def exec_(
+    settings: Settings,
+    name: str,
+    container: str | None,
+    timeout: float,
+    command: tuple[str, ...],
+) -> None:
     """Run COMMAND in a container and exit with its exit code: exec NAME [-c C] -- CMD [ARG...]
 
-    Non-interactive (no stdin, no TTY); stdout and stderr come back interleaved on stdout.
+    Non-interactive (no stdin, no TTY); stdout and stderr come back interleaved on stdout, as
+    they come. A container that stops before the command ends, or a command still running
+    after --timeout, fails the exec (exit 1) with the output so far shown.
     """
+
+    def show(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
     async def impl() -> int:
         async with settings.open_deployer() as deployer:
-            result = await deployer.exec(name, list(command), container=container)
-        sys.stdout.write(result.output)
-        sys.stdout.flush()
+            result = await deployer.exec(
+                name,
+                list(command),
+                container=container,
+                timeout=timeout or None,
+                on_output=show,
+            )
         return result.exit_code
 
     code = run(impl)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,10 +13,12 @@ import anyio
 import attrs
 import click
 
+from asyncdeploy import Deployer
 from asyncdeploy.cli._common import (
     DURATION,
     WORKLOAD_NAME,
     Settings,
+    echo_out,
     emit_json,
     grace_option,
     output_option,
@@ -26,10 +29,18 @@ from asyncdeploy.cli._common import (
 )
 from asyncdeploy.cli._signals import Interrupts
 from asyncdeploy.errors import AsyncDeployError, CreateError
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Event, event_to_dict
+from asyncdeploy.events import (
+    DrainEvent,
+    DrainFinished,
+    DrainStarted,
+    DrainSummary,
+    Event,
+    event_to_dict,
+)
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.pull_events import PullFailed, PullFinished, PullProgress, PullStarted
 from asyncdeploy.render import EventRenderer, LiveView, PullView, for_stream
+from asyncdeploy.results import ApplyResult, WorkloadStatus
 from asyncdeploy.selectors import Selector
 
 _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
@@ -41,8 +52,8 @@ _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
     "--wait",
     is_flag=True,
     help="Return once every run container is ready; why it will not start (an image "
-    "that cannot be pulled, no node for it, ...) fails the command at once, and the workload is "
-    "removed.",
+    "that cannot be pulled, no node for it, ...) fails the command at once; a workload this "
+    "create made is then drained and removed, one it found unchanged is left as it was.",
 )
 @click.option(
     "--timeout",
@@ -63,40 +74,91 @@ def create(settings: Settings, plan_file: str, wait: bool, timeout: float, outpu
 
     async def impl() -> None:
         plan = WorkloadPlan.from_file(plan_file)
-        bars = PullView(sys.stderr) if output == "text" and sys.stderr.isatty() else None
-        lines = EventRenderer(sys.stderr)
         async with settings.for_plan(plan).open_deployer() as deployer:
-            async with deployer.creating(plan) as events:
-                event: Event
-                async for event in events:
-                    if output == "json":
-                        emit_json(event_to_dict(event))
-                    elif bars is not None and isinstance(event, _PULL_EVENTS):
-                        bars.show(event)
-                    else:
-                        lines.show(event)
-            result = events.result
+            result = await _create_showing_events(deployer, plan, output, interrupts)
+            if result is None:
+                return  # a signal stopped it: the guard says how
+            interrupts.made = True
             if wait:
-                try:
-                    ready = await deployer.wait_ready(plan.name, timeout=timeout)
-                except CreateError:
-                    # it will not start as planned: nothing is left behind (bounded, shielded)
-                    with anyio.CancelScope(shield=True), anyio.move_on_after(30):
-                        try:
-                            await deployer.delete(plan.name, grace_period_seconds=0)
-                        except AsyncDeployError as exc:  # the CreateError is the news
-                            click.echo(f"removing {plan.name} failed: {exc}", err=True)
-                        else:
-                            click.echo(f"removed {plan.name}: it will not start", err=True)
-                    raise
-                result = attrs.evolve(result, status=ready)
+                result = attrs.evolve(result, status=await _wait(deployer, plan, result, timeout))
             interrupts.settled = True  # created: a signal from now on must not claim otherwise
         if output == "json":
             emit_json({"action": result.action, "workload": status_dict(result.status)})
         else:
-            click.echo(f"{result.action}: {plan.name} on {result.status.driver}")
+            echo_out(f"{result.action}: {plan.name} on {result.status.driver}")
 
     run(interrupts.guard, impl)
+
+
+async def _create_showing_events(
+    deployer: Deployer, plan: WorkloadPlan, output: str, interrupts: Interrupts
+) -> ApplyResult | None:
+    """Create, printing its events as they come; None when a signal stopped it.
+
+    The create runs in a task of its own, in the scope a signal cancels: the loop that prints
+    goes on until the create has ended, so the drain of a workload it replaces (which a
+    cancellation never cuts short) is shown to its ``DrainFinished``.
+    """
+    bars = PullView(sys.stderr) if output == "text" and sys.stderr.isatty() else None
+    lines = EventRenderer(sys.stderr)
+    send, receive = anyio.create_memory_object_stream[Event](math.inf)
+    results: list[ApplyResult] = []
+
+    def on_event(event: Event) -> None:
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            send.send_nowait(event)
+
+    errors: list[Exception] = []
+
+    async def create_it() -> None:
+        with send, interrupts.cancelling():
+            try:
+                results.append(
+                    await deployer.create(plan, on_event=on_event, kill_now=interrupts.kill_now)
+                )
+            except Exception as exc:  # noqa: BLE001 - raised below, not grouped by the task group
+                errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(create_it)
+        with receive:
+            async for event in receive:
+                if isinstance(event, DrainStarted):
+                    interrupts.drain_began()
+                if output == "json":
+                    emit_json(event_to_dict(event))
+                elif bars is not None and isinstance(event, _PULL_EVENTS):
+                    bars.show(event)
+                else:
+                    lines.show(event)
+                if isinstance(event, DrainFinished):
+                    interrupts.drain_ended()
+    if errors:
+        raise errors[0]
+    return results[0] if results else None
+
+
+async def _wait(
+    deployer: Deployer, plan: WorkloadPlan, result: ApplyResult, timeout: float
+) -> WorkloadStatus:
+    """Wait until ``plan``'s workload is ready. One that will not start is removed only when this
+    create made it, and then drained like any delete (its own grace): a wait never deletes
+    what it did not create, and never kills without a drain."""
+    try:
+        return await deployer.wait_ready(plan.name, timeout=timeout)
+    except CreateError:
+        if result.action == "unchanged":
+            click.echo(f"{plan.name} was left as it was: this create did not make it", err=True)
+            raise
+        bound = plan.termination_grace_period_seconds + 60
+        with anyio.CancelScope(shield=True), anyio.move_on_after(bound):
+            try:
+                await deployer.delete(plan.name)
+            except AsyncDeployError as exc:  # the CreateError is the news
+                click.echo(f"removing {plan.name} failed: {exc}", err=True)
+            else:
+                click.echo(f"drained and removed {plan.name}: it will not start", err=True)
+        raise
 
 
 @click.command()
@@ -220,7 +282,7 @@ async def stream_drain(drain: Any, output: str) -> list[DrainSummary]:
         if renderer is not None:
             renderer.close()
             for summary in summaries:
-                click.echo(EventRenderer.summary_table(summary))
+                echo_out(EventRenderer.summary_table(summary))
     return summaries
 
 

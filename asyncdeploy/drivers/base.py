@@ -7,9 +7,10 @@ this boundary. Every driver drains with the same event types (:mod:`asyncdeploy.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
+import anyio
 import attrs
 
 from asyncdeploy.events import DrainSummary, Emit
@@ -45,12 +46,20 @@ class Driver(Protocol):
         """Check the engine answers; raise ``EngineUnavailable`` when it does not."""
         ...
 
-    async def apply(self, plan: WorkloadPlan, *, emit: Emit | None = None) -> ApplyResult:
+    async def apply(
+        self,
+        plan: WorkloadPlan,
+        *,
+        emit: Emit | None = None,
+        kill_now: anyio.Event | None = None,
+    ) -> ApplyResult:
         """Create the workload; a no-op for an unchanged plan, a graceful replacement otherwise.
 
         A replacement drains the old workload first; when that drain fails (``DrainError``,
         ``DrainUnreachable``) the error is raised and nothing is created: what is left of the
-        old workload may still hold its ports and names.
+        old workload may still hold its ports and names. A cancellation never cuts that drain
+        short once begun: it runs to its end, then the cancellation propagates and nothing is
+        created; setting ``kill_now`` kills its survivors at once.
         """
         ...
 
@@ -84,8 +93,16 @@ class Driver(Protocol):
         ...
 
     async def exec(
-        self, name: str, command: Sequence[str], *, container: str | None = None
-    ) -> ExecResult: ...
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        container: str | None = None,
+        on_output: Callable[[str], None] | None = None,
+    ) -> ExecResult:
+        """Run ``command``; ``on_output`` sees its output as it comes (also kept in the result).
+        Raise ``ExecInterrupted`` when the container stops before the command ends."""
+        ...
 
     async def inspect(self, name: str) -> dict[str, Any]:
         """Engine detail for people, masked by :mod:`asyncdeploy.secrets`."""

@@ -19,8 +19,11 @@ class EngineProxy:
         self.upstream = upstream
         self.url = f"unix://{listen}"
         self.cuts = 0
+        self.accepted = 0  # connections accepted so far
         self._open: set[anyio.CancelScope] = set()
         self._down = False
+        self._released = anyio.Event()
+        self._released.set()
 
     def cut(self) -> None:
         """Drop every connection open now; new ones are served as before."""
@@ -36,6 +39,13 @@ class EngineProxy:
     def heal(self) -> None:
         self._down = False
 
+    def hold(self) -> None:
+        """Accept new connections but forward nothing until :meth:`release` (a frozen engine)."""
+        self._released = anyio.Event()
+
+    def release(self) -> None:
+        self._released.set()
+
     async def serve(self, *, task_status: TaskStatus[None]) -> None:
         async def pump(source: ByteStream, sink: ByteStream, pair: anyio.CancelScope) -> None:
             try:
@@ -47,8 +57,10 @@ class EngineProxy:
 
         async def handle(client: ByteStream) -> None:
             async with client:
+                self.accepted += 1
                 if self._down:
                     return  # hang up at once
+                await self._released.wait()
                 with anyio.CancelScope() as scope:
                     self._open.add(scope)
                     try:

@@ -7,7 +7,10 @@ ends with ``DrainFinished``.
 
 from __future__ import annotations
 
+import json
+import shlex
 import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -195,3 +198,33 @@ async def test_delete_all_under_two_signals_finishes_every_workload(
     assert cli.lines[-1]["event"] == "DrainFinished"
     for workload in workloads:
         await assert_gone(deployer, workload)
+
+
+async def test_a_closed_output_pipe_never_turns_the_drain_into_a_kill(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """``delete -o json | head -1`` (issue 16 item 1(c)): the reader goes after the first line;
+    the drain goes on to its end, the output is dropped with one note on stderr, and the exit
+    code is the drain's (0: it drained)."""
+    workload = name("pipe")
+    await deployer.create(
+        plan(workload, [graceful("drainer", 3, markers)], termination_grace_period_seconds=15)
+    )
+    await deployer.wait_ready(workload, timeout=30)
+    cli = [sys.executable, "-m", "asyncdeploy", "--driver", deployer.driver_name]
+    command = shlex.join([*cli, "delete", workload, "-o", "json"])
+    started = anyio.current_time()
+    with anyio.fail_after(60):
+        done = await anyio.run_process(
+            ["bash", "-c", f'{command} | head -1; echo "exit=${{PIPESTATUS[0]}}" >&2'],
+            check=False,
+        )
+    stdout, stderr = done.stdout.decode(), done.stderr.decode()
+
+    assert json.loads(stdout)["event"] == "DrainStarted"  # the one line head printed
+    assert "exit=0" in stderr, stderr
+    assert "stdout was closed" in stderr
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr
+    assert anyio.current_time() - started >= 2.5  # the app's whole 3 s drain
+    assert ("drainer", "drained-ok") in read_markers(markers)
+    await assert_gone(deployer, workload)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ import k8s_contract
 import k8s_kubelet
 import pytest
 import yaml
+from anyio.streams.buffered import BufferedByteReceiveStream
 from click.testing import CliRunner
 from kubernetes_asyncio.client import CoreV1Api
 from real_cluster import (
@@ -44,6 +47,8 @@ from asyncdeploy import Deployer, WorkloadNotFound, WorkloadPlan
 from asyncdeploy.cli import main
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
 from asyncdeploy.verify import TrafficMix, VerifyOptions, demo_plan, run_verify
+from tests.engines.cli_process import CLIProcess
+from tests.polling import until
 
 NAMESPACE = f"asyncdeploy-test-{RUN_ID}"
 
@@ -327,3 +332,88 @@ async def test_the_gate_is_a_native_sidecar_draining_a_stock_server_on_a_real_cl
     assert traffic.failures == [], (traffic.failures, traffic.counts)
     assert traffic.counts["ok"] >= 8, traffic.counts
     assert all(c.outcome != "killed" for c in summary.containers), summary
+
+
+# --- signals and --wait through a real CLI process (issue 16 items 1(a) and 14) --------------
+
+
+async def _start_cli(env: dict[str, str], *args: str) -> CLIProcess:
+    process = await anyio.open_process(
+        [sys.executable, "-m", "asyncdeploy", "--driver", "kubernetes", *args],
+        env={**os.environ, **env},
+        start_new_session=True,  # its own process group: the signal reaches it alone
+    )
+    assert process.stdout is not None
+    return CLIProcess(process, BufferedByteReceiveStream(process.stdout))
+
+
+def _trap_plan(path: Path, name: str, drain: float, version: str, **extra: Any) -> Path:
+    plan = {
+        "name": name,
+        "labels": {k8s_contract.RUN_LABEL: RUN_ID},
+        "termination_grace_period_seconds": 20,
+        "containers": [
+            {
+                "name": "server",
+                "image": IMAGE,
+                "command": k8s_contract.trap_script(drain, False),
+                "env": {"VERSION": version},
+            }
+        ],
+        **extra,
+    }
+    path.write_text(yaml.safe_dump(plan))
+    return path
+
+
+async def test_a_ctrl_c_during_a_replacing_create_lets_the_old_pod_drain_on_a_real_cluster(
+    driver: KubernetesDriver, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The old Pod drains its whole 3 s and nothing new is created (exit 130); before, the
+    create's cancellation cut the drain and the CLI left at once."""
+    name = f"t{RUN_ID}-crsig"
+    old = _trap_plan(tmp_path / "old.yaml", name, 3, "1")
+    code, _, err = await _cli(cli_env, "create", "-f", str(old), "--wait", "--timeout", "60")
+    assert code == 0, err
+    cli = await _start_cli(
+        cli_env, "create", "-f", str(_trap_plan(tmp_path / "new.yaml", name, 3, "2")), "-o", "json"
+    )
+    await cli.next_event("SignalSent", timeout=60)
+    started = anyio.current_time()
+    await anyio.sleep(0.5)
+    cli.send(signal.SIGINT)
+    code, stderr = await cli.finish()
+
+    assert code == 130, stderr
+    assert anyio.current_time() - started >= 2.5, stderr  # the old Pod's whole 3 s drain
+    [finished] = [line for line in cli.lines if line.get("event") == "DrainFinished"]
+    assert [(c["name"], c["outcome"]) for c in finished["containers"]] == [("server", "exited")]
+    assert "the replaced workload was drained and removed; nothing new was created" in stderr
+    with pytest.raises(WorkloadNotFound):
+        await driver.get(name)
+
+
+async def test_a_failed_wait_leaves_an_unchanged_pod_running_on_a_real_cluster(
+    driver: KubernetesDriver, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A sidecar that exits: create --wait of the unchanged plan fails (exit 1) and deletes
+    nothing (before: everything was deleted at grace 0)."""
+    name = f"t{RUN_ID}-waitkeep"
+    sidecar = {"name": "sidecar", "image": IMAGE, "command": ["sh", "-c", "sleep 1; exit 1"]}
+    path = tmp_path / "plan.yaml"
+    plan = yaml.safe_load(_trap_plan(path, name, 0.5, "1").read_text())
+    plan["containers"].append(sidecar)
+    path.write_text(yaml.safe_dump(plan))
+    code, _, err = await _cli(cli_env, "create", "-f", str(path))
+    assert code == 0, err
+
+    async def sidecar_ended() -> bool:
+        status = await driver.get(name)
+        return any(c.name == "sidecar" and c.state == "exited" for c in status.containers)
+
+    await until(sidecar_ended, timeout=60, interval=0.5)
+    code, _, err = await _cli(cli_env, "create", "-f", str(path), "--wait", "--timeout", "30")
+    assert code == 1, err
+    assert "left as it was" in err
+    status = await driver.get(name)  # still there
+    assert any(c.name == "server" and c.state == "running" for c in status.containers), status

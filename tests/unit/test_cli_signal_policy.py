@@ -86,3 +86,36 @@ def test_a_signal_after_the_outcome_stood_changes_nothing() -> None:
         return "created"
 
     assert run(interrupts, create) == "created"
+
+
+def test_a_create_draining_what_it_replaces_follows_the_drains_rule(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """During the drain of the replaced workload the first signal cancels only the create's
+    own scope (what prints goes on) and the second sets kill_now; the ending says so."""
+    interrupts = Interrupts("cancel", "create from p.yaml")
+    seen: list[str] = []
+
+    async def create() -> None:
+        with interrupts.cancelling() as scope:
+            interrupts.drain_began()
+            os.kill(os.getpid(), signal.SIGINT)
+            await anyio.sleep(5)  # the create, cancelled by the signal
+        if scope.cancelled_caught:
+            seen.append("create cancelled")
+        seen.append("printing goes on")  # the command's own scope was not cancelled
+        os.kill(os.getpid(), signal.SIGINT)
+        with anyio.fail_after(5):
+            await interrupts.kill_now.wait()
+        interrupts.drain_ended()
+
+    with pytest.raises(CommandFailed) as caught:
+        run(interrupts, create)
+    assert seen == ["create cancelled", "printing goes on"]
+    assert caught.value.exit_code == 130
+    assert "remaining containers were killed and removed; nothing new was created" in (
+        caught.value.message
+    )
+    err = capsys.readouterr().err
+    assert "goes on until its deadline, then the create stops" in err
+    assert "killing the replaced workload's remaining containers now" in err

@@ -12,6 +12,7 @@ import pytest
 
 from asyncdeploy.deployer import Deployer
 from asyncdeploy.drivers.base import Found
+from asyncdeploy.errors import DrainError
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainStarted, DrainSummary, Emit
 
 pytestmark = pytest.mark.anyio
@@ -99,3 +100,96 @@ async def test_a_delete_looks_once_and_drains_what_it_found() -> None:
     await deployer.delete("w")
     await deployer.delete_all({"team": "ml"})
     assert driver.calls == ["find", "drain", "find_matching", "drain"]
+
+
+async def test_a_consumer_that_raises_never_cuts_the_drain_short() -> None:
+    """A consumer error (a closed pipe, a renderer bug) is raised after the drain has run to
+    its end: the drain is not cancelled, so its shielded cleanup never kills (issue 16 1(c))."""
+    driver = DrainingDriver(hold=0.5)
+    deployer = Deployer(driver)  # type: ignore[arg-type]
+    started = anyio.current_time()
+
+    async def consume() -> None:
+        async with deployer.terminate("w") as events:
+            async for _ in events:
+                raise BrokenPipeError(32, "Broken pipe")
+
+    with pytest.raises(BrokenPipeError):
+        await consume()
+    assert driver.finished_at is not None
+    assert driver.finished_at - started >= 0.45  # it held its whole 0.5 s, not cut at the error
+
+
+async def test_a_cancelled_consumer_still_cancels_the_drain() -> None:
+    """Cancellation keeps its documented meaning: the drain is cut short (its cleanup runs)."""
+    driver = DrainingDriver(hold=60)
+    deployer = Deployer(driver)  # type: ignore[arg-type]
+    with anyio.move_on_after(0.3):
+        async with deployer.terminate("w") as events:
+            async for _ in events:
+                pass
+    assert driver.finished_at is not None
+
+
+@attrs.define
+class RecordingGrace(DrainingDriver):
+    graces: list[int | None] = attrs.field(factory=list)
+
+    async def drain(
+        self, found: Found, *, grace_period_seconds: int | None, emit: Emit
+    ) -> list[DrainSummary]:
+        self.graces.append(grace_period_seconds)
+        return await super().drain(found, grace_period_seconds=grace_period_seconds, emit=emit)
+
+
+async def test_kill_now_set_before_the_drain_begins_drains_at_grace_zero() -> None:
+    """The second Ctrl-C during the connect or the look: no container's drain exists yet to be
+    cut short, so the drain itself runs at grace 0 (issue 16 item 7)."""
+    driver = RecordingGrace(events=0)
+    deployer = Deployer(driver)  # type: ignore[arg-type]
+    kill_now = anyio.Event()
+    kill_now.set()
+    async with deployer.terminate("w", grace_period_seconds=30, kill_now=kill_now) as events:
+        [event async for event in events]
+    assert driver.graces == [0]
+
+
+@attrs.define
+class FailingAfterKill(DrainingDriver):
+    """A drain whose cleanup, cut short by kill_now, could not remove a container."""
+
+    async def drain(
+        self, found: Found, *, grace_period_seconds: int | None, emit: Emit
+    ) -> list[DrainSummary]:
+        summary = DrainSummary(
+            workload="w",
+            grace_period_seconds=30,
+            seconds=1,
+            containers=(),
+            errors=("remove app: refused",),
+        )
+        emit(
+            DrainStarted(
+                workload="w", elapsed=0, grace_period_seconds=30, deadline=0, containers=()
+            )
+        )
+        try:
+            await anyio.sleep(60)
+        finally:
+            emit(DrainFinished(workload="w", elapsed=1, summary=summary))
+        return [summary]
+
+
+async def test_a_drain_cut_short_by_kill_now_reports_what_it_left() -> None:
+    """After kill_now the drain returns nothing (it was cancelled): its errors are read from its
+    DrainFinished event, never reported as a success (issue 16 item 7)."""
+    deployer = Deployer(FailingAfterKill())  # type: ignore[arg-type]
+    kill_now = anyio.Event()
+
+    async def consume() -> None:
+        async with deployer.terminate("w", kill_now=kill_now) as events:
+            async for _ in events:
+                kill_now.set()  # once the drain has begun
+
+    with pytest.raises(DrainError, match="remove app: refused"), anyio.fail_after(5):
+        await consume()

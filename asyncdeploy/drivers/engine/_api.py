@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar, Self, cast
+from typing import Any, ClassVar, Literal, Self, cast
 
 import aiodocker
 import aiohttp
 import anyio
 import attrs
 
+from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
@@ -31,11 +33,11 @@ from asyncdeploy.drivers.engine._state import plan_order, snapshot, workload_lab
 from asyncdeploy.drivers.engine._unfinished import dead_claim
 from asyncdeploy.errors import (
     CreateError,
-    DrainError,
     EngineAPIError,
     EngineError,
     EngineTimeout,
     EngineUnavailable,
+    ExecInterrupted,
     WorkloadConflict,
     WorkloadNotFound,
 )
@@ -53,9 +55,11 @@ from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadSta
 from asyncdeploy.secrets import mask_env_entry, mask_tree
 from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
-__all__ = ["EngineAPIDriver", "EngineFound"]
+__all__ = ["EngineAPIDriver", "EngineFound", "planned_state"]
 
 PING_TIMEOUT = 10.0
+EXEC_WATCH_INTERVAL = 1.0  # how often an exec looks whether its container still runs
+STARTING_SECONDS = 30.0  # a container left "created" longer than this: its create is dead
 # A connection cut while a response streams in is a lost connection, like a refused one.
 _CONNECTION_LOST = (
     aiohttp.ClientConnectionError,
@@ -70,6 +74,29 @@ class EngineFound(Found):
     """What an engine find found: each workload's containers as the list call showed them."""
 
     snapshots: tuple[WorkloadSnapshot, ...]
+
+
+def planned_state(
+    items: Sequence[Mapping[str, Any]], now: float
+) -> Literal["as-planned", "building", "dead"]:
+    """Whether a complete workload of an unchanged plan is in the state that plan asks for.
+
+    ``as-planned``: the pause container runs, nothing is left unstarted and a run container
+    runs (one exited while another serves is left alone: repairing it would drain the one that
+    serves; ``create --wait`` reports it). ``building``: a container was created moments ago and
+    not started yet: a create is at work. ``dead``: the pause is paused (a delete claimed it)
+    or gone, a container was left unstarted by a create that died, or every run container
+    has exited.
+    """
+    states = {str(i["Labels"].get(LABEL_CONTAINER)): str(i.get("State")) for i in items}
+    unstarted = [i for i in items if i.get("State") == "created"]
+    if any(now - float(i.get("Created") or 0) < STARTING_SECONDS for i in unstarted):
+        return "building"
+    runs = [i for i in items if i["Labels"].get(LABEL_ROLE) == "run"]
+    serving = any(i.get("State") in ("running", "restarting") for i in runs)
+    if states.get("pause") != "running" or unstarted or not serving:
+        return "dead"
+    return "as-planned"
 
 
 def _found(grouped: Mapping[str, Sequence[Mapping[str, Any]]]) -> EngineFound:
@@ -274,18 +301,67 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
                 yield chunk
 
     async def exec(
-        self, name: str, command: Sequence[str], *, container: str | None = None
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        container: str | None = None,
+        on_output: Callable[[str], None] | None = None,
     ) -> ExecResult:
-        ident = await self._container_id(name, container)
-        return await self._exec(ident, command, f"exec in {name}")
+        """Run ``command`` in the container, its output to ``on_output`` as it comes.
 
-    async def _exec(self, ident: str, command: Sequence[str], what: str) -> ExecResult:
+        The container is watched meanwhile: one that stops before the command ends (whose
+        stream may then never end: Docker with a shared PID namespace) is ``ExecInterrupted``.
+        """
+        ident = await self._container_id(name, container)
+        what = f"exec in {name}"
+        result: builtins.list[ExecResult] = []
+
+        async def run_it(scope: anyio.CancelScope) -> None:
+            result.append(await self._exec(ident, command, what, on_output))
+            scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_it, tg.cancel_scope)
+            stopped = await self._until_stopped(ident, what)
+            tg.cancel_scope.cancel()
+        if result:
+            return result[0]
+        raise ExecInterrupted(
+            f"{what}: container {container or ident[:12]} {stopped} before the command ended "
+            "(the command's output so far was shown)",
+            engine=self.name,
+        )
+
+    async def _until_stopped(self, ident: str, what: str) -> str:
+        """Return once the container no longer runs: how it stopped."""
+        handle = self._client.containers.container(ident)
+        while True:
+            await anyio.sleep(EXEC_WATCH_INTERVAL)
+            try:
+                with self._errors(what):
+                    state = (await handle.show()).get("State") or {}
+            except WorkloadNotFound:
+                return "was removed"
+            if not state.get("Running") or state.get("Paused"):
+                return "was paused" if state.get("Paused") else "exited"
+
+    async def _exec(
+        self,
+        ident: str,
+        command: Sequence[str],
+        what: str,
+        on_output: Callable[[str], None] | None = None,
+    ) -> ExecResult:
         output: builtins.list[str] = []
         with self._errors(what):
             execution = await self._client.containers.container(ident).exec(list(command))
             async with execution.start(detach=False) as stream:
                 while (message := await stream.read_out()) is not None:
-                    output.append(message.data.decode(errors="replace"))
+                    text = message.data.decode(errors="replace")
+                    output.append(text)
+                    if on_output is not None:
+                        on_output(text)
             exit_code = (await execution.inspect())["ExitCode"]
         return ExecResult(
             exit_code=int(exit_code if exit_code is not None else -1), output="".join(output)
@@ -390,9 +466,16 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
 
     # --- create ------------------------------------------------------------------------------
 
-    async def apply(self, plan: WorkloadPlan, *, emit: Emit | None = None) -> ApplyResult:
+    async def apply(
+        self,
+        plan: WorkloadPlan,
+        *,
+        emit: Emit | None = None,
+        kill_now: anyio.Event | None = None,
+    ) -> ApplyResult:
         """Create the workload; unchanged → no call that writes; changed → drain, then create
-        (a failed drain raises ``DrainError`` and creates nothing)."""
+        (a failed drain raises ``DrainError`` and creates nothing; a cancellation lets a begun
+        drain finish: :func:`~asyncdeploy.drivers._replaced.drain_replaced`)."""
         grouped = await self._by_workload({LABEL_WORKLOAD: plan.name})
         existing = grouped.get(plan.name)
         replaced = None
@@ -403,19 +486,24 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
             if plan.autoheal is not None:
                 wanted.add("autoheal")
             if digests == {plan_digest(plan)}:
-                if names == wanted:
+                state = planned_state(existing, time.time()) if names == wanted else "building"
+                if state == "as-planned":
                     return ApplyResult(
                         action="unchanged", status=workload_status(self.name, plan.name, existing)
                     )
-                # The same plan, half built: another create is at work (or was killed). Never
-                # replace it under that create's feet.
-                raise WorkloadConflict(
-                    f"workload {plan.name!r} is being created by another command (it has "
-                    f"{', '.join(sorted(map(str, names)))} of {', '.join(sorted(wanted))}), or a "
-                    "create of it was killed; wait and retry, or delete it",
-                    engine=self.name,
-                    status=409,
-                )
+                if state == "building":
+                    # The same plan, half built: another create is at work (or was killed).
+                    # Never replace it under that create's feet.
+                    raise WorkloadConflict(
+                        f"workload {plan.name!r} is being created by another command (it has "
+                        f"{', '.join(sorted(map(str, names)))} of {', '.join(sorted(wanted))}), "
+                        "or a create of it was killed; wait and retry, or delete it",
+                        engine=self.name,
+                        status=409,
+                    )
+                # "dead": the same plan, complete, but not in the state it asks for (left
+                # unstarted by a killed create, half deleted, every run container exited):
+                # repaired below like a changed plan, its remains drained first.
         # Pull what is needed, then create: a failed pull leaves the old workload serving.
         await ImagePuller(self._client, self.name, self._errors).pull_for(
             plan, emit or ignore_events
@@ -426,11 +514,12 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
             except WorkloadNotFound:
                 existing = None  # it went in the meantime
             else:
-                [replaced] = await self.drain(
-                    found, grace_period_seconds=None, emit=emit or ignore_events
+                replaced = await drain_replaced(
+                    plan.name,
+                    lambda watch: self.drain(found, grace_period_seconds=None, emit=watch),
+                    emit or ignore_events,
+                    kill_now,
                 )
-                if replaced.errors:  # what is left may hold its ports and names: no create
-                    raise DrainError([replaced])
         items = await CreateAttempt(self, plan).run()
         return ApplyResult(
             action="replaced" if existing else "created",

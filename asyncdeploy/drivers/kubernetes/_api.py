@@ -288,7 +288,13 @@ class PodAPI:
             yield TextLines(response, what)
 
     async def exec(
-        self, namespace: str, name: str, *, container: str, command: list[str]
+        self,
+        namespace: str,
+        name: str,
+        *,
+        container: str,
+        command: list[str],
+        on_output: Callable[[str], None] | None = None,
     ) -> tuple[int, str]:
         """``GET .../pods/{name}/exec`` upgraded to a websocket; the exit code and the output.
 
@@ -321,7 +327,10 @@ class PodAPI:
                         continue
                     channel, payload = data[0], data[1:]
                     if channel in (STDOUT, STDERR):
-                        output.append(payload.decode(errors="replace"))
+                        text = payload.decode(errors="replace")
+                        output.append(text)
+                        if on_output is not None:
+                            on_output(text)
                     elif channel == ERROR and payload:
                         exit_code = _exit_code(payload, what)
         return exit_code, "".join(output)

@@ -22,12 +22,13 @@ import collections
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import anyio
 from kubernetes_asyncio.client import ApiClient
 
+from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
@@ -45,7 +46,6 @@ from asyncdeploy.drivers.kubernetes._pod_states import WATCH_MARGIN
 from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
     CreateError,
-    DrainError,
     EngineError,
     EngineTimeout,
     EngineUnavailable,
@@ -276,11 +276,20 @@ class KubernetesDriver:
                 yield line
 
     async def exec(
-        self, name: str, command: Sequence[str], *, container: str | None = None
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        container: str | None = None,
+        on_output: Callable[[str], None] | None = None,
     ) -> ExecResult:
         chosen = self._container(await self._pod(name), container)
         exit_code, output = await self.api.exec(
-            self.namespace, name, container=chosen, command=builtins.list(command)
+            self.namespace,
+            name,
+            container=chosen,
+            command=builtins.list(command),
+            on_output=on_output,
         )
         return ExecResult(exit_code=exit_code, output=output)
 
@@ -358,9 +367,16 @@ class KubernetesDriver:
 
     # --- apply -------------------------------------------------------------------------------
 
-    async def apply(self, plan: WorkloadPlan, *, emit: Emit | None = None) -> ApplyResult:
+    async def apply(
+        self,
+        plan: WorkloadPlan,
+        *,
+        emit: Emit | None = None,
+        kill_now: anyio.Event | None = None,
+    ) -> ApplyResult:
         """Create; unchanged digest → no write at all; changed → drain (events), then create
-        (a failed drain raises ``DrainError`` and creates nothing)."""
+        (a failed drain raises ``DrainError`` and creates nothing; a cancellation lets a begun
+        drain finish: :func:`~asyncdeploy.drivers._replaced.drain_replaced`)."""
         namespace = workload_namespace(plan.namespace, self.namespace) or self.namespace
         manifest = pod_manifest(plan, namespace=namespace)  # a PlanError before any call
         replaced: DrainSummary | None = None
@@ -376,15 +392,18 @@ class KubernetesDriver:
                 decision = "create"  # it went in the meantime
             else:
                 # drain_pods, not drain: the plan's Service stays for the Pod created next
-                [replaced] = await drain_pods(
-                    self.api,
-                    found,
-                    grace_period_seconds=None,
-                    emit=emit or ignore_events,
-                    margin=self.watch_margin,
+                replaced = await drain_replaced(
+                    plan.name,
+                    lambda watch: drain_pods(
+                        self.api,
+                        found,
+                        grace_period_seconds=None,
+                        emit=watch,
+                        margin=self.watch_margin,
+                    ),
+                    emit or ignore_events,
+                    kill_now,
                 )
-                if replaced.errors:  # what is left may hold its name: no create
-                    raise DrainError([replaced])
         created = await self.api.create(namespace, manifest)
         if plan.service is not None:
             try:

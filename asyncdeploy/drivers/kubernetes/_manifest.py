@@ -127,7 +127,8 @@ def apply_decision(live: Mapping[str, Any] | None, plan: WorkloadPlan) -> Decisi
     The API server rewrites what it stores (defaults, ``0.5`` → ``500m``, dropped ``false``
     toggles), so the live spec is never compared with the plan: the digest of the plan that
     created the Pod is. Equal → ``unchanged``; different or missing → ``replace``; a Pod that
-    is already being deleted → ``replace`` (wait for it, then create). A Pod of the same name
+    is already being deleted, or whose every container has ended (phase ``Failed`` or
+    ``Succeeded``) → ``replace`` (drain it, then create). A Pod of the same name
     that asyncdeploy did not create → ``WorkloadConflict``.
     """
     if live is None:
@@ -142,6 +143,8 @@ def apply_decision(live: Mapping[str, Any] | None, plan: WorkloadPlan) -> Decisi
         )
     if metadata.get("deletionTimestamp"):
         return "replace"
+    if (live.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
+        return "replace"  # the same plan, but dead: not the state it asks for
     recorded = (metadata.get("annotations") or {}).get(LABEL_PLAN_DIGEST)
     return "unchanged" if recorded == plan_digest(plan) else "replace"
 
