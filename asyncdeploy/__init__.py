@@ -57,6 +57,8 @@ from asyncdeploy.results import (
     ContainerStatus,
     EngineInfo,
     ExecResult,
+    PublishedPort,
+    WorkloadEvent,
     WorkloadStatus,
 )
 from asyncdeploy.selectors import Selector, parse_selector
@@ -102,6 +104,7 @@ __all__ = [
     "PreStopFinished",
     "PreStopStarted",
     "Probe",
+    "PublishedPort",
     "PullEvent",
     "PullFailed",
     "PullFinished",
@@ -118,6 +121,7 @@ __all__ = [
     "SignalSent",
     "UnsupportedEventLoop",
     "WorkloadConflict",
+    "WorkloadEvent",
     "WorkloadNotFound",
     "WorkloadPlan",
     "WorkloadStatus",

@@ -47,7 +47,7 @@ from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Ev
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.pull_events import PullEvent
-from asyncdeploy.results import ApplyResult, ExecResult, WorkloadStatus
+from asyncdeploy.results import ApplyResult, ExecResult, WorkloadEvent, WorkloadStatus
 from asyncdeploy.selectors import SelectorLike, as_selector
 
 __all__ = [
@@ -143,6 +143,15 @@ class Deployer:
         """Workloads whose labels match ``selector``: a :class:`~asyncdeploy.selectors.Selector`,
         a Kubernetes selector string (``"team=ml,tier in (gpu)"``) or ``{label: value}``."""
         return await self.driver.list(as_selector(selector))
+
+    async def recent_events(self, name: str, *, limit: int = 10) -> builtins.list[WorkloadEvent]:
+        """What the engine recorded about the workload lately (starts, exits, health changes,
+        restarts; on Kubernetes the Pod's Events), oldest first."""
+        return await self.driver.recent_events(name, limit=limit)
+
+    async def image_ports(self, image: str) -> frozenset[int] | None:
+        """The TCP ports a local image ``EXPOSE``s (None: absent, or not visible to this driver)."""
+        return await self.driver.image_ports(image)
 
     async def wait_ready(self, name: str, *, timeout: float = 60) -> WorkloadStatus:
         return await self.driver.wait_ready(name, timeout=timeout)

@@ -14,7 +14,7 @@ import attrs
 
 from asyncdeploy.events import DrainSummary, Emit
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
+from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadEvent, WorkloadStatus
 from asyncdeploy.selectors import Selector, SelectorLike
 
 __all__ = [
@@ -60,6 +60,16 @@ class Driver(Protocol):
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         """The workloads whose labels match ``selector`` (every workload without one)."""
+        ...
+
+    async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
+        """The engine's last ``limit`` records about the workload, oldest first (best effort:
+        an engine that keeps none gives an empty list)."""
+        ...
+
+    async def image_ports(self, image: str) -> frozenset[int] | None:
+        """The TCP ports a local image ``EXPOSE``s; None when it is not present or the engine
+        cannot tell (Kubernetes: the node pulls, the API cannot see images)."""
         ...
 
     async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, Self, cast
@@ -23,6 +24,7 @@ from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import drain_workloads
+from asyncdeploy.drivers.engine._history import events_query, parse_events
 from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
 from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._state import plan_order, snapshot, workload_labels, workload_status
@@ -45,13 +47,20 @@ from asyncdeploy.labels import (
     LABEL_WORKLOAD,
 )
 from asyncdeploy.plan import Container, WorkloadPlan, plan_digest
-from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
+from asyncdeploy.results import (
+    ApplyResult,
+    EngineInfo,
+    ExecResult,
+    WorkloadEvent,
+    WorkloadStatus,
+)
 from asyncdeploy.secrets import mask_env_entry, mask_tree
 from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
 __all__ = ["EngineAPIDriver", "EngineFound"]
 
 PING_TIMEOUT = 10.0
+HISTORY_TIMEOUT = 10.0  # one bounded read of the engine's event log
 # A connection cut while a response streams in is a lost connection, like a refused one.
 _CONNECTION_LOST = (
     aiohttp.ClientConnectionError,
@@ -189,11 +198,32 @@ class EngineAPIDriver(EngineContainerOps):
         items = await self._containers({LABEL_WORKLOAD: name})
         if not items:
             raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
-        return workload_status(self.name, name, items)
+        return workload_status(self.name, name, items, await self._restarts(items))
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         matching = await self._matching(as_selector(selector))
-        return [workload_status(self.name, name, items) for name, items in matching.items()]
+        restarts = await self._restarts([i for items in matching.values() for i in items])
+        return [
+            workload_status(self.name, name, items, restarts) for name, items in matching.items()
+        ]
+
+    async def _restarts(self, items: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+        """Each container's ``RestartCount`` (the list call does not carry it), inspected
+        concurrently; a container removed meanwhile is left out."""
+        counts: dict[str, int] = {}
+
+        async def one(ident: str) -> None:
+            try:
+                with self._errors(f"inspect {ident[:12]}"):
+                    data = await self._client.containers.container(ident).show()
+            except WorkloadNotFound:
+                return
+            counts[ident] = int(data.get("RestartCount") or 0)
+
+        async with anyio.create_task_group() as tg:
+            for item in items:
+                tg.start_soon(one, str(item["Id"]))
+        return counts
 
     async def _matching(
         self, selector: Selector | None
@@ -280,6 +310,31 @@ class EngineAPIDriver(EngineContainerOps):
             config["Env"] = [mask_env_entry(entry) for entry in config.get("Env") or []]
             details[item["Labels"].get(LABEL_CONTAINER, item["Id"])] = mask_tree(data)
         return {"workload": name, "driver": self.name, "containers": details}
+
+    async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
+        items = await self._containers({LABEL_WORKLOAD: name})
+        if not items:
+            raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
+        since = min(int(i.get("Created") or 0) for i in items)
+        params = events_query(name, since, time.time(), engine=self.name)
+        with self._errors(f"events of {name}"), anyio.fail_after(HISTORY_TIMEOUT):
+            async with self._client._query("events", params=params) as response:
+                text = await response.text()
+        return parse_events(text.splitlines(), limit=limit)
+
+    async def image_ports(self, image: str) -> frozenset[int] | None:
+        try:
+            with self._errors(f"inspect image {image}"):
+                details = await self._client.images.inspect(image)
+        except WorkloadNotFound:
+            return None
+        exposed = (details.get("Config") or {}).get("ExposedPorts") or {}
+        return frozenset(
+            int(port)
+            for key in exposed
+            for port, _, proto in [key.partition("/")]
+            if proto in ("", "tcp") and port.isdigit()
+        )
 
     async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
         """Poll until every run container runs and passes its readiness check."""

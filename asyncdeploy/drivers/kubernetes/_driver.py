@@ -46,7 +46,13 @@ from asyncdeploy.errors import (
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.labels import LABEL_WORKLOAD
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
+from asyncdeploy.results import (
+    ApplyResult,
+    EngineInfo,
+    ExecResult,
+    WorkloadEvent,
+    WorkloadStatus,
+)
 from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
 __all__ = ["KubernetesDriver"]
@@ -151,6 +157,16 @@ class KubernetesDriver:
             "namespace": self.namespace,
             "pod": pod_status.masked_pod(pod),
         }
+
+    async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
+        await self._pod(name)  # WorkloadNotFound first
+        listing = await self.api.list_events(
+            self.namespace, field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}"
+        )
+        return pod_status.pod_events(listing, limit=limit)
+
+    async def image_ports(self, image: str) -> frozenset[int] | None:
+        return None  # the node pulls; the API server cannot see images
 
     async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
         """Watch the Pod until its ``Ready`` condition is True.
