@@ -8,16 +8,20 @@ GPU containers (a device or an extended resource count) get three more checks, a
 the margin grows by the time a server takes to free device memory after its drain; ``/dev/shm``
 should be sized (the engines' 64 MB default breaks PyTorch data loaders and NCCL); and a
 liveness check needs a startup check, or it restarts a server still loading its model.
+
+Ports (:mod:`asyncdeploy.lint_ports`): a published port the server is known not to listen on,
+and a fixed host port, which keeps a replace from starting the new instance beside the old one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import attrs
 
 from asyncdeploy.durations import parse_duration
+from asyncdeploy.lint_ports import lint_ports, lint_replace_in_place
 from asyncdeploy.plan import Container, Probe, WorkloadPlan
 
 __all__ = ["DEFAULT_MARGIN_SECONDS", "GPU_RELEASE_SECONDS", "Finding", "lint_plan"]
@@ -56,8 +60,12 @@ def lint_plan(
     expected_drain_seconds: float | None = None,
     request_timeout_seconds: float | None = None,
     margin_seconds: float = DEFAULT_MARGIN_SECONDS,
+    image_ports: Mapping[str, frozenset[int] | None] | None = None,
 ) -> list[Finding]:
-    """Findings about the plan's termination budget and probes; errors first."""
+    """Findings about the plan's termination budget, probes and ports; errors first.
+
+    ``image_ports``: the ports each image ``EXPOSE``s, where an engine was asked
+    (:mod:`asyncdeploy.lint_ports`)."""
     findings: list[Finding] = []
     grace = plan.termination_grace_period_seconds
     for i, container in enumerate(plan.containers):
@@ -73,7 +81,15 @@ def lint_plan(
             )
             if gpu:
                 findings += _lint_gpu(plan, f"containers[{i}]", container)
+    findings += _port_findings(plan, image_ports)
     return sorted(findings, key=lambda f: f.level != "error")
+
+
+def _port_findings(
+    plan: WorkloadPlan, image_ports: Mapping[str, frozenset[int] | None] | None
+) -> list[Finding]:
+    found = lint_ports(plan, image_ports) + lint_replace_in_place(plan)
+    return [Finding(level=level, path=path, message=message) for level, path, message in found]
 
 
 def _lint_gpu(plan: WorkloadPlan, path: str, container: Container) -> list[Finding]:
