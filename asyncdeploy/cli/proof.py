@@ -71,7 +71,7 @@ def lint(
     try:
         plan = WorkloadPlan.from_file(plan_file)
     except PlanError as exc:
-        raise CommandFailed(str(exc), EXIT_USAGE) from exc
+        raise CommandFailed(str(exc), EXIT_USAGE, exc) from exc
     image_ports = run(_image_ports, plan) if inspect_images else None
     findings = lint_plan(
         plan,

@@ -49,9 +49,17 @@ _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
     show_default=True,
     help="With --wait: how long it may take.",
 )
+@click.option(
+    "--keep-failed",
+    is_flag=True,
+    help="With --wait: keep a workload that will not start, to look at it (logs, get, "
+    "inspect); delete it afterwards.",
+)
 @output_option
 @pass_settings
-def create(settings: Settings, plan_file: str, wait: bool, timeout: float, output: str) -> None:
+def create(
+    settings: Settings, plan_file: str, wait: bool, timeout: float, keep_failed: bool, output: str
+) -> None:
     """Create a workload from a YAML or JSON plan (a no-op when it is unchanged).
 
     Images are pulled first, as the plan's pull policies say: progress bars on a terminal,
@@ -78,7 +86,11 @@ def create(settings: Settings, plan_file: str, wait: bool, timeout: float, outpu
                 try:
                     ready = await deployer.wait_ready(plan.name, timeout=timeout)
                 except CreateError:
-                    # it will not start as planned: nothing is left behind (bounded, shielded)
+                    # it will not start as planned. Its exit code and logs are in the error,
+                    # read before this removal; nothing is left behind (bounded, shielded)
+                    if keep_failed:
+                        click.echo(f"kept {plan.name}: asyncdeploy delete {plan.name}", err=True)
+                        raise
                     with anyio.CancelScope(shield=True), anyio.move_on_after(30):
                         try:
                             await deployer.delete(plan.name, grace_period_seconds=0)

@@ -18,9 +18,15 @@ from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadEve
 from asyncdeploy.selectors import Selector, SelectorLike
 
 __all__ = [
+    "READY_SETTLE_SECONDS",
     "Driver",
     "Found",
 ]
+
+READY_SETTLE_SECONDS = 2.0
+"""Without a readiness check, "ready" is running and still running (no restart) this long
+after it was first seen running: one rule for Docker, Podman and Kubernetes, so that a server
+that dies a second after its start fails ``wait_ready`` everywhere."""
 
 # Labels that identify what asyncdeploy created (container labels, Pod labels and annotations).
 

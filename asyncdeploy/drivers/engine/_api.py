@@ -8,7 +8,6 @@ in ``_container_ops.py``; the rest is here. Engine errors are translated in :met
 from __future__ import annotations
 
 import builtins
-import json
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -27,9 +26,9 @@ from asyncdeploy.drivers.engine._drain import drain_workloads
 from asyncdeploy.drivers.engine._history import events_query, parse_events
 from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
 from asyncdeploy.drivers.engine._pull import ImagePuller
+from asyncdeploy.drivers.engine._ready import wait_until_ready
 from asyncdeploy.drivers.engine._state import plan_order, snapshot, workload_labels, workload_status
 from asyncdeploy.errors import (
-    CreateError,
     DrainError,
     EngineAPIError,
     EngineError,
@@ -42,7 +41,6 @@ from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_PLAN_DIGEST,
-    LABEL_READINESS,
     LABEL_ROLE,
     LABEL_WORKLOAD,
 )
@@ -337,40 +335,12 @@ class EngineAPIDriver(EngineContainerOps):
         )
 
     async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
-        """Poll until every run container runs and passes its readiness check."""
-        try:
-            with anyio.fail_after(timeout):
-                while True:
-                    items = await self._containers({LABEL_WORKLOAD: name})
-                    if not items:
-                        raise WorkloadNotFound(
-                            f"no workload named {name!r}", engine=self.name, status=404
-                        )
-                    runs = [i for i in items if i["Labels"].get(LABEL_ROLE) == "run"]
-                    if await self._ready(name, runs):
-                        return workload_status(self.name, name, items)
-                    await anyio.sleep(0.25)
-        except TimeoutError:
-            raise EngineTimeout(
-                f"workload {name!r} was not ready within {timeout:g} s", engine=self.name
-            ) from None
+        """Every run container ready, or ``CreateError`` with the exit code and the logs of one
+        that ended first (``_ready.py``)."""
+        return await wait_until_ready(self, name, timeout=timeout)
 
-    async def _ready(self, name: str, runs: Sequence[Mapping[str, Any]]) -> bool:
-        for item in runs:
-            if item.get("State") != "running":
-                if item.get("State") == "exited":
-                    raise CreateError(
-                        f"container {item['Labels'].get(LABEL_CONTAINER)} of {name!r} exited "
-                        "while waiting for it to become ready"
-                    )
-                return False
-            readiness = item["Labels"].get(LABEL_READINESS)
-            if readiness is not None:
-                command = json.loads(readiness)
-                result = await self._exec(str(item["Id"]), command, f"readiness of {name}")
-                if result.exit_code != 0:
-                    return False
-        return True
+    async def status_of(self, name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadStatus:
+        return workload_status(self.name, name, items, await self._restarts(items))
 
     # --- the drain (its engine calls: _container_ops.py) -------------------------------------
 
