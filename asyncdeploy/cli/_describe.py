@@ -20,10 +20,8 @@ def describe_workload(status: WorkloadStatus, events: Sequence[WorkloadEvent] | 
     runs = [c for c in status.containers if c.role == "run"]
     ready = sum(_ready(c) for c in runs)
     lines = [
-        f"Name:        {status.name}",
-        f"Driver:      {status.driver}",
-        f"State:       {status.state}, {ready}/{len(runs)} ready",
-        f"Grace:       {status.grace_period_seconds} s",
+        f"{status.name} ({status.driver}): {status.state}, grace {status.grace_period_seconds} s",
+        f"Ready:       {ready}/{len(runs)} run containers",
         "Labels:      " + (", ".join(f"{k}={v}" for k, v in status.labels.items()) or "-"),
         "Ports:       " + (", ".join(_port(p) for p in status.ports) or "none published"),
         "Containers:",

@@ -215,7 +215,7 @@ def test_get_describes_containers_ports_checks_and_events() -> None:
     ]
     text = "\n".join(describe_workload(status(), events))
     assert "Ports:       18000->8080/tcp" in text
-    assert "1/2 ready" in text
+    assert text.startswith("w (docker): running, grace 30 s") and "Ready:       1/2" in text
     server = next(line for line in text.splitlines() if " server " in line)
     assert "healthy" in server and "readiness,liveness" in server and " 3 " in server
     assert "die" in text and "exit code 3" in text
