@@ -302,3 +302,13 @@ async def test_list_watch_says_no_resources_found_once(capsys: pytest.CaptureFix
 
 
 pytestmark = pytest.mark.anyio
+
+
+def test_a_label_value_error_says_the_limit() -> None:
+    from asyncdeploy import PlanError
+
+    with pytest.raises(PlanError) as raised:
+        WorkloadPlan(
+            name="w", labels={"team": "x" * 64}, containers=[Container(name="s", image="a")]
+        )
+    assert "is 64 characters" in str(raised.value) and "at most 63 characters" in str(raised.value)
