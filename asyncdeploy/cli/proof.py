@@ -223,14 +223,22 @@ def verify(
     Exits 1 when any request was refused at connect, truncated, lost, failed or duplicated.
     """
     from asyncdeploy.plan import DEFAULT_PAUSE_IMAGE
-    from asyncdeploy.verify import (
-        DEMO_IMAGE,
-        TrafficMix,
-        VerifyOptions,
-        demo_plan,
-        from_registry,
-        run_verify,
-    )
+
+    try:
+        from asyncdeploy.verify import (
+            DEMO_IMAGE,
+            TrafficMix,
+            VerifyOptions,
+            demo_plan,
+            from_registry,
+            run_verify,
+        )
+    except ModuleNotFoundError as exc:  # a core-only install: its traffic client is aiohttp
+        raise CommandFailed(
+            f"verify needs {exc.name}, which is not installed: pip install "
+            "'asyncdeploy[docker]' (or [kubernetes]: either extra brings it)",
+            EXIT_USAGE,
+        ) from exc
 
     if registry is not None:
         image = from_registry(image or DEMO_IMAGE, registry)
