@@ -21,7 +21,12 @@ from asyncdeploy.drivers import (
     driver_entry,
 )
 from asyncdeploy.drivers.base import Driver
-from asyncdeploy.errors import DriverNotInstalled, EngineUnavailable, UnsupportedEventLoop
+from asyncdeploy.errors import (
+    DriverNotInstalled,
+    EngineUnavailable,
+    NoDriverInstalled,
+    UnsupportedEventLoop,
+)
 
 __all__ = ["AUTO_DETECT_ORDER", "DRIVER_NAMES", "DriverName", "open_deployer"]
 
@@ -99,6 +104,7 @@ def _require_asyncio() -> None:
 async def _first_answering(options: Mapping[str, Any]) -> Driver:
     candidates = _named_by_environment() or AUTO_DETECT_ORDER
     reasons = []
+    missing: list[DriverNotInstalled] = []
     for name in candidates:
         if not set(options) <= driver_entry(name).options:
             continue  # an option meant for another engine (url= is not a Kubernetes option)
@@ -108,10 +114,13 @@ async def _first_answering(options: Mapping[str, Any]) -> Driver:
             if candidates is not AUTO_DETECT_ORDER:
                 raise
             reasons.append(f"{name}: {exc}")
+            missing.append(exc)
         except EngineUnavailable as exc:
             if candidates is not AUTO_DETECT_ORDER:
                 raise  # the user named this engine: never fall back to another one
             reasons.append(f"{name}: {exc.message}")
+    if missing and len(missing) == len(reasons):  # not one driver is installed: a usage error
+        raise NoDriverInstalled(missing)
     raise EngineUnavailable(
         "no engine answers (" + "; ".join(reasons) + ")", engine="/".join(DRIVERS)
     )

@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar, cast
 
 import attrs
 
+from asyncdeploy._image_reference import image_reference_problem
 from asyncdeploy.errors import PlanError
 from asyncdeploy.labels import RESERVED_DOMAIN, is_reserved
 from asyncdeploy.quantity import canonical_quantity, parse_quantity
@@ -24,6 +25,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*", re.ASCII)
 _LABEL_KEY = re.compile(
     r"([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", re.ASCII
 )
+LABEL_VALUE_MAX = 63  # Kubernetes' limit, kept on every engine so one plan fits them all
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", re.ASCII)
 _SIGNAL = re.compile(r"(SIG)?[A-Z0-9+-]+|[0-9]+", re.ASCII)
 # An extended resource: ``<domain>/<name>`` outside kubernetes.io, as the API server takes them.
@@ -105,6 +107,13 @@ def _non_empty_str(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
             attribute,
             f"must be a non-empty string without surrounding spaces, got {describe(value)}",
         )
+
+
+def image_reference(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """An image reference as the engines and the kubelet parse it (``_image_reference.py``)."""
+    _non_empty_str(_, attribute, value)
+    if (problem := image_reference_problem(value)) is not None:
+        raise _fail(attribute, f"{value!r} is not a valid image reference: it {problem}")
 
 
 def _optional_str(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -236,9 +245,13 @@ def _label_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> Non
                 f"is reserved: asyncdeploy writes the {RESERVED_DOMAIN} keys itself",
             )
         if not isinstance(item, str) or not _LABEL_VALUE.fullmatch(item):
+            too_long = isinstance(item, str) and len(item) > LABEL_VALUE_MAX
             raise PlanError(
                 f"{attribute.name}.{key}",
-                f"is not a valid label value: {describe(item, name=key)}",
+                f"is not a valid label value: {describe(item, name=key)}"
+                + (f" is {len(item)} characters" if too_long else "")
+                + f" (a label value: at most {LABEL_VALUE_MAX} characters of letters, digits, "
+                "'-', '_' and '.', starting and ending with a letter or digit, or empty)",
             )
 
 

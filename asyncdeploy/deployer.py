@@ -49,7 +49,7 @@ from asyncdeploy.gating import expand_gates
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.pull_events import PullEvent
 from asyncdeploy.replace_events import Strategy
-from asyncdeploy.results import ApplyResult, ExecResult, WorkloadStatus
+from asyncdeploy.results import ApplyResult, ExecResult, WorkloadEvent, WorkloadStatus
 from asyncdeploy.selectors import SelectorLike, as_selector
 
 __all__ = [
@@ -152,6 +152,17 @@ class Deployer:
         """Workloads whose labels match ``selector``: a :class:`~asyncdeploy.selectors.Selector`,
         a Kubernetes selector string (``"team=ml,tier in (gpu)"``) or ``{label: value}``."""
         return await self.driver.list(as_selector(selector))
+
+    async def recent_events(self, name: str, *, limit: int = 10) -> builtins.list[WorkloadEvent]:
+        """What the engine recorded about the workload lately (starts, exits, health changes,
+        restarts; on Kubernetes the Pod's Events), oldest first."""
+        return await resolving(
+            self.driver, name, lambda n: self.driver.recent_events(n, limit=limit)
+        )
+
+    async def image_ports(self, image: str) -> frozenset[int] | None:
+        """The TCP ports a local image ``EXPOSE``s (None: absent, or not visible to this driver)."""
+        return await self.driver.image_ports(image)
 
     async def wait_ready(self, name: str, *, timeout: float = 60) -> WorkloadStatus:
         return await resolving(

@@ -7,6 +7,7 @@
     ├── SelectorError(ValueError)        an invalid label selector
     ├── DriverNotFound(LookupError)      an unknown driver name
     │   └── DriverNotInstalled           its extra is not installed; the message says how
+    │       └── NoDriverInstalled        auto-detection found no driver installed at all
     ├── EngineError                      ``.engine`` names the driver
     │   ├── EngineUnavailable            the socket or API server cannot be reached
     │   ├── EngineAPIError               the engine refused a call; ``.status``
@@ -46,6 +47,7 @@ __all__ = [
     "EngineTimeout",
     "EngineUnavailable",
     "ExecInterrupted",
+    "NoDriverInstalled",
     "PlanError",
     "ReplaceInProgress",
     "SelectorError",
@@ -98,6 +100,23 @@ class DriverNotInstalled(DriverNotFound):
         super().__init__(
             f"the {driver} driver needs {missing}, which is not installed: "
             f"pip install 'asyncdeploy[{extra}]'"
+        )
+
+
+class NoDriverInstalled(DriverNotInstalled):
+    """No driver named, and none of them installed (a core-only install): a usage error, like
+    one driver named without its extra (the CLI exits 2), not an engine that does not answer."""
+
+    def __init__(self, missing: Sequence[DriverNotInstalled]) -> None:
+        extras = sorted({m.extra for m in missing})
+        self.driver, self.extra, self.missing = "any", extras[0], missing[0].missing
+        AsyncDeployError.__init__(
+            self,
+            "no driver is installed (a core-only install): "
+            + " or ".join(f"pip install 'asyncdeploy[{e}]'" for e in extras)
+            + " ("
+            + "; ".join(str(m) for m in missing)
+            + ")",
         )
 
 

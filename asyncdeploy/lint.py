@@ -13,11 +13,13 @@ Known engines (vLLM, SGLang, TGI, Triton, llama.cpp's server: :mod:`asyncdeploy.
 add their own stop behaviour: the budget must also hold the engine's own shutdown; an engine
 that aborts in-flight requests on SIGTERM needs a drain before it (a ``gate``); and one that
 drains on SIGTERM after a preStop drain spends the budget twice.
+Ports (:mod:`asyncdeploy.lint_ports`): a published port the server is known not to listen on,
+and a fixed host port, which keeps a replace from starting the new instance beside the old one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import attrs
@@ -25,6 +27,7 @@ import attrs
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.engine_presets import find_preset
 from asyncdeploy.gating import GATE_MARGIN
+from asyncdeploy.lint_ports import lint_ports, lint_replace_in_place
 from asyncdeploy.plan import Container, Probe, WorkloadPlan
 
 __all__ = ["DEFAULT_MARGIN_SECONDS", "GPU_RELEASE_SECONDS", "Finding", "lint_plan"]
@@ -63,8 +66,12 @@ def lint_plan(
     expected_drain_seconds: float | None = None,
     request_timeout_seconds: float | None = None,
     margin_seconds: float = DEFAULT_MARGIN_SECONDS,
+    image_ports: Mapping[str, frozenset[int] | None] | None = None,
 ) -> list[Finding]:
-    """Findings about the plan's termination budget and probes; errors first."""
+    """Findings about the plan's termination budget, probes and ports; errors first.
+
+    ``image_ports``: the ports each image ``EXPOSE``s, where an engine was asked
+    (:mod:`asyncdeploy.lint_ports`)."""
     findings: list[Finding] = []
     grace = plan.termination_grace_period_seconds
     for i, container in enumerate(plan.containers):
@@ -83,7 +90,15 @@ def lint_plan(
             findings += _lint_engine(
                 f"containers[{i}]", container, grace, expected_drain_seconds, margin_seconds
             )
+    findings += _port_findings(plan, image_ports)
     return sorted(findings, key=lambda f: f.level != "error")
+
+
+def _port_findings(
+    plan: WorkloadPlan, image_ports: Mapping[str, frozenset[int] | None] | None
+) -> list[Finding]:
+    found = lint_ports(plan, image_ports) + lint_replace_in_place(plan)
+    return [Finding(level=level, path=path, message=message) for level, path, message in found]
 
 
 def _lint_gpu(plan: WorkloadPlan, path: str, container: Container) -> list[Finding]:

@@ -51,6 +51,7 @@ from asyncdeploy._plan_fields import (
     _tuple_of,
     cdi_kind,
     check_volume_name,
+    image_reference,
 )
 from asyncdeploy.errors import PlanError
 from asyncdeploy.labels import PLAN_ROLES, PlanRole
@@ -274,7 +275,7 @@ class Container:
     """One init or run container of a workload."""
 
     name: str = attrs.field(validator=_dns_label)
-    image: str = attrs.field(validator=_non_empty_str)
+    image: str = attrs.field(validator=image_reference)
     role: Role = attrs.field(default="run", validator=_one_of(*PLAN_ROLES))
     command: tuple[str, ...] | None = attrs.field(
         default=None, converter=_command, validator=_check_str_tuple
@@ -337,7 +338,7 @@ class Container:
 class Autoheal:
     """A sidecar that restarts unhealthy containers through the engine socket."""
 
-    image: str = attrs.field(validator=_non_empty_str)
+    image: str = attrs.field(validator=image_reference)
     command: tuple[str, ...] | None = attrs.field(
         default=None, converter=_command, validator=_check_str_tuple
     )
@@ -440,7 +441,7 @@ class WorkloadPlan:
     host_network: bool = attrs.field(default=False)
     pid_shared: bool = attrs.field(default=True)
     shm_size: str | None = attrs.field(default=None, converter=_shm_size)
-    pause_image: str = attrs.field(default=DEFAULT_PAUSE_IMAGE, validator=_non_empty_str)
+    pause_image: str = attrs.field(default=DEFAULT_PAUSE_IMAGE, validator=image_reference)
     autoheal: Autoheal | None = attrs.field(default=None, metadata=_nested(Autoheal))
     namespace: str | None = attrs.field(default=None, validator=_optional_str)
     pause_image_pull_policy: PullPolicy | None = attrs.field(default=None, validator=_pull_policy)

@@ -43,10 +43,7 @@ def describe(event: DrainEvent | PullEvent) -> str:
         case PullFailed():
             return f"pull of {event.image} failed: {event.reason}"
         case DrainStarted():
-            return (
-                f"drain started: grace {event.grace_period_seconds} s, "
-                f"{len(event.containers)} containers"
-            )
+            return f"drain started: grace {event.grace_period_seconds} s, {_count(event)}"
         case SidecarRemoved():
             return f"{event.container}: autoheal sidecar removed"
         case PreStopStarted():
@@ -82,6 +79,13 @@ def describe(event: DrainEvent | PullEvent) -> str:
                 + (f", {s.count('unreachable')} unreachable" if s.count("unreachable") else "")
                 + (f", {len(s.errors)} errors" if s.errors else "")
             )
+
+
+def _count(event: DrainStarted) -> str:
+    """How many containers drain; the pause container (a reserved name) is not one of them."""
+    drained = [c for c in event.containers if c != "pause"]
+    text = f"{len(drained)} container{'' if len(drained) == 1 else 's'}"
+    return text + (" and the pause container" if len(drained) < len(event.containers) else "")
 
 
 class EventRenderer:

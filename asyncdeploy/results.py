@@ -13,7 +13,15 @@ import attrs
 from asyncdeploy.events import DrainSummary
 from asyncdeploy.labels import ContainerRole
 
-__all__ = ["ApplyResult", "ContainerStatus", "EngineInfo", "ExecResult", "WorkloadStatus"]
+__all__ = [
+    "ApplyResult",
+    "ContainerStatus",
+    "EngineInfo",
+    "ExecResult",
+    "PublishedPort",
+    "WorkloadEvent",
+    "WorkloadStatus",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -32,6 +40,24 @@ class ContainerStatus:
     state: str  # created, running, exited, ... as the engine says it
     exit_code: int | None = None
     health: str | None = None  # healthy, unhealthy, starting, or None without a check
+    restarts: int | None = None  # restarts the engine counted (None: not known)
+    checks: tuple[str, ...] = ()  # the checks it has: startup, readiness, liveness
+
+
+@attrs.frozen(kw_only=True)
+class PublishedPort:
+    """A container port reachable on the host: ``host_ip:host_port`` -> ``container_port``."""
+
+    container_port: int
+    host_port: int | None  # None: not published on the host (Kubernetes without hostPort)
+    protocol: str = "tcp"
+    host_ip: str = ""
+
+    def __str__(self) -> str:
+        if self.host_port is None:
+            return f"{self.container_port}/{self.protocol}"
+        host = f"{self.host_ip}:" if self.host_ip not in ("", "0.0.0.0", "::") else ""
+        return f"{host}{self.host_port}->{self.container_port}/{self.protocol}"
 
 
 @attrs.frozen(kw_only=True)
@@ -44,6 +70,7 @@ class WorkloadStatus:
     containers: tuple[ContainerStatus, ...]
     unfinished: str | None = None
     """Why a deployer that died left it half-made or half-drained (``reconcile`` finishes it)."""
+    ports: tuple[PublishedPort, ...] = ()  # what the workload publishes, host -> container
 
     @property
     def state(self) -> str:
@@ -67,3 +94,15 @@ class ApplyResult:
 class ExecResult:
     exit_code: int
     output: str
+
+
+@attrs.frozen(kw_only=True)
+class WorkloadEvent:
+    """Something the engine recorded about a workload: a container started, died, turned
+    unhealthy, was restarted, OOM-killed; on Kubernetes the Pod's Events (scheduling, pulls,
+    probe failures, back-offs)."""
+
+    time: float  # UNIX time
+    container: str  # the container's name in the plan ("" for the workload as a whole)
+    action: str  # the engine's word: start, die, health_status, restart, oom, Scheduled, ...
+    message: str = ""

@@ -18,7 +18,8 @@
 # Idempotent: the image carries the label io.asyncdeploy.demo.source-hash (package source +
 # wheel list + this script); an engine whose image has the current hash is left alone, FORCE=1
 # rebuilds. Wheels are cached in $IMAGE_CACHE_DIR/demo-wheels-<hash of the requirements>.
-# Prints the image name on stdout, logs on stderr.
+# Prints the image name on stdout, logs on stderr. `build-demo-image.sh --source-hash` prints the
+# hash only (no engine needed): the same for every checkout of the same sources, at any path.
 # Environment (all optional):
 #   DEMO_IMAGE=asyncdeploy-demo/server:latest  ENGINES="docker podman"  FORCE=0
 #   DOCKER_SOCK=/var/run/docker.sock
@@ -41,15 +42,6 @@ log() { printf '[build-demo-image %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 want() { case " $2 " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
-have_docker=0; have_podman=0
-if want docker "$ENGINES" && curl -sf --max-time 3 --unix-socket "$DOCKER_SOCK" http://engine/_ping 2>/dev/null | grep -q OK; then
-    have_docker=1
-fi
-if want podman "$ENGINES" && command -v podman >/dev/null && podman info >/dev/null 2>&1; then
-    have_podman=1
-fi
-[ $((have_docker + have_podman)) -gt 0 ] || die "no engine answers: run ci/start-engines.sh first"
-DOCKER=(docker -H "unix://$DOCKER_SOCK")
 
 # --- what the image is made of -------------------------------------------------------------
 # Requirements: the workload runtime + uvicorn, then pyproject's dependencies and "demo" extra.
@@ -74,9 +66,20 @@ src_hash=$(
     { find asyncdeploy -type f \( -name '*.py' -o -name py.typed \) -not -path '*/__pycache__/*' -print0 \
         | sort -z | xargs -0 sha256sum
       printf '%s\n' "$req_hash" "$VERSION"
-      sha256sum "${BASH_SOURCE[0]}"
+      sha256sum <"${BASH_SOURCE[0]}"   # its content, not its path: any checkout gives one hash
     } | sha256sum | cut -c1-16
 )
+if [ "${1:-}" = --source-hash ]; then echo "$src_hash"; exit 0; fi
+
+have_docker=0; have_podman=0
+if want docker "$ENGINES" && curl -sf --max-time 3 --unix-socket "$DOCKER_SOCK" http://engine/_ping 2>/dev/null | grep -q OK; then
+    have_docker=1
+fi
+if want podman "$ENGINES" && command -v podman >/dev/null && podman info >/dev/null 2>&1; then
+    have_podman=1
+fi
+[ $((have_docker + have_podman)) -gt 0 ] || die "no engine answers: run ci/start-engines.sh first"
+DOCKER=(docker -H "unix://$DOCKER_SOCK")
 
 current_hash() { # current_hash ENGINE -> label of the present image, empty if none
     case $1 in

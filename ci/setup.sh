@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh - bring a fresh Debian 12 machine (as root) to the point where asyncdeploy's tests and
 # demo run: Docker and the Podman API service installed and started, the test images built
-# locally and pushed into a local registry, containers of earlier killed runs removed, nox in a venv,
+# locally and pushed into a local registry, containers of earlier killed runs removed (those old
+# enough not to be another live run's: ci/remove-leftovers.sh), nox in a venv,
 # and with ASYNCDEPLOY_START_KUBE=1 (ci/test.sh sets it) a one-node Kubernetes cluster on 127.0.0.1
 # (ci/start-kube.sh) when its binaries are there (ASYNCDEPLOY_KUBE_ASSETS, default
 # ../shared/kubernetes/bin) and no ASYNCDEPLOY_TEST_KUBECONFIG names a cluster of your own.
@@ -29,18 +30,9 @@ export DOCKER_HOST
 export CONTAINER_HOST=$PODMAN_HOST
 
 # 2. leftovers of earlier runs that were killed (/run and /var/lib persist on this machine kind):
-#    only what the tests and the demo labelled, never anyone else's containers
-for label in asyncdeploy-test-run asyncdeploy-demo asyncdeploy-verify asyncdeploy-bench; do
-    ids=$(docker -H "$DOCKER_HOST" ps -aq --filter "label=$label" || true)
-    [ -z "$ids" ] || { log "docker: removing $(echo "$ids" | wc -l) leftover container(s) labelled $label"; docker -H "$DOCKER_HOST" rm -f $ids >/dev/null; }
-    ids=$(podman ps -aq --filter "label=$label" || true)
-    if [ -n "$ids" ]; then
-        log "podman: removing $(echo "$ids" | wc -l) leftover container(s) labelled $label"
-        # dependents first: podman refuses to remove a pause container others still join
-        podman ps -aq --filter "label=$label" --filter "label=asyncdeploy.io/role=run" | xargs -r podman rm -f -t 0 >/dev/null 2>&1 || true
-        podman ps -aq --filter "label=$label" | xargs -r podman rm -f -t 0 >/dev/null 2>&1 || true
-    fi
-done
+#    only what the tests and the demo labelled, and only containers older than any live run
+#    (ci/remove-leftovers.sh: a shared engine may be running another checkout's tests right now)
+DOCKER_HOST=$DOCKER_HOST bash "$here/remove-leftovers.sh"
 
 # 3. nox, in a venv of its own (Debian's python refuses system-wide pip installs)
 venv=${ASYNCDEPLOY_TOOLS_VENV:-/var/cache/asyncdeploy-tools}

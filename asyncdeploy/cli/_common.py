@@ -19,7 +19,9 @@ from asyncdeploy import Deployer, DriverName, open_deployer
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import (
     AsyncDeployError,
+    CreateError,
     DriverNotFound,
+    EngineError,
     EngineUnavailable,
     PlanError,
     SelectorError,
@@ -37,11 +39,39 @@ EXIT_INTERRUPTED = 130  # Ctrl-C ended a watch or a follow, as a shell reports i
 
 
 class CommandFailed(click.ClickException):
-    """An asyncdeploy error, printed as ``Error: ...`` with the exit code it maps to."""
+    """An asyncdeploy error, printed as ``Error: ...`` with the exit code it maps to.
 
-    def __init__(self, message: str, exit_code: int) -> None:
+    Under ``--output json`` it is also one JSON object on stdout, the stream a program reads:
+    ``{"error": {"type", "message", "exit_code", ...}}`` with what the error carries (a
+    container's ``container_exit_code`` and ``logs``, a plan error's ``path``)."""
+
+    def __init__(self, message: str, exit_code: int, cause: BaseException | None = None) -> None:
         super().__init__(message)
         self.exit_code = exit_code  # type: ignore[misc]
+        self.cause = cause
+        context = click.get_current_context(silent=True)
+        self.as_json = context is not None and context.params.get("output") == "json"
+
+    def show(self, file: Any = None) -> None:
+        if self.as_json:
+            emit_json({"error": error_dict(self.cause or self, self.exit_code, self.message)})
+        super().show(file)
+
+
+def error_dict(error: BaseException, exit_code: int, message: str) -> dict[str, Any]:
+    """An error as JSON-ready data (see :class:`CommandFailed`)."""
+    data: dict[str, Any] = {
+        "type": type(error).__name__,
+        "message": message,
+        "exit_code": exit_code,
+    }
+    if isinstance(error, CreateError):
+        data.update(container_exit_code=error.exit_code, logs=error.logs)
+    if isinstance(error, PlanError):
+        data["path"] = error.path
+    if isinstance(error, EngineError):
+        data["engine"] = error.engine
+    return data
 
 
 @attrs.frozen
@@ -82,11 +112,11 @@ def run(function: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) 
     try:
         return anyio.run(functools.partial(function, *args, **kwargs))
     except EngineUnavailable as exc:
-        raise CommandFailed(str(exc), EXIT_UNAVAILABLE) from exc
+        raise CommandFailed(str(exc), EXIT_UNAVAILABLE, exc) from exc
     except (PlanError, SelectorError, DriverNotFound) as exc:
-        raise CommandFailed(str(exc), EXIT_USAGE) from exc
+        raise CommandFailed(str(exc), EXIT_USAGE, exc) from exc
     except AsyncDeployError as exc:
-        raise CommandFailed(str(exc), EXIT_FAILED) from exc
+        raise CommandFailed(str(exc), EXIT_FAILED, exc) from exc
 
 
 GRACE_SECONDS = click.IntRange(0, MAX_SECONDS)

@@ -12,6 +12,7 @@ from asyncdeploy.cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,
     CommandFailed,
+    Settings,
     emit_json,
     output_option,
     run,
@@ -37,6 +38,12 @@ from asyncdeploy.plan import WorkloadPlan
     help="Reserve for sidecars and cleanup.",
 )
 @click.option("--strict", is_flag=True, help="Fail on warnings too.")
+@click.option(
+    "--inspect-images",
+    is_flag=True,
+    help="Ask the engine (--driver, or the first that answers) which ports each local image "
+    "EXPOSEs, to check the published ports against them (exit 3 when no engine answers).",
+)
 @output_option
 def lint(
     plan_file: str,
@@ -44,18 +51,25 @@ def lint(
     request_timeout: float | None,
     margin: float,
     strict: bool,
+    inspect_images: bool,
     output: str,
 ) -> None:
-    """Check a plan's termination budget and probes (exit 1 on errors)."""
+    """Check a plan's termination budget, probes and ports (exit 1 on errors).
+
+    A published port the server is known not to listen on (the demo image's 8080, an image's
+    EXPOSEd ports with --inspect-images) and a fixed host port (no replace in place) are warned.
+    """
     try:
         plan = WorkloadPlan.from_file(plan_file)
     except PlanError as exc:
-        raise CommandFailed(str(exc), EXIT_USAGE) from exc
+        raise CommandFailed(str(exc), EXIT_USAGE, exc) from exc
+    image_ports = run(_image_ports, plan) if inspect_images else None
     findings = lint_plan(
         plan,
         expected_drain_seconds=expected_drain,
         request_timeout_seconds=request_timeout,
         margin_seconds=margin,
+        image_ports=image_ports,
     )
     if output == "json":
         emit_json([attrs.asdict(f) for f in findings])
@@ -66,6 +80,14 @@ def lint(
             click.echo(f"{plan.name}: the termination budget holds")
     if any(f.level == "error" or strict for f in findings):
         raise click.exceptions.Exit(EXIT_FAILED)
+
+
+async def _image_ports(plan: WorkloadPlan) -> dict[str, frozenset[int] | None]:
+    """What the engine knows of the plan's images: the ports each EXPOSEs (None: not local)."""
+    settings = click.get_current_context().find_object(Settings) or Settings(driver=None)
+    async with settings.open_deployer() as deployer:
+        images = dict.fromkeys(c.image for c in plan.containers)
+        return {image: await deployer.image_ports(image) for image in images}
 
 
 @click.command("drain")

@@ -34,7 +34,20 @@ __all__ = ["verify"]
 RATE = FiniteRange(0, 1000)  # requests per second: finite, and one machine's worth
 
 
+def _need_verify() -> None:
+    """A core-only install has no aiohttp (verify's traffic client): say which extra brings it."""
+    try:
+        import asyncdeploy.verify  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise CommandFailed(
+            f"verify needs {exc.name}, which is not installed: pip install "
+            "'asyncdeploy[docker]' (or [kubernetes]: either extra brings it)",
+            EXIT_USAGE,
+        ) from exc
+
+
 def _request_lines(ctx: click.Context, param: click.Parameter, lines: tuple[str, ...]) -> Any:
+    _need_verify()
     from asyncdeploy.verify.requests import RequestSpecError, parse_request
 
     try:
@@ -44,6 +57,7 @@ def _request_lines(ctx: click.Context, param: click.Parameter, lines: tuple[str,
 
 
 def _requests_file(ctx: click.Context, param: click.Parameter, path: str | None) -> Any:
+    _need_verify()
     from asyncdeploy.verify.requests import RequestSpecError, load_requests_file
 
     if path is None:
@@ -221,6 +235,7 @@ def verify(settings: Settings, /, **given: Any) -> None:
     Exits 1 when any request was refused (503, or at connect), truncated, lost, failed or
     duplicated; 2 on bad input or when the balancer asked for is not installed.
     """
+    _need_verify()
     args = _Given(**given)
     if args.wrk_connections and shutil.which("wrk") is None:
         raise CommandFailed("--wrk: wrk is not installed (Debian: apt-get install wrk)", EXIT_USAGE)

@@ -19,7 +19,9 @@ from asyncdeploy.cli._common import (
     selector_option,
     status_dict,
 )
-from asyncdeploy.errors import WorkloadNotFound
+from asyncdeploy.cli._describe import describe_workload
+from asyncdeploy.cli._table import render_table
+from asyncdeploy.errors import AsyncDeployError, WorkloadNotFound
 from asyncdeploy.results import WorkloadStatus
 from asyncdeploy.selectors import Selector
 
@@ -27,16 +29,17 @@ __all__ = ["get", "list_", "render_table", "show_statuses", "watch_workloads"]
 
 FORMATS = ("text", "json", "yaml", "wide", "name")
 WATCH_PERIOD = 1.0  # seconds between two polls of a watch
+EVENTS_SHOWN = 10  # the last engine events `get NAME` shows
 
 
-def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """Left-aligned columns as wide as their longest cell (the last one unpadded), like kubectl."""
-    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header) - 1)]
-    lines = []
-    for row in [header, *rows]:
-        cells = [f"{cell:<{width}}" for cell, width in zip(row, widths, strict=False)]
-        lines.append("   ".join([*cells, row[-1]]).rstrip())
-    return lines
+def _ports(status: WorkloadStatus) -> str:
+    return ",".join(str(p) for p in status.ports) or "-"
+
+
+def _restarts(status: WorkloadStatus) -> str:
+    counts = [c.restarts for c in status.containers if c.role != "pause"]
+    known = [n for n in counts if n is not None]
+    return str(sum(known)) if known else "-"
 
 
 def _row(status: WorkloadStatus, wide: bool) -> list[str]:
@@ -44,17 +47,18 @@ def _row(status: WorkloadStatus, wide: bool) -> list[str]:
     ready = sum(c.state == "running" and c.health in (None, "healthy") for c in runs)
     # a workload a dead deployer left unfinished says so where its state is (see reconcile)
     state = status.unfinished.partition(":")[0] if status.unfinished else status.state
-    row = [status.name, state, f"{ready}/{len(runs)}", str(status.grace_period_seconds)]
+    row = [status.name, state, f"{ready}/{len(runs)}", _ports(status)]
+    row.append(str(status.grace_period_seconds))
     if wide:
         containers = " ".join(f"{c.name}({c.role}):{c.state}" for c in status.containers)
         images = " ".join(dict.fromkeys(c.image for c in status.containers if c.role != "pause"))
-        return [*row, status.driver, containers, images]
+        return [*row, _restarts(status), status.driver, containers, images]
     return [*row, ", ".join(f"{c.name}:{c.state}" for c in status.containers)]
 
 
 def _header(wide: bool) -> list[str]:
-    base = ["NAME", "STATE", "READY", "GRACE"]
-    return [*base, "DRIVER", "CONTAINERS", "IMAGES"] if wide else [*base, "CONTAINERS"]
+    base = ["NAME", "STATE", "READY", "PORTS", "GRACE"]
+    return [*base, "RESTARTS", "DRIVER", "CONTAINERS", "IMAGES"] if wide else [*base, "CONTAINERS"]
 
 
 def show_statuses(found: Sequence[WorkloadStatus], output: str, *, header: bool = True) -> None:
@@ -113,6 +117,7 @@ async def watch_workloads(
     """
     seen: dict[str, WorkloadStatus] = {}
     first = True
+    said_empty = False
     while True:
         found = await fetch()
         current = {s.name: s for s in found}
@@ -124,11 +129,12 @@ async def watch_workloads(
             if output == "json":
                 emit_json({"name": name, "state": "deleted"})
             elif output in ("text", "wide"):
-                click.echo(render_table(_header(False), [[name, "deleted", "-", "-", ""]])[1])
+                click.echo(render_table(_header(False), [[name, "deleted", "-", "-", "-", ""]])[1])
             else:
                 click.echo(name)
-        if first and not found and output in ("text", "wide"):
-            click.echo("No resources found", err=True)
+        if first and not found and not said_empty and output in ("text", "wide"):
+            click.echo("No resources found", err=True)  # once, as kubectl: then only changes
+            said_empty = True
         first = first and not changed
         seen = current
         await anyio.sleep(period)
@@ -173,7 +179,10 @@ def list_(settings: Settings, selector: Selector | None, output: str, watch: boo
 @watch_option
 @pass_settings
 def get(settings: Settings, name: str, output: str, watch: bool) -> None:
-    """Show one workload and its containers (in plan order)."""
+    """Describe one workload: its containers (in plan order), their state, health, checks and
+    restarts, its ports (host -> container) and the engine's last events.
+
+    ``inspect`` shows the engine's raw form."""
 
     async def impl() -> None:
         async with settings.open_deployer() as deployer:
@@ -188,20 +197,17 @@ def get(settings: Settings, name: str, output: str, watch: bool) -> None:
 
                 await watch_workloads(one, output)
             status = await deployer.get(name)
+            events = None
+            if output == "text":
+                try:
+                    events = await deployer.recent_events(name, limit=EVENTS_SHOWN)
+                except AsyncDeployError:
+                    pass  # the description stands without them ("the engine did not say")
         if output != "text":
             show_statuses([status], output)
             return
-        click.echo(
-            f"{status.name} ({status.driver}): {status.state}, "
-            f"grace {status.grace_period_seconds} s"
-        )
-        rows = []
-        for c in status.containers:
-            extra = [f"exit={c.exit_code}"] if c.exit_code is not None else []
-            extra += [f"health={c.health}"] if c.health else []
-            rows.append([c.role, c.name, c.state, c.image, " ".join(extra)])
-        for line in render_table(["ROLE", "CONTAINER", "STATE", "IMAGE", ""], rows):
-            click.echo(f"  {line}")
+        for line in describe_workload(status, events):
+            click.echo(line)
 
     if watch:
         _watching(impl)

@@ -62,9 +62,17 @@ _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
     show_default=True,
     help="With --wait: how long it may take.",
 )
+@click.option(
+    "--keep-failed",
+    is_flag=True,
+    help="With --wait: keep a workload that will not start, to look at it (logs, get, "
+    "inspect); delete it afterwards.",
+)
 @output_option
 @pass_settings
-def create(settings: Settings, plan_file: str, wait: bool, timeout: float, output: str) -> None:
+def create(
+    settings: Settings, plan_file: str, wait: bool, timeout: float, keep_failed: bool, output: str
+) -> None:
     """Create a workload from a YAML or JSON plan (a no-op when it is unchanged).
 
     Images are pulled first, as the plan's pull policies say: progress bars on a terminal,
@@ -80,7 +88,9 @@ def create(settings: Settings, plan_file: str, wait: bool, timeout: float, outpu
                 return  # a signal stopped it: the guard says how
             interrupts.made = True
             if wait:
-                result = attrs.evolve(result, status=await _wait(deployer, plan, result, timeout))
+                result = attrs.evolve(
+                    result, status=await _wait(deployer, plan, result, timeout, keep_failed)
+                )
             interrupts.settled = True  # created: a signal from now on must not claim otherwise
         if output == "json":
             emit_json({"action": result.action, "workload": status_dict(result.status)})
@@ -139,16 +149,20 @@ async def _create_showing_events(
 
 
 async def _wait(
-    deployer: Deployer, plan: WorkloadPlan, result: ApplyResult, timeout: float
+    deployer: Deployer, plan: WorkloadPlan, result: ApplyResult, timeout: float, keep: bool
 ) -> WorkloadStatus:
     """Wait until ``plan``'s workload is ready. One that will not start is removed only when this
-    create made it, and then drained like any delete (its own grace): a wait never deletes
-    what it did not create, and never kills without a drain."""
+    create made it (and ``keep`` is not asked), and then drained like any delete (its own
+    grace): a wait never deletes what it did not create, and never kills without a drain. Its
+    exit code and last log lines are in the ``CreateError``, read before the removal."""
     try:
         return await deployer.wait_ready(plan.name, timeout=timeout)
     except CreateError:
         if result.action == "unchanged":
             click.echo(f"{plan.name} was left as it was: this create did not make it", err=True)
+            raise
+        if keep:
+            click.echo(f"kept {plan.name}: asyncdeploy delete {plan.name}", err=True)
             raise
         bound = plan.termination_grace_period_seconds + 60
         with anyio.CancelScope(shield=True), anyio.move_on_after(bound):

@@ -15,13 +15,19 @@ import attrs
 
 from asyncdeploy.events import DrainSummary, Emit
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
+from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadEvent, WorkloadStatus
 from asyncdeploy.selectors import Selector, SelectorLike
 
 __all__ = [
+    "READY_SETTLE_SECONDS",
     "Driver",
     "Found",
 ]
+
+READY_SETTLE_SECONDS = 2.0
+"""Without a readiness check, "ready" is running and still running (no restart) this long
+after it was first seen running: one rule for Docker, Podman and Kubernetes, so that a server
+that dies a second after its start fails ``wait_ready`` everywhere."""
 
 # Labels that identify what asyncdeploy created (container labels, Pod labels and annotations).
 
@@ -69,6 +75,16 @@ class Driver(Protocol):
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         """The workloads whose labels match ``selector`` (every workload without one)."""
+        ...
+
+    async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
+        """The engine's last ``limit`` records about the workload, oldest first (best effort:
+        an engine that keeps none gives an empty list)."""
+        ...
+
+    async def image_ports(self, image: str) -> frozenset[int] | None:
+        """The TCP ports a local image ``EXPOSE``s; None when it is not present or the engine
+        cannot tell (Kubernetes: the node pulls, the API cannot see images)."""
         ...
 
     async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:

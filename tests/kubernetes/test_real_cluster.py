@@ -234,6 +234,39 @@ async def test_the_cli_on_a_real_cluster(
         await driver.get(name)  # nothing left behind
 
 
+async def test_create_wait_fails_for_a_container_that_exits_after_its_start_on_a_real_cluster(
+    driver: KubernetesDriver, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Without a readiness probe a Pod is Ready the moment its container starts; a server that
+    dies a second later must still fail `create --wait`, with its exit code and its output (the
+    same rule as on Docker and Podman: running, and still running after the settle time)."""
+    name = f"t{RUN_ID}-crash"
+    crash = [
+        "sh",
+        "-c",
+        "echo loading the model; sleep 1; echo 'CUDA error: out of memory'; exit 3",
+    ]
+    plan = {
+        "name": name,
+        "labels": {k8s_contract.RUN_LABEL: RUN_ID},
+        "termination_grace_period_seconds": 1,
+        "containers": [{"name": "server", "image": IMAGE, "command": crash}],
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    started = anyio.current_time()
+    code, out, err = await _cli(
+        cli_env, "create", "-f", str(path), "--wait", "--timeout", "90", "-o", "json"
+    )
+    assert code == 1, (out, err)
+    assert anyio.current_time() - started < 45, err
+    error = json.loads(out.strip().splitlines()[-1])["error"]
+    assert error["container_exit_code"] == 3, error
+    assert "CUDA error: out of memory" in error["logs"], error
+    with pytest.raises(WorkloadNotFound):
+        await driver.get(name)  # removed after the logs were read
+
+
 VERIFY_MIX = TrafficMix(
     short_per_second=4, long_per_second=1, stream_per_second=2, long_seconds=2, stream_tokens=20
 )

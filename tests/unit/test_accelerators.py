@@ -273,12 +273,15 @@ def linted(grace: int, *, gpu: bool, **plan: Any) -> list[Finding]:
 
 
 def test_the_gpu_example_loads_lints_clean_and_translates_for_every_engine() -> None:
-    """The vLLM-shaped example: valid against the schema, no lint finding at all, a GPU limit
-    on Kubernetes, a device request on Docker, and Podman's refusal of a count."""
+    """The vLLM-shaped example: valid against the schema, no lint finding but the one its fixed
+    host port earns (one GPU, one port: a replace drains first), a GPU limit on Kubernetes, a
+    device request on Docker, and Podman's refusal of a count."""
     document = yaml.safe_load(EXAMPLE.read_text())
     jsonschema.validate(document, plan_schema(), cls=jsonschema.Draft202012Validator)
     plan = WorkloadPlan.from_file(EXAMPLE)
-    assert lint_plan(plan) == []
+    [fixed_port] = lint_plan(plan)
+    assert fixed_port.path == "containers[0].ports[0].host_port"
+    assert "cannot be replaced in place" in fixed_port.message
     [server] = plan.run_containers
     assert server.resources.extended == {"nvidia.com/gpu": 1}
     assert plan.shm_size == "8Gi"

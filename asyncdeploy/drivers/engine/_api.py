@@ -8,7 +8,6 @@ in ``_container_ops.py``; the rest is here. Engine errors are translated in :met
 from __future__ import annotations
 
 import builtins
-import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -25,14 +24,14 @@ from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import drain_workloads
+from asyncdeploy.drivers.engine._history import events_query, parse_events
 from asyncdeploy.drivers.engine._markers import EngineMarkers
-from asyncdeploy.drivers.engine._netcheck import probe_from_here
 from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
 from asyncdeploy.drivers.engine._pull import ImagePuller
+from asyncdeploy.drivers.engine._ready import wait_until_ready
 from asyncdeploy.drivers.engine._state import plan_order, snapshot, workload_labels, workload_status
 from asyncdeploy.drivers.engine._unfinished import dead_claim
 from asyncdeploy.errors import (
-    CreateError,
     EngineAPIError,
     EngineError,
     EngineTimeout,
@@ -45,13 +44,17 @@ from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_PLAN_DIGEST,
-    LABEL_READINESS,
-    LABEL_READINESS_NET,
     LABEL_ROLE,
     LABEL_WORKLOAD,
 )
 from asyncdeploy.plan import Container, WorkloadPlan, plan_digest
-from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
+from asyncdeploy.results import (
+    ApplyResult,
+    EngineInfo,
+    ExecResult,
+    WorkloadEvent,
+    WorkloadStatus,
+)
 from asyncdeploy.secrets import mask_env_entry, mask_tree
 from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
@@ -60,6 +63,7 @@ __all__ = ["EngineAPIDriver", "EngineFound", "planned_state"]
 PING_TIMEOUT = 10.0
 EXEC_WATCH_INTERVAL = 1.0  # how often an exec looks whether its container still runs
 STARTING_SECONDS = 30.0  # a container left "created" longer than this: its create is dead
+HISTORY_TIMEOUT = 10.0  # one bounded read of the engine's event log
 # A connection cut while a response streams in is a lost connection, like a refused one.
 _CONNECTION_LOST = (
     aiohttp.ClientConnectionError,
@@ -220,12 +224,14 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
         items = await self._containers({LABEL_WORKLOAD: name})
         if not items:
             raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
-        return await self._marked(name, items)
+        return await self._marked(name, items, await self._restarts(items))
 
-    async def _marked(self, name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadStatus:
+    async def _marked(
+        self, name: str, items: Sequence[Mapping[str, Any]], restarts: Mapping[str, int]
+    ) -> WorkloadStatus:
         """Its status, marked half-drained when its pause is paused by a drain whose owner is
         dead (the claim record in the pause container says who; ``_unfinished.py``)."""
-        status = workload_status(self.name, name, items)
+        status = workload_status(self.name, name, items, restarts)
         paused = [
             i
             for i in items
@@ -243,7 +249,26 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         matching = await self._matching(as_selector(selector))
-        return [await self._marked(name, items) for name, items in matching.items()]
+        restarts = await self._restarts([i for items in matching.values() for i in items])
+        return [await self._marked(name, items, restarts) for name, items in matching.items()]
+
+    async def _restarts(self, items: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+        """Each container's ``RestartCount`` (the list call does not carry it), inspected
+        concurrently; a container removed meanwhile is left out."""
+        counts: dict[str, int] = {}
+
+        async def one(ident: str) -> None:
+            try:
+                with self._errors(f"inspect {ident[:12]}"):
+                    data = await self._client.containers.container(ident).show()
+            except WorkloadNotFound:
+                return
+            counts[ident] = int(data.get("RestartCount") or 0)
+
+        async with anyio.create_task_group() as tg:
+            for item in items:
+                tg.start_soon(one, str(item["Id"]))
+        return counts
 
     async def _matching(
         self, selector: Selector | None
@@ -380,52 +405,43 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
             details[item["Labels"].get(LABEL_CONTAINER, item["Id"])] = mask_tree(data)
         return {"workload": name, "driver": self.name, "containers": details}
 
-    async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
-        """Poll until every run container runs and passes its readiness check."""
-        try:
-            with anyio.fail_after(timeout):
-                while True:
-                    items = await self._containers({LABEL_WORKLOAD: name})
-                    if not items:
-                        raise WorkloadNotFound(
-                            f"no workload named {name!r}", engine=self.name, status=404
-                        )
-                    runs = [i for i in items if i["Labels"].get(LABEL_ROLE) in ("run", "sidecar")]
-                    if await self._ready(name, runs, items):
-                        return workload_status(self.name, name, items)
-                    await anyio.sleep(0.25)
-        except TimeoutError:
-            raise EngineTimeout(
-                f"workload {name!r} was not ready within {timeout:g} s", engine=self.name
-            ) from None
+    async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
+        items = await self._containers({LABEL_WORKLOAD: name})
+        if not items:
+            raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
+        since = min(int(i.get("Created") or 0) for i in items)
+        params = events_query(name, since, time.time(), engine=self.name)
+        with self._errors(f"events of {name}"), anyio.fail_after(HISTORY_TIMEOUT):
+            async with self._client._query("events", params=params) as response:
+                text = await response.text()
+        return parse_events(text.splitlines(), limit=limit)
 
-    async def _workload_address(self, items: Sequence[Mapping[str, Any]]) -> str | None:
+    async def image_ports(self, image: str) -> frozenset[int] | None:
+        try:
+            with self._errors(f"inspect image {image}"):
+                details = await self._client.images.inspect(image)
+        except WorkloadNotFound:
+            return None
+        exposed = (details.get("Config") or {}).get("ExposedPorts") or {}
+        return frozenset(
+            int(port)
+            for key in exposed
+            for port, _, proto in [key.partition("/")]
+            if proto in ("", "tcp") and port.isdigit()
+        )
+
+    async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
+        """Every run container ready, or ``CreateError`` with the exit code and the logs of one
+        that ended first (``_ready.py``)."""
+        return await wait_until_ready(self, name, timeout=timeout)
+
+    async def status_of(self, name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadStatus:
+        return workload_status(self.name, name, items, await self._restarts(items))
+
+    async def workload_address(self, items: Sequence[Mapping[str, Any]]) -> str | None:
+        """Where checks sent from here reach the workload (its pause container's address)."""
         pause = next((i for i in items if i["Labels"].get(LABEL_ROLE) == "pause"), None)
         return None if pause is None else await self.address(str(pause["Id"]))
-
-    async def _ready(
-        self, name: str, runs: Sequence[Mapping[str, Any]], items: Sequence[Mapping[str, Any]]
-    ) -> bool:
-        for item in runs:
-            if item.get("State") != "running":
-                if item.get("State") == "exited":
-                    raise CreateError(
-                        f"container {item['Labels'].get(LABEL_CONTAINER)} of {name!r} exited "
-                        "while waiting for it to become ready"
-                    )
-                return False
-            target = item["Labels"].get(LABEL_READINESS_NET)
-            if target is not None and (address := await self._workload_address(items)):
-                if not await probe_from_here(address, json.loads(target)):
-                    return False
-                continue
-            readiness = item["Labels"].get(LABEL_READINESS)
-            if readiness is not None:
-                command = json.loads(readiness)
-                result = await self._exec(str(item["Id"]), command, f"readiness of {name}")
-                if result.exit_code != 0:
-                    return False
-        return True
 
     # --- the drain (its engine calls: _container_ops.py) -------------------------------------
 

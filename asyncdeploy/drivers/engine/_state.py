@@ -18,15 +18,16 @@ from asyncdeploy.labels import (
     LABEL_PLAN_DIGEST,
     LABEL_PRE_STOP,
     LABEL_PRE_STOP_HTTP,
+    LABEL_READINESS,
     LABEL_RESTART_POLICY,
     LABEL_ROLE,
     LABEL_STOP_SIGNAL,
     selector_labels,
     shown_labels,
 )
-from asyncdeploy.results import ContainerStatus, WorkloadStatus
+from asyncdeploy.results import ContainerStatus, PublishedPort, WorkloadStatus
 
-__all__ = ["plan_order", "snapshot", "workload_labels", "workload_status"]
+__all__ = ["plan_order", "published_ports", "snapshot", "workload_labels", "workload_status"]
 
 _EXITED = re.compile(r"Exited \((-?\d+)\)")
 _HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)")
@@ -46,8 +47,43 @@ def plan_order(item: Mapping[str, Any]) -> tuple[int, int, int]:
     )
 
 
-def workload_status(driver: str, name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadStatus:
-    """A workload's status from the engine's container list entries, in plan order."""
+def published_ports(items: Sequence[Mapping[str, Any]]) -> tuple[PublishedPort, ...]:
+    """The ports the list entries publish (the pause container's), IPv4 and IPv6 entries of one
+    binding counted once, in port order."""
+    found: dict[tuple[int, int | None, str], PublishedPort] = {}
+    for item in items:
+        for entry in item.get("Ports") or []:
+            if not entry.get("PrivatePort"):
+                continue
+            public = entry.get("PublicPort")
+            port = PublishedPort(
+                container_port=int(entry["PrivatePort"]),
+                host_port=int(public) if public else None,
+                protocol=str(entry.get("Type") or "tcp"),
+                host_ip=str(entry.get("IP") or ""),
+            )
+            key = (port.container_port, port.host_port, port.protocol)
+            if key not in found or found[key].host_ip in ("", "::"):
+                found[key] = port
+    return tuple(sorted(found.values(), key=lambda p: (p.container_port, p.host_port or 0)))
+
+
+def _checks(labels: Mapping[str, str], has_health: bool) -> tuple[str, ...]:
+    """Readiness is run by asyncdeploy (its command is a label); liveness is the engine's
+    health check (its state shows in the list entry's status)."""
+    return (("readiness",) if LABEL_READINESS in labels else ()) + (
+        ("liveness",) if has_health else ()
+    )
+
+
+def workload_status(
+    driver: str,
+    name: str,
+    items: Sequence[Mapping[str, Any]],
+    restarts: Mapping[str, int] | None = None,
+) -> WorkloadStatus:
+    """A workload's status from the engine's container list entries, in plan order;
+    ``restarts`` by container id, where the caller inspected them."""
     items = sorted(items, key=plan_order)
     first = items[0]["Labels"]
     user_labels = shown_labels(first)
@@ -63,6 +99,8 @@ def workload_status(driver: str, name: str, items: Sequence[Mapping[str, Any]]) 
                 state=item.get("State", "unknown"),
                 exit_code=int(exited.group(1)) if exited else None,
                 health=health.group(1).replace("health: ", "") if health else None,
+                restarts=None if restarts is None else restarts.get(str(item.get("Id"))),
+                checks=_checks(item["Labels"], health is not None),
             )
         )
     return WorkloadStatus(
@@ -73,12 +111,13 @@ def workload_status(driver: str, name: str, items: Sequence[Mapping[str, Any]]) 
         plan_digest=first.get(LABEL_PLAN_DIGEST),
         containers=tuple(containers),
         unfinished=unfinished(items),
+        ports=published_ports(items),
     )
 
 
 def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
     refs = []
-    for item in items:
+    for item in sorted(items, key=plan_order):  # the engine lists newest first
         labels = item["Labels"]
         exited = _EXITED.search(item.get("Status", ""))
         pre_stop = labels.get(LABEL_PRE_STOP)

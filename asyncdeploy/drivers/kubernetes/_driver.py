@@ -29,7 +29,7 @@ import anyio
 from kubernetes_asyncio.client import ApiClient
 
 from asyncdeploy.drivers._replaced import drain_replaced
-from asyncdeploy.drivers.base import Found
+from asyncdeploy.drivers.base import READY_SETTLE_SECONDS, Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._config import load_cluster_config
@@ -56,7 +56,13 @@ from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.labels import LABEL_SERVICE, LABEL_WORKLOAD
 from asyncdeploy.namespaces import workload_namespace
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
+from asyncdeploy.results import (
+    ApplyResult,
+    EngineInfo,
+    ExecResult,
+    WorkloadEvent,
+    WorkloadStatus,
+)
 from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
 __all__ = ["KubernetesDriver"]
@@ -170,8 +176,50 @@ class KubernetesDriver:
             "pod": pod_status.masked_pod(pod),
         }
 
+    async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
+        await self._pod(name)  # WorkloadNotFound first
+        listing = await self.api.list_events(
+            self.namespace, field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}"
+        )
+        return pod_status.pod_events(listing, limit=limit)
+
+    async def image_ports(self, image: str) -> frozenset[int] | None:
+        return None  # the node pulls; the API server cannot see images
+
     async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
-        """Watch the Pod until its ``Ready`` condition is True.
+        """The Pod ready (:meth:`_until_ready`), and every run container without a readiness
+        probe still running, with no restart, :data:`READY_SETTLE_SECONDS` after it was seen
+        running (a Pod without probes is Ready the moment its containers start): the same rule
+        as on Docker and Podman. A container that ends or restarts in that time fails the wait
+        with its exit code and last log lines.
+        """
+        deadline = anyio.current_time() + timeout
+        seen: dict[str, tuple[float, int]] = {}  # unchecked container -> (first seen, restarts)
+        while True:
+            pod = await self._until_ready(name, timeout=max(0.0, deadline - anyio.current_time()))
+            now = anyio.current_time()
+            statuses = pod_status.container_statuses(pod)
+            unchecked = [
+                spec["name"]
+                for role, spec in pod_status.container_specs(pod)
+                if role == "run" and not spec.get("readinessProbe")
+            ]
+            for container in unchecked:
+                restarts = int((statuses.get(container) or {}).get("restartCount") or 0)
+                if container in seen and seen[container][1] != restarts:
+                    raise await self._startup_error(name, _restarted(pod, container))
+                seen.setdefault(container, (now, restarts))
+            settle = max((seen[c][0] + READY_SETTLE_SECONDS - now for c in unchecked), default=0)
+            if settle <= 0:
+                return pod_status.workload_status(pod)
+            if now + settle > deadline:
+                raise EngineTimeout(
+                    f"workload {name!r} was not ready within {timeout:g} s", engine=ENGINE
+                )
+            await anyio.sleep(settle)
+
+    async def _until_ready(self, name: str, *, timeout: float) -> dict[str, Any]:
+        """Watch the Pod until its ``Ready`` condition is True; the Pod then.
 
         ``CreateError`` at once, naming the container, when the Pod will not start
         (:func:`._kubelet.startup_failure`): no node can take it ("Insufficient cpu"), an image
@@ -182,7 +230,7 @@ class KubernetesDriver:
         inspection; ``WorkloadNotFound`` when it is (or goes) missing;
         ``EngineTimeout`` after ``timeout``.
         """
-        ready: list[WorkloadStatus] = []
+        ready: list[dict[str, Any]] = []
         failed: list[StartupFailure] = []
 
         def check(pod: Mapping[str, Any]) -> bool:
@@ -192,7 +240,7 @@ class KubernetesDriver:
                 failed.append(failure)
                 return True
             if pod_status.pod_ready(pod):
-                ready.append(pod_status.workload_status(pod))
+                ready.append(dict(pod))
                 return True
             return False
 
@@ -225,7 +273,7 @@ class KubernetesDriver:
             raise EngineTimeout(
                 f"workload {name!r} was not ready within {timeout:g} s", engine=ENGINE
             ) from None
-        return ready[0]
+        return ready[-1]
 
     async def _startup_error(self, name: str, failure: StartupFailure) -> CreateError:
         """The error for a Pod that will not start: the kubelet's or the scheduler's reason and
@@ -423,3 +471,13 @@ class KubernetesDriver:
             return await self.api.read(namespace, name)
         except WorkloadNotFound:
             return None
+
+
+def _restarted(pod: Mapping[str, Any], container: str) -> StartupFailure:
+    """A run container that ended and was restarted while the wait settled: its last exit."""
+    entry = pod_status.container_statuses(pod).get(container) or {}
+    last = pod_status.terminated({"state": entry.get("lastState")}) or {}
+    code = last.get("exitCode")
+    return StartupFailure(
+        "container exited", container, None if code is None else int(code), reason="Restarted"
+    )

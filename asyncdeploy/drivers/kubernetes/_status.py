@@ -9,13 +9,14 @@ the Pod API and is not listed.
 from __future__ import annotations
 
 import copy
+import datetime
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from asyncdeploy.drivers._books import effective_grace
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.labels import LABEL_PLAN_DIGEST, LABEL_WORKLOAD, PlanRole, shown_labels
-from asyncdeploy.results import ContainerStatus, WorkloadStatus
+from asyncdeploy.results import ContainerStatus, PublishedPort, WorkloadEvent, WorkloadStatus
 from asyncdeploy.secrets import mask_tree, mask_value
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "container_state",
     "container_statuses",
     "masked_pod",
+    "pod_events",
     "pod_ready",
     "stop_signal",
     "terminated",
@@ -114,6 +116,12 @@ def workload_status(pod: Mapping[str, Any]) -> WorkloadStatus:
                 state=container_state(entry),
                 exit_code=None if ended is None else ended.get("exitCode"),
                 health=_health(container, entry),
+                restarts=None if entry is None else int(entry.get("restartCount") or 0),
+                checks=tuple(
+                    kind
+                    for kind in ("startup", "readiness", "liveness")
+                    if container.get(f"{kind}Probe")
+                ),
             )
         )
     grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
@@ -124,7 +132,24 @@ def workload_status(pod: Mapping[str, Any]) -> WorkloadStatus:
         grace_period_seconds=effective_grace(grace),
         plan_digest=(metadata.get("annotations") or {}).get(LABEL_PLAN_DIGEST),
         containers=tuple(containers),
+        ports=_ports(pod),
     )
+
+
+def _ports(pod: Mapping[str, Any]) -> tuple[PublishedPort, ...]:
+    """The run containers' ports; a ``hostPort`` is published on the node."""
+    ports = []
+    for role, container in container_specs(pod):
+        for entry in container.get("ports") or [] if role == "run" else []:
+            ports.append(
+                PublishedPort(
+                    container_port=int(entry["containerPort"]),
+                    host_port=int(entry["hostPort"]) if entry.get("hostPort") else None,
+                    protocol=str(entry.get("protocol") or "TCP").lower(),
+                    host_ip=str(entry.get("hostIP") or ""),
+                )
+            )
+    return tuple(ports)
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:
@@ -144,3 +169,31 @@ def masked_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
                 env["value"] = mask_value(str(env.get("name", "")), env["value"])
     masked: dict[str, Any] = mask_tree(out)
     return masked
+
+
+def pod_events(listing: Mapping[str, Any], *, limit: int) -> list[WorkloadEvent]:
+    """The last ``limit`` Events of a Pod (an Events list answer), oldest first."""
+    found = []
+    for item in listing.get("items") or []:
+        stamp = item.get("lastTimestamp") or item.get("eventTime") or item.get("firstTimestamp")
+        field_path = str((item.get("involvedObject") or {}).get("fieldPath") or "")
+        container = field_path.partition("{")[2].rstrip("}")  # spec.containers{server}
+        found.append(
+            WorkloadEvent(
+                time=_timestamp(stamp),
+                container=container,
+                action=str(item.get("reason") or ""),
+                message=str(item.get("message") or ""),
+            )
+        )
+    found.sort(key=lambda e: e.time)
+    return found[-limit:] if limit > 0 else []
+
+
+def _timestamp(value: Any) -> float:
+    if not isinstance(value, str) or not value:
+        return 0.0
+    try:
+        return datetime.datetime.fromisoformat(value).timestamp()  # 3.11 reads "Z"
+    except ValueError:
+        return 0.0

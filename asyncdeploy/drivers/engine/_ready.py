@@ -1,0 +1,153 @@
+"""``wait_ready`` on Docker and Podman: every run container running and ready, or why not.
+
+Ready means: the container runs and its readiness command (a label, run with exec) exits 0; a
+container without a readiness check must run and keep running for
+:data:`~asyncdeploy.drivers.base.READY_SETTLE_SECONDS` with no restart, the same rule as on
+Kubernetes. A run container that exits (or restarts) first fails the wait at once with a
+:class:`~asyncdeploy.errors.CreateError` carrying its exit code and its last log lines, read
+before anything is removed. An exec racing the container's exit (Podman: 500 "can only create
+exec sessions on running containers", Docker: 409 "is not running") or one that hangs on a
+dying container (bounded) is not an answer: the next look at the container's state is.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import attrs
+
+from asyncdeploy.drivers.base import READY_SETTLE_SECONDS
+from asyncdeploy.drivers.engine._netcheck import probe_from_here
+from asyncdeploy.errors import CreateError, EngineError, EngineTimeout, WorkloadNotFound
+from asyncdeploy.labels import (
+    LABEL_CONTAINER,
+    LABEL_READINESS,
+    LABEL_READINESS_NET,
+    LABEL_ROLE,
+    LABEL_WORKLOAD,
+)
+from asyncdeploy.results import WorkloadStatus
+
+if TYPE_CHECKING:
+    from asyncdeploy.drivers.engine._api import EngineAPIDriver as ReadyEngine
+
+__all__ = ["LOG_LINES", "exited_error", "wait_until_ready"]
+
+LOG_LINES = 20  # the end of a failed container's output that the error carries
+POLL_SECONDS = 0.25
+EXEC_BOUND_SECONDS = 10.0  # one readiness exec; a dying container may never answer it
+
+
+@attrs.define
+class _Seen:
+    since: float  # when this wait first saw it running
+    restarts: int
+
+
+async def wait_until_ready(engine: ReadyEngine, name: str, *, timeout: float) -> WorkloadStatus:
+    """Poll until every run container is ready; its status then."""
+    seen: dict[str, _Seen] = {}
+    try:
+        with anyio.fail_after(timeout):
+            while True:
+                items = await engine._containers({LABEL_WORKLOAD: name})
+                if not items:
+                    raise WorkloadNotFound(
+                        f"no workload named {name!r}", engine=engine.name, status=404
+                    )
+                runs = [i for i in items if i["Labels"].get(LABEL_ROLE) in ("run", "sidecar")]
+                if await _all_ready(engine, name, runs, items, seen):
+                    return await engine.status_of(name, items)
+                await anyio.sleep(POLL_SECONDS)
+    except TimeoutError:
+        raise EngineTimeout(
+            f"workload {name!r} was not ready within {timeout:g} s", engine=engine.name
+        ) from None
+
+
+async def _all_ready(
+    engine: ReadyEngine,
+    name: str,
+    runs: Sequence[Mapping[str, Any]],
+    items: Sequence[Mapping[str, Any]],
+    seen: dict[str, _Seen],
+) -> bool:
+    ready = True
+    address: str | None = None
+    for item in runs:  # every container is looked at: an exit anywhere fails the wait at once
+        ident, state = str(item["Id"]), item.get("State")
+        if state in ("exited", "dead"):
+            raise await exited_error(engine, name, item)
+        if state == "restarting":  # it ended, and its restart policy brings it back
+            raise await exited_error(engine, name, item, restarted=True)
+        if state != "running":
+            ready = False
+            continue
+        if ident not in seen:
+            seen[ident] = _Seen(since=time.monotonic(), restarts=await _restarts(engine, ident))
+        target = item["Labels"].get(LABEL_READINESS_NET)
+        if target is not None:  # an HTTP or TCP check: sent from here, nothing runs inside
+            address = address or await engine.workload_address(items)
+        readiness = item["Labels"].get(LABEL_READINESS)
+        if target is not None and address is not None:
+            ready = await probe_from_here(address, json.loads(target)) and ready
+        elif readiness is not None:
+            ready = await _check(engine, name, ident, json.loads(readiness)) and ready
+        elif time.monotonic() - seen[ident].since < READY_SETTLE_SECONDS:
+            ready = False
+        elif await _restarts(engine, ident) != seen[ident].restarts:
+            raise await exited_error(engine, name, item, restarted=True)
+    return ready
+
+
+async def _check(engine: ReadyEngine, name: str, ident: str, command: list[str]) -> bool:
+    try:
+        with anyio.move_on_after(EXEC_BOUND_SECONDS):
+            result = await engine._exec(ident, command, f"readiness of {name}")
+            return result.exit_code == 0
+    except EngineError:
+        return False  # it exited under the exec (or is restarting): the next look says which
+    return False
+
+
+async def _restarts(engine: ReadyEngine, ident: str) -> int:
+    try:
+        with engine._errors(f"inspect {ident[:12]}"):
+            data = await engine._client.containers.container(ident).show()
+    except WorkloadNotFound:
+        return -1
+    return int(data.get("RestartCount") or 0)
+
+
+async def exited_error(
+    engine: ReadyEngine, name: str, item: Mapping[str, Any], *, restarted: bool = False
+) -> CreateError:
+    """The error for a run container that ended before it was ready: its exit code and the end
+    of its output, read now (before anything removes the container)."""
+    ident = str(item["Id"])
+    container = item["Labels"].get(LABEL_CONTAINER, ident[:12])
+    handle = engine._client.containers.container(ident)
+    exit_code = None
+    lines: list[str] = []
+    try:
+        with engine._errors(f"inspect {container} of {name}"), anyio.fail_after(10):
+            data = await handle.show()
+            exit_code = (data.get("State") or {}).get("ExitCode")
+            lines = await handle.log(stdout=True, stderr=True, tail=str(LOG_LINES))
+    except (EngineError, TimeoutError):
+        pass  # best effort: the error is about the exit; it says so without the logs
+    what = "restarted" if restarted else "exited"
+    return CreateError(
+        f"container {container} of {name!r} {what} before it was ready",
+        exit_code=None if exit_code is None else int(exit_code),
+        logs="".join(_last(lines)),
+    )
+
+
+def _last(chunks: Sequence[str]) -> Iterator[str]:
+    text = "".join(chunks)
+    yield from text.splitlines(keepends=True)[-LOG_LINES:]

@@ -1,0 +1,116 @@
+"""`create --wait` tells the truth on Docker and Podman: a container that exits before it is
+ready fails the wait at once, with its exit code and its last log lines, read before the
+workload is removed (or kept with --keep-failed); without a readiness check "ready" means
+running and still running after the settle time."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+
+from asyncdeploy import Deployer
+from asyncdeploy.labels import LABEL_WORKLOAD
+from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
+
+pytestmark = pytest.mark.anyio
+CRASH = [
+    "sh",
+    "-c",
+    "echo loading the model; echo 'CUDA error: out of memory' >&2; sleep 1; exit 3",
+]
+TIMEOUT = 60  # the wait's bound: a crash must fail it long before
+
+
+def plan_file(tmp_path: Path, name: str, container: dict[str, Any]) -> str:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "pause_image": PAUSE,
+                "labels": {RUN_LABEL: RUN_ID},
+                "containers": [{"name": "server", **container}],
+            }
+        )
+    )
+    return str(path)
+
+
+async def cli(driver: str, *args: str) -> tuple[int, str, str, float]:
+    start = time.monotonic()
+    done = await anyio.run_process(
+        [sys.executable, "-m", "asyncdeploy", "--driver", driver, *args], check=False
+    )
+    return done.returncode, done.stdout.decode(), done.stderr.decode(), time.monotonic() - start
+
+
+async def left(deployer: Deployer, name: str) -> list[Any]:
+    return await deployer.list({RUN_LABEL: RUN_ID, LABEL_WORKLOAD: name})
+
+
+@pytest.mark.parametrize("checked", [False, True], ids=["no-readiness-check", "readiness-check"])
+async def test_a_container_that_exits_before_it_is_ready_fails_the_wait_with_its_exit_and_logs(
+    deployer: Deployer, name: Any, tmp_path: Path, checked: bool
+) -> None:
+    workload = name("crash")
+    container: dict[str, Any] = {"image": BUSYBOX, "command": CRASH}
+    if checked:  # a check that never passes: only the exit can end the wait early
+        container["checks"] = {"readiness": {"tcp": 8080, "period_seconds": 1}}
+    path = plan_file(tmp_path, workload, container)
+    code, out, err, seconds = await cli(
+        deployer.driver_name, "create", "-f", path, "--wait", "--timeout", f"{TIMEOUT}s"
+    )
+    assert code == 1, out + err
+    assert seconds < TIMEOUT / 2, err  # at once, not at the timeout
+    assert "exited before it was ready (exit code 3)" in err, err
+    assert "loading the model" in err and "CUDA error: out of memory" in err, err
+    assert "Traceback" not in err
+    assert await left(deployer, workload) == []  # removed, after the logs were read
+
+
+async def test_json_errors_carry_the_exit_code_and_logs_and_keep_failed_keeps_it(
+    deployer: Deployer, name: Any, tmp_path: Path
+) -> None:
+    workload = name("keep")
+    path = plan_file(tmp_path, workload, {"image": BUSYBOX, "command": CRASH})
+    code, out, err, _ = await cli(
+        deployer.driver_name, "create", "-f", path, "--wait", "-o", "json", "--keep-failed"
+    )
+    assert code == 1, out + err
+    error = json.loads(out.strip().splitlines()[-1])["error"]
+    assert error["type"] == "CreateError" and error["exit_code"] == 1
+    assert error["container_exit_code"] == 3
+    assert "CUDA error: out of memory" in error["logs"]
+    [kept] = await left(deployer, workload)
+    server = next(c for c in kept.containers if c.name == "server")
+    assert (server.state, server.exit_code) == ("exited", 3)
+    logs = "".join([line async for line in deployer.logs(workload)])
+    assert "loading the model" in logs
+    await deployer.delete(workload, grace_period_seconds=0)
+
+
+async def test_without_a_readiness_check_a_server_that_keeps_running_is_ready(
+    deployer: Deployer, name: Any, tmp_path: Path
+) -> None:
+    """The negative control: the settle time passes for a server that stays up."""
+    workload = name("steady")
+    path = plan_file(
+        tmp_path,
+        workload,
+        {
+            "image": BUSYBOX,
+            "command": ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"],
+        },
+    )
+    code, out, err, seconds = await cli(deployer.driver_name, "create", "-f", path, "--wait")
+    assert code == 0, out + err
+    [status] = await left(deployer, workload)
+    assert status.state == "running"
+    assert seconds >= 2  # READY_SETTLE_SECONDS: a start alone is not "ready"
