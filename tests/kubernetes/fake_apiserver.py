@@ -52,6 +52,7 @@ TOKEN = "fake-token"
 _POD = re.compile(r"/api/v1/namespaces/([^/]+)/pods(?:/([^/]+))?(?:/(log|exec))?")
 _EVENTS = re.compile(r"/api/v1/namespaces/([^/]+)/events")
 _SERVICES = re.compile(r"/api/v1/namespaces/([^/]+)/services(?:/([^/]+))?")
+_CONFIGMAPS = re.compile(r"/api/v1/namespaces/([^/]+)/configmaps(?:/([^/]+))?")
 _SLICES = re.compile(r"/apis/discovery.k8s.io/v1/namespaces/([^/]+)/endpointslices")
 
 
@@ -108,6 +109,7 @@ class FakeApiServer:
         self.requests: list[Recorded] = []
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.services: dict[tuple[str, str], dict[str, Any]] = {}  # no endpointslice controller
+        self.config_maps: dict[tuple[str, str], dict[str, Any]] = {}  # replace's locks
         self.events: list[tuple[int, str, dict[str, Any]]] = []  # the Pods' history
         self.kubelet_events: list[tuple[int, str, dict[str, Any]]] = []  # Event objects
         self.resource_version = 100
@@ -270,7 +272,9 @@ class FakeApiServer:
                 return await _watch(self, request, events[1], resource="events")
             return web.json_response(self._list_events(events[1], request.query))
         if (services := _SERVICES.fullmatch(path)) is not None:
-            return self._service(method, services[1], services[2], request)
+            return self._named(self.services, "Service", method, services[1], services[2], request)
+        if (maps := _CONFIGMAPS.fullmatch(path)) is not None:
+            return self._named(self.config_maps, "ConfigMap", method, maps[1], maps[2], request)
         if _SLICES.fullmatch(path) is not None and method == "GET":
             return web.json_response(self._listing("EndpointSliceList", []))
         if path.startswith("/api/v1/namespaces") and not _POD.fullmatch(path):
@@ -316,41 +320,53 @@ class FakeApiServer:
             "items": items,
         }
 
-    def _service(
-        self, method: str, namespace: str, name: str | None, request: web.Request
+    def _named(
+        self,
+        store: dict[tuple[str, str], dict[str, Any]],
+        kind: str,
+        method: str,
+        namespace: str,
+        name: str | None,
+        request: web.Request,
     ) -> web.StreamResponse:
-        """Services, as far as the driver uses them: list by label, create, uid-guarded delete
-        (no ClusterIP allocation, no EndpointSlices: no controller runs here)."""
+        """Services and ConfigMaps, as far as the driver uses them: list by label, create (409
+        for a taken name), get, uid-guarded delete (no ClusterIP allocation, no EndpointSlices:
+        no controller runs here)."""
         if name is None and method == "GET":
             labels = k8s.label_matcher(request.query.get("labelSelector"))
             items = [
-                copy.deepcopy(svc)
-                for (ns, _), svc in sorted(self.services.items())
-                if ns == namespace and labels(svc)
+                copy.deepcopy(obj)
+                for (ns, _), obj in sorted(store.items())
+                if ns == namespace and labels(obj)
             ]
-            return web.json_response(self._listing("ServiceList", items))
+            return web.json_response(self._listing(f"{kind}List", items))
+        if name is not None and method == "GET":
+            found = store.get((namespace, name))
+            if found is None:
+                raise k8s.not_found(name)
+            return web.json_response(copy.deepcopy(found))
         if name is None and method == "POST":
             body = copy.deepcopy(request[_BODY] or {})
             key = (namespace, body["metadata"]["name"])
-            if key in self.services:
+            if key in store:
                 raise k8s.already_exists(key[1])
             self.resource_version += 1
             body["metadata"].update(
                 namespace=namespace,
-                uid=f"service-{self.resource_version}",
+                uid=f"{kind.lower()}-{self.resource_version}",
                 resourceVersion=str(self.resource_version),
             )
-            self.services[key] = body
+            store[key] = body
             return web.json_response(body, status=201)
         if name is not None and method == "DELETE":
-            service = self.services.get((namespace, name))
-            if service is None:
+            found = store.get((namespace, name))
+            if found is None:
                 raise k8s.not_found(name)
             wanted = ((request[_BODY] or {}).get("preconditions") or {}).get("uid")
-            if wanted and wanted != service["metadata"]["uid"]:
-                raise k8s.uid_conflict(name, wanted, service["metadata"]["uid"])
-            del self.services[(namespace, name)]
-            return web.json_response(service)
+            if wanted and wanted != found["metadata"]["uid"]:
+                raise k8s.uid_conflict(name, wanted, found["metadata"]["uid"])
+            del store[(namespace, name)]
+            return web.json_response(found)
         raise k8s.method_not_allowed()
 
     def _namespaces(self, method: str, path: str, body: Any) -> web.StreamResponse:
