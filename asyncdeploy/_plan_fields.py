@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar, cast
 import attrs
 
 from asyncdeploy.errors import PlanError
+from asyncdeploy.labels import RESERVED_DOMAIN, is_reserved
 from asyncdeploy.quantity import canonical_quantity, parse_quantity
 from asyncdeploy.secrets import describe
 
@@ -227,10 +228,12 @@ def _env_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:
 def _label_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:
     for key, item in value.items():
         item = cast(Any, item)  # plan files may carry any value
-        if not _LABEL_KEY.fullmatch(key) or key.startswith("asyncdeploy.io/"):
+        if not _LABEL_KEY.fullmatch(key):
+            raise PlanError(f"{attribute.name}.{key}", "is not a valid label key")
+        if is_reserved(key):
             raise PlanError(
                 f"{attribute.name}.{key}",
-                "is not a valid label key (the asyncdeploy.io/ prefix is reserved)",
+                f"is reserved: asyncdeploy writes the {RESERVED_DOMAIN} keys itself",
             )
         if not isinstance(item, str) or not _LABEL_VALUE.fullmatch(item):
             raise PlanError(

@@ -44,21 +44,18 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event
+from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.pull_events import PullEvent
 from asyncdeploy.results import ApplyResult, ExecResult, WorkloadStatus
 from asyncdeploy.selectors import SelectorLike, as_selector
 
 __all__ = [
-    "INSTANCE_OF_LABEL",
     "CreateEvents",
     "Deployer",
     "ReplaceResult",
     "Replacement",
 ]
-
-INSTANCE_OF_LABEL = "replace.asyncdeploy.io/instance-of"
-"""Set by :meth:`Deployer.replace` on a new instance: the plan name it serves."""
 
 
 @attrs.frozen(kw_only=True)
@@ -288,14 +285,14 @@ class Deployer:
                 status=409,
             )
         if old is None:
-            instances = await self.driver.list({INSTANCE_OF_LABEL: plan.name})
+            instances = await self.driver.list({LABEL_INSTANCE_OF: plan.name})
             named = [plan.name] if await self._exists(plan.name) else []
             old = [*named, *(w.name for w in instances if w.name != plan.name)]
         else:
             await self.driver.find(old)  # a clear WorkloadNotFound before anything starts
         old = tuple(old)
         new_plan = attrs.evolve(
-            plan, name=new_name, labels={**plan.labels, INSTANCE_OF_LABEL: plan.name}
+            plan, name=new_name, labels={**plan.labels, LABEL_INSTANCE_OF: plan.name}
         )
         await self.driver.apply(new_plan)
         try:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import attrs
 
+from asyncdeploy.labels import ContainerRole
 from asyncdeploy.pull_events import PullEvent
 
 __all__ = [
@@ -36,7 +37,7 @@ __all__ = [
     "ignore_events",
 ]
 
-Role = Literal["pause", "init", "run", "autoheal"]
+Role = ContainerRole
 Outcome = Literal["exited", "killed", "already-exited", "missing", "unreachable"]
 """How a container ended: ``unreachable`` when the engine stopped answering before its end was
 seen (a later delete finishes the job); ``missing`` when it went without its end being seen."""

@@ -53,6 +53,7 @@ from asyncdeploy._plan_fields import (
     check_volume_name,
 )
 from asyncdeploy.errors import PlanError
+from asyncdeploy.labels import PLAN_ROLES, PlanRole
 from asyncdeploy.secrets import describe
 
 __all__ = [
@@ -80,7 +81,7 @@ DEFAULT_GRACE_PERIOD_SECONDS = 30
 DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 T = TypeVar("T")
-Role = Literal["init", "run"]
+Role = PlanRole
 RestartPolicy = Literal["no", "always", "on-failure", "unless-stopped"]
 PullPolicy = Literal["IfNotPresent", "Always", "Never"]
 _pull_policy = attrs.validators.optional(_one_of("IfNotPresent", "Always", "Never"))
@@ -236,7 +237,7 @@ class Container:
 
     name: str = attrs.field(validator=_dns_label)
     image: str = attrs.field(validator=_non_empty_str)
-    role: Role = attrs.field(default="run", validator=_one_of("init", "run"))
+    role: Role = attrs.field(default="run", validator=_one_of(*PLAN_ROLES))
     command: tuple[str, ...] | None = attrs.field(
         default=None, converter=_command, validator=_check_str_tuple
     )

@@ -11,6 +11,7 @@ from typing import Literal
 import attrs
 
 from asyncdeploy.events import DrainSummary
+from asyncdeploy.labels import ContainerRole
 
 __all__ = ["ApplyResult", "ContainerStatus", "EngineInfo", "ExecResult", "WorkloadStatus"]
 
@@ -26,7 +27,7 @@ class EngineInfo:
 @attrs.frozen(kw_only=True)
 class ContainerStatus:
     name: str
-    role: Literal["pause", "init", "run", "autoheal"]
+    role: ContainerRole
     image: str
     state: str  # created, running, exited, ... as the engine says it
     exit_code: int | None = None

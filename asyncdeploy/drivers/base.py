@@ -18,21 +18,11 @@ from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadSta
 from asyncdeploy.selectors import Selector, SelectorLike
 
 __all__ = [
-    "LABEL_CONTAINER",
-    "LABEL_GRACE",
-    "LABEL_PLAN_DIGEST",
-    "LABEL_ROLE",
-    "LABEL_WORKLOAD",
     "Driver",
     "Found",
 ]
 
 # Labels that identify what asyncdeploy created (container labels, Pod labels and annotations).
-LABEL_WORKLOAD = "asyncdeploy.io/workload"
-LABEL_ROLE = "asyncdeploy.io/role"
-LABEL_CONTAINER = "asyncdeploy.io/container"
-LABEL_GRACE = "asyncdeploy.io/termination-grace-period-seconds"
-LABEL_PLAN_DIGEST = "asyncdeploy.io/plan-digest"
 
 
 @attrs.frozen(kw_only=True)

@@ -23,7 +23,7 @@ from asyncdeploy import (
     Probe,
     Resources,
 )
-from asyncdeploy.drivers.base import LABEL_WORKLOAD
+from asyncdeploy.labels import LABEL_WORKLOAD
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL, open_engine
 from tests.engines.helpers import plan
 

@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from asyncdeploy import Container, Deployer, DrainSummary, WorkloadNotFound, open_deployer
-from asyncdeploy.drivers.base import LABEL_WORKLOAD
 from asyncdeploy.drivers.engine._state import snapshot
+from asyncdeploy.labels import LABEL_WORKLOAD
 from tests.engines.conftest import BUSYBOX
 from tests.engines.helpers import graceful, plan, read_markers
 

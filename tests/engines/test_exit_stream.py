@@ -15,9 +15,9 @@ import pytest
 from anyio.abc import TaskStatus
 
 from asyncdeploy import ContainerExited, Deployer
-from asyncdeploy.drivers.base import LABEL_WORKLOAD
 from asyncdeploy.drivers.engine._exits import ExitStreamLost, die_event_exit, watch_exits
 from asyncdeploy.drivers.engine._spec import container_name
+from asyncdeploy.labels import LABEL_WORKLOAD
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL
 from tests.engines.fault_proxy import EngineProxy
 from tests.engines.helpers import graceful, plan

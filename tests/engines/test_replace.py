@@ -17,7 +17,7 @@ from asyncdeploy import (
     WorkloadConflict,
     WorkloadNotFound,
 )
-from asyncdeploy.deployer import INSTANCE_OF_LABEL
+from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.verify import VerifyOptions, demo_plan, run_verify
 from tests.cli_runner import invoke_in_thread
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL
@@ -58,7 +58,7 @@ async def test_replace_starts_the_new_instance_before_draining_the_old(
     )
     new = result.new.name
     assert new.startswith(f"{app}-") and new != app
-    assert result.new.state == "running" and result.new.labels[INSTANCE_OF_LABEL] == app
+    assert result.new.state == "running" and result.new.labels[LABEL_INSTANCE_OF] == app
     assert seen_while_ready == [{app, new}], "both ran when the new one turned ready"
     assert [s.workload for s in result.drained] == [app]
     assert {c.outcome for c in result.drained[0].containers if c.role == "run"} == {"exited"}

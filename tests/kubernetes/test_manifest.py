@@ -21,7 +21,6 @@ from asyncdeploy import (
     WorkloadConflict,
     WorkloadPlan,
 )
-from asyncdeploy.drivers.base import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
 from asyncdeploy.drivers.kubernetes._manifest import (
     apply_decision,
     pod_manifest,
@@ -29,6 +28,7 @@ from asyncdeploy.drivers.kubernetes._manifest import (
     stop_signal_name,
     volume_name,
 )
+from asyncdeploy.labels import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
 from asyncdeploy.plan import plan_digest
 from asyncdeploy.quantity import parse_quantity
 

@@ -18,13 +18,7 @@ import aiohttp
 import anyio
 import attrs
 
-from asyncdeploy.drivers.base import (
-    LABEL_CONTAINER,
-    LABEL_PLAN_DIGEST,
-    LABEL_ROLE,
-    LABEL_WORKLOAD,
-    Found,
-)
+from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
@@ -43,6 +37,13 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
+from asyncdeploy.labels import (
+    LABEL_CONTAINER,
+    LABEL_PLAN_DIGEST,
+    LABEL_READINESS,
+    LABEL_ROLE,
+    LABEL_WORKLOAD,
+)
 from asyncdeploy.plan import Container, WorkloadPlan, plan_digest
 from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
 from asyncdeploy.secrets import mask_env_entry, mask_tree
@@ -308,7 +309,7 @@ class EngineAPIDriver(EngineContainerOps):
                         "while waiting for it to become ready"
                     )
                 return False
-            readiness = item["Labels"].get(spec.LABEL_READINESS)
+            readiness = item["Labels"].get(LABEL_READINESS)
             if readiness is not None:
                 command = json.loads(readiness)
                 result = await self._exec(str(item["Id"]), command, f"readiness of {name}")

@@ -12,11 +12,11 @@ from typing import ClassVar
 import aiodocker
 import anyio
 
-from asyncdeploy.drivers.base import LABEL_WORKLOAD
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._exits import ExitWatch, watch_exits
 from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef
 from asyncdeploy.errors import WorkloadConflict, WorkloadNotFound
+from asyncdeploy.labels import LABEL_WORKLOAD
 from asyncdeploy.results import ExecResult
 
 __all__ = ["EngineContainerOps"]

@@ -21,7 +21,6 @@ import aiodocker
 import anyio
 import attrs
 
-from asyncdeploy.drivers.base import LABEL_CONTAINER, LABEL_ROLE, LABEL_WORKLOAD
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._devices import accelerators
 from asyncdeploy.drivers.engine._ops import ContainerRef
@@ -33,6 +32,7 @@ from asyncdeploy.errors import (
     WorkloadConflict,
     WorkloadNotFound,
 )
+from asyncdeploy.labels import LABEL_ATTEMPT, LABEL_CONTAINER, LABEL_ROLE, LABEL_WORKLOAD
 from asyncdeploy.plan import Container, WorkloadPlan
 
 if TYPE_CHECKING:
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ["LABEL_ATTEMPT", "CreateAttempt"]
 
-LABEL_ATTEMPT = "asyncdeploy.io/create-attempt"  # which create call made a container
 CREATE_CALL_TIMEOUT = 30.0  # one engine create call, shielded
 ROLL_BACK_TIMEOUT = 60.0
 # What the engines answer when a device cannot be given, and what a user then needs.

@@ -21,7 +21,7 @@ import anyio
 import attrs
 from anyio.abc import TaskStatus
 
-from asyncdeploy.drivers.base import LABEL_WORKLOAD
+from asyncdeploy.labels import LABEL_WORKLOAD
 
 if TYPE_CHECKING:  # the watch itself is engine-free: the drain and its fake use it without one
     import aiodocker

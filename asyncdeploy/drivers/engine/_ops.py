@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import ClassVar, Literal, Protocol
+from typing import ClassVar, Protocol
 
 import attrs
 
 from asyncdeploy.drivers.engine._exits import ExitWatch
+from asyncdeploy.labels import ContainerRole
 
 __all__ = ["ContainerLook", "ContainerOps", "ContainerRef", "WorkloadSnapshot"]
 
-Role = Literal["pause", "init", "run", "autoheal"]
+Role = ContainerRole
 
 
 @attrs.frozen(kw_only=True)

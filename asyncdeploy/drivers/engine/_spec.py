@@ -11,25 +11,25 @@ from decimal import Decimal
 from typing import Any
 
 from asyncdeploy._plan_fields import check_volume_name
-from asyncdeploy.drivers.base import (
+from asyncdeploy.drivers.engine._devices import device_host_config
+from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_GRACE,
+    LABEL_INDEX,
     LABEL_PLAN_DIGEST,
+    LABEL_PRE_STOP,
+    LABEL_READINESS,
+    LABEL_RESTART_POLICY,
     LABEL_ROLE,
+    LABEL_STOP_SIGNAL,
     LABEL_WORKLOAD,
+    autoheal_label,
 )
-from asyncdeploy.drivers.engine._devices import device_host_config
 from asyncdeploy.plan import Container, Mount, Probe, WorkloadPlan, plan_digest
 from asyncdeploy.quantity import parse_quantity
 
 __all__ = [
-    "LABEL_INDEX",
-    "LABEL_PRE_STOP",
-    "LABEL_READINESS",
-    "LABEL_RESTART_POLICY",
-    "LABEL_STOP_SIGNAL",
     "autoheal_config",
-    "autoheal_label",
     "container_config",
     "container_name",
     "path_segment",
@@ -39,11 +39,6 @@ __all__ = [
     "volume_name",
 ]
 
-LABEL_PRE_STOP = "asyncdeploy.io/pre-stop"  # JSON list: the hook a later delete runs
-LABEL_STOP_SIGNAL = "asyncdeploy.io/stop-signal"
-LABEL_RESTART_POLICY = "asyncdeploy.io/restart-policy"
-LABEL_READINESS = "asyncdeploy.io/readiness"  # JSON list: the readiness probe as a command
-LABEL_INDEX = "asyncdeploy.io/index"  # the container's position in the plan (list order)
 SOCKET_IN_SIDECAR = "/var/run/docker.sock"
 _SECOND_NS = 1_000_000_000
 
@@ -75,11 +70,6 @@ def path_segment(name: str) -> str:
 def volume_name(workload: str, mount: Mount) -> str:
     assert mount.source is not None
     return mount.source
-
-
-def autoheal_label(workload: str) -> str:
-    """The label (value ``true``) that tells this workload's autoheal sidecar what it may restart."""
-    return f"asyncdeploy.io/autoheal-{workload}"
 
 
 def _labels(plan: WorkloadPlan, role: str, container: str) -> dict[str, str]:

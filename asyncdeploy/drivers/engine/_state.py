@@ -8,15 +8,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from asyncdeploy.drivers._books import effective_grace
-from asyncdeploy.drivers.base import (
+from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
+from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_GRACE,
+    LABEL_INDEX,
     LABEL_PLAN_DIGEST,
+    LABEL_PRE_STOP,
+    LABEL_RESTART_POLICY,
     LABEL_ROLE,
-    LABEL_WORKLOAD,
+    LABEL_STOP_SIGNAL,
+    selector_labels,
+    shown_labels,
 )
-from asyncdeploy.drivers.engine import _spec as spec
-from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
 from asyncdeploy.results import ContainerStatus, WorkloadStatus
 
 __all__ = ["plan_order", "snapshot", "workload_labels", "workload_status"]
@@ -29,7 +33,7 @@ _ROLE_ORDER = {"pause": 0, "init": 1, "run": 2, "autoheal": 3}
 def plan_order(item: Mapping[str, Any]) -> tuple[int, int, int]:
     """Sort key of a list entry: by role (pause, init, run, autoheal), then as in the plan."""
     labels = item["Labels"]
-    index = labels.get(spec.LABEL_INDEX, "")
+    index = labels.get(LABEL_INDEX, "")
     # containers made before the index label: creation order (the engine lists newest first)
     fallback = int(item.get("Created") or 0)
     return (
@@ -43,7 +47,7 @@ def workload_status(driver: str, name: str, items: Sequence[Mapping[str, Any]]) 
     """A workload's status from the engine's container list entries, in plan order."""
     items = sorted(items, key=plan_order)
     first = items[0]["Labels"]
-    user_labels = {k: v for k, v in first.items() if not k.startswith("asyncdeploy.io/")}
+    user_labels = shown_labels(first)
     containers = []
     for item in items:
         exited = _EXITED.search(item.get("Status", ""))
@@ -73,7 +77,7 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
     for item in items:
         labels = item["Labels"]
         exited = _EXITED.search(item.get("Status", ""))
-        pre_stop = labels.get(spec.LABEL_PRE_STOP)
+        pre_stop = labels.get(LABEL_PRE_STOP)
         refs.append(
             ContainerRef(
                 id=str(item["Id"]),
@@ -83,8 +87,8 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
                 paused=item.get("State") == "paused",
                 exit_code=int(exited.group(1)) if exited else None,
                 pre_stop=tuple(json.loads(pre_stop)) if pre_stop else None,
-                stop_signal=labels.get(spec.LABEL_STOP_SIGNAL, "SIGTERM"),
-                restart_policy=labels.get(spec.LABEL_RESTART_POLICY, "no"),
+                stop_signal=labels.get(LABEL_STOP_SIGNAL, "SIGTERM"),
+                restart_policy=labels.get(LABEL_RESTART_POLICY, "no"),
             )
         )
     refs.sort(key=lambda r: _ROLE_ORDER.get(r.role, 9))
@@ -95,9 +99,4 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
 def workload_labels(items: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """The labels a selector sees: the user's, and the workload's name and plan digest, as on
     a Kubernetes Pod (the per-container ``asyncdeploy.io/`` labels are left out)."""
-    labels = items[0]["Labels"]
-    return {
-        key: value
-        for key, value in labels.items()
-        if not key.startswith("asyncdeploy.io/") or key in (LABEL_WORKLOAD, LABEL_PLAN_DIGEST)
-    }
+    return selector_labels(items[0]["Labels"])

@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import attrs
 
-from asyncdeploy.drivers.base import LABEL_WORKLOAD, Found
+from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._drain import WATCH_MARGIN, PodDrain, pod_uid
@@ -32,6 +32,7 @@ from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.drivers.kubernetes._watch import KubeletEvents, PodEvent, PodFollower, Resync
 from asyncdeploy.errors import EngineAPIError, EngineError, WorkloadConflict, WorkloadNotFound
 from asyncdeploy.events import DrainSummary, Emit
+from asyncdeploy.labels import LABEL_WORKLOAD
 from asyncdeploy.selectors import Selector
 
 __all__ = ["PodsFound", "drain_pods", "find_pods"]

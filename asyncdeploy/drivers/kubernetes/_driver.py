@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import anyio
 from kubernetes_asyncio.client import ApiClient
 
-from asyncdeploy.drivers.base import LABEL_WORKLOAD, Found
+from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._config import load_cluster_config
@@ -44,6 +44,7 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
+from asyncdeploy.labels import LABEL_WORKLOAD
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadStatus
 from asyncdeploy.selectors import Selector, SelectorLike, as_selector

@@ -35,8 +35,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from asyncdeploy.drivers.base import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
 from asyncdeploy.errors import PlanError, WorkloadConflict
+from asyncdeploy.labels import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
 from asyncdeploy.plan import Container, Mount, Port, Probe, WorkloadPlan, plan_digest
 
 __all__ = [

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from asyncdeploy.drivers._books import effective_grace
-from asyncdeploy.drivers.base import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
+from asyncdeploy.labels import LABEL_PLAN_DIGEST, LABEL_WORKLOAD, PlanRole, shown_labels
 from asyncdeploy.results import ContainerStatus, WorkloadStatus
 from asyncdeploy.secrets import mask_tree, mask_value
 
@@ -30,7 +30,7 @@ __all__ = [
     "workload_status",
 ]
 
-Role = Literal["init", "run"]
+Role = PlanRole
 
 
 def workload_name(pod: Mapping[str, Any]) -> str:
@@ -119,7 +119,7 @@ def workload_status(pod: Mapping[str, Any]) -> WorkloadStatus:
     return WorkloadStatus(
         name=workload_name(pod),
         driver=ENGINE,
-        labels={k: v for k, v in labels.items() if not k.startswith("asyncdeploy.io/")},
+        labels=shown_labels(labels),
         grace_period_seconds=effective_grace(grace),
         plan_digest=(metadata.get("annotations") or {}).get(LABEL_PLAN_DIGEST),
         containers=tuple(containers),

@@ -1,0 +1,98 @@
+"""The vocabulary asyncdeploy writes on what it creates: label keys, the reserved prefix, roles.
+
+Every ``asyncdeploy.io`` key the drivers, the deployer and the plan read or write is spelled here
+and nowhere else, so that one rule (:func:`is_reserved`) can keep a plan from forging any of them.
+This module imports nothing of the package: every layer may use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, Literal, get_args
+
+__all__ = [
+    "CONTAINER_ROLES",
+    "LABEL_ATTEMPT",
+    "LABEL_CONTAINER",
+    "LABEL_GRACE",
+    "LABEL_INDEX",
+    "LABEL_INSTANCE_OF",
+    "LABEL_PLAN_DIGEST",
+    "LABEL_PRE_STOP",
+    "LABEL_READINESS",
+    "LABEL_RESTART_POLICY",
+    "LABEL_ROLE",
+    "LABEL_STOP_SIGNAL",
+    "LABEL_WORKLOAD",
+    "PLAN_ROLES",
+    "RESERVED_DOMAIN",
+    "ContainerRole",
+    "PlanRole",
+    "autoheal_label",
+    "is_reserved",
+    "selector_labels",
+    "shown_labels",
+]
+
+RESERVED_DOMAIN: Final = "asyncdeploy.io"
+"""Keys whose prefix is this domain or a subdomain of it (``replace.asyncdeploy.io/...``) are
+asyncdeploy's own: a plan may not set them."""
+
+# What identifies a workload and its containers (engine labels, Pod labels and annotations).
+LABEL_WORKLOAD: Final = "asyncdeploy.io/workload"
+LABEL_ROLE: Final = "asyncdeploy.io/role"
+LABEL_CONTAINER: Final = "asyncdeploy.io/container"
+LABEL_GRACE: Final = "asyncdeploy.io/termination-grace-period-seconds"
+LABEL_PLAN_DIGEST: Final = "asyncdeploy.io/plan-digest"
+LABEL_INSTANCE_OF: Final = "replace.asyncdeploy.io/instance-of"
+"""Set by ``Deployer.replace`` on a new instance: the plan name it serves."""
+
+# What a later delete on Docker and Podman reads back from the containers themselves.
+LABEL_PRE_STOP: Final = "asyncdeploy.io/pre-stop"  # JSON list: the hook a later delete runs
+LABEL_STOP_SIGNAL: Final = "asyncdeploy.io/stop-signal"
+LABEL_RESTART_POLICY: Final = "asyncdeploy.io/restart-policy"
+LABEL_READINESS: Final = "asyncdeploy.io/readiness"  # JSON list: the readiness probe as a command
+LABEL_INDEX: Final = "asyncdeploy.io/index"  # the container's position in the plan (list order)
+LABEL_ATTEMPT: Final = "asyncdeploy.io/create-attempt"  # which create call made a container
+
+PlanRole = Literal["init", "run"]
+"""The roles a plan's containers may take."""
+ContainerRole = Literal["pause", "init", "run", "autoheal"]
+"""The roles of what a workload runs: the plan's, plus what the engine drivers add."""
+PLAN_ROLES: Final[tuple[PlanRole, ...]] = get_args(PlanRole)
+CONTAINER_ROLES: Final[tuple[ContainerRole, ...]] = get_args(ContainerRole)
+
+
+def autoheal_label(workload: str) -> str:
+    """The label (value ``true``) that tells this workload's autoheal sidecar what it may restart."""
+    return f"{RESERVED_DOMAIN}/autoheal-{workload}"
+
+
+def is_reserved(key: str) -> bool:
+    """Whether a label or annotation key is asyncdeploy's own (its prefix is the reserved domain
+    or a subdomain of it)."""
+    prefix, slash, _ = key.partition("/")
+    if not slash:
+        return False
+    prefix = prefix.lower()
+    return prefix == RESERVED_DOMAIN or prefix.endswith("." + RESERVED_DOMAIN)
+
+
+def shown_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """The labels a workload's status shows: the plan's and the replace mark, without the
+    ``asyncdeploy.io/`` bookkeeping."""
+    return {key: value for key, value in labels.items() if not _bookkeeping(key)}
+
+
+def selector_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """The labels a selector sees: the shown ones plus the workload's name and plan digest, as on
+    a Kubernetes Pod (the per-container bookkeeping is left out)."""
+    return {
+        key: value
+        for key, value in labels.items()
+        if not _bookkeeping(key) or key in (LABEL_WORKLOAD, LABEL_PLAN_DIGEST)
+    }
+
+
+def _bookkeeping(key: str) -> bool:
+    return key.startswith(RESERVED_DOMAIN + "/")
