@@ -188,7 +188,10 @@ class Deployer:
         block cancels it, and the driver's shielded cleanup still kills and removes everything
         (the events of that cleanup are then not delivered: the block is gone). Setting
         ``kill_now`` cuts the drain short instead while the events keep flowing: survivors are
-        SIGKILLed at once, everything is removed, and ``DrainFinished`` still arrives.
+        SIGKILLed at once (also while the drain is still starting, or follows another
+        delete's), everything is removed, and ``DrainFinished`` still arrives; the block then
+        raises as after a full drain: ``DrainError`` when something could not be removed,
+        ``DrainUnreachable`` when the engine went away.
         Raises ``DrainError`` on exit when some step failed, and ``WorkloadNotFound`` before any
         event when there is no such workload (the driver's one look, which the drain starts
         from).
