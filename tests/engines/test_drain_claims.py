@@ -194,3 +194,26 @@ async def test_a_signal_that_never_left_is_told_from_one_whose_answer_was_lost(
     finally:
         await away.aclose()
     assert ("app", "got-TERM") not in read_markers(markers)
+
+
+async def test_a_hook_that_stops_its_container_is_an_exit_of_the_drain(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """The hook itself stops the app (it sends it TERM): an exit of the drain, ``exited 0``,
+    with no stop signal of ours. Podman reported it ``already-exited``, as if it had been
+    down before the delete."""
+    workload = name("selfstop")
+    app = Container(
+        name="app",
+        image=BUSYBOX,
+        command=["sh", "-c", "echo $$ > /out/pid; exec graceful app 0"],
+        env={"MARKER_FILE": "/out/markers"},
+        mounts=[Mount(source=str(markers), target="/out")],
+        pre_stop=["sh", "-c", "kill -TERM $(cat /out/pid); sleep 2"],
+    )
+    await deployer.create(plan(workload, [app], termination_grace_period_seconds=10))
+    await until(lambda: ("app", "start") in read_markers(markers), timeout=10)
+    summary = await deployer.delete(workload)
+    [got] = summary.containers
+    assert (got.outcome, got.exit_code) == ("exited", 0), summary
+    assert Counter(read_markers(markers))[("app", "got-TERM")] == 1
