@@ -263,7 +263,9 @@ class Deployer:
         still kills and removes everything (the events of that cleanup are then not delivered:
         the block is gone). Setting ``kill_now`` cuts the drain short instead while the events
         keep flowing: survivors are SIGKILLed at once, everything is removed, and
-        ``DrainFinished`` still arrives; set before the drain begins, the drain runs at grace 0.
+        ``DrainFinished`` still arrives; set before the drain begins, the drain runs at grace 0 (also while it
+        follows another delete's). The block then raises as after a full drain: ``DrainError``
+        when something could not be removed, ``DrainUnreachable`` when the engine went away.
         Raises ``DrainError`` on exit when some step failed (read from the ``DrainFinished``
         events, so a drain cut short reports what it left), and ``WorkloadNotFound`` before any
         event when there is no such workload (the driver's one look, which the drain starts

@@ -14,6 +14,7 @@ import pytest
 from asyncdeploy import Container, Deployer, Mount, WorkloadNotFound, WorkloadPlan
 from asyncdeploy.drivers.engine._ops import CallNotSent
 from asyncdeploy.drivers.engine._state import snapshot
+from asyncdeploy.events import DrainFinished, PreStopFinished, SignalSent
 from asyncdeploy.labels import LABEL_ROLE, LABEL_VOLUME_PLAN, LABEL_WORKLOAD
 from tests.engines.conftest import BUSYBOX
 from tests.engines.helpers import graceful, plan, read_markers
@@ -70,10 +71,15 @@ async def test_a_short_time_left_still_delivers_the_stop_signal(
     app = graceful("app", 5, markers, pre_stop=["sleep", "1.6"], restart_policy="on-failure")
     await deployer.create(plan(workload, [app], termination_grace_period_seconds=2))
     await deployer.wait_ready(workload, timeout=30)
-    summary = await deployer.delete(workload)
-    [got] = summary.containers
-    await until(lambda: ("app", "got-TERM") in read_markers(markers), timeout=5)
-    assert got.outcome == "killed", summary
+    async with deployer.terminate(workload) as stream:
+        events = [event async for event in stream]
+    [hook] = [e for e in events if isinstance(e, PreStopFinished)]
+    [finished] = [e for e in events if isinstance(e, DrainFinished)]
+    [got] = finished.summary.containers
+    assert got.outcome == "killed", finished.summary  # it drains 5 s: the deadline kills it
+    if not hook.timed_out:  # (a machine so loaded that the hook overran the deadline: no time)
+        assert [e.container for e in events if isinstance(e, SignalSent)] == ["app"]
+        await until(lambda: ("app", "got-TERM") in read_markers(markers), timeout=5)
 
 
 async def test_a_container_restarted_during_its_hook_is_waited_for(
@@ -194,3 +200,26 @@ async def test_a_signal_that_never_left_is_told_from_one_whose_answer_was_lost(
     finally:
         await away.aclose()
     assert ("app", "got-TERM") not in read_markers(markers)
+
+
+async def test_a_hook_that_stops_its_container_is_an_exit_of_the_drain(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """The hook itself stops the app (it sends it TERM): an exit of the drain, ``exited 0``,
+    with no stop signal of ours. Podman reported it ``already-exited``, as if it had been
+    down before the delete."""
+    workload = name("selfstop")
+    app = Container(
+        name="app",
+        image=BUSYBOX,
+        command=["sh", "-c", "echo $$ > /out/pid; exec graceful app 0"],
+        env={"MARKER_FILE": "/out/markers"},
+        mounts=[Mount(source=str(markers), target="/out")],
+        pre_stop=["sh", "-c", "kill -TERM $(cat /out/pid); sleep 2"],
+    )
+    await deployer.create(plan(workload, [app], termination_grace_period_seconds=10))
+    await until(lambda: ("app", "start") in read_markers(markers), timeout=10)
+    summary = await deployer.delete(workload)
+    [got] = summary.containers
+    assert (got.outcome, got.exit_code) == ("exited", 0), summary
+    assert Counter(read_markers(markers))[("app", "got-TERM")] == 1
