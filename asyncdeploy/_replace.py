@@ -23,7 +23,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 import anyio
 import anyio.lowlevel
@@ -33,7 +33,7 @@ from anyio.abc import ObjectReceiveStream
 from asyncdeploy._replace_lock import replace_lock
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.errors import AsyncDeployError, CreateError, PlanError, WorkloadConflict
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit
 from asyncdeploy.gating import expand_gates
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
@@ -215,6 +215,8 @@ async def _replacing_locked(
             async with deployer._drain(found, grace_period_seconds, kill_now) as events:
                 yield Replacement(new=status, old=old, events=events)
             return
+    # the images first: a pull that fails leaves the old instances serving
+    await driver.pull(new_plan, emit=cast(Emit, emit))
     found = await run.old_found(old, before_drain)
     started = anyio.current_time()
     drained = await run.drain_forwarding(found, grace_period_seconds)

@@ -69,6 +69,11 @@ class Driver(Protocol):
         """
         ...
 
+    async def pull(self, plan: WorkloadPlan, *, emit: Emit) -> None:
+        """Pull what the plan's pull policies ask for, as ``apply`` does first (a recreate
+        pulls before it drains the old instance); a no-op where the cluster pulls (Kubernetes)."""
+        ...
+
     async def get(self, name: str) -> WorkloadStatus:
         """Raise ``WorkloadNotFound`` when there is no such workload."""
         ...

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
+import attrs
 import pytest
 
 from asyncdeploy import Container, CreateError, Deployer, Mount, PlanError, Port
@@ -207,4 +208,19 @@ async def test_a_host_port_held_by_something_else_is_said_so_and_the_old_keeps_s
             await deployer.replace(plan(app, [web_server("v2", taken)]))
     assert await current(deployer, app) == {app}, "the new instance is gone"
     assert (await deployer.get(app)).containers == before.containers
+    await until(lambda: serves(port, "v1"), timeout=15)
+
+
+async def test_recreate_pulls_before_it_drains_so_a_failed_pull_leaves_the_old_serving(
+    deployer: Deployer, name: Callable[[str], str]
+) -> None:
+    app, port = name("pullfirst"), free_port()
+    await deployer.create(plan(app, [web_server("v1", port)], termination_grace_period_seconds=3))
+    before = await deployer.wait_ready(app)
+    absent = attrs.evolve(
+        web_server("v2", port), image="asyncdeploy-test/absent:never", image_pull_policy="Never"
+    )
+    with pytest.raises(CreateError, match="absent"):
+        await deployer.replace(plan(app, [absent]), strategy="recreate")
+    assert (await deployer.get(app)).containers == before.containers, "never drained"
     await until(lambda: serves(port, "v1"), timeout=15)

@@ -543,6 +543,9 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
             replaced=replaced,
         )
 
+    async def pull(self, plan: WorkloadPlan, *, emit: Emit) -> None:
+        await ImagePuller(self._client, self.name, self._errors).pull_for(plan, emit)
+
     def _config(self, plan: WorkloadPlan, container: Container, pause_id: str) -> dict[str, Any]:
         return spec.container_config(
             plan, container, pause_id, engine=self.name, api_version=self.api_version

@@ -117,6 +117,9 @@ class KubernetesDriver:
             raise
         return driver
 
+    async def pull(self, plan: WorkloadPlan, *, emit: Emit) -> None:
+        """The kubelet pulls, as the Pod's imagePullPolicy says: nothing to do before."""
+
     async def hold_marker(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
         return await ConfigMapMarkers(self.api, self.namespace).hold(key, record, labels=labels)
 
