@@ -14,6 +14,16 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 Headers = list[tuple[bytes, bytes]]
 
+#: Scope extension set by ``serve_with_drain``'s uvicorn protocol: a callable answering whether
+#: the client has already sent further (pipelined) requests on this connection.
+PIPELINED_EXTENSION = "asyncdeploy.requests_queued"
+
+
+def requests_queued(scope: Scope) -> bool:
+    """True when the server says more requests wait on this connection (HTTP/1.1 pipelining)."""
+    check = scope.get("extensions", {}).get(PIPELINED_EXTENSION)
+    return bool(check()) if callable(check) else False
+
 
 def header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> bytes | None:
     """Return the first value of header ``name`` (lower-case), or None."""

@@ -2,7 +2,8 @@
 
 Endpoints: ``GET /short`` (quick JSON), ``GET /long?seconds=S`` (S seconds of "work", then
 JSON), ``GET /stream?tokens=N&pace=S`` (SSE: N ``token`` events S seconds apart, then a final
-``done`` event). Every answer carries the request ID (``X-Request-ID`` or a generated one) in a
+``done`` event), a WebSocket on any path that echoes what it gets (when uvicorn has a WebSocket
+library). Every answer carries the request ID (``X-Request-ID`` or a generated one) in a
 header, and every SSE frame carries it in its data, so a client can tell a complete stream from
 a truncated one. Health endpoints come from :class:`DrainMiddleware`.
 
@@ -66,6 +67,9 @@ class DemoApp:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
+        if scope["type"] == "websocket":
+            await self._echo(receive, send)
+            return
         if scope["type"] != "http":
             return
         request_id = _request_id(scope)
@@ -115,6 +119,21 @@ class DemoApp:
             + b"\n\n"
         )
         await send({"type": "http.response.body", "body": done, "more_body": False})
+
+    async def _echo(self, receive: Receive, send: Send) -> None:
+        """``/ws`` (any path): a WebSocket that echoes every message until the client closes."""
+        message = await receive()
+        if message["type"] != "websocket.connect":
+            return
+        await send({"type": "websocket.accept"})
+        while True:
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            if message.get("bytes") is not None:
+                await send({"type": "websocket.send", "bytes": message["bytes"]})
+            else:
+                await send({"type": "websocket.send", "text": message.get("text") or ""})
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

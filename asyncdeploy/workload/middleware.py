@@ -5,7 +5,8 @@ A request is admitted before the wrapped app runs and released when the last res
 cut it. Once a drain has begun, readiness fails at once, new requests are still admitted while
 the controller's propagation window is open, and after it they get ``503`` + ``Retry-After`` +
 ``Connection: close`` before the app sees them; responses given while draining carry
-``Connection: close``. Lifespan scopes pass through untouched.
+``Connection: close``. A WebSocket is admitted the same way and in flight until the app is done
+with it. Lifespan scopes pass through untouched.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ._asgi import (
     Send,
     header,
     json_bytes,
+    requests_queued,
     send_response,
 )
 from .metrics import METRICS_CONTENT_TYPE, render_metrics
@@ -70,6 +72,8 @@ class _Exchange:
         self.admission = admission
         self.request_id = request_id
         self.started = False
+        #: The client went away; with ``cancel_on_disconnect=False`` the app may still work.
+        self.client_gone = False
         self.is_sse = False
         self.trailers = False
         self.cut_reason: str | None = None
@@ -97,12 +101,34 @@ class _Exchange:
         return kind in ("http.response.pathsend", "http.response.zerocopysend")
 
 
+#: Close codes of a peer that went away (1005: none given, 1006: no close frame).
+_WS_GONE = (1005, 1006)
+
+
+class _Socket:
+    """Progress of one admitted WebSocket."""
+
+    def __init__(self) -> None:
+        self.accepted = False
+        self.closed = False
+        self.cut = False
+        self.close_code: int | None = None
+
+    def outcome(self) -> Outcome:
+        if self.cut:
+            return Outcome.CUT_AT_DEADLINE
+        if self.close_code in _WS_GONE:
+            return Outcome.CLIENT_DISCONNECTED
+        return Outcome.COMPLETED
+
+
 class DrainMiddleware:
     """Wrap ``app`` with the drain kit driven by ``controller``.
 
     ``retry_after`` is the ``Retry-After`` value (seconds) of 503 answers; ``cut_send_timeout``
-    bounds the write of the final frame of a cut stream; with ``cancel_on_disconnect`` the app is
-    cancelled when its client goes away.
+    bounds the write of the final frame of a cut stream (``serve_with_drain`` waits that long
+    past the drain deadline); with ``cancel_on_disconnect`` the app is cancelled when its client
+    goes away, without it the app runs on and counts as in flight until it returns.
     """
 
     def __init__(
@@ -133,6 +159,9 @@ class DrainMiddleware:
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -142,7 +171,7 @@ class DrainMiddleware:
             return
         admission = self.controller.try_admit()
         if admission is None:
-            await self._reject(send, self.controller.state)
+            await self._reject(send, self.controller.state, close=not requests_queued(scope))
             return
         request_id = header(scope.get("headers", []), b"x-request-id")
         exchange = _Exchange(
@@ -151,8 +180,11 @@ class DrainMiddleware:
         try:
             await self._run(scope, receive, send, exchange)
         finally:
-            # The app returned (or raised) without finishing its response.
-            admission.release(Outcome.FAILED)
+            # The app returned (or raised) without finishing its response; a client that left
+            # while the app went on working (cancel_on_disconnect=False) is released only now.
+            admission.release(
+                Outcome.CLIENT_DISCONNECTED if exchange.client_gone else Outcome.FAILED
+            )
 
     # -- admitted requests ---------------------------------------------------------------
     async def _run(self, scope: Scope, receive: Receive, send: Send, ex: _Exchange) -> None:
@@ -167,14 +199,18 @@ class DrainMiddleware:
                 return {"type": "http.disconnect"}
 
         async def app_send(message: Message) -> None:
-            if ex.admission.outcome is Outcome.CLIENT_DISCONNECTED:
+            if ex.client_gone:
                 return  # nobody is listening any more
             if ex.cut_reason is not None and not ex.started:
                 return  # a 503 is about to replace this response
             if message["type"] == "http.response.start":
                 ex.on_start(message)
                 headers = message.get("headers", [])
-                if self.controller.draining.is_set() and header(headers, b"connection") is None:
+                if (
+                    self.controller.draining.is_set()
+                    and header(headers, b"connection") is None
+                    and not requests_queued(scope)  # answer those first: the last one closes
+                ):
                     # keep-alive clients should reconnect to another replica
                     message = {**message, "headers": [*headers, _CLOSE]}
             try:
@@ -197,7 +233,7 @@ class DrainMiddleware:
             if ex.cut_reason is not None and not ex.finished:
                 await self._send_cut(send, ex)
             tg.cancel_scope.cancel()
-        if error is not None and ex.admission.outcome not in _ENDED_BY_US:
+        if error is not None and not ex.client_gone and ex.admission.outcome not in _ENDED_BY_US:
             raise error
 
     async def _pump(
@@ -223,10 +259,14 @@ class DrainMiddleware:
                     return
 
     def _disconnected(self, ex: _Exchange, app_scope: anyio.CancelScope) -> None:
-        if ex.admission.release(Outcome.CLIENT_DISCONNECTED):
-            logger.info("client disconnected: request_id=%s", ex.request_id)
-            if self.cancel_on_disconnect:
-                app_scope.cancel()
+        if ex.client_gone or ex.finished:
+            return
+        ex.client_gone = True
+        logger.info("client disconnected: request_id=%s", ex.request_id)
+        if self.cancel_on_disconnect:
+            ex.admission.release(Outcome.CLIENT_DISCONNECTED)
+            app_scope.cancel()
+        # else the app goes on, and stays in flight until it returns
 
     async def _watch_deadline(self, ex: _Exchange, app_scope: anyio.CancelScope) -> None:
         reason = await self.controller.wait_cut()
@@ -235,9 +275,21 @@ class DrainMiddleware:
             app_scope.cancel()
 
     async def _send_cut(self, send: Send, ex: _Exchange) -> None:
-        """End a response cleanly after its app was cancelled at the drain deadline."""
+        """End a response after its app was cancelled at the drain deadline, visibly.
+
+        Nothing sent yet: a retryable 503. An SSE stream: a final ``event: cut``. Any other
+        started response is left unfinished (no last frame: the server closes the connection
+        without ending the chunked body or reaching the Content-Length), so no client takes a
+        cut body for a complete one. A cut frame that cannot be written within
+        ``cut_send_timeout`` (a client that stopped reading) leaves the SSE stream unfinished
+        the same way.
+        """
         reason = ex.cut_reason or "drain-deadline"
-        with anyio.move_on_after(self.cut_send_timeout, shield=True):
+        if ex.client_gone:  # the app was still working for a client that had left
+            ex.admission.release(Outcome.CLIENT_DISCONNECTED)
+            return
+        written = not ex.started or ex.is_sse
+        with anyio.move_on_after(self.cut_send_timeout, shield=True) as timer:
             try:
                 if not ex.started:  # nothing sent yet: a retryable answer
                     body = json_bytes({"error": reason, "request_id": ex.request_id})
@@ -245,27 +297,119 @@ class DrainMiddleware:
                 elif ex.is_sse:
                     frame = sse_cut_frame(reason, ex.request_id)
                     await send({"type": "http.response.body", "body": frame, "more_body": False})
-                else:
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
             except Exception as exc:  # noqa: BLE001 - the client is gone too; the cut still counts
                 logger.debug("writing the cut frame failed: %r", exc)
+                written = False
+        if timer.cancelled_caught:
+            written = False
+            logger.warning(
+                "cut frame not written within %g s (the client does not read): request_id=%s; "
+                "the response ends unfinished",
+                self.cut_send_timeout,
+                ex.request_id,
+            )
         if not ex.finished:
             logger.warning(
-                "response cut: reason=%s request_id=%s started=%s sse=%s",
+                "response cut: reason=%s request_id=%s started=%s sse=%s ending=%s",
                 reason,
                 ex.request_id,
                 ex.started,
                 ex.is_sse,
+                "cut frame" if written else "unfinished",
             )
             ex.admission.release(Outcome.CUT_AT_DEADLINE)
 
-    # -- rejections and health -----------------------------------------------------------
-    def _retry_headers(self) -> Headers:
-        return [(b"retry-after", str(self.retry_after).encode()), _CLOSE]
+    # -- websockets ----------------------------------------------------------------------
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Admit a WebSocket like a request; it is in flight until the app is done with it.
 
-    async def _reject(self, send: Send, state: DrainState) -> None:
+        At the drain deadline the app is cancelled and the socket closed with 1012 (service
+        restart: reconnect elsewhere); refused ones get a 503 (or a close before accepting,
+        which servers without the ``websocket.http.response`` extension answer with 403).
+        """
+        admission = self.controller.try_admit()
+        if admission is None:
+            await self._reject_websocket(scope, send)
+            return
+        socket = _Socket()
+
+        async def app_receive() -> Message:
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                socket.closed = True
+                socket.close_code = int(message.get("code", 1005))
+            return message
+
+        async def app_send(message: Message) -> None:
+            if socket.cut:
+                return  # the middleware closes it
+            kind = message["type"]
+            await send(message)
+            if kind == "websocket.accept":
+                socket.accepted = True
+            elif kind in ("websocket.close", "websocket.http.response.body"):
+                socket.closed = True
+
+        app_scope = anyio.CancelScope()
+        outcome = Outcome.FAILED
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def watch_deadline() -> None:
+                    reason = await self.controller.wait_cut()
+                    if not socket.closed:
+                        socket.cut = True
+                        logger.warning("websocket cut: reason=%s", reason)
+                        app_scope.cancel()
+
+                tg.start_soon(watch_deadline)
+                with app_scope:
+                    await self.app(scope, app_receive, app_send)
+                if socket.cut:
+                    await self._close_cut_websocket(send, socket)
+                tg.cancel_scope.cancel()
+            outcome = socket.outcome()
+        except Exception:
+            if not socket.cut and socket.close_code not in _WS_GONE:
+                raise  # the app failed: the server reports it
+            outcome = socket.outcome()
+        finally:
+            admission.release(outcome)
+
+    async def _close_cut_websocket(self, send: Send, socket: _Socket) -> None:
+        with anyio.move_on_after(self.cut_send_timeout, shield=True):
+            try:
+                if socket.accepted:
+                    await send({"type": "websocket.close", "code": 1012, "reason": "draining"})
+                else:
+                    await send({"type": "websocket.close", "code": 1012})
+            except Exception as exc:  # noqa: BLE001 - gone already; the cut still counts
+                logger.debug("closing the cut websocket failed: %r", exc)
+
+    async def _reject_websocket(self, scope: Scope, send: Send) -> None:
+        if "websocket.http.response" in scope.get("extensions", {}):
+            state = self.controller.state.value
+            body = json_bytes({"error": state, "retry_after": self.retry_after})
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *self._retry_headers(),
+            ]
+            await send({"type": "websocket.http.response.start", "status": 503, "headers": headers})
+            await send({"type": "websocket.http.response.body", "body": body})
+        else:
+            await send({"type": "websocket.close", "code": 1013})  # "try again later"
+
+    # -- rejections and health -----------------------------------------------------------
+    def _retry_headers(self, *, close: bool = True) -> Headers:
+        retry = (b"retry-after", str(self.retry_after).encode())
+        return [retry, _CLOSE] if close else [retry]
+
+    async def _reject(self, send: Send, state: DrainState, *, close: bool = True) -> None:
+        """503 + Retry-After, and Connection: close unless pipelined requests wait behind it
+        (each of them is answered in turn; the last answer closes)."""
         body = json_bytes({"error": state.value, "retry_after": self.retry_after})
-        await send_response(send, 503, body, extra_headers=self._retry_headers())
+        await send_response(send, 503, body, extra_headers=self._retry_headers(close=close))
 
     async def _probe(self, send: Send, ok: bool) -> None:
         controller = self.controller

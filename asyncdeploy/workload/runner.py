@@ -15,22 +15,27 @@ import logging
 import signal
 import time
 from collections.abc import Generator
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import attrs
 import uvicorn
 from anyio.abc import TaskStatus
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ._asgi import ASGIApp
+from ._asgi import PIPELINED_EXTENSION, ASGIApp, Receive, Scope, Send
 from .control import serve_control_socket
 from .errors import WorkloadError
+from .middleware import DrainMiddleware
 from .signals import RepeatedSigterm, TerminationRequest, install_sigterm_handler
 from .state import DrainController, DrainStatistics
 
 __all__ = ["ServeOptions", "ServerAddress", "serve_with_drain"]
 
 logger = logging.getLogger("asyncdeploy.workload")
+
+#: Past the middleware's cut-frame timeout, for the task to notice the cut and release.
+_CUT_MARGIN = 0.5
 
 
 @attrs.frozen(kw_only=True)
@@ -46,7 +51,8 @@ class ServeOptions:
     #: A SIGTERM during a drain: "ignore" (logged; an engine's retried stop must not cut
     #: streams) or "cut" every open stream at once. A second SIGINT always cuts.
     repeated_sigterm: RepeatedSigterm = "ignore"
-    #: Extra time after the drain deadline for cut frames to be written.
+    #: Extra time after the drain deadline for cut frames to be written (at least the
+    #: middleware's ``cut_send_timeout`` and a margin).
     cut_grace: float = 2.0
     #: uvicorn's ``timeout_graceful_shutdown`` once drained (idle keep-alive connections).
     shutdown_timeout: int = 5
@@ -59,6 +65,25 @@ class ServeOptions:
 class ServerAddress:
     host: str
     port: int
+
+
+class _PipeliningAwareH11(H11Protocol):
+    """uvicorn's h11 protocol, telling the middleware (scope extension
+    :data:`PIPELINED_EXTENSION`) whether the client has already sent more requests on this
+    connection, so that a drain answers each of them instead of closing in front of them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        app = self.app
+
+        def requests_queued() -> bool:
+            return bool(self.conn.trailing_data[0])
+
+        async def with_extension(scope: Scope, receive: Receive, send: Send) -> None:
+            scope.setdefault("extensions", {})[PIPELINED_EXTENSION] = requests_queued
+            await app(scope, receive, send)
+
+        self.app = with_extension
 
 
 class _Server(uvicorn.Server):
@@ -88,7 +113,7 @@ async def serve_with_drain(
         app,
         host=options.host,
         port=options.port,
-        http="h11",
+        http=_PipeliningAwareH11,
         lifespan=options.lifespan,
         timeout_graceful_shutdown=options.shutdown_timeout,
         log_level=options.log_level,
@@ -116,13 +141,20 @@ async def serve_with_drain(
                 if address is not None:
                     task_status.started(address)
                     await termination.wait()
-                    await _wait_drained_or_deadline(controller, options.cut_grace)
+                    await _wait_drained_or_deadline(controller, _cut_grace(app, options))
                     server.should_exit = True
     finally:
         controller.mark_stopped()
     if not server.started:
         raise WorkloadError(f"uvicorn could not start on {options.host}:{options.port}")
     return controller.statistics()
+
+
+def _cut_grace(app: ASGIApp, options: ServeOptions) -> float:
+    """Time past the deadline to wait: enough for the middleware's cut frames to be written."""
+    if isinstance(app, DrainMiddleware):
+        return max(options.cut_grace, app.cut_send_timeout + _CUT_MARGIN)
+    return options.cut_grace
 
 
 async def _run_uvicorn(server: uvicorn.Server, done: anyio.Event, scope: anyio.CancelScope) -> None:

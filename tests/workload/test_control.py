@@ -10,6 +10,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from asyncdeploy.workload import (
     ControlSocketError,
@@ -21,6 +23,7 @@ from asyncdeploy.workload import (
     run_drain_command,
     serve_control_socket,
 )
+from asyncdeploy.workload.control import _execute
 
 pytestmark = pytest.mark.anyio
 
@@ -268,3 +271,20 @@ async def test_bad_drain_arguments_are_refused(
             await control_request(sock_path, command)
         tg.cancel_scope.cancel()
     assert controller.state is DrainState.SERVING
+
+
+@given(command=st.text(max_size=60))
+def test_any_command_line_gets_a_reply_and_never_raises(command: str) -> None:
+    """The command parser: whatever a line says, the reply is a dict with ok, and a drain only
+    begins for a well-formed drain command."""
+    controller = DrainController(propagation=PropagationWindow(max_seconds=5))
+    controller.mark_started()
+    reply = _execute(controller, command.strip())
+    assert isinstance(reply["ok"], bool)
+    words = command.split()
+    if not reply["ok"]:
+        assert controller.state is DrainState.SERVING
+        assert "error" in reply
+    elif words and words[0] == "drain":
+        assert controller.state is DrainState.DRAINING
+        assert controller.propagation.max_seconds == 5  # the server's own setting is untouched

@@ -98,7 +98,8 @@ async def test_prestop_drain_command_then_sigterm(tmp_path: Path) -> None:
             result: dict[str, Any] = {}
 
             async def consume() -> None:
-                result["body"] = await read_stream(client, "/stream?tokens=40&pace=0.05", first)
+                # 5 s: still open when the hook's interpreter has started on a loaded machine
+                result["body"] = await read_stream(client, "/stream?tokens=100&pace=0.05", first)
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(consume)
@@ -113,7 +114,7 @@ async def test_prestop_drain_command_then_sigterm(tmp_path: Path) -> None:
                         "--propagation-wait",
                         "100ms",
                         "--timeout",
-                        "5s",
+                        "15s",
                     ],
                     env=_ENV,
                     check=False,
@@ -133,7 +134,7 @@ async def test_prestop_drain_command_then_sigterm(tmp_path: Path) -> None:
         with anyio.fail_after(3):
             process.send_signal(signal.SIGTERM)
             assert await process.wait() == 0
-    assert events(result["body"]) == ["token"] * 40 + ["done"]
+    assert events(result["body"]) == ["token"] * 100 + ["done"]
 
 
 async def test_ignore_sigterm_gets_killed_and_truncates(tmp_path: Path) -> None:
@@ -144,6 +145,7 @@ async def test_ignore_sigterm_gets_killed_and_truncates(tmp_path: Path) -> None:
             result: dict[str, Any] = {}
 
             async def consume() -> None:
+                # 5 s: still open when the hook's interpreter has started on a loaded machine
                 result["body"] = await read_stream(client, "/stream?tokens=100&pace=0.05", first)
 
             async with anyio.create_task_group() as tg:
@@ -158,3 +160,28 @@ async def test_ignore_sigterm_gets_killed_and_truncates(tmp_path: Path) -> None:
     assert "token" in events(result["body"])
     assert "done" not in events(result["body"])
     assert "cut" not in events(result["body"])
+
+
+@pytest.mark.parametrize(
+    ("flags", "during_drain"), [((), 200), (("--refuse-at-once",), 503)], ids=["window", "refuse"]
+)
+async def test_the_demo_serves_or_refuses_new_work_during_a_drain(
+    tmp_path: Path, flags: tuple[str, ...], during_drain: int
+) -> None:
+    """By default a new request during the drain is served (the propagation window);
+    --refuse-at-once answers it 503 + Retry-After at once. Readiness fails either way."""
+    async with demo_process(tmp_path, *flags) as (process, base, _):
+        async with httpx.AsyncClient(base_url=base, trust_env=False, timeout=10) as client:
+            first = anyio.Event()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(read_stream, client, "/stream?tokens=20&pace=0.05", first)
+                await first.wait()  # something in flight keeps the drain open
+                process.send_signal(signal.SIGTERM)
+                await anyio.sleep(0.2)
+                assert (await client.get("/ready")).status_code == 503
+                response = await client.get("/short")
+            assert response.status_code == during_drain
+            if during_drain == 503:
+                assert response.headers["retry-after"] == "5"
+        with anyio.fail_after(20):
+            assert await process.wait() == 0

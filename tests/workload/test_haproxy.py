@@ -90,10 +90,10 @@ def _private_directory(directory: Path) -> Path:
 
 
 @asynccontextmanager
-async def demo_server(directory: Path) -> AsyncIterator[Demo]:
+async def demo_server(directory: Path, *flags: str) -> AsyncIterator[Demo]:
     sock, log = directory / "c.sock", directory / "demo.log"
     command = [sys.executable, "-m", "asyncdeploy.workload.demo", "--host", "127.0.0.1"]
-    command += ["--port", "0", "--control-socket", str(sock), "--drain-timeout", "20s"]
+    command += ["--port", "0", "--control-socket", str(sock), "--drain-timeout", "20s", *flags]
     with log.open("wb") as out:
         process = await anyio.open_process(command, stdout=out, stderr=subprocess.STDOUT, env=_ENV)
     try:
@@ -197,9 +197,11 @@ async def _streams(base: str, stop: anyio.Event, results: list[str]) -> None:
             results.append("complete" if ends == ["token"] * 20 + ["done"] else f"cut {ends}")
 
 
-async def _drain_under_traffic(tmp_path: Path, trigger: str) -> None:
+async def _drain_under_traffic(
+    tmp_path: Path, trigger: str, *flags: str
+) -> tuple[Counter[int | str], Demo]:
     async with (
-        demo_server(_private_directory(tmp_path / "a")) as drained,
+        demo_server(_private_directory(tmp_path / "a"), *flags) as drained,
         demo_server(_private_directory(tmp_path / "b")) as survivor,
         haproxy(tmp_path, [drained, survivor]) as base,
     ):
@@ -238,6 +240,8 @@ async def _drain_under_traffic(tmp_path: Path, trigger: str) -> None:
                 assert await drained.process.wait() == 0, drained.log.read_text()
             await anyio.sleep(1.0)  # traffic goes on after the server is gone
             stop.set()
+        if flags:  # the negative control: the caller looks at what the clients saw
+            return statuses, drained
         failures = {key: count for key, count in statuses.items() if key != 200}
         assert failures == {}, (failures, drained.log.read_text())
         assert statuses[200] - before > 5, statuses  # and it kept flowing after the drain
@@ -255,6 +259,7 @@ async def _drain_under_traffic(tmp_path: Path, trigger: str) -> None:
             assert report["propagation_observed"] == pytest.approx(
                 stats["propagation_observed"], abs=0.01
             )
+        return statuses, drained
 
 
 async def test_sigterm_behind_haproxy_shows_clients_no_503(tmp_path: Path) -> None:
@@ -265,3 +270,11 @@ async def test_sigterm_behind_haproxy_shows_clients_no_503(tmp_path: Path) -> No
 async def test_prestop_drain_behind_haproxy_shows_clients_no_503(tmp_path: Path) -> None:
     """The preStop drain command, then SIGTERM: no 503, and the hook reports the propagation."""
     await _drain_under_traffic(tmp_path, "drain-command")
+
+
+async def test_refusing_at_once_behind_haproxy_shows_clients_503s(tmp_path: Path) -> None:
+    """The negative control (what main did): --refuse-at-once behind a balancer that does not
+    retry answers 503 to what HAProxy sends before its next check."""
+    statuses, drained = await _drain_under_traffic(tmp_path, "sigterm", "--refuse-at-once")
+    assert statuses[503] > 0, statuses
+    assert drained.exit_statistics()["rejected_while_draining"] > 0

@@ -1,7 +1,8 @@
 """The kit's recipe, run as written: it reaches SERVING, serves, and drains.
 
 The program is read from README.md when a section there is marked ``<!-- snippet: kit-recipe
--->``, else from docs/pending/kit.md (where it waits for the README's restructuring).
+-->``, else from docs/server-kit.md when marked, else from docs/pending/kit.md (where it waits
+for the integrator).
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ pytestmark = pytest.mark.anyio
 
 _ROOT = Path(asyncdeploy.__file__).resolve().parent.parent
 _MARKER = "<!-- snippet: kit-recipe -->"
+#: Where the recipe may live, first marked one wins: the README, the server kit's page, and
+#: the pending text it waits in until the integrator moves it.
+_DOCUMENTS = (
+    _ROOT / "README.md",
+    _ROOT / "docs" / "server-kit.md",
+    _ROOT / "docs" / "pending" / "kit.md",
+)
 _ENV = {**os.environ, "PYTHONPATH": str(_ROOT), "PYTHONUNBUFFERED": "1"}
 _DRAIN_CMD = [sys.executable, "-m", "asyncdeploy.workload.drain_cmd"]
 
@@ -35,14 +43,14 @@ _DRAIN_CMD = [sys.executable, "-m", "asyncdeploy.workload.drain_cmd"]
 def recipe() -> str:
     """The marked snippet: the ```python fence right after the marker's own line."""
     marker_line = re.compile(rf"^{re.escape(_MARKER)}$", re.MULTILINE)
-    for document in (_ROOT / "README.md", _ROOT / "docs" / "pending" / "kit.md"):
+    for document in _DOCUMENTS:
         text = document.read_text() if document.exists() else ""
         if found := marker_line.search(text):
             after = text[found.end() :]
             match = re.match(r"\s*```python\n(.*?)\n```", after, re.DOTALL)
             assert match, f"{document}: the marker must be right before a ```python fence"
             return match.group(1) + "\n"
-    raise AssertionError(f"no {_MARKER} in README.md or docs/pending/kit.md")
+    raise AssertionError(f"no {_MARKER} line in any of {[str(d) for d in _DOCUMENTS]}")
 
 
 def _free_port() -> int:
