@@ -87,8 +87,14 @@ def lint_plan(
             )
             if gpu:
                 findings += _lint_gpu(plan, f"containers[{i}]", container)
+            budget_flagged = any(f.path == "termination_grace_period_seconds" for f in findings)
             findings += _lint_engine(
-                f"containers[{i}]", container, grace, expected_drain_seconds, margin_seconds
+                f"containers[{i}]",
+                container,
+                grace,
+                expected_drain_seconds,
+                margin_seconds,
+                budget_flagged=budget_flagged,
             )
     findings += _port_findings(plan, image_ports)
     return sorted(findings, key=lambda f: f.level != "error")
@@ -206,7 +212,13 @@ def _propagation(container: Container) -> float:
 
 
 def _lint_engine(
-    path: str, container: Container, grace: int, expected_drain: float | None, margin: float
+    path: str,
+    container: Container,
+    grace: int,
+    expected_drain: float | None,
+    margin: float,
+    *,
+    budget_flagged: bool,
 ) -> list[Finding]:
     """The known engines' own stop behaviour against the plan's drain and budget."""
     argv = [*(container.command or ()), *(container.args or ())]
@@ -232,15 +244,17 @@ def _lint_engine(
     propagation = _propagation(container)
     drain = expected_drain if expected_drain is not None else (_flag(hook, "--timeout") or 0.0)
     own_drain = on_sigterm if not drained_first and on_sigterm not in (None, float("inf")) else 0
-    needed = propagation + drain + (own_drain or 0.0) + preset.exit_seconds
-    if needed + margin > grace:
+    needed = propagation + drain + (own_drain or 0.0)
+    # The margin already holds a short exit of the engine's own; a longer one adds to it.
+    reserve = max(margin, preset.exit_seconds + 5)
+    if needed + reserve > grace and not budget_flagged:
         findings.append(
             Finding(
                 level="warning",
                 path=where,
                 message=f"{grace} s cannot hold {path}'s propagation ({propagation:g} s) + drain "
                 f"({drain + (own_drain or 0):g} s) + {preset.name}'s own shutdown "
-                f"({preset.exit_seconds:g} s) + a {margin:g} s margin",
+                f"({preset.exit_seconds:g} s) and a margin ({reserve:g} s in all)",
             )
         )
     if drained_first and on_sigterm is not None and on_sigterm != float("inf"):
