@@ -42,6 +42,8 @@ class Interrupts:
     what: str
     received: list[signal.Signals] = attrs.field(factory=list)
     settled: bool = False  # set once the operation's outcome stands: a signal no longer undoes it
+    # where notices go while a live view owns the terminal (it writes them above its table)
+    notice: Callable[[str], None] | None = None
     _kill_now: anyio.Event | None = None
 
     @property
@@ -79,32 +81,38 @@ class Interrupts:
             raise CommandFailed(self._ending(signum), 128 + signum)
         return result  # type: ignore[return-value]  # work returned: result is its value
 
+    def _say(self, message: str) -> None:
+        if self.notice is not None:
+            self.notice(f"asyncdeploy: {message}")
+        else:
+            _say(message)
+
     async def _watch(self, signals: AsyncIterator[int], work_scope: anyio.CancelScope) -> None:
         async for number in signals:
             signum = signal.Signals(number)
             self.received.append(signum)
             name = signum.name
             if self.settled:
-                _say(f"got {name}: the {self.what} is done; finishing")
+                self._say(f"got {name}: the {self.what} is done; finishing")
             elif len(self.received) == 1 and self.mode == "drain":
-                _say(
+                self._say(
                     f"got {name}: the drain goes on until its deadline; "
                     "press Ctrl-C again to kill the remaining containers now"
                 )
             elif len(self.received) == 2 and self.mode == "drain":
-                _say(
+                self._say(
                     f"got {name} again: killing the remaining containers now, then removing "
                     "everything (further signals are ignored until that is done)"
                 )
                 self.kill_now.set()
             elif len(self.received) == 1:
-                _say(
+                self._say(
                     f"got {name}: stopping the {self.what} and removing everything it made "
                     "(further signals are ignored until that is done)"
                 )
                 work_scope.cancel()
             else:
-                _say(f"got {name}: still cleaning up, please wait")
+                self._say(f"got {name}: still cleaning up, please wait")
 
     def _ending(self, signum: signal.Signals) -> str:
         if self.mode == "drain":

@@ -124,7 +124,7 @@ def delete(settings: Settings, name: str, grace_period_seconds: int | None, outp
             drain = deployer.terminate(
                 name, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
             )
-            await stream_drain(drain, output)
+            await stream_drain(drain, output, interrupts)
             interrupts.settled = True  # drained: a late signal must not claim a kill
 
     run(interrupts.guard, impl)
@@ -156,14 +156,16 @@ def delete_all(
             drain = deployer.terminate_all(
                 selector, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
             )
-            if not await stream_drain(drain, output):
+            if not await stream_drain(drain, output, interrupts):
                 click.echo("No resources found", err=True)  # as kubectl: exit 0
             interrupts.settled = True  # drained: a late signal must not claim a kill
 
     run(interrupts.guard, impl)
 
 
-async def stream_drain(drain: Any, output: str) -> list[DrainSummary]:
+async def stream_drain(
+    drain: Any, output: str, interrupts: Interrupts | None = None
+) -> list[DrainSummary]:
     """Print a drain's events as they come, then the result; return the summaries.
 
     JSON: one object per event on stdout. Text: on a terminal of 80 columns or more, a live
@@ -175,6 +177,8 @@ async def stream_drain(drain: Any, output: str) -> list[DrainSummary]:
     renderer: EventRenderer | LiveView | None = None
     if output == "text":
         renderer = for_stream(sys.stderr)
+        if interrupts is not None:
+            interrupts.notice = renderer.note  # a signal's notice above the live table
 
     async def tick(view: LiveView) -> None:
         while True:
@@ -195,6 +199,8 @@ async def stream_drain(drain: Any, output: str) -> list[DrainSummary]:
                     renderer.show(event)
             tg.cancel_scope.cancel()
     finally:
+        if interrupts is not None:
+            interrupts.notice = None
         if renderer is not None:
             renderer.close()
             for summary in summaries:
