@@ -95,7 +95,10 @@ async def test_one_line_per_event_where_the_terminal_cannot_hold_the_view(
     assert code == 0, text
     assert "\x1b[" not in text, "no escape sequence: the one-line-per-event fallback"
     events = [line for line in text.splitlines() if EVENT_LINE.match(line)]
-    assert events[0].endswith("3 containers and the pause container") and "drain finished" in events[-1], text
+    assert (
+        events[0].endswith("3 containers and the pause container")
+        and "drain finished" in events[-1]
+    ), text
 
 
 async def test_a_signals_notice_stays_above_the_live_table_and_a_cut_hook_says_why(
