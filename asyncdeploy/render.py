@@ -31,8 +31,9 @@ __all__ = ["MIN_LIVE_WIDTH", "EventRenderer", "LiveView", "PullView", "describe"
 BAR_WIDTH = 24
 
 
-def describe(event: DrainEvent | PullEvent) -> str:
-    """One line of text for an event."""
+def describe(event: DrainEvent | PullEvent, started: DrainStarted | None = None) -> str:
+    """One line of text for an event; ``started``, the drain's start, tells a hook cut off at
+    the deadline from one cut off early (a second Ctrl-C, ``kill_now``)."""
     match event:
         case PullStarted():
             return f"pulling {event.image} ({event.policy})"
@@ -50,7 +51,7 @@ def describe(event: DrainEvent | PullEvent) -> str:
             return f"{event.container}: pre_stop hook started"
         case PreStopFinished():
             if event.timed_out:
-                return f"{event.container}: pre_stop hook cut off at the deadline"
+                return f"{event.container}: pre_stop hook cut off {_when_cut(event, started)}"
             return f"{event.container}: pre_stop hook finished (exit {event.exit_code})"
         case SignalSent():
             return f"{event.container}: {event.signal} sent"
@@ -81,6 +82,17 @@ def describe(event: DrainEvent | PullEvent) -> str:
             )
 
 
+def _when_cut(event: PreStopFinished, started: DrainStarted | None) -> str:
+    if started is None:
+        return "at the deadline"
+    into = event.elapsed - started.elapsed
+    if into < started.grace_period_seconds - 0.5:  # the drain was cut short before its deadline
+        return (
+            f"early, at {into:.1f} s of {started.grace_period_seconds} s (the drain was cut short)"
+        )
+    return "at the deadline"
+
+
 def _count(event: DrainStarted) -> str:
     """How many containers drain; the pause container (a reserved name) is not one of them."""
     drained = [c for c in event.containers if c != "pause"]
@@ -93,12 +105,19 @@ class EventRenderer:
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
+        self._started: dict[str, DrainStarted] = {}
 
     def show(self, event: DrainEvent | PullEvent) -> None:
         if isinstance(event, PullProgress):
             return  # progress bars are for terminals (PullView); lines say start and end
-        line = f"[{event.elapsed:7.3f}s] {event.workload}: {describe(event)}"
-        click.echo(line, file=self.stream)
+        if isinstance(event, DrainStarted):
+            self._started[event.workload] = event
+        line = f"[{event.elapsed:7.3f}s] {event.workload}: "
+        click.echo(line + describe(event, self._started.get(event.workload)), file=self.stream)
+
+    def note(self, message: str) -> None:
+        """A line of the CLI's own (a signal's notice) between the events."""
+        click.echo(message, file=self.stream)
 
     def close(self) -> None:
         self.stream.flush()
@@ -206,6 +225,7 @@ class LiveView:
         self._finished: set[str] = set()
         self._drawn = 0
         self._lines_only = False
+        self._started: dict[str, DrainStarted] = {}
 
     def _size(self) -> tuple[int, int]:
         width, height = self._fixed_size
@@ -236,10 +256,24 @@ class LiveView:
                     row[0] = getattr(event, "role", row[0])
                     row[1] = _short_state(event)
 
+    def note(self, message: str) -> None:
+        """A line of the CLI's own (a signal's notice), written above the table like an event:
+        written past the table instead, the next redraw would erase it and leave a header."""
+        if self._lines_only:
+            self.stream.write(message + "\n")
+            self.stream.flush()
+            return
+        self._clear()
+        self.stream.write(clip(message, self._size()[0] - 1) + "\n")
+        self.redraw(clear=False)
+
     def show(self, event: DrainEvent) -> None:
         width, _ = self._size()
         self._clear()
-        line = f"[{event.elapsed:7.3f}s] {event.workload}: {describe(event)}"
+        if isinstance(event, DrainStarted):
+            self._started[event.workload] = event
+        started = self._started.get(event.workload)
+        line = f"[{event.elapsed:7.3f}s] {event.workload}: {describe(event, started)}"
         self.update(event)
         if self._lines_only or width < MIN_LIVE_WIDTH:
             self._lines_only = True  # resized too narrow: stay with plain lines from now on

@@ -57,6 +57,8 @@ class Interrupts:
     drain_killed: bool = False  # a second signal killed a replaced workload's survivors
     stopped_during_drain: bool = False
     made: bool = False  # a create has made its workload (a signal now stops only its wait)
+    # where notices go while a live view owns the terminal (it writes them above its table)
+    notice: Callable[[str], None] | None = None
     _kill_now: anyio.Event | None = None
     _target: anyio.CancelScope | None = None
 
@@ -121,52 +123,58 @@ class Interrupts:
             raise CommandFailed(self._ending(signum), 128 + signum)
         return result  # type: ignore[return-value]  # work returned: result is its value
 
+    def _say(self, message: str) -> None:
+        if self.notice is not None:
+            self.notice(f"asyncdeploy: {message}")
+        else:
+            self._say(message)
+
     async def _watch(self, signals: AsyncIterator[int], work_scope: anyio.CancelScope) -> None:
         async for number in signals:
             signum = signal.Signals(number)
             self.received.append(signum)
             name = signum.name
             if self.settled:
-                _say(f"got {name}: the {self.what} is done; finishing")
+                self._say(f"got {name}: the {self.what} is done; finishing")
             elif len(self.received) == 1 and self.mode == "drain":
-                _say(
+                self._say(
                     f"got {name}: the drain goes on until its deadline; "
                     "press Ctrl-C again to kill the remaining containers now"
                 )
             elif len(self.received) == 2 and self.mode == "drain":
-                _say(
+                self._say(
                     f"got {name} again: killing the remaining containers now, then removing "
                     "everything (further signals are ignored until that is done)"
                 )
                 self.kill_now.set()
             elif self.mode == "drain":
-                _say(f"got {name}: still cleaning up, please wait")
+                self._say(f"got {name}: still cleaning up, please wait")
             elif len(self.received) == 1 and self.mode == "replace":
                 self.cancelled = True
-                _say(
+                self._say(
                     f"got {name}: stopping the {self.what}: the new instance is removed and the "
                     "old one keeps serving; press Ctrl-C again to kill the new instance now"
                 )
                 (self._target or work_scope).cancel()
             elif len(self.received) == 2 and self.mode == "replace":
-                _say(
+                self._say(
                     f"got {name} again: killing the new instance's remaining containers now "
                     "(further signals are ignored until that is done)"
                 )
                 self.kill_now.set()
             elif self.mode == "replace":
-                _say(f"got {name}: still cleaning up, please wait")
+                self._say(f"got {name}: still cleaning up, please wait")
             elif not self.cancelled:
                 self.cancelled = True
                 if self.draining:
                     self.stopped_during_drain = True
-                    _say(
+                    self._say(
                         f"got {name}: the drain of the workload this create replaces goes on "
                         "until its deadline, then the create stops (nothing new is made); "
                         "press Ctrl-C again to kill its remaining containers now"
                     )
                 else:
-                    _say(
+                    self._say(
                         f"got {name}: stopping the {self.what} and removing everything it made "
                         "(a drain of a workload it replaces goes on until its end; further "
                         "signals are ignored until that is done)"
@@ -174,14 +182,14 @@ class Interrupts:
                 (self._target or work_scope).cancel()
             elif self.draining and not self.drain_killed:
                 self.drain_killed = True
-                _say(
+                self._say(
                     f"got {name} again: killing the replaced workload's remaining containers "
                     "now, then removing everything (further signals are ignored until that is "
                     "done)"
                 )
                 self.kill_now.set()
             else:
-                _say(f"got {name}: still cleaning up, please wait")
+                self._say(f"got {name}: still cleaning up, please wait")
 
     def _ending(self, signum: signal.Signals) -> str:
         if self.mode == "replace":

@@ -204,7 +204,9 @@ def delete(
             )
             seen: list[DrainEvent] = []
             try:
-                await stream_drain(_recorded(drain, seen) if timeline_file else drain, output)
+                await stream_drain(
+                    _recorded(drain, seen) if timeline_file else drain, output, interrupts
+                )
             finally:
                 if timeline_file is not None and seen:
                     from asyncdeploy.verify.html import timeline_html
@@ -241,7 +243,7 @@ def delete_all(
             drain = deployer.terminate_all(
                 selector, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
             )
-            if not await stream_drain(drain, output):
+            if not await stream_drain(drain, output, interrupts):
                 click.echo("No resources found", err=True)  # as kubectl: exit 0
             interrupts.settled = True  # drained: a late signal must not claim a kill
 
@@ -261,7 +263,9 @@ async def _recorded(drain: Any, seen: list[DrainEvent]) -> AsyncIterator[AsyncIt
         yield tee(events)
 
 
-async def stream_drain(drain: Any, output: str) -> list[DrainSummary]:
+async def stream_drain(
+    drain: Any, output: str, interrupts: Interrupts | None = None
+) -> list[DrainSummary]:
     """Print a drain's events as they come, then the result; return the summaries.
 
     JSON: one object per event on stdout. Text: on a terminal of 80 columns or more, a live
@@ -273,6 +277,8 @@ async def stream_drain(drain: Any, output: str) -> list[DrainSummary]:
     renderer: EventRenderer | LiveView | None = None
     if output == "text":
         renderer = for_stream(sys.stderr)
+        if interrupts is not None:
+            interrupts.notice = renderer.note  # a signal's notice above the live table
 
     async def tick(view: LiveView) -> None:
         while True:
@@ -293,6 +299,8 @@ async def stream_drain(drain: Any, output: str) -> list[DrainSummary]:
                     renderer.show(event)
             tg.cancel_scope.cancel()
     finally:
+        if interrupts is not None:
+            interrupts.notice = None
         if renderer is not None:
             renderer.close()
             for summary in summaries:

@@ -4,19 +4,31 @@ from __future__ import annotations
 
 import fcntl
 import os
+import select
 import struct
 import subprocess
 import sys
 import termios
 import time
+from collections.abc import Sequence
 
 import pyte
 
 
 def run_in_pty(
-    args: list[str], *, columns: int, lines: int, env: dict[str, str], timeout: float = 90
+    args: list[str],
+    *,
+    columns: int,
+    lines: int,
+    env: dict[str, str],
+    timeout: float = 90,
+    signals: Sequence[tuple[float, int]] = (),
+    signals_after: bytes = b"",
 ) -> tuple[int, bytes]:
-    """Run ``python -m asyncdeploy ARGS`` on a pty of ``columns`` x ``lines``: (exit code, bytes)."""
+    """Run ``python -m asyncdeploy ARGS`` on a pty of ``columns`` x ``lines``: (exit code, bytes).
+
+    ``signals``: ``(seconds, signal number)`` to send the process, in order, the seconds counted
+    from when the output first holds ``signals_after`` (from the start when empty)."""
     leader, follower = os.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
     process = subprocess.Popen(
@@ -30,8 +42,16 @@ def run_in_pty(
     os.close(follower)
     output = bytearray()
     deadline = time.monotonic() + timeout
+    started = time.monotonic() if not signals_after else None
+    pending = list(signals)
     try:
         while time.monotonic() < deadline:
+            if started is None and signals_after in output:
+                started = time.monotonic()
+            while pending and started is not None and time.monotonic() - started >= pending[0][0]:
+                process.send_signal(pending.pop(0)[1])
+            if not select.select([leader], [], [], 0.05)[0]:
+                continue
             try:
                 chunk = os.read(leader, 65536)
             except OSError:  # EIO: the child closed the terminal

@@ -170,11 +170,21 @@ async def test_output_formats_and_aligned_columns(
     assert code == 0 and {short, long} <= {w["name"] for w in yaml.safe_load(out)}
     code, out, _ = await cli(deployer, "list", *selector, "-o", "wide")
     header, *rows = out.splitlines()
-    assert header.split() == ["NAME", "STATE", "READY", "GRACE", "DRIVER", "CONTAINERS", "IMAGES"]
+    assert header.split() == [
+        "NAME",
+        "STATE",
+        "READY",
+        "PORTS",
+        "GRACE",
+        "RESTARTS",
+        "DRIVER",
+        "CONTAINERS",
+        "IMAGES",
+    ]
     assert all(deployer.driver_name in row and BUSYBOX in row for row in rows)
     code, out, _ = await cli(deployer, "list", *selector)
     header, *rows = out.splitlines()
-    for column in ("STATE", "READY", "GRACE", "CONTAINERS"):
+    for column in ("STATE", "READY", "PORTS", "GRACE", "CONTAINERS"):
         at = header.index(column)
         for row in rows:  # every value starts where its heading starts, after a space
             assert row[at - 1] == " " and row[at] != " ", (column, out)

@@ -95,4 +95,50 @@ async def test_one_line_per_event_where_the_terminal_cannot_hold_the_view(
     assert code == 0, text
     assert "\x1b[" not in text, "no escape sequence: the one-line-per-event fallback"
     events = [line for line in text.splitlines() if EVENT_LINE.match(line)]
-    assert events[0].endswith("4 containers") and "drain finished" in events[-1], text
+    assert (
+        events[0].endswith("3 containers and the pause container")
+        and "drain finished" in events[-1]
+    ), text
+
+
+async def test_a_signals_notice_stays_above_the_live_table_and_a_cut_hook_says_why(
+    deployer: Deployer,
+) -> None:
+    """Ctrl-C 1 s into the hook, again at 2.5 s, during a hook that would run 20 s under an 8 s grace: the
+    first notice is not erased by the redraw (no second header), and the hook is reported cut
+    short at about 2.5 s of 8, not "at the deadline"."""
+    name = f"t{RUN_ID}-notice-{deployer.driver_name}"
+    await deployer.create(
+        plan(
+            name,
+            [
+                Container(
+                    name="app",
+                    image=BUSYBOX,
+                    command=["graceful", "app", "1"],
+                    pre_stop=["sleep", "20"],
+                )
+            ],
+            termination_grace_period_seconds=8,
+        )
+    )
+    args = ["--driver", deployer.driver_name, "delete", name]
+    code, output = await anyio.to_thread.run_sync(
+        lambda: run_in_pty(
+            args,
+            columns=100,
+            lines=40,
+            env=_env("xterm"),
+            signals=[(1.0, 2), (2.5, 2)],
+            signals_after=b"pre_stop hook started",
+        )
+    )
+    assert code == 130, output.decode(errors="replace")
+    screen = screen_of(output, columns=100, lines=40)
+    text = "\n".join(screen)
+    assert sum("the drain goes on until its deadline" in line for line in screen) == 1, text
+    assert sum("killing the remaining containers now" in line for line in screen) == 1, text
+    headers = [line for line in screen if line.split()[:2] == ["WORKLOAD", "CONTAINER"]]
+    assert len(headers) == 1, text
+    [cut] = [line for line in screen if "pre_stop hook cut off" in line]
+    assert "cut off early, at 2." in cut and "at the deadline" not in cut, text

@@ -199,7 +199,13 @@ class KubernetesDriver:
         deadline = anyio.current_time() + timeout
         seen: dict[str, tuple[float, int]] = {}  # unchecked container -> (first seen, restarts)
         while True:
-            pod = await self._until_ready(name, timeout=max(0.0, deadline - anyio.current_time()))
+            try:
+                left = max(0.0, deadline - anyio.current_time())
+                pod = await self._until_ready(name, timeout=left)
+            except EngineTimeout:
+                raise EngineTimeout(
+                    f"workload {name!r} was not ready within {timeout:g} s", engine=ENGINE
+                ) from None
             now = anyio.current_time()
             statuses = pod_status.container_statuses(pod)
             unchecked = [
