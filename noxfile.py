@@ -30,12 +30,21 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs)
 
 
+@nox.session(default=False)
+def unit(session: nox.Session) -> None:
+    """What needs no engine, no cluster and no long wait: the quick loop while working."""
+    install(session, "test")
+    session.run("pytest", "-m", "not engine and not cluster and not slow", *session.posargs)
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """Ruff: lint rules (with the ASYNC set) and formatting."""
     session.install(*nox.project.dependency_groups(PYPROJECT, "lint"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.install("-e", ".")  # lint-imports reads the package's import graph
+    session.run("lint-imports")
 
 
 @nox.session

@@ -1,67 +1,152 @@
 """asyncdeploy: deploy inference workloads to Docker, Podman and Kubernetes, and take them down
-without losing a request."""
+without losing a request.
+
+The names below are loaded on first use (PEP 562): ``import asyncdeploy.workload`` (the server
+kit) and the CLI's start load none of the deployer, the drivers or an engine client.
+"""
 
 from __future__ import annotations
 
-from asyncdeploy._opening import DRIVER_NAMES, DriverName, open_deployer
-from asyncdeploy.deployer import CreateEvents, Deployer, Replacement, ReplaceResult
-from asyncdeploy.errors import (
-    AsyncDeployError,
-    CreateError,
-    DrainError,
-    DrainUnreachable,
-    DriverNotFound,
-    DriverNotInstalled,
-    EngineAPIError,
-    EngineError,
-    EngineTimeout,
-    EngineUnavailable,
-    PlanError,
-    SelectorError,
-    UnsupportedEventLoop,
-    WorkloadConflict,
-    WorkloadNotFound,
-)
-from asyncdeploy.events import (
-    ContainerExited,
-    ContainerForceKilled,
-    ContainerOutcome,
-    ContainerRemoved,
-    DrainEvent,
-    DrainFinished,
-    DrainStarted,
-    DrainSummary,
-    Event,
-    PauseRemoved,
-    PreStopFinished,
-    PreStopStarted,
-    SidecarRemoved,
-    SignalSent,
-)
-from asyncdeploy.plan import (
-    Autoheal,
-    Checks,
-    Container,
-    HTTPGet,
-    Mount,
-    Port,
-    Probe,
-    PullPolicy,
-    RegistryAuth,
-    Resources,
-    WorkloadPlan,
-)
-from asyncdeploy.pull_events import PullEvent, PullFailed, PullFinished, PullProgress, PullStarted
-from asyncdeploy.results import (
-    ApplyResult,
-    ContainerStatus,
-    EngineInfo,
-    ExecResult,
-    WorkloadStatus,
-)
-from asyncdeploy.selectors import Selector, parse_selector
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from asyncdeploy._opening import open_deployer
+    from asyncdeploy.deployer import (
+        CreateEvents,
+        Deployer,
+        Replacement,
+        ReplaceResult,
+    )
+    from asyncdeploy.drivers import DRIVER_NAMES, DriverName
+    from asyncdeploy.errors import (
+        AsyncDeployError,
+        CreateError,
+        DrainError,
+        DrainUnreachable,
+        DriverNotFound,
+        DriverNotInstalled,
+        EngineAPIError,
+        EngineError,
+        EngineTimeout,
+        EngineUnavailable,
+        PlanError,
+        SelectorError,
+        UnsupportedEventLoop,
+        WorkloadConflict,
+        WorkloadNotFound,
+    )
+    from asyncdeploy.events import (
+        ContainerExited,
+        ContainerForceKilled,
+        ContainerOutcome,
+        ContainerRemoved,
+        DrainEvent,
+        DrainFinished,
+        DrainStarted,
+        DrainSummary,
+        Event,
+        PauseRemoved,
+        PreStopFinished,
+        PreStopStarted,
+        SidecarRemoved,
+        SignalSent,
+    )
+    from asyncdeploy.plan import (
+        Autoheal,
+        Checks,
+        Container,
+        HTTPGet,
+        Mount,
+        Port,
+        Probe,
+        PullPolicy,
+        RegistryAuth,
+        Resources,
+        WorkloadPlan,
+    )
+    from asyncdeploy.pull_events import (
+        PullEvent,
+        PullFailed,
+        PullFinished,
+        PullProgress,
+        PullStarted,
+    )
+    from asyncdeploy.results import (
+        ApplyResult,
+        ContainerStatus,
+        EngineInfo,
+        ExecResult,
+        WorkloadStatus,
+    )
+    from asyncdeploy.selectors import (
+        Selector,
+        parse_selector,
+    )
+
+_HOMES: dict[str, str] = {
+    "DRIVER_NAMES": "asyncdeploy.drivers",
+    "DriverName": "asyncdeploy.drivers",
+    "open_deployer": "asyncdeploy._opening",
+    "CreateEvents": "asyncdeploy.deployer",
+    "Deployer": "asyncdeploy.deployer",
+    "Replacement": "asyncdeploy.deployer",
+    "ReplaceResult": "asyncdeploy.deployer",
+    "AsyncDeployError": "asyncdeploy.errors",
+    "CreateError": "asyncdeploy.errors",
+    "DrainError": "asyncdeploy.errors",
+    "DrainUnreachable": "asyncdeploy.errors",
+    "DriverNotFound": "asyncdeploy.errors",
+    "DriverNotInstalled": "asyncdeploy.errors",
+    "EngineAPIError": "asyncdeploy.errors",
+    "EngineError": "asyncdeploy.errors",
+    "EngineTimeout": "asyncdeploy.errors",
+    "EngineUnavailable": "asyncdeploy.errors",
+    "PlanError": "asyncdeploy.errors",
+    "SelectorError": "asyncdeploy.errors",
+    "UnsupportedEventLoop": "asyncdeploy.errors",
+    "WorkloadConflict": "asyncdeploy.errors",
+    "WorkloadNotFound": "asyncdeploy.errors",
+    "ContainerExited": "asyncdeploy.events",
+    "ContainerForceKilled": "asyncdeploy.events",
+    "ContainerOutcome": "asyncdeploy.events",
+    "ContainerRemoved": "asyncdeploy.events",
+    "DrainEvent": "asyncdeploy.events",
+    "DrainFinished": "asyncdeploy.events",
+    "DrainStarted": "asyncdeploy.events",
+    "DrainSummary": "asyncdeploy.events",
+    "Event": "asyncdeploy.events",
+    "PauseRemoved": "asyncdeploy.events",
+    "PreStopFinished": "asyncdeploy.events",
+    "PreStopStarted": "asyncdeploy.events",
+    "SidecarRemoved": "asyncdeploy.events",
+    "SignalSent": "asyncdeploy.events",
+    "Autoheal": "asyncdeploy.plan",
+    "Checks": "asyncdeploy.plan",
+    "Container": "asyncdeploy.plan",
+    "HTTPGet": "asyncdeploy.plan",
+    "Mount": "asyncdeploy.plan",
+    "Port": "asyncdeploy.plan",
+    "Probe": "asyncdeploy.plan",
+    "PullPolicy": "asyncdeploy.plan",
+    "RegistryAuth": "asyncdeploy.plan",
+    "Resources": "asyncdeploy.plan",
+    "WorkloadPlan": "asyncdeploy.plan",
+    "PullEvent": "asyncdeploy.pull_events",
+    "PullFailed": "asyncdeploy.pull_events",
+    "PullFinished": "asyncdeploy.pull_events",
+    "PullProgress": "asyncdeploy.pull_events",
+    "PullStarted": "asyncdeploy.pull_events",
+    "ApplyResult": "asyncdeploy.results",
+    "ContainerStatus": "asyncdeploy.results",
+    "EngineInfo": "asyncdeploy.results",
+    "ExecResult": "asyncdeploy.results",
+    "WorkloadStatus": "asyncdeploy.results",
+    "Selector": "asyncdeploy.selectors",
+    "parse_selector": "asyncdeploy.selectors",
+}
 
 __all__ = [
     "DRIVER_NAMES",
@@ -124,3 +209,17 @@ __all__ = [
     "open_deployer",
     "parse_selector",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _HOMES[name]
+    except KeyError:
+        raise AttributeError(f"module 'asyncdeploy' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])

@@ -4,7 +4,6 @@ the first that answers; asyncio only (the deployer's engine clients run on aioht
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -13,16 +12,18 @@ from typing import Any, Literal, overload
 import anyio
 
 from asyncdeploy.deployer import Deployer
-from asyncdeploy.drivers import DRIVERS, connect_driver, driver_class
+from asyncdeploy.drivers import (
+    AUTO_DETECT_ORDER,
+    DRIVER_NAMES,
+    DRIVERS,
+    DriverName,
+    connect_driver,
+    driver_entry,
+)
 from asyncdeploy.drivers.base import Driver
 from asyncdeploy.errors import DriverNotInstalled, EngineUnavailable, UnsupportedEventLoop
 
 __all__ = ["AUTO_DETECT_ORDER", "DRIVER_NAMES", "DriverName", "open_deployer"]
-
-DriverName = Literal["docker", "podman", "kubernetes"]
-AUTO_DETECT_ORDER: tuple[DriverName, ...] = ("docker", "podman", "kubernetes")
-DRIVER_NAMES: tuple[str, ...] = tuple(sorted(DRIVERS))
-"""The names ``open_deployer`` and ``--driver`` accept."""
 
 
 @overload
@@ -67,10 +68,6 @@ async def _open_deployer(driver: str | None, options: Mapping[str, Any]) -> Asyn
     if driver is None:
         opened = await _first_answering(options)
     else:
-        accepted = inspect.signature(driver_class(driver).connect).parameters
-        unknown = sorted(set(options) - set(accepted))
-        if unknown:
-            raise TypeError(f"the {driver} driver takes no option {', '.join(unknown)}")
         opened = await connect_driver(driver, **options)
     deployer = Deployer(opened)
     try:
@@ -103,17 +100,14 @@ async def _first_answering(options: Mapping[str, Any]) -> Driver:
     candidates = _named_by_environment() or AUTO_DETECT_ORDER
     reasons = []
     for name in candidates:
+        if not set(options) <= driver_entry(name).options:
+            continue  # an option meant for another engine (url= is not a Kubernetes option)
         try:
-            accepted = inspect.signature(driver_class(name).connect).parameters
+            return await connect_driver(name, **options)
         except DriverNotInstalled as exc:
             if candidates is not AUTO_DETECT_ORDER:
                 raise
             reasons.append(f"{name}: {exc}")
-            continue
-        if not set(options) <= set(accepted):
-            continue  # an option meant for another engine (url= is not a Kubernetes option)
-        try:
-            return await connect_driver(name, **options)
         except EngineUnavailable as exc:
             if candidates is not AUTO_DETECT_ORDER:
                 raise  # the user named this engine: never fall back to another one
@@ -126,10 +120,7 @@ async def _first_answering(options: Mapping[str, Any]) -> Driver:
 def _named_by_environment() -> tuple[str, ...]:
     """The first engine whose address variable is set (``DOCKER_HOST``, ``CONTAINER_HOST``)."""
     for name in AUTO_DETECT_ORDER:
-        try:
-            variable = getattr(driver_class(name), "host_variable", None)
-        except DriverNotInstalled:
-            continue  # its extra is not installed: its variable cannot name it
+        variable = DRIVERS[name].address_variable
         if variable and os.environ.get(variable):
             return (name,)
     return ()

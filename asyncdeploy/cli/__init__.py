@@ -10,11 +10,11 @@ from typing import cast
 
 import click
 
-from asyncdeploy import DRIVER_NAMES, DriverName
 from asyncdeploy._log import configure_cli_logging
 from asyncdeploy.cli import containers, proof, replace, verify, views, workloads
 from asyncdeploy.cli._common import Settings
 from asyncdeploy.cli._kube_options import cluster_options, with_cluster_options
+from asyncdeploy.drivers import DRIVER_NAMES, DriverName
 
 __all__ = ["main"]
 

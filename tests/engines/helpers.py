@@ -9,6 +9,7 @@ import yaml
 
 from asyncdeploy import Container, Mount, WorkloadPlan
 from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
+from tests.polling import until
 
 
 def graceful(
@@ -60,3 +61,14 @@ def read_markers(markers: Path) -> list[tuple[str, str]]:
     if not path.exists():
         return []
     return [tuple(line.split()[:2]) for line in path.read_text().splitlines() if line.strip()]  # type: ignore[misc]
+
+
+async def started(markers: Path, *names: str, timeout: float = 20) -> None:
+    """Wait until each named graceful container has written its start marker: "running" (or a
+    returned create) does not mean the script inside has got that far."""
+
+    def all_started() -> bool:
+        seen = {name for name, mark in read_markers(markers) if mark == "start"}
+        return set(names) <= seen
+
+    await until(all_started, timeout=timeout, interval=0.05)

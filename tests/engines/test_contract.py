@@ -31,7 +31,7 @@ from asyncdeploy import (
 from asyncdeploy.labels import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
 from asyncdeploy.plan import plan_digest
 from tests.engines.conftest import BUSYBOX, PYTHON
-from tests.engines.helpers import graceful, plan, read_markers
+from tests.engines.helpers import graceful, plan, read_markers, started
 
 pytestmark = pytest.mark.anyio
 
@@ -69,6 +69,7 @@ async def test_sigterm_handler_completes(
         plan(workload, [graceful("app", 1, markers)], termination_grace_period_seconds=10)
     )
     await deployer.wait_ready(workload, timeout=30)
+    await started(markers, "app")
     events, _ = await drain_events(deployer, workload)
     assert [m for _, m in read_markers(markers)] == ["start", "got-TERM", "drained-ok"]
     assert outcomes(events) == {"app": ("exited", 0)}
@@ -83,6 +84,7 @@ async def test_containers_drain_concurrently_under_one_deadline(
     containers = [graceful(f"r{i}", 2, markers) for i in range(3)]
     await deployer.create(plan(workload, containers, termination_grace_period_seconds=5))
     await deployer.wait_ready(workload, timeout=30)
+    await started(markers, "r0", "r1", "r2")
     events, seconds = await drain_events(deployer, workload)
     assert outcomes(events) == {f"r{i}": ("exited", 0) for i in range(3)}
     assert sorted(m for m in read_markers(markers) if m[1] == "drained-ok") == [
@@ -119,6 +121,7 @@ async def test_grace_zero_kills_at_once(
         plan(workload, [graceful("app", 5, markers)], termination_grace_period_seconds=30)
     )
     await deployer.wait_ready(workload, timeout=30)
+    await started(markers, "app")
     events, seconds = await drain_events(deployer, workload, grace=0)
     assert outcomes(events) == {"app": ("killed", 137)}
     assert not [e for e in events if isinstance(e, SignalSent)]
@@ -248,6 +251,7 @@ async def test_unchanged_plan_is_a_no_op_and_a_changed_one_replaces(
     workload = name("apply")
     p = plan(workload, [graceful("app", 1, markers)], termination_grace_period_seconds=5)
     first = await deployer.create(p)
+    await started(markers, "app")
     assert first.action == "created"
     again = await deployer.create(p)
     assert again.action == "unchanged"
@@ -362,6 +366,7 @@ async def test_restart_policy_does_not_resurrect_a_drained_container(
     app = graceful("app", 1, markers, restart_policy="always")
     await deployer.create(plan(workload, [app], termination_grace_period_seconds=5))
     await deployer.wait_ready(workload, timeout=30)
+    await started(markers, "app")
     summary = await deployer.delete(workload)
     assert [(c.outcome, c.exit_code) for c in summary.containers] == [("exited", 0)]
     assert [m for _, m in read_markers(markers)].count("start") == 1

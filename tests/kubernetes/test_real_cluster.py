@@ -45,7 +45,7 @@ DEMO_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_DEMO_IMAGE", "asyncdeploy-demo
 RUN_ID = secrets.token_hex(3)
 NAMESPACE = f"asyncdeploy-test-{RUN_ID}"
 
-pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+pytestmark = pytest.mark.anyio
 
 
 def _required() -> bool:

@@ -28,3 +28,13 @@ async def uses(plan: WorkloadPlan) -> None:
         assert_type(deployer, Deployer)
     async with open_deployer() as deployer:  # the first engine that answers
         assert_type(deployer, Deployer)
+
+
+def every_registered_driver_meets_the_contract() -> None:
+    """The registry imports its classes by name; here mypy checks each against ``Driver``."""
+    from asyncdeploy.drivers.base import Driver
+    from asyncdeploy.drivers.engine import DockerDriver, PodmanDriver
+    from asyncdeploy.drivers.kubernetes import KubernetesDriver
+
+    conforming: tuple[type[Driver], ...] = (DockerDriver, PodmanDriver, KubernetesDriver)
+    assert conforming

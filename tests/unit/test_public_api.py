@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+
 import aiodocker
 import pytest
 
 import asyncdeploy
 from asyncdeploy import errors
-from asyncdeploy.drivers import DRIVERS, driver_class
+from asyncdeploy.drivers import DRIVERS, driver_entry
 from asyncdeploy.drivers.engine import DockerDriver, PodmanDriver
 from asyncdeploy.events import (
     ContainerOutcome,
@@ -32,14 +34,19 @@ def test_every_error_descends_from_the_root() -> None:
 
 def test_registry_names_match_modules() -> None:
     """Each registry key imports a driver class named after it, exported by a public package."""
-    for key, target in DRIVERS.items():
-        module, _, class_name = target.partition(":")
+    for key, entry in DRIVERS.items():
+        module, _, class_name = entry.target.partition(":")
+        assert entry.name == key
         assert not any(part.startswith("_") for part in module.split("."))
         assert class_name.lower() == f"{key}driver"
-        if key != "kubernetes":
-            assert driver_class(key).name == key
+        driver_class = entry.load()
+        assert driver_class.name == key
+        # the registry's options are exactly what connect() takes
+        connect = inspect.signature(driver_class.connect).parameters
+        assert set(connect) - {"cls"} == entry.options
+        assert getattr(driver_class, "host_variable", None) == entry.address_variable
     with pytest.raises(errors.DriverNotFound, match="kuberentes"):
-        driver_class("kuberentes")
+        driver_entry("kuberentes")
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,8 @@ import sys
 import types
 from pathlib import Path
 
+import pytest
+
 import asyncdeploy
 from asyncdeploy import workload
 from asyncdeploy.errors import AsyncDeployError
@@ -56,3 +58,34 @@ def test_the_kit_imports_no_deployer_driver_or_cli() -> None:
                 continue
             inside = [n for n in names if n.split(".")[0] == "asyncdeploy"]
             assert set(inside) <= allowed, (path.name, inside)
+
+
+def test_importing_the_kit_loads_no_deployer_module() -> None:
+    """The package root is lazy (PEP 562): a server that imports the kit loads only the kit and
+    the lower layers it leans on, never the deployer, the plan, the drivers or the selectors."""
+    code = (
+        "import sys, asyncdeploy.workload; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('asyncdeploy'))))"
+    )
+    root = Path(asyncdeploy.__file__).resolve().parent.parent
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
+    )
+    loaded = set(result.stdout.split())
+    outside = {
+        name
+        for name in loaded
+        if not name.startswith("asyncdeploy.workload")
+        and name not in {"asyncdeploy", "asyncdeploy.errors", "asyncdeploy.durations"}
+    }
+    assert not outside, outside
+    assert "asyncdeploy.workload.state" in loaded  # the check sees what the kit loads
+
+
+def test_the_package_root_still_offers_every_name() -> None:
+    """Lazy, not smaller: every name of ``asyncdeploy.__all__`` resolves, and dir() lists it."""
+    for name in asyncdeploy.__all__:
+        assert getattr(asyncdeploy, name) is not None, name
+    assert set(asyncdeploy.__all__) <= set(dir(asyncdeploy))
+    with pytest.raises(AttributeError, match="NoSuchName"):
+        asyncdeploy.NoSuchName  # type: ignore[attr-defined]  # noqa: B018

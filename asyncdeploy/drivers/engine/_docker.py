@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from asyncdeploy.drivers.engine._api import EngineAPIDriver
+from asyncdeploy.drivers.registry import DRIVERS
 
 __all__ = ["DockerDriver"]
 
@@ -15,7 +16,7 @@ SOCKETS = ("/var/run/docker.sock", "/run/docker.sock")
 
 class DockerDriver(EngineAPIDriver):
     name: ClassVar[str] = "docker"
-    host_variable: ClassVar[str] = "DOCKER_HOST"
+    host_variable: ClassVar[str] = str(DRIVERS["docker"].address_variable)
 
     @classmethod
     def discover_url(cls) -> str:

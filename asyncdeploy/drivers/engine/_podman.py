@@ -36,6 +36,7 @@ import anyio
 from asyncdeploy.drivers.engine._api import EngineAPIDriver
 from asyncdeploy.drivers.engine._libpod import libpod_spec
 from asyncdeploy.drivers.engine._ops import ContainerRef
+from asyncdeploy.drivers.registry import DRIVERS
 from asyncdeploy.errors import CreateError, WorkloadNotFound
 
 __all__ = ["PodmanDriver"]
@@ -48,7 +49,7 @@ _CONFLICT_MESSAGES = ("state improper", "already in use", "dependent containers"
 
 class PodmanDriver(EngineAPIDriver):
     name: ClassVar[str] = "podman"
-    host_variable: ClassVar[str] = "CONTAINER_HOST"
+    host_variable: ClassVar[str] = str(DRIVERS["podman"].address_variable)
     kill_triggers_restart: ClassVar[bool] = True  # only a stop call keeps the policy from acting
 
     @classmethod
