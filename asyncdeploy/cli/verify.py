@@ -96,6 +96,7 @@ class _Given:
     balancer: str | None
     check_interval: float
     fall: int
+    check_timeout: float | None
     instances: int | None
     wrk_connections: int
 
@@ -158,6 +159,12 @@ class _Given:
     default=1,
     show_default=True,
     help="Failed checks before the balancer takes an instance out.",
+)
+@click.option(
+    "--check-timeout",
+    type=DURATION,
+    default=None,
+    help="How long one health check may take [default: HAProxy's, the check interval].",
 )
 @click.option(
     "--instances",
@@ -272,7 +279,11 @@ def _options(args: _Given) -> Any:
             mix=mix,
             requests=requests,
             balancer=args.balancer,  # type: ignore[arg-type]
-            balancer_options=BalancerOptions(check_interval=args.check_interval, fall=args.fall),
+            balancer_options=BalancerOptions(
+                check_interval=args.check_interval,
+                fall=args.fall,
+                check_timeout=args.check_timeout,
+            ),
             instances=args.instances,
             wrk_connections=args.wrk_connections,
         )

@@ -57,6 +57,10 @@ class BalancerOptions:
     fall: int = attrs.field(default=1, validator=attrs.validators.ge(1))
     rise: int = attrs.field(default=2, validator=attrs.validators.ge(1))
     check_path: str | None = None  # None: the plan's readiness path on the traffic port
+    # how long one check may take; None: HAProxy's own default (the interval)
+    check_timeout: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
     binary: str = "haproxy"
 
 
@@ -93,6 +97,7 @@ def haproxy_config(
         "    timeout connect 5s",
         "    timeout client 10m",
         "    timeout server 10m",
+        *([f"    timeout check {_ms(options.check_timeout)}"] if options.check_timeout else []),
         "",
         "frontend verify",
         f"    bind 127.0.0.1:{frontend_port}",
