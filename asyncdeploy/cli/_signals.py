@@ -127,7 +127,7 @@ class Interrupts:
         if self.notice is not None:
             self.notice(f"asyncdeploy: {message}")
         else:
-            self._say(message)
+            _say(message)
 
     async def _watch(self, signals: AsyncIterator[int], work_scope: anyio.CancelScope) -> None:
         async for number in signals:

@@ -126,7 +126,7 @@ class _WorkloadDrain(Pipelines):
     async def run(self) -> DrainSummary:
         books, refs = self.books, self.snapshot.containers
         self.tracked = [
-            TrackedRef(name=r.name, role=r.role, ref=r) for r in refs if r.role in ("init", "run")
+            TrackedRef(name=r.name, role=r.role, ref=r) for r in refs if r.role in _DRAINED
         ]
         for t in self.tracked:
             if not t.ref.running:

@@ -55,7 +55,7 @@ class Pipelines:
     async def write_record(self, record: ClaimRecord | None = None) -> None:
         raise NotImplementedError
 
-    def _pause(self) -> ContainerRef | None:
+    def pause(self) -> ContainerRef | None:
         raise NotImplementedError
 
     async def _pipeline(self, t: TrackedRef) -> None:
@@ -74,7 +74,7 @@ class Pipelines:
         exit_code: int | None = None
         failed = False
         try:
-            pause = self._pause()
+            pause = self.pause()
             if ref.pre_stop_http is not None and pause is not None:
                 # sent from here to the workload's address: nothing runs inside the image
                 exit_code = await self.ops.run_http_hook(pause, *ref.pre_stop_http)
