@@ -1,4 +1,4 @@
-"""The commands of docs/pending/replace.md, run as written (with a plan.yaml of the test's own)."""
+"""The commands of docs/replace.md, run as written (with a plan.yaml of the test's own)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL
 from tests.engines.test_replace import STAY
 
 pytestmark = pytest.mark.anyio
-DOC = Path(__file__).parents[2] / "docs" / "pending" / "replace.md"
+DOC = Path(__file__).parents[2] / "docs" / "replace.md"
 
 
 def commands() -> list[list[str]]:

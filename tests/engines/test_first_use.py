@@ -15,7 +15,7 @@ from asyncdeploy.labels import LABEL_WORKLOAD
 from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL
 
 pytestmark = pytest.mark.anyio
-SNIPPET = Path(__file__).parents[2] / "examples" / "quickstart.py"
+SNIPPET = Path(__file__).parents[2] / "examples" / "quickstart.py"  # README "python-api"
 
 
 async def test_the_readmes_snippet_drains_through_its_hook(

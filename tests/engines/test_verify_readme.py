@@ -1,4 +1,4 @@
-"""The README's verify snippets (docs/pending/balancer.md until they move), run as written.
+"""The README's verify snippets (docs/verify.md), run as written.
 
 ``ASYNCDEPLOY_TEST_DEMO_IMAGE`` (a branch's own build of the demo server) adds ``--image`` and
 ``--pause-image`` to the commands; without it they run verbatim against the registry
@@ -22,7 +22,7 @@ from tests.engines.conftest import PAUSE
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.engine]
 
-DOC = Path(__file__).parents[2] / "docs" / "pending" / "balancer.md"
+DOC = Path(__file__).parents[2] / "docs" / "verify.md"
 
 
 def _blocks(language: str) -> list[str]:

@@ -1,8 +1,7 @@
 """The kit's recipe, run as written: it reaches SERVING, serves, and drains.
 
 The program is read from README.md when a section there is marked ``<!-- snippet: kit-recipe
--->``, else from docs/server-kit.md when marked, else from docs/pending/kit.md (where it waits
-for the integrator).
+-->``, else from docs/server-kit.md (the server kit's page).
 """
 
 from __future__ import annotations
@@ -29,13 +28,8 @@ pytestmark = pytest.mark.anyio
 
 _ROOT = Path(asyncdeploy.__file__).resolve().parent.parent
 _MARKER = "<!-- snippet: kit-recipe -->"
-#: Where the recipe may live, first marked one wins: the README, the server kit's page, and
-#: the pending text it waits in until the integrator moves it.
-_DOCUMENTS = (
-    _ROOT / "README.md",
-    _ROOT / "docs" / "server-kit.md",
-    _ROOT / "docs" / "pending" / "kit.md",
-)
+#: Where the recipe may live, first marked one wins: the README, then the server kit's page.
+_DOCUMENTS = (_ROOT / "README.md", _ROOT / "docs" / "server-kit.md")
 _ENV = {**os.environ, "PYTHONPATH": str(_ROOT), "PYTHONUNBUFFERED": "1"}
 _DRAIN_CMD = [sys.executable, "-m", "asyncdeploy.workload.drain_cmd"]
 

@@ -1,4 +1,4 @@
-"""The plan snippets proposed for the README in docs/pending/drain.md are valid plans."""
+"""The plan snippets proposed for the README in docs/drain.md are valid plans."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import yaml
 
 from asyncdeploy.plan import WorkloadPlan
 
-DOC = Path(__file__).parents[2] / "docs" / "pending" / "drain.md"
+DOC = Path(__file__).parents[2] / "docs" / "drain.md"
 
 
 def test_the_kept_volume_snippet_is_a_plan_that_keeps_its_volume() -> None:
