@@ -11,7 +11,7 @@ import builtins
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar, Literal, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 import aiodocker
 import aiohttp
@@ -29,7 +29,13 @@ from asyncdeploy.drivers.engine._markers import EngineMarkers
 from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
 from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._ready import wait_until_ready
-from asyncdeploy.drivers.engine._state import plan_order, snapshot, workload_labels, workload_status
+from asyncdeploy.drivers.engine._state import (
+    plan_order,
+    planned_state,
+    snapshot,
+    workload_labels,
+    workload_status,
+)
 from asyncdeploy.drivers.engine._unfinished import dead_claim
 from asyncdeploy.errors import (
     EngineAPIError,
@@ -62,7 +68,6 @@ __all__ = ["EngineAPIDriver", "EngineFound", "planned_state"]
 
 PING_TIMEOUT = 10.0
 EXEC_WATCH_INTERVAL = 1.0  # how often an exec looks whether its container still runs
-STARTING_SECONDS = 30.0  # a container left "created" longer than this: its create is dead
 HISTORY_TIMEOUT = 10.0  # one bounded read of the engine's event log
 # A connection cut while a response streams in is a lost connection, like a refused one.
 _CONNECTION_LOST = (
@@ -78,29 +83,6 @@ class EngineFound(Found):
     """What an engine find found: each workload's containers as the list call showed them."""
 
     snapshots: tuple[WorkloadSnapshot, ...]
-
-
-def planned_state(
-    items: Sequence[Mapping[str, Any]], now: float
-) -> Literal["as-planned", "building", "dead"]:
-    """Whether a complete workload of an unchanged plan is in the state that plan asks for.
-
-    ``as-planned``: the pause container runs, nothing is left unstarted and a run container
-    runs (one exited while another serves is left alone: repairing it would drain the one that
-    serves; ``create --wait`` reports it). ``building``: a container was created moments ago and
-    not started yet: a create is at work. ``dead``: the pause is paused (a delete claimed it)
-    or gone, a container was left unstarted by a create that died, or every run container
-    has exited.
-    """
-    states = {str(i["Labels"].get(LABEL_CONTAINER)): str(i.get("State")) for i in items}
-    unstarted = [i for i in items if i.get("State") == "created"]
-    if any(now - float(i.get("Created") or 0) < STARTING_SECONDS for i in unstarted):
-        return "building"
-    runs = [i for i in items if i["Labels"].get(LABEL_ROLE) == "run"]
-    serving = any(i.get("State") in ("running", "restarting") for i in runs)
-    if states.get("pause") != "running" or unstarted or not serving:
-        return "dead"
-    return "as-planned"
 
 
 def _found(grouped: Mapping[str, Sequence[Mapping[str, Any]]]) -> EngineFound:

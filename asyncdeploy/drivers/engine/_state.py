@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from asyncdeploy.drivers._books import effective_grace
 from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
@@ -27,11 +27,20 @@ from asyncdeploy.labels import (
 )
 from asyncdeploy.results import ContainerStatus, PublishedPort, WorkloadStatus
 
-__all__ = ["plan_order", "published_ports", "snapshot", "workload_labels", "workload_status"]
+__all__ = [
+    "plan_order",
+    "planned_state",
+    "published_ports",
+    "snapshot",
+    "workload_labels",
+    "workload_status",
+]
 
 _EXITED = re.compile(r"Exited \((-?\d+)\)")
 _HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)")
 _ROLE_ORDER = {"pause": 0, "init": 1, "sidecar": 2, "run": 3, "autoheal": 4}
+
+STARTING_SECONDS = 30.0  # a container left "created" longer than this: its create is dead
 
 
 def plan_order(item: Mapping[str, Any]) -> tuple[int, int, int]:
@@ -151,3 +160,26 @@ def workload_labels(items: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """The labels a selector sees: the user's, and the workload's name and plan digest, as on
     a Kubernetes Pod (the per-container ``asyncdeploy.io/`` labels are left out)."""
     return selector_labels(items[0]["Labels"])
+
+
+def planned_state(
+    items: Sequence[Mapping[str, Any]], now: float
+) -> Literal["as-planned", "building", "dead"]:
+    """Whether a complete workload of an unchanged plan is in the state that plan asks for.
+
+    ``as-planned``: the pause container runs, nothing is left unstarted and a run container
+    runs (one exited while another serves is left alone: repairing it would drain the one that
+    serves; ``create --wait`` reports it). ``building``: a container was created moments ago and
+    not started yet: a create is at work. ``dead``: the pause is paused (a delete claimed it)
+    or gone, a container was left unstarted by a create that died, or every run container
+    has exited.
+    """
+    states = {str(i["Labels"].get(LABEL_CONTAINER)): str(i.get("State")) for i in items}
+    unstarted = [i for i in items if i.get("State") == "created"]
+    if any(now - float(i.get("Created") or 0) < STARTING_SECONDS for i in unstarted):
+        return "building"
+    runs = [i for i in items if i["Labels"].get(LABEL_ROLE) == "run"]
+    serving = any(i.get("State") in ("running", "restarting") for i in runs)
+    if states.get("pause") != "running" or unstarted or not serving:
+        return "dead"
+    return "as-planned"
