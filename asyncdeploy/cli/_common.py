@@ -43,7 +43,9 @@ class CommandFailed(click.ClickException):
 
     Under ``--output json`` it is also one JSON object on stdout, the stream a program reads:
     ``{"error": {"type", "message", "exit_code", ...}}`` with what the error carries (a
-    container's ``container_exit_code`` and ``logs``, a plan error's ``path``)."""
+    container's ``container_exit_code`` and ``logs``, a plan error's ``path``). Not for an
+    interruption (exit 128 + the signal): the JSON stream of a drain still ends with its
+    ``DrainFinished``, as promised, and the sentence goes to stderr."""
 
     def __init__(self, message: str, exit_code: int, cause: BaseException | None = None) -> None:
         super().__init__(message)
@@ -53,7 +55,7 @@ class CommandFailed(click.ClickException):
         self.as_json = context is not None and context.params.get("output") == "json"
 
     def show(self, file: Any = None) -> None:
-        if self.as_json:
+        if self.as_json and self.exit_code < 128:
             emit_json({"error": error_dict(self.cause or self, self.exit_code, self.message)})
         super().show(file)
 
