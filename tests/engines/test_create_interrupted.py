@@ -176,10 +176,14 @@ async def test_two_cli_creates_at_once(
 
     assert sorted([code1, code2]) in ([0, 0], [0, 1]), (err1, err2)
     assert "Traceback" not in err1 + err2
-    actions = sorted(line["action"] for line in first.lines + second.lines)
+    lines = first.lines + second.lines
+    actions = sorted(line["action"] for line in lines if "action" in line)
     assert actions in (["created"], ["created", "unchanged"]), actions
     loser = err1 if code1 else err2 if code2 else ""
     assert not loser or (loser.startswith("Error:") and workload in loser)
+    errors = [line["error"] for line in lines if "error" in line]  # -o json: an error object
+    assert len(errors) == (1 if loser else 0) and all(e["exit_code"] == 1 for e in errors)
+    assert [line for line in lines if "action" not in line and "error" not in line] == []
     status = await deployer.get(workload)
     assert sorted(c.name for c in status.containers) == sorted(["pause", "setup", *RUNS])
     assert {c.state for c in status.containers if c.role == "run"} == {"running"}
