@@ -30,6 +30,12 @@ NOT_RUN_HERE = {
     # a vLLM image from a private registry on an NVIDIA GPU: this machine has neither; the plan
     # is validated, linted and translated per engine in tests/unit/test_accelerators.py
     "gpu-inference.yaml": "needs an NVIDIA GPU and a vLLM image",
+    # public engine images on a GPU, behind the drain gate: validated, linted and expanded as
+    # written in tests/unit/test_engine_presets.py; the gated path itself runs on both engines
+    # with a stock-like image in tests/engines/test_gate.py
+    "vllm.yaml": "needs an NVIDIA GPU and the public vLLM image",
+    "sglang.yaml": "needs an NVIDIA GPU and the public SGLang image",
+    "tgi.yaml": "needs an NVIDIA GPU and the public TGI image",
 }
 RUN_HERE = sorted(p.name for p in PLANS.glob("*.yaml") if p.name not in NOT_RUN_HERE)
 

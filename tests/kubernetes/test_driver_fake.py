@@ -467,12 +467,13 @@ async def test_one_delete_makes_exactly_a_list_a_uid_guarded_delete_and_a_watch(
 async def test_a_missing_workload_is_one_list_and_no_event(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
-    """Deployer.terminate raises WorkloadNotFound from its one list, before the stream opens."""
+    """Deployer.terminate raises WorkloadNotFound before the stream opens: the find's list, and
+    the name resolution's look for an instance of a replace, and nothing else."""
     fake.requests.clear()
     with pytest.raises(WorkloadNotFound, match="'nope'"):
         async with Deployer(driver).terminate("nope"):
             pytest.fail("the stream opened for a missing workload")
-    assert [(r.method, r.path) for r in fake.requests] == [("GET", PODS)]
+    assert [(r.method, r.path) for r in fake.requests] == [("GET", PODS), ("GET", PODS)]
 
 
 async def test_delete_all_lists_once_for_all(driver: KubernetesDriver, fake: FakeApiServer) -> None:
