@@ -20,6 +20,7 @@ from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import (
     AsyncDeployError,
     CreateError,
+    DrainError,
     DriverNotFound,
     EngineError,
     EngineUnavailable,
@@ -44,8 +45,9 @@ class CommandFailed(click.ClickException):
     Under ``--output json`` it is also one JSON object on stdout, the stream a program reads:
     ``{"error": {"type", "message", "exit_code", ...}}`` with what the error carries (a
     container's ``container_exit_code`` and ``logs``, a plan error's ``path``). Not for an
-    interruption (exit 128 + the signal): the JSON stream of a drain still ends with its
-    ``DrainFinished``, as promised, and the sentence goes to stderr."""
+    interruption (exit 128 + the signal) nor a failed drain (its ``DrainFinished`` said what
+    failed): a drain's JSON stream always ends with its ``DrainFinished``, as promised, and the
+    sentence goes to stderr."""
 
     def __init__(self, message: str, exit_code: int, cause: BaseException | None = None) -> None:
         super().__init__(message)
@@ -55,7 +57,7 @@ class CommandFailed(click.ClickException):
         self.as_json = context is not None and context.params.get("output") == "json"
 
     def show(self, file: Any = None) -> None:
-        if self.as_json and self.exit_code < 128:
+        if self.as_json and self.exit_code < 128 and not isinstance(self.cause, DrainError):
             emit_json({"error": error_dict(self.cause or self, self.exit_code, self.message)})
         super().show(file)
 
