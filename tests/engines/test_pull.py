@@ -105,11 +105,23 @@ async def second_image(deployer: Deployer, pushed_image: str) -> AsyncIterator[s
 
 
 def _delete_from_registry(repository: str, tag: str) -> None:
-    accept = "application/vnd.docker.distribution.manifest.v2+json"
-    url = f"http://{OPEN}/v2/{repository}/manifests"
-    head = httpx.head(f"{url}/{tag}", headers={"Accept": accept}, timeout=10)
-    if head.status_code == 200:
-        httpx.delete(f"{url}/{head.headers['Docker-Content-Digest']}", timeout=10)
+    """Delete ``tag``'s manifest, unless another tag shares it: a registry deletes a manifest by
+    its digest, so deleting ``pause:verify-x`` would take ``pause:3.10``, which ci/setup.sh
+    pushed from the same image, with it (and every later ``verify --registry`` would fail)."""
+    accept = {"Accept": "application/vnd.docker.distribution.manifest.v2+json"}
+    base = f"http://{OPEN}/v2/{repository}"
+
+    def digest(of: str) -> str | None:
+        head = httpx.head(f"{base}/manifests/{of}", headers=accept, timeout=10)
+        return head.headers.get("Docker-Content-Digest") if head.status_code == 200 else None
+
+    mine = digest(tag)
+    if mine is None:
+        return
+    tags = httpx.get(f"{base}/tags/list", timeout=10).json().get("tags") or []
+    if any(other != tag and digest(other) == mine for other in tags):
+        return  # shared: leave it (the registry keeps ~3 MB more per run)
+    httpx.delete(f"{base}/manifests/{mine}", timeout=10)
 
 
 @pytest.fixture
