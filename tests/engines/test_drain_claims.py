@@ -78,8 +78,10 @@ async def test_a_short_time_left_still_delivers_the_stop_signal(
     [got] = finished.summary.containers
     assert got.outcome == "killed", finished.summary  # it drains 5 s: the deadline kills it
     if not hook.timed_out:  # (a machine so loaded that the hook overran the deadline: no time)
-        assert [e.container for e in events if isinstance(e, SignalSent)] == ["app"]
-        await until(lambda: ("app", "got-TERM") in read_markers(markers), timeout=5)
+        [sent] = [e for e in events if isinstance(e, SignalSent)]
+        assert sent.container == "app"
+        if 2 - sent.elapsed >= 0.25:  # time for its trap to run before the deadline's SIGKILL
+            await until(lambda: ("app", "got-TERM") in read_markers(markers), timeout=5)
 
 
 async def test_a_container_restarted_during_its_hook_is_waited_for(
