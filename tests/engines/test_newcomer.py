@@ -11,9 +11,12 @@ import os
 import re
 import subprocess
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.engines.conftest import PAUSE
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -49,7 +52,22 @@ def test_the_install_block_installs_the_cli(newcomer_env: dict[str, str]) -> Non
     assert done.returncode == 0 and str(Path(newcomer_env["VIRTUAL_ENV"])) in done.stdout
 
 
+@pytest.fixture
+def default_pause_image() -> Iterator[None]:
+    """The plan's default pause image, which a newcomer's engine pulls from registry.k8s.io:
+    no registry is reachable here, so the locally built stand-in is tagged so for the test."""
+    default = "registry.k8s.io/pause:3.10"
+    inspect = ["docker", "image", "inspect", default]
+    had = subprocess.run(inspect, capture_output=True, check=False).returncode
+    if had != 0:
+        subprocess.run(["docker", "tag", PAUSE, default], check=True, capture_output=True)
+    yield
+    if had != 0:
+        subprocess.run(["docker", "rmi", default], capture_output=True, check=False)
+
+
 @pytest.mark.parametrize("engine", ["docker"])
+@pytest.mark.usefixtures("default_pause_image")
 def test_the_first_use_block_serves_and_drains(newcomer_env: dict[str, str], engine: str) -> None:
     """Every line exits 0; the server answers on the published port; the delete drains it."""
     env = {**newcomer_env, "ASYNCDEPLOY_DRIVER": engine}
