@@ -43,7 +43,7 @@ from real_cluster import (
     scratch_namespace,
 )
 
-from asyncdeploy import Deployer, WorkloadNotFound, WorkloadPlan
+from asyncdeploy import Deployer, TrafficLeft, WorkloadNotFound, WorkloadPlan
 from asyncdeploy.cli import main
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
 from asyncdeploy.verify import TrafficMix, VerifyOptions, demo_plan, run_verify
@@ -313,9 +313,15 @@ async def test_the_gate_is_a_native_sidecar_draining_a_stock_server_on_a_real_cl
 ) -> None:
     """A server image with no shell, wget or python behind the gate: the gate runs as a native
     sidecar (an init container with restartPolicy Always), the engine's preStop is an httpGet
-    to it, and a delete under short and streaming traffic fails nothing."""
+    to it, and a delete under short and streaming traffic fails nothing. With a Service
+    selecting the Pod, the drain stream shows the order the whole sequence turns on: the Pod
+    leaves the Service's ready endpoints (TrafficLeft) while the gate's drain (the engine's
+    preStop) still runs, the engine is signalled after it, and the gate after the engine."""
     import socket
 
+    from kubernetes_asyncio.client import DiscoveryV1Api
+
+    from asyncdeploy import DrainEvent
     from tests.engines.test_gate import Traffic
 
     with socket.socket() as s:
@@ -326,6 +332,7 @@ async def test_the_gate_is_a_native_sidecar_draining_a_stock_server_on_a_real_cl
             "name": f"t{RUN_ID}-gate",
             "labels": {k8s_contract.RUN_LABEL: RUN_ID},
             "termination_grace_period_seconds": 20,
+            "service": {"ports": [{"port": 80, "target_port": 8000}]},
             "containers": [
                 {
                     "name": "engine",
@@ -355,16 +362,64 @@ async def test_the_gate_is_a_native_sidecar_draining_a_stock_server_on_a_real_cl
     (status,) = pod.status.init_container_statuses
     assert status.ready and status.started  # running beside the engine, not run to completion
 
+    uid = pod.metadata.uid
+
+    async def ready_endpoint() -> bool:
+        slices = await DiscoveryV1Api(driver.api.client).list_namespaced_endpoint_slice(
+            NAMESPACE, label_selector=f"kubernetes.io/service-name={plan.name}"
+        )
+        return any(
+            e.target_ref is not None and e.target_ref.uid == uid and e.conditions.ready
+            for s in slices.items
+            for e in s.endpoints or []
+        )
+
+    await until(ready_endpoint, timeout=60, interval=0.2)  # the controller lists it as ready
+
     traffic = Traffic(port)
+    events: list[DrainEvent] = []
     with anyio.fail_after(120):
         async with anyio.create_task_group() as tg:
             for kind in ["short"] * 4 + ["stream"] * 4:
                 tg.start_soon(traffic.loop, kind)
             await anyio.sleep(1.0)
-            summary = await deployer.delete(plan.name)
+            async with deployer.terminate(plan.name) as stream:
+                events = [e async for e in stream]
     assert traffic.failures == [], (traffic.failures, traffic.counts)
     assert traffic.counts["ok"] >= 8, traffic.counts
+    summary = events[-1].summary  # type: ignore[union-attr]
     assert all(c.outcome != "killed" for c in summary.containers), summary
+    assert summary.ok, summary
+
+    def at(kind: str, container: str | None = None) -> tuple[int, float]:
+        [(index, elapsed)] = [
+            (i, e.elapsed)
+            for i, e in enumerate(events)
+            if type(e).__name__ == kind and getattr(e, "container", None) in (container, None)
+        ]
+        return index, elapsed
+
+    shown = [(type(e).__name__, getattr(e, "container", ""), round(e.elapsed, 2)) for e in events]
+    left = at("TrafficLeft")
+    [traffic_left] = [e for e in events if isinstance(e, TrafficLeft)]
+    assert traffic_left.services == (plan.name,), shown
+    assert "TrafficStillRouted" not in [k for k, _, _ in shown], shown
+    # The engine's stop begins with its preStop, the gate's drain; the kubelet records no
+    # success of an httpGet hook, so the end of the hook and the engine's signal (it exits at
+    # once on SIGTERM) are known when its exit is seen: the signal came at that moment or
+    # before, and not before the hook's 1 s propagation window had closed. The Pod left the
+    # endpoints inside that window.
+    at("PreStopStarted", "engine")
+    hook_done = at("PreStopFinished", "engine")
+    engine_signalled = at("SignalSent", "engine")
+    engine_exited = at("ContainerExited", "engine")
+    gate_signalled = at("SignalSent", "engine-gate")
+    gate_exited = at("ContainerExited", "engine-gate")
+    assert left < hook_done < engine_signalled < engine_exited, shown
+    assert left[1] < 1.0 <= engine_signalled[1], shown
+    # the native sidecar's order: the gate is signalled only once the engine has exited
+    assert engine_exited < gate_signalled < gate_exited, shown
+    assert engine_exited[1] <= gate_signalled[1] <= gate_exited[1], shown
 
 
 # --- signals and --wait through a real CLI process (issue 16 items 1(a) and 14) --------------

@@ -232,3 +232,81 @@ def test_a_container_that_ended_before_the_delete_took_effect_was_not_signalled(
     assert (exited.exit_code, exited.graceful) == (1, True)
     summary = events[-1].summary  # type: ignore[union-attr]
     assert [(c.outcome, c.exit_code) for c in summary.containers] == [("already-exited", 1)]
+
+
+def _gated_pod(gate: dict[str, Any], engine: dict[str, Any]) -> dict[str, Any]:
+    """A Pod as the gate's plan makes it: the gate a native sidecar, the engine behind it
+    (the statuses as the real cluster shows them in test_real_cluster.py's gate test)."""
+    return {
+        "metadata": {
+            "name": "gated",
+            "uid": "u-1",
+            "labels": {"asyncdeploy.io/workload": "gated"},
+        },
+        "spec": {
+            "terminationGracePeriodSeconds": 20,
+            "initContainers": [{"name": "engine-gate", "restartPolicy": "Always"}],
+            "containers": [
+                {"name": "engine", "lifecycle": {"preStop": {"httpGet": {"path": "/-/drain"}}}}
+            ],
+        },
+        "status": {
+            "initContainerStatuses": [{"name": "engine-gate", "state": gate}],
+            "containerStatuses": [{"name": "engine", "state": engine}],
+        },
+    }
+
+
+def test_a_native_sidecar_is_signalled_after_the_engine_has_exited() -> None:
+    """The kubelet records ``Killing`` for every container at the start of a delete, the native
+    sidecar's too, but signals the sidecar only once the run containers have exited. Before,
+    the gate's SignalSent came at 0 s, before the engine's preStop even ended; and one Pod
+    update showing both ends emitted the gate's exit first."""
+    from asyncdeploy.drivers.kubernetes._kubelet import KubeletEvent
+    from asyncdeploy.events import PreStopFinished, PreStopStarted
+
+    running, done = {"running": {}}, {"terminated": {"exitCode": 0}}
+    clock, events = Clock(), cast(list[DrainEvent], [])
+    pod = _gated_pod(running, running)
+    drain = PodDrain.of(pod, grace=None, started=0.0, margin=15, emit=events.append, clock=clock)
+    drain.begin()
+    clock.now = 0.1
+    for container in ("engine-gate", "engine"):  # as the real kubelet records them
+        drain.kubelet(KubeletEvent("k-" + container, 1, "u-1", "Killing", container, "", None))
+    assert [type(e) for e in events[1:]] == [PreStopStarted]  # the gate is not signalled yet
+    clock.now = 1.6
+    drain.observe(_gated_pod(done, done))  # one update shows both ended (as on the cluster)
+    order = [(type(e).__name__, getattr(e, "container", "")) for e in events[1:]]
+    assert order == [
+        ("PreStopStarted", "engine"),
+        ("PreStopFinished", "engine"),
+        ("SignalSent", "engine"),
+        ("ContainerExited", "engine"),
+        ("SignalSent", "engine-gate"),
+        ("ContainerExited", "engine-gate"),
+    ]
+    assert all(e.elapsed == 1.6 for e in events[2:])
+    assert next(e for e in events if isinstance(e, PreStopFinished)).exit_code == 0
+
+
+def test_a_native_sidecar_is_signalled_when_the_last_engine_exit_is_seen() -> None:
+    """The engine's exit seen first, the sidecar's later: the sidecar's SignalSent carries the
+    moment the engine's exit was seen (its turn), not the moment of its own end."""
+    from asyncdeploy.drivers.kubernetes._kubelet import KubeletEvent
+
+    running, done = {"running": {}}, {"terminated": {"exitCode": 0}}
+    clock, events = Clock(), cast(list[DrainEvent], [])
+    drain = PodDrain.of(
+        _gated_pod(running, running), grace=None, started=0.0, margin=15, emit=events.append,
+        clock=clock,
+    )  # fmt: skip
+    drain.begin()
+    drain.kubelet(KubeletEvent("k-gate", 1, "u-1", "Killing", "engine-gate", "", None))
+    clock.now = 1.2
+    drain.observe(_gated_pod(running, done))
+    clock.now = 1.5
+    drain.observe(_gated_pod(done, done))
+    [gate_signal] = [e for e in events if isinstance(e, SignalSent) and e.container != "engine"]
+    assert gate_signal.elapsed == 1.2 and gate_signal.role == "sidecar"
+    exits = [(e.container, e.elapsed) for e in events if isinstance(e, ContainerExited)]
+    assert exits == [("engine", 1.2), ("engine-gate", 1.5)]

@@ -14,6 +14,12 @@ did not show is emitted (a hook that succeeds is not recorded, so its ``PreStopF
 is recorded); ``ContainerRemoved`` for each container seen ended and one ``PauseRemoved`` for the
 sandbox (``<pod>-sandbox``) when the Pod is gone; ``DrainFinished`` with the summary.
 
+A native sidecar (an init container with ``restartPolicy: Always``, role ``sidecar``) is recorded
+``Killing`` at the start like the others, but the kubelet signals it only in its turn: once the
+run containers, and the sidecars after it, have exited. Its ``SignalSent`` comes then, and a Pod
+update that shows several ends emits them in the kubelet's order (run containers, then the
+sidecars, the last one first).
+
 Outcomes: ``exited`` / ``killed`` as seen; ``already-exited`` for containers that had ended before
 the delete took effect (init containers, always); ``killed`` also for the containers of a
 Pod deleted with grace 0 (the API removes the object at once, the kubelet kills what runs: a
@@ -101,6 +107,7 @@ class _Tracked(TrackedContainer):
     stopping: bool = False  # the kubelet began to stop it (Killing)
     pre_stop_ended: bool = False
     signalled: bool = False
+    awaiting_turn: bool = False  # a native sidecar told to stop, signalled in its turn
     force_killed: bool = False
 
 
@@ -219,10 +226,39 @@ class PodDrain(DrainBooks):
         if (pod.get("metadata") or {}).get("deletionTimestamp"):
             self.deleting = True
         statuses = pod_status.container_statuses(pod)
-        for c in self.containers:
+        for c in self._stop_order():
             ended = pod_status.terminated(statuses.get(c.name))
             if c.outcome is None and ended is not None:
                 self._exited(c, ended)
+
+    def _stop_order(self) -> list[_Tracked]:
+        """The kubelet's order of ends: the run containers, then the native sidecars, the
+        last started first (init containers had ended before)."""
+        sidecars = [c for c in self.containers if c.role == "sidecar"]
+        rest = [c for c in self.containers if c.role != "sidecar"]
+        return (
+            [c for c in rest if c.role == "run"]
+            + sidecars[::-1]
+            + [c for c in rest if c.role != "run"]
+        )
+
+    def _turn_came(self, c: _Tracked) -> bool:
+        """A native sidecar's stop signal waits for the run containers and the sidecars after
+        it (still running) to exit; any other container's does not wait."""
+        if c.role != "sidecar":
+            return True
+        after = self.containers[self.containers.index(c) + 1 :]
+        return not any(
+            o.outcome is None and (o.running_at_start or o.stopping)
+            for o in after
+            if o.role in ("run", "sidecar")
+        )
+
+    def _signal_in_turn(self, c: _Tracked) -> None:
+        if self._turn_came(c):
+            self._signal(c)
+        else:
+            c.awaiting_turn = True
 
     def kubelet(self, event: KubeletEvent) -> None:
         """An Event the kubelet recorded about one of the Pod's containers (:mod:`._kubelet`)."""
@@ -235,11 +271,11 @@ class PodDrain(DrainBooks):
         if event.reason == KILLING:
             self._stopping(c)
             if not c.pre_stop:
-                self._signal(c)
+                self._signal_in_turn(c)
         elif event.reason == FAILED_PRE_STOP_HOOK:
             self._stopping(c)
             self._pre_stop_ended(c, failed=True)
-            self._signal(c)
+            self._signal_in_turn(c)
         elif event.reason == EXCEEDED_GRACE_PERIOD:
             self._force_killed(c)
 
@@ -324,6 +360,10 @@ class PodDrain(DrainBooks):
                 graceful=outcome != "killed" and exit_code != SIGKILLED,
             )
         )
+        for waiting in self._stop_order():  # a sidecar whose turn this exit brought
+            if waiting.awaiting_turn and waiting.outcome is None and self._turn_came(waiting):
+                waiting.awaiting_turn = False
+                self._signal(waiting)
 
     def removed(self, pod: Mapping[str, Any] | None) -> None:
         """The Pod is gone: its last state (if known), the removals, the summary."""
