@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from asyncdeploy.drivers.kubernetes._manifest import pod_manifest, service_manifest
 from asyncdeploy.drivers.kubernetes._traffic import (
     PROPAGATION_WINDOW,
@@ -11,6 +13,7 @@ from asyncdeploy.drivers.kubernetes._traffic import (
     ready_in,
     routing_services,
 )
+from asyncdeploy.gating import expand_gates
 from asyncdeploy.labels import LABEL_SERVICE
 from asyncdeploy.plan import WorkloadPlan
 
@@ -56,6 +59,30 @@ def test_the_window_is_the_hooks_propagation_wait_within_the_grace() -> None:
     assert propagation_window({"spec": {}}, 0) == 1.0
 
 
+def test_the_window_of_a_gated_pod_is_its_gates_propagation_wait() -> None:
+    """The gate's drain is an httpGet preStop (``/-/drain?propagation_wait=1s&...``): its wait
+    is the window (before: the 10 s default, so a stale endpoint was warned of 9 s late)."""
+    plan = WorkloadPlan.from_mapping(
+        {
+            "name": "llm",
+            "termination_grace_period_seconds": 20,
+            "containers": [
+                {
+                    "name": "engine",
+                    "image": "x:1",
+                    "ports": [{"container_port": 8000}],
+                    "gate": {"upstream": 8001, "propagation_seconds": 1},
+                }
+            ],
+        }
+    )
+    pod = pod_manifest(expand_gates(plan), namespace="ml")
+    assert pod["spec"]["containers"][0]["lifecycle"]["preStop"]["httpGet"]["path"].startswith(
+        "/-/drain?propagation_wait=1"
+    )
+    assert propagation_window(pod, 20) == 1.0
+
+
 def test_the_service_selects_every_instance_of_the_plan() -> None:
     plan = WorkloadPlan.from_mapping(
         {
@@ -76,6 +103,10 @@ def test_the_service_selects_every_instance_of_the_plan() -> None:
         "ports": [{"protocol": "TCP", "port": 80, "targetPort": 8000}],
     }
     assert pod_manifest(plan, namespace="ml")["metadata"]["labels"][LABEL_SERVICE] == "llm"
+    # an instance replace (or verify) starts under another name is selected by the same Service
+    instance = attrs.evolve(plan, name="llm-2", instance_of="llm")
+    assert service_manifest(instance, namespace="ml")["metadata"]["name"] == "llm"
+    assert pod_manifest(instance, namespace="ml")["metadata"]["labels"][LABEL_SERVICE] == "llm"
     plain = WorkloadPlan.from_mapping({"name": "p", "containers": [{"name": "c", "image": "x:1"}]})
     assert LABEL_SERVICE not in pod_manifest(plain, namespace="ml")["metadata"]["labels"]
 

@@ -317,7 +317,7 @@ def _volume_for(container: Container, mount: Mount) -> tuple[str, dict[str, Any]
 def service_name(plan: WorkloadPlan) -> str:
     """The name of a plan's Service: the plan's own name, also for the instances ``replace``
     starts for it (they carry that name as their instance-of label)."""
-    return str(plan.labels.get(LABEL_INSTANCE_OF) or plan.name)
+    return plan.instance_of or plan.name
 
 
 def service_manifest(plan: WorkloadPlan, *, namespace: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import attrs
 
@@ -77,14 +78,16 @@ def ready_in(slices: Iterable[Mapping[str, Any]], uid: str) -> set[str]:
 
 
 def propagation_window(pod: Mapping[str, Any], grace: int) -> float:
-    """The largest ``--propagation-wait`` of the Pod's preStop exec commands, else
+    """The largest ``--propagation-wait`` of the Pod's preStop exec commands (or
+    ``propagation_wait=`` of an httpGet hook's query: the gate's drain), else
     ``PROPAGATION_WINDOW``; never past the grace period (at least 1 s)."""
     found: list[float] = []
     for container in (pod.get("spec") or {}).get("containers") or []:
-        command = (((container.get("lifecycle") or {}).get("preStop") or {}).get("exec") or {}).get(
-            "command"
-        ) or []
+        hook = (container.get("lifecycle") or {}).get("preStop") or {}
+        command = (hook.get("exec") or {}).get("command") or []
+        query = parse_qs(urlsplit(str((hook.get("httpGet") or {}).get("path", ""))).query)
         words = [str(w) for w in command]
+        words += [f"--propagation-wait={value}" for value in query.get("propagation_wait", [])]
         for i, word in enumerate(words):
             value = None
             if word == "--propagation-wait" and i + 1 < len(words):
