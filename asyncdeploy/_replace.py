@@ -191,7 +191,8 @@ async def _replacing_locked(
     else:
         await driver.find(old)  # a clear WorkloadNotFound before anything starts
     old = tuple(old)
-    new_plan = expand_gates(attrs.evolve(plan, name=new_name, instance_of=plan.name))
+    of = plan.instance_of or plan.name  # an instance's successor: an instance of the same plan
+    new_plan = expand_gates(attrs.evolve(plan, name=new_name, instance_of=of))
     held = await _held_host_ports(deployer, old) if driver.name != "kubernetes" else set()
     chosen, reason = _choose(strategy, plan, old, driver.name, held)
     emit(ReplaceStrategy(workload=plan.name, strategy=chosen, reason=reason, new=new_name, old=old))

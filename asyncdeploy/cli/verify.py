@@ -141,10 +141,12 @@ class _Given:
 )
 @click.option(
     "--balancer",
-    type=click.Choice(["haproxy"]),
+    type=click.Choice(["haproxy", "service"]),
     default=None,
     help="Send the traffic through a real load balancer that verify starts (stock settings, no "
-    "retry): every 503 a client sees is a failure [default: verify's own router].",
+    "retry), or (Kubernetes) through the plan's Service, each request routed to its ready "
+    "endpoints as kube-proxy does: every 503 a client sees is a failure [default: verify's own "
+    "router].",
 )
 @click.option(
     "--check-interval",
@@ -246,7 +248,7 @@ def verify(settings: Settings, /, **given: Any) -> None:
     args = _Given(**given)
     if args.wrk_connections and shutil.which("wrk") is None:
         raise CommandFailed("--wrk: wrk is not installed (Debian: apt-get install wrk)", EXIT_USAGE)
-    if args.balancer is not None and shutil.which(args.balancer) is None:
+    if args.balancer == "haproxy" and shutil.which(args.balancer) is None:
         raise CommandFailed(
             f"--balancer {args.balancer}: {args.balancer} is not installed "
             f"(Debian: apt-get install {args.balancer})",
@@ -311,6 +313,10 @@ def _plan(args: _Given) -> WorkloadPlan:
     )
     if args.ignore_sigterm:
         plan = attrs.evolve(plan, termination_grace_period_seconds=5)
+    if args.balancer == "service":  # the demo behind a Service of its own
+        from asyncdeploy.plan import Service, ServicePort
+
+        plan = attrs.evolve(plan, service=Service(ports=(ServicePort(port=80, target_port=8080),)))
     return plan
 
 
@@ -319,7 +325,20 @@ async def _verify(settings: Settings, args: _Given, options: Any) -> bool:
 
     plan = _plan(args)
     renderer = EventRenderer(sys.stderr)
+    if args.balancer == "service":
+        from asyncdeploy.verify.service import service_route
+
+        try:
+            service_route(plan, args.port)
+        except ValueError as exc:
+            raise CommandFailed(str(exc), EXIT_USAGE) from None
     async with settings.for_plan(plan).open_deployer() as deployer:
+        if args.balancer == "service" and deployer.driver_name != "kubernetes":
+            raise CommandFailed(
+                "--balancer service is for Kubernetes (--driver kubernetes): a Service routes "
+                "to its Pods",
+                EXIT_USAGE,
+            )
         try:
             report = await run_verify(
                 deployer,

@@ -1,15 +1,18 @@
-"""Where verify's traffic enters: its own router, or a real HAProxy in front of the workloads."""
+"""Where verify's traffic enters: its own router, a real HAProxy in front of the workloads, or
+a Kubernetes Service (:mod:`.service`)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
 import aiohttp
 import attrs
 
+from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.verify.balancer import BalancerOptions, HAProxy, ServerState, running_haproxy
+from asyncdeploy.verify.service import opened_service_front, service_route
 from asyncdeploy.verify.traffic import Endpoint, Router, SingleEndpoint, Target
 
 __all__ = ["Front", "HAProxyFront", "RouterFront", "opened_front"]
@@ -28,7 +31,7 @@ class Front(Protocol):
 
     @property
     def name(self) -> str | None:
-        """ "haproxy", or None for verify's router."""
+        """ "haproxy", "service", or None for verify's router."""
         ...
 
     async def add(self, workload: str, host_port: int) -> None: ...
@@ -83,10 +86,20 @@ async def opened_front(
     servers: Sequence[tuple[str, int]],
     options: BalancerOptions,
     ready_path: str,
+    *,
+    plan: WorkloadPlan | None = None,
+    port: int = 8080,
+    driver: Any = None,
 ) -> AsyncIterator[Front]:
-    """Verify's router (``balancer`` None), or HAProxy with every possible server declared."""
+    """Verify's router (``balancer`` None), HAProxy with every possible server declared, or
+    (``service``) the plan's Kubernetes Service on ``driver``, routed as kube-proxy does."""
     if balancer is None:
         yield RouterFront(Router(ready_path=ready_path))
+        return
+    if balancer == "service":
+        assert plan is not None
+        async with opened_service_front(driver, service_route(plan, port)) as front:
+            yield front
         return
     async with running_haproxy(servers, options) as haproxy:
         endpoint = Endpoint(name="haproxy", base_url=haproxy.base_url, ready=True)

@@ -42,7 +42,7 @@ DEMO_IMAGE = "asyncdeploy-demo/server:latest"
 VERIFY_LABEL = "asyncdeploy-verify"
 CONTROL_SOCKET = "/run/asyncdeploy/control.sock"
 Mode = Literal["delete", "replace", "delete-all"]
-Balancer = Literal["haproxy"]
+Balancer = Literal["haproxy", "service"]  # service: Kubernetes, routed as kube-proxy does
 MAX_INSTANCES = 9
 
 
@@ -76,8 +76,10 @@ class VerifyOptions:
     )
 
     def __attrs_post_init__(self) -> None:
-        if self.wrk_connections and self.balancer is None:
-            raise ValueError("wrk needs one address to load: use it with a balancer")
+        if self.wrk_connections and self.balancer != "haproxy":
+            raise ValueError(
+                "wrk needs one address to load: use it with a balancer (--balancer haproxy)"
+            )
         if self.balancer is not None and self.mode == "delete-all":
             raise ValueError(
                 "delete-all behind a balancer leaves it nothing to send to (clients see 503 by "
@@ -186,7 +188,9 @@ def _instance(plan: WorkloadPlan, name: str, port: int, run: str) -> tuple[Workl
         )
         containers.append(attrs.evolve(container, ports=ports))
     labels = {**plan.labels, VERIFY_LABEL: run}
-    return attrs.evolve(plan, name=name[:63], containers=containers, labels=labels), host_port
+    of = plan.instance_of or (plan.name if plan.service is not None else None)  # one Service
+    made = attrs.evolve(plan, name=name[:63], containers=containers, labels=labels, instance_of=of)
+    return made, host_port
 
 
 def _names(plan: WorkloadPlan, count: int) -> list[str]:
@@ -238,7 +242,15 @@ async def run_verify(
     try:
         async with (
             aiohttp.ClientSession(connector=connector) as session,
-            opened_front(options.balancer, servers, balancer_options, path) as front,
+            opened_front(
+                options.balancer,
+                servers,
+                balancer_options,
+                path,
+                plan=plan,
+                port=options.port,
+                driver=deployer.driver,
+            ) as front,
         ):
             await verify.deploy(instances, front)
             await verify.disrupt_under_traffic(session, front, names, replacement)

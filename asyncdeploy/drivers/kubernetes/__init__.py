@@ -9,7 +9,8 @@ module           concern
 ``_drain``       the drain with its I/O: one list, a uid-guarded delete per Pod (retried),
                  the watches of the Pods and of their Events, the kill of a cancelled drain
 ``_pod_states``  what those watches show → the drain events and summaries, pure
-``_traffic``     the EndpointSlices of the Services routing to a Pod → ``TrafficLeft``
+``_traffic``     the EndpointSlices of the Services routing to a Pod → ``TrafficLeft``;
+                 one Service's endpoints followed as kube-proxy does
 ``_kubelet``     the kubelet's Events and start-up reasons (ErrImagePull, ...), pure
 ``_watch``       following Pods (or Events, slices) through a watch resumed from a fresh list
 ``_api``         the calls, JSON in and out, through one explicit ``ApiClient``
@@ -24,6 +25,7 @@ keep their books in :mod:`asyncdeploy.drivers._books`.
 from __future__ import annotations
 
 from asyncdeploy.drivers.kubernetes._driver import KubernetesDriver
-from asyncdeploy.drivers.kubernetes._manifest import pod_manifest
+from asyncdeploy.drivers.kubernetes._manifest import pod_manifest, service_name
+from asyncdeploy.drivers.kubernetes._traffic import EndpointState, follow_service
 
-__all__ = ["KubernetesDriver", "pod_manifest"]
+__all__ = ["EndpointState", "KubernetesDriver", "follow_service", "pod_manifest", "service_name"]

@@ -10,12 +10,15 @@ passed, ``TrafficStillRouted`` (and ``TrafficLeft`` later, if it leaves before t
 A Pod no Service routes to gets no event. The window is the largest ``--propagation-wait`` of
 the Pod's preStop commands (``asyncdeploy drain``'s), else ``PROPAGATION_WINDOW``, at most the
 grace period. When Services or slices cannot be read (RBAC), the drain goes on without.
+
+:func:`follow_service` follows one Service's endpoints as kube-proxy does (``verify --balancer
+service`` routes its clients by them).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -31,7 +34,10 @@ from asyncdeploy.events import TrafficLeft, TrafficStillRouted
 __all__ = [
     "PROPAGATION_WINDOW",
     "SERVICE_NAME",
+    "EndpointState",
     "TrafficWatch",
+    "endpoint_states",
+    "follow_service",
     "propagation_window",
     "ready_in",
     "routing_services",
@@ -197,3 +203,57 @@ class TrafficWatch:
 
 def _key(item: Mapping[str, Any]) -> str:
     return str((item.get("metadata") or {}).get("name", ""))
+
+
+@attrs.frozen
+class EndpointState:
+    """One Pod as a Service's EndpointSlices list it (unset conditions as the API defines them:
+    ``ready`` true, ``serving`` as ``ready``)."""
+
+    ready: bool
+    serving: bool
+    terminating: bool
+
+
+def endpoint_states(slices: Iterable[Mapping[str, Any]]) -> dict[str, EndpointState]:
+    """Every Pod (by name) the slices list, with its conditions."""
+    found: dict[str, EndpointState] = {}
+    for item in slices:
+        for endpoint in item.get("endpoints") or []:
+            ref = endpoint.get("targetRef") or {}
+            if ref.get("kind", "Pod") != "Pod" or not ref.get("name"):
+                continue
+            conditions = endpoint.get("conditions") or {}
+            ready = conditions.get("ready") is not False
+            serving = conditions.get("serving", ready) is not False
+            found[str(ref["name"])] = EndpointState(
+                ready, serving, conditions.get("terminating") is True
+            )
+    return found
+
+
+async def follow_service(
+    api: PodAPI,
+    namespace: str,
+    service: str,
+    on_change: Callable[[dict[str, EndpointState]], None],
+) -> None:
+    """Hand ``on_change`` the Service's endpoints at the first look and at every change of its
+    EndpointSlices (what kube-proxy follows), until cancelled."""
+    slices: dict[str, Mapping[str, Any]] = {}
+    follower = PodFollower(
+        api, namespace, label_selector=f"{SERVICE_NAME}={service}", resource="endpointslices"
+    )
+
+    def handle(change: PodEvent) -> bool:
+        if isinstance(change, Resync):
+            slices.clear()
+            slices.update({_key(s): s for s in change.pods})
+        elif change.type == "DELETED":
+            slices.pop(_key(change.pod), None)
+        else:
+            slices[_key(change.pod)] = change.pod
+        on_change(endpoint_states(slices.values()))
+        return False
+
+    await follower.run(handle)

@@ -1,0 +1,136 @@
+"""``verify`` through a Service on the real cluster (issue 15 item 6).
+
+The project's cluster (``ci/start-kube.sh``) runs no kube-proxy, and its Service range
+(10.0.0.0/24) is not an address traffic may be sent to from here, so a ClusterIP is not
+reachable. ``verify --balancer service`` routes as kube-proxy would instead: from the Service's
+EndpointSlices, which the cluster's endpointslice controller keeps (:mod:`asyncdeploy.verify.
+service`), to each ready endpoint's loopback host port, with no retry: every 503 a client sees
+is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+import k8s_contract
+import pytest
+from click.testing import CliRunner
+from kubernetes_asyncio.client import CoreV1Api
+from real_cluster import DEMO_IMAGE, RUN_ID, cleaning_driver, cli_kubeconfig, scratch_namespace
+
+from asyncdeploy import Deployer, TrafficLeft, WorkloadPlan
+from asyncdeploy.cli import main
+from asyncdeploy.drivers.kubernetes import KubernetesDriver
+from asyncdeploy.plan import Service, ServicePort
+from asyncdeploy.verify import TrafficMix, VerifyOptions, demo_plan, run_verify
+from asyncdeploy.verify.traffic import GATED_OUTCOMES
+
+NAMESPACE = f"asyncdeploy-test-{RUN_ID}-svc"
+
+pytestmark = pytest.mark.anyio
+
+MIX = TrafficMix(
+    short_per_second=8, long_per_second=1, stream_per_second=3, long_seconds=2, stream_tokens=20
+)
+SERVICE = Service(ports=(ServicePort(port=80, target_port=8080),))
+
+
+@pytest.fixture(scope="module")
+async def cluster() -> AsyncIterator[str]:
+    async with scratch_namespace(NAMESPACE) as namespace:
+        yield namespace
+
+
+@pytest.fixture
+async def driver(cluster: str) -> AsyncIterator[KubernetesDriver]:
+    async with cleaning_driver(cluster) as opened:
+        yield opened
+
+
+def _demo(name: str, **kw: Any) -> WorkloadPlan:
+    made = demo_plan(f"t{RUN_ID}-{name}", image=DEMO_IMAGE, **kw)
+    return attrs.evolve(made, labels={k8s_contract.RUN_LABEL: RUN_ID}, service=SERVICE)
+
+
+@pytest.mark.parametrize("mode", ["delete", "replace"])
+async def test_verify_through_a_service_loses_nothing_on_a_real_cluster(
+    driver: KubernetesDriver, mode: str
+) -> None:
+    """Two instances behind the plan's Service (delete: one of them is drained; replace: a new
+    one joins the Service and the old one is drained), short, long and streaming traffic routed
+    by the Service's endpoints, no retry: not one request refused, cut or lost; the drained Pod
+    left the endpoints (TrafficLeft, and the front saw it go DOWN) and the traffic went to every
+    instance through the Service."""
+    plan = _demo(f"s-{mode[:3]}", grace_period_seconds=20)
+    report = await run_verify(
+        Deployer(driver),
+        plan,
+        VerifyOptions(
+            mode=mode, mix=MIX, balancer="service", instances=2 if mode == "delete" else 1
+        ),  # type: ignore[arg-type]
+    )
+    assert report.passed, report.text()
+    counts = Counter(r.outcome for r in report.records)
+    assert not any(counts[o] for o in GATED_OUTCOMES), report.text()
+    assert report.in_flight_at_drain > 0, "the disruption must happen with requests in flight"
+    assert all(r.attempts == 1 for r in report.records)  # never retried
+    assert report.balancer == "service"
+    served = {r.instance for r in report.records if r.outcome == "completed"}
+    drained = plan.name if mode == "replace" else f"{plan.name}-a"
+    others = {f"{plan.name}-next"} if mode == "replace" else {f"{plan.name}-b"}
+    assert {drained} | others <= served, served
+    [left] = [e for e in report.events if isinstance(e, TrafficLeft)]
+    assert left.workload == drained and left.services == (plan.name,)
+    downs = [s for s in report.balancer_states if s.server == drained and s.status != "READY"]
+    assert downs and report.drain_started_at is not None, report.balancer_states
+    assert downs[0].at >= report.drain_started_at - 1, report.text()
+    # the Service went with the last instance
+    services = await CoreV1Api(driver.api.client).list_namespaced_service(driver.namespace)
+    assert plan.name not in [s.metadata.name for s in services.items]
+
+
+async def test_verify_through_a_service_catches_the_negative_control_on_a_real_cluster(
+    driver: KubernetesDriver,
+) -> None:
+    """A server that ignores SIGTERM behind its Service, with streams (6 s) longer than its
+    grace (4 s): it leaves the endpoints, but the streams it holds are cut at the deadline, and
+    verify through the Service fails. (With streams shorter than the grace the same server
+    loses nothing here: no new request reaches it once it left the endpoints.)"""
+    bad = _demo("s-bad", grace_period_seconds=4, ignore_sigterm=True)
+    long_streams = attrs.evolve(MIX, stream_tokens=60, stream_per_second=4)
+    report = await run_verify(
+        Deployer(driver), bad, VerifyOptions(mix=long_streams, balancer="service", instances=2)
+    )
+    assert not report.passed, report.text()
+    assert report.counts()["stream"]["truncated"] >= 1, report.text()
+
+
+async def test_the_cli_verifies_the_demo_through_a_service_on_a_real_cluster(
+    cluster: str, tmp_path: Path
+) -> None:
+    """``asyncdeploy --driver kubernetes verify --balancer service`` puts the demo behind a
+    Service of its own and passes (exit 0); against a plan without a Service it is exit 2."""
+    env = {"KUBECONFIG": str(cli_kubeconfig(cluster, tmp_path / "kubeconfig"))}
+    args = ["--driver", "kubernetes", "verify", "--balancer", "service", "--image", DEMO_IMAGE]
+    args += ["--warmup", "2", "--short-rate", "6", "--stream-rate", "2", "-o", "json"]
+
+    def invoke(*more: str) -> Any:
+        return CliRunner(env=env).invoke(main, [*args, *more])
+
+    result = await anyio.to_thread.run_sync(invoke)
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    report = json.loads(result.stdout)
+    assert report["balancer"] == "service" and report["passed"], report
+    plain = tmp_path / "plain.yaml"
+    server = {"name": "server", "image": DEMO_IMAGE}
+    plain.write_text(json.dumps({"name": f"t{RUN_ID}-s-plain", "containers": [server]}))
+    result = await anyio.to_thread.run_sync(lambda: invoke("-f", str(plain)))
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert "needs a plan with a `service:`" in result.stderr
+    assert "Traceback" not in result.stderr
