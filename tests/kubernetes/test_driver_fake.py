@@ -298,6 +298,32 @@ async def test_a_plans_service_is_made_with_it_kept_across_a_change_and_removed_
     assert (NAMESPACE, "demo") not in fake.services
 
 
+async def test_a_replace_under_a_new_name_keeps_the_plans_service(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """The instance a replace starts (``demo-<id>``) is selected by the plan's Service, which
+    stays; before, the new Pod got a Service of its own named after it, and the plan's went
+    with the old Pod (the stable name the Service is for was lost at the first replace)."""
+    wanted = WorkloadPlan.from_mapping(
+        {
+            "name": "demo",
+            "termination_grace_period_seconds": 2,
+            "containers": [{"name": "server", "image": "busybox:1.36"}],
+            "service": {"ports": [{"port": 80, "target_port": 8000}]},
+        }
+    )
+    await running(driver, wanted)
+    service = fake.services[(NAMESPACE, "demo")]
+    changed = attrs.evolve(wanted, termination_grace_period_seconds=3)
+    result = await Deployer(driver).replace(changed, strategy="surge", ready_timeout=5)
+    [new] = [name for (_, name) in fake.pods if name != "demo"]
+    assert result.new.name == new and [d.workload for d in result.drained] == ["demo"]
+    assert (NAMESPACE, "demo") not in fake.pods
+    assert fake.pods[(NAMESPACE, new)]["metadata"]["labels"]["asyncdeploy.io/service"] == "demo"
+    assert list(fake.services) == [(NAMESPACE, "demo")]
+    assert fake.services[(NAMESPACE, "demo")]["metadata"]["uid"] == service["metadata"]["uid"]
+
+
 # --- reading ----------------------------------------------------------------------------------
 
 
