@@ -11,7 +11,17 @@ from typing import cast
 import click
 
 from asyncdeploy._log import configure_cli_logging
-from asyncdeploy.cli import containers, proof, reconcile, replace, verify, views, workloads
+from asyncdeploy.cli import (
+    containers,
+    drain,
+    lint,
+    reconcile,
+    replace,
+    schema,
+    verify,
+    views,
+    workloads,
+)
 from asyncdeploy.cli._common import Settings
 from asyncdeploy.cli._kube_options import cluster_options, with_cluster_options
 from asyncdeploy.drivers import DRIVER_NAMES, DriverName
@@ -72,5 +82,5 @@ for name, command in {
     "verify": verify.verify,
 }.items():
     main.add_command(with_cluster_options(command), name)
-for name, command in {"lint": proof.lint, "drain": proof.drain, "schema": proof.schema}.items():
+for name, command in {"lint": lint.lint, "drain": drain.drain, "schema": schema.schema}.items():
     main.add_command(command, name)

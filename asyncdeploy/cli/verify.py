@@ -6,7 +6,7 @@ import json
 import secrets
 import shutil
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
@@ -28,6 +28,10 @@ from asyncdeploy.cli._common import (
 from asyncdeploy.errors import CreateError
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.render import EventRenderer
+
+if TYPE_CHECKING:  # the verify package needs aiohttp: imported when the command runs
+    from asyncdeploy.verify import VerifyOptions, VerifyReport
+    from asyncdeploy.verify.requests import RequestSpec
 
 __all__ = ["verify"]
 
@@ -70,7 +74,8 @@ def _requests_file(ctx: click.Context, param: click.Parameter, path: str | None)
 
 @attrs.frozen(kw_only=True)
 class _Given:
-    """Every option of the command, as click parsed it."""
+    """Every option of the command, as click parsed it: one value, built once from its
+    params, from which the verify options and the plan are made."""
 
     plan_file: str | None
     port: int
@@ -91,14 +96,89 @@ class _Given:
     propagation_wait: float
     report_file: str | None
     output: str
-    request: tuple[Any, ...]
-    requests_file: tuple[Any, ...]
+    request: tuple[RequestSpec, ...]
+    requests_file: tuple[RequestSpec, ...]
     balancer: str | None
     check_interval: float
     fall: int
     check_timeout: float | None
     instances: int | None
     wrk_connections: int
+
+    def check_tools(self) -> None:
+        """The programs asked for are installed (else exit 2, saying how to get them)."""
+        if self.wrk_connections and shutil.which("wrk") is None:
+            raise CommandFailed(
+                "--wrk: wrk is not installed (Debian: apt-get install wrk)", EXIT_USAGE
+            )
+        if self.balancer == "haproxy" and shutil.which(self.balancer) is None:
+            raise CommandFailed(
+                f"--balancer {self.balancer}: {self.balancer} is not installed "
+                f"(Debian: apt-get install {self.balancer})",
+                EXIT_USAGE,
+            )
+
+    def options(self) -> VerifyOptions:
+        """What verify does (exit 2 for a combination it refuses)."""
+        from asyncdeploy.verify import BalancerOptions, TrafficMix, VerifyOptions
+
+        mix = TrafficMix(
+            short_per_second=self.short_rate,
+            long_per_second=self.long_rate,
+            stream_per_second=self.stream_rate,
+            long_seconds=self.long_seconds,
+            stream_tokens=self.stream_tokens,
+            stream_pace=self.stream_pace,
+            client_abort_every=self.client_abort_every,
+        )
+        try:
+            return VerifyOptions(
+                mode=self.mode,  # type: ignore[arg-type]
+                port=self.port,
+                warmup_seconds=self.warmup,
+                grace_period_seconds=self.grace_period_seconds,
+                mix=mix,
+                requests=(*self.request, *self.requests_file) or None,
+                balancer=self.balancer,  # type: ignore[arg-type]
+                balancer_options=BalancerOptions(
+                    check_interval=self.check_interval,
+                    fall=self.fall,
+                    check_timeout=self.check_timeout,
+                ),
+                instances=self.instances,
+                wrk_connections=self.wrk_connections,
+            )
+        except ValueError as exc:
+            raise CommandFailed(str(exc), EXIT_USAGE) from None
+
+    def plan(self) -> WorkloadPlan:
+        """The plan file's, or the demo server's under a name of its own."""
+        from asyncdeploy.plan import DEFAULT_PAUSE_IMAGE
+        from asyncdeploy.verify import DEMO_IMAGE, demo_plan, from_registry
+
+        if self.plan_file is not None:
+            return WorkloadPlan.from_file(self.plan_file)
+        image, pause_image = self.image, self.pause_image
+        if self.registry is not None:
+            image = from_registry(image or DEMO_IMAGE, self.registry)
+            pause_image = from_registry(pause_image or DEFAULT_PAUSE_IMAGE, self.registry)
+        plan = demo_plan(
+            # a name of its own: a workload someone else named "demo" is never touched
+            f"asyncdeploy-verify-{secrets.token_hex(3)}",
+            image=image or DEMO_IMAGE,
+            pause_image=pause_image,
+            ignore_sigterm=self.ignore_sigterm,
+            propagation_wait=f"{self.propagation_wait:g}s",
+        )
+        if self.ignore_sigterm:
+            plan = attrs.evolve(plan, termination_grace_period_seconds=5)
+        if self.balancer == "service":  # the demo behind a Service of its own
+            from asyncdeploy.plan import Service, ServicePort
+
+            plan = attrs.evolve(
+                plan, service=Service(ports=(ServicePort(port=80, target_port=8080),))
+            )
+        return plan
 
 
 @click.command("verify")
@@ -238,102 +318,33 @@ class _Given:
 )
 @output_option
 @pass_settings
-def verify(settings: Settings, /, **given: Any) -> None:
+def verify(settings: Settings, /, **params: Any) -> None:
     """Prove a lossless termination: traffic through a workload while it is disrupted.
 
     Exits 1 when any request was refused (503, or at connect), truncated, lost, failed or
     duplicated; 2 on bad input or when the balancer asked for is not installed.
     """
     _need_verify()
-    args = _Given(**given)
-    if args.wrk_connections and shutil.which("wrk") is None:
-        raise CommandFailed("--wrk: wrk is not installed (Debian: apt-get install wrk)", EXIT_USAGE)
-    if args.balancer == "haproxy" and shutil.which(args.balancer) is None:
-        raise CommandFailed(
-            f"--balancer {args.balancer}: {args.balancer} is not installed "
-            f"(Debian: apt-get install {args.balancer})",
-            EXIT_USAGE,
-        )
-    options = _options(args)
-    if not run(_verify, settings, args, options):
+    given = _Given(**params)
+    given.check_tools()
+    if not run(_verify, settings, given, given.options()):
         raise click.exceptions.Exit(EXIT_FAILED)
 
 
-def _options(args: _Given) -> Any:
-    from asyncdeploy.verify import BalancerOptions, TrafficMix, VerifyOptions
-
-    mix = TrafficMix(
-        short_per_second=args.short_rate,
-        long_per_second=args.long_rate,
-        stream_per_second=args.stream_rate,
-        long_seconds=args.long_seconds,
-        stream_tokens=args.stream_tokens,
-        stream_pace=args.stream_pace,
-        client_abort_every=args.client_abort_every,
-    )
-    requests = (*args.request, *args.requests_file) or None
-    try:
-        return VerifyOptions(
-            mode=args.mode,  # type: ignore[arg-type]
-            port=args.port,
-            warmup_seconds=args.warmup,
-            grace_period_seconds=args.grace_period_seconds,
-            mix=mix,
-            requests=requests,
-            balancer=args.balancer,  # type: ignore[arg-type]
-            balancer_options=BalancerOptions(
-                check_interval=args.check_interval,
-                fall=args.fall,
-                check_timeout=args.check_timeout,
-            ),
-            instances=args.instances,
-            wrk_connections=args.wrk_connections,
-        )
-    except ValueError as exc:
-        raise CommandFailed(str(exc), EXIT_USAGE) from None
-
-
-def _plan(args: _Given) -> WorkloadPlan:
-    from asyncdeploy.plan import DEFAULT_PAUSE_IMAGE
-    from asyncdeploy.verify import DEMO_IMAGE, demo_plan, from_registry
-
-    if args.plan_file is not None:
-        return WorkloadPlan.from_file(args.plan_file)
-    image, pause_image = args.image, args.pause_image
-    if args.registry is not None:
-        image = from_registry(image or DEMO_IMAGE, args.registry)
-        pause_image = from_registry(pause_image or DEFAULT_PAUSE_IMAGE, args.registry)
-    plan = demo_plan(
-        # a name of its own: a workload someone else named "demo" is never touched
-        f"asyncdeploy-verify-{secrets.token_hex(3)}",
-        image=image or DEMO_IMAGE,
-        pause_image=pause_image,
-        ignore_sigterm=args.ignore_sigterm,
-        propagation_wait=f"{args.propagation_wait:g}s",
-    )
-    if args.ignore_sigterm:
-        plan = attrs.evolve(plan, termination_grace_period_seconds=5)
-    if args.balancer == "service":  # the demo behind a Service of its own
-        from asyncdeploy.plan import Service, ServicePort
-
-        plan = attrs.evolve(plan, service=Service(ports=(ServicePort(port=80, target_port=8080),)))
-    return plan
-
-
-async def _verify(settings: Settings, args: _Given, options: Any) -> bool:
+async def _verify(settings: Settings, given: _Given, options: VerifyOptions) -> bool:
     from asyncdeploy.verify import run_verify
 
-    plan = _plan(args)
+    plan = given.plan()
     renderer = EventRenderer(sys.stderr)
-    if args.balancer == "service":
+    if given.balancer == "service":
         from asyncdeploy.verify.service import service_route
 
         try:
-            service_route(plan, args.port)
+            service_route(plan, given.port)
         except ValueError as exc:
             raise CommandFailed(str(exc), EXIT_USAGE) from None
     async with settings.for_plan(plan).open_deployer() as deployer:
-        if args.balancer == "service" and deployer.driver_name != "kubernetes":
+        if given.balancer == "service" and deployer.driver_name != "kubernetes":
             raise CommandFailed(
                 "--balancer service is for Kubernetes (--driver kubernetes): a Service routes "
                 "to its Pods",
@@ -344,26 +355,31 @@ async def _verify(settings: Settings, args: _Given, options: Any) -> bool:
                 deployer,
                 plan,
                 options,
-                on_event=renderer.show if args.output == "text" else None,
+                on_event=renderer.show if given.output == "text" else None,
                 on_status=lambda line: click.echo(f"-- {line}", err=True),
             )
         except CreateError as exc:
-            if args.registry is not None or args.plan_file is not None:
+            if given.registry is not None or given.plan_file is not None:
                 raise
             raise CreateError(
                 f"{exc}; `asyncdeploy verify --registry HOST:PORT` pulls the demo and pause "
                 "images from a registry of yours"
             ) from exc
-    if args.report_file is not None:
-        if args.report_file.lower().endswith((".html", ".htm")):
-            from asyncdeploy.verify.html import report_html
-
-            text = report_html(report)
-        else:
-            text = json.dumps(report.to_dict(), default=str)
-        await anyio.Path(args.report_file).write_text(text)
-    if args.output == "json":
+    if given.report_file is not None:
+        await _write_report(report, given.report_file)
+    if given.output == "json":
         emit_json(report.to_dict())
     else:
         click.echo(report.text())
     return report.passed
+
+
+async def _write_report(report: VerifyReport, path: str) -> None:
+    """A self-contained HTML page for a name ending in .html (or .htm), else JSON."""
+    if path.lower().endswith((".html", ".htm")):
+        from asyncdeploy.verify.html import report_html
+
+        text = report_html(report)
+    else:
+        text = json.dumps(report.to_dict(), default=str)
+    await anyio.Path(path).write_text(text)

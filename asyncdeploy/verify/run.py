@@ -6,21 +6,20 @@ import functools
 import secrets
 import string
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Literal
 
 import aiohttp
 import anyio
 import attrs
-from anyio.abc import ObjectReceiveStream
 
-from asyncdeploy.deployer import Deployer, Replacement
+from asyncdeploy.deployer import Deployer
 from asyncdeploy.errors import DrainError, WorkloadConflict
 from asyncdeploy.events import DrainEvent, DrainStarted, Event
 from asyncdeploy.plan import Checks, Container, HTTPGet, Port, Probe, WorkloadPlan
-from asyncdeploy.results import WorkloadStatus
 from asyncdeploy.verify._ports import free_port
 from asyncdeploy.verify.balancer import BalancerOptions, ServerState
+from asyncdeploy.verify.disruptions import DISRUPTIONS, Disruption, DrainStream, Mode, Scene
 from asyncdeploy.verify.front import Front, opened_front
 from asyncdeploy.verify.report import VerifyReport
 from asyncdeploy.verify.requests import RequestSpec
@@ -41,7 +40,6 @@ __all__ = [
 DEMO_IMAGE = "asyncdeploy-demo/server:latest"
 VERIFY_LABEL = "asyncdeploy-verify"
 CONTROL_SOCKET = "/run/asyncdeploy/control.sock"
-Mode = Literal["delete", "replace", "delete-all"]
 Balancer = Literal["haproxy", "service"]  # service: Kubernetes, routed as kube-proxy does
 MAX_INSTANCES = 9
 
@@ -228,32 +226,21 @@ async def run_verify(
         say=on_status or (lambda _: None),
         requests=options.requests or options.mix.demo_requests(),
     )
+    disruption = DISRUPTIONS[options.mode]
     names = _names(plan, options.instance_count())
     instances = [_instance(plan, n, options.port, verify.run) for n in names]
-    replacement = _instance(plan, f"{plan.name[:58]}-next", options.port, verify.run)
-    replacing = options.mode == "replace"
-    await _refuse_taken(deployer, [*names, *([replacement[0].name] if replacing else [])])
-    path = ready_path(plan, options.port)
-    balancer_options = options.balancer_options
-    if balancer_options.check_path is None:
-        balancer_options = attrs.evolve(balancer_options, check_path=path)
-    servers = [(p.name, port) for p, port in [*instances, *([replacement] if replacing else [])]]
-    connector = aiohttp.TCPConnector(force_close=True)  # a fresh connection per request
+    successor = _instance(plan, f"{plan.name[:58]}-next", options.port, verify.run)
+    # a balancer is told of every server it may send to at its start: the successor too
+    declared = [*instances, *([successor] if disruption.starts_successor else [])]
+    await _refuse_taken(deployer, [p.name for p, _ in declared])
     try:
-        async with (
-            aiohttp.ClientSession(connector=connector) as session,
-            opened_front(
-                options.balancer,
-                servers,
-                balancer_options,
-                path,
-                plan=plan,
-                port=options.port,
-                driver=deployer.driver,
-            ) as front,
+        async with verify.opened(plan, ready_path(plan, options.port), declared) as (
+            session,
+            front,
         ):
             await verify.deploy(instances, front)
-            await verify.disrupt_under_traffic(session, front, names, replacement)
+            scene = verify.scene(names, successor, front)
+            await verify.disrupt_under_traffic(session, scene, disruption)
             states = front.states()
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(60):
@@ -276,6 +263,45 @@ class _Run:
     events: list[DrainEvent] = attrs.field(factory=list)
     stop: anyio.Event = attrs.field(factory=anyio.Event)
 
+    @asynccontextmanager
+    async def opened(
+        self, plan: WorkloadPlan, ready_path: str, declared: Sequence[tuple[WorkloadPlan, int]]
+    ) -> AsyncIterator[tuple[aiohttp.ClientSession, Front]]:
+        """The clients' session and the front (the router, or a balancer that knows of every
+        server ``declared``, checking ``ready_path`` unless told another)."""
+        balancer_options = self.options.balancer_options
+        if balancer_options.check_path is None:
+            balancer_options = attrs.evolve(balancer_options, check_path=ready_path)
+        servers = [(p.name, port) for p, port in declared]
+        connector = aiohttp.TCPConnector(force_close=True)  # a fresh connection per request
+        async with (
+            aiohttp.ClientSession(connector=connector) as session,
+            opened_front(
+                self.options.balancer,
+                servers,
+                balancer_options,
+                ready_path,
+                plan=plan,
+                port=self.options.port,
+                driver=self.deployer.driver,
+            ) as front,
+        ):
+            yield session, front
+
+    def scene(
+        self, names: Sequence[str], successor: tuple[WorkloadPlan, int], front: Front
+    ) -> Scene:
+        return Scene(
+            deployer=self.deployer,
+            names=names,
+            successor=successor,
+            front=front,
+            selector={VERIFY_LABEL: self.run},
+            grace_period_seconds=self.options.grace_period_seconds,
+            ready_timeout=self.options.ready_timeout,
+            say=self.say,
+        )
+
     async def deploy(self, instances: Sequence[tuple[WorkloadPlan, int]], front: Front) -> None:
         for instance, host_port in instances:
             self.say(f"creating {instance.name} on {self.deployer.driver_name}")
@@ -284,15 +310,11 @@ class _Run:
             await front.add(instance.name, host_port)
 
     async def disrupt_under_traffic(
-        self,
-        session: aiohttp.ClientSession,
-        front: Front,
-        names: Sequence[str],
-        replacement: tuple[WorkloadPlan, int],
+        self, session: aiohttp.ClientSession, scene: Scene, disruption: Disruption
     ) -> None:
         """Traffic (and the front following readiness) from before the disruption until every
         request it sent has ended."""
-        options = self.options
+        options, front = self.options, scene.front
         async with anyio.create_task_group() as tg:
             tg.start_soon(front.follow, session)
 
@@ -307,11 +329,8 @@ class _Run:
                 f"in {options.warmup_seconds:g} s"
             )
             await anyio.sleep(options.warmup_seconds)
-            drain = _disruption(
-                self.deployer, options, names, replacement, front, self.run, self.say
-            )
-            await _disrupt(drain, self.events, self.on_event)
-            if options.mode == "replace" or (options.mode == "delete" and len(names) > 1):
+            await _disrupt(disruption.drain(scene), self.events, self.on_event)
+            if disruption.leaves_serving(len(scene.names)):
                 await anyio.sleep(options.after_seconds)  # what is left keeps serving
             self.stop.set()
             self.say("waiting for the last requests to end")
@@ -360,54 +379,8 @@ def _wrk_url(front: Front, requests: Sequence[RequestSpec]) -> str:
     return endpoint.base_url + path
 
 
-def _disruption(
-    deployer: Deployer,
-    options: VerifyOptions,
-    names: Sequence[str],
-    replacement: tuple[WorkloadPlan, int],
-    front: Front,
-    run: str,
-    say: Callable[[str], None],
-) -> AbstractAsyncContextManager[ObjectReceiveStream[DrainEvent]]:
-    """The drain the mode asks for, as one event stream."""
-    grace = options.grace_period_seconds
-    if options.mode == "replace":
-        new, new_port = replacement
-
-        async def route_to_new(status: WorkloadStatus) -> None:
-            await front.add(new.name, new_port)
-            if front.name is None:
-                await anyio.sleep(1)  # the router follows readiness: let it see it
-            say(f"{new.name} ready; draining {names[0]} with requests in flight")
-
-        say(f"replacing {names[0]} by {new.name} (Deployer.replacing)")
-        return _drain_of(
-            deployer.replacing(
-                new,
-                old=[names[0]],
-                new_name=new.name,
-                ready_timeout=options.ready_timeout,
-                grace_period_seconds=grace,
-                on_ready=route_to_new,
-            )
-        )
-    if options.mode == "delete-all":
-        say(f"draining {', '.join(names)} with requests in flight")
-        return deployer.terminate_all({VERIFY_LABEL: run}, grace_period_seconds=grace)
-    say(f"draining {names[0]} with requests in flight")
-    return deployer.terminate(names[0], grace_period_seconds=grace)
-
-
-@asynccontextmanager
-async def _drain_of(
-    replacing: AbstractAsyncContextManager[Replacement],
-) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
-    async with replacing as replacement:
-        yield replacement.events
-
-
 async def _disrupt(
-    drain: AbstractAsyncContextManager[ObjectReceiveStream[DrainEvent]],
+    drain: DrainStream,
     events: list[DrainEvent],
     on_event: Callable[[DrainEvent], None] | None,
 ) -> None:

@@ -1,6 +1,8 @@
-"""verify through a real HAProxy (Debian's package, stock settings, no retry): two demo
-workloads behind it, continuous short and streaming traffic, one deleted or replaced, and every
-503, reset or truncated stream a client sees counted as a failure.
+"""verify through a real HAProxy (Debian's package, stock settings, no retry): two workloads
+behind it, continuous short and streaming traffic, one deleted or replaced, and every 503, reset
+or truncated stream a client sees counted as a failure. The workloads are the demo server (the
+kit inside), and an unmodified server behind its drain gate (``asyncdeploy-test/stock-engine``,
+``ci/build-gate-image.sh``: exits at once on SIGTERM, sent its own paths with ``requests``).
 
 The demo image is ``ASYNCDEPLOY_TEST_DEMO_IMAGE`` (default ``asyncdeploy-demo/server:latest``,
 what ci/build-demo-image.sh builds), so a branch can test its own build of the kit.
@@ -19,7 +21,7 @@ import anyio
 import attrs
 import pytest
 
-from asyncdeploy import Deployer
+from asyncdeploy import Deployer, WorkloadPlan
 from asyncdeploy.verify import (
     DEMO_IMAGE,
     BalancerError,
@@ -30,8 +32,10 @@ from asyncdeploy.verify import (
     run_verify,
 )
 from asyncdeploy.verify.balancer import haproxy_config, running_haproxy
+from asyncdeploy.verify.requests import parse_request
 from tests.cli_runner import invoke_in_thread
 from tests.engines.conftest import PAUSE, PYTHON, RUN_ID, RUN_LABEL, required_engines
+from tests.engines.test_gate import GATE_IMAGE, STOCK_IMAGE, require_images
 
 pytestmark = pytest.mark.anyio
 
@@ -109,6 +113,134 @@ async def test_behind_stock_haproxy_a_disruption_loses_nothing(
     if mode == "replace":
         new = next(s.server for s in report.balancer_states if s.server.endswith("-next"))
         assert new in served, "the replacement took traffic"
+
+
+# --- an unmodified server behind its gate -----------------------------------------------------
+
+# The stock engine's own paths (tests/images/stock_engine.py), named as a user names them: short
+# answers, its SSE streams, and OpenAI-style completions, streamed and not; a stream is whole
+# only once its ``data: [DONE]`` arrived.
+STOCK_REQUESTS = tuple(
+    parse_request(line)
+    for line in (
+        "GET /short name=short rate=30",
+        "GET '/stream?tokens=30&ms=50' name=stream stream until='data: [DONE]' rate=3",
+        """POST /v1/completions name=completion body='{"max_tokens": 8}' rate=3""",
+        (
+            "POST /v1/completions name=completion-stream stream until='data: [DONE]' "
+            """body='{"max_tokens": 20, "stream": true}' rate=2"""
+        ),
+    )
+)
+ENGINE_ARGS = ["--load-seconds", "2", "--short-ms", "5", "--token-ms", "50"]
+
+
+def stock_plan(name: str, *, gate: str) -> tuple[WorkloadPlan, int]:
+    """The issue's gated plan shape (``gate: {upstream: 8001, ready: {path: /health}}`` on an
+    unmodified engine, clients reach 8000), and the port verify sends to. ``gate``: "window"
+    (the gate's default propagation window), "refuse-at-once" (``propagation_seconds: 0``) or
+    "none": the engine published directly, checked on its own /health from outside."""
+    engine: dict[str, object] = {
+        "name": "engine",
+        "image": STOCK_IMAGE,
+        "args": ["--port", "8001", *ENGINE_ARGS],
+    }
+    if gate == "none":
+        engine["ports"] = [{"container_port": 8001}]
+        engine["checks"] = {"readiness": {"http": {"port": 8001, "path": "/health"}}}
+        port = 8001
+    else:
+        engine["ports"] = [{"container_port": 8000, "host_port": 8000}]  # verify re-publishes it
+        engine["gate"] = {"upstream": 8001, "ready": {"path": "/health"}, "image": GATE_IMAGE}
+        if gate == "refuse-at-once":
+            engine["gate"]["propagation_seconds"] = 0  # type: ignore[index]
+        port = 8000
+    made = WorkloadPlan.from_mapping(
+        {
+            "name": f"t{RUN_ID}-{name}",
+            "labels": {RUN_LABEL: RUN_ID},
+            "pause_image": PAUSE,
+            "termination_grace_period_seconds": 25,
+            "containers": [engine],
+        }
+    )
+    return made, port
+
+
+async def _verify_stock(  # type: ignore[no-untyped-def]
+    deployer: Deployer, name: str, mode: str, gate: str, *, wrk_connections: int = 0
+):
+    require_images(deployer.driver_name)
+    if wrk_connections and shutil.which("wrk") is None:
+        pytest.fail("wrk is required with haproxy (apt-get install wrk)")
+    stock, port = stock_plan(name, gate=gate)
+    return await run_verify(
+        deployer,
+        stock,
+        VerifyOptions(
+            mode=mode,  # type: ignore[arg-type]
+            port=port,
+            requests=STOCK_REQUESTS,
+            balancer="haproxy",
+            balancer_options=CHECKS,
+            wrk_connections=wrk_connections,
+        ),
+    )
+
+
+@pytest.mark.parametrize("mode", ["delete", "replace"])
+async def test_behind_stock_haproxy_an_unmodified_server_behind_its_gate_loses_nothing(
+    deployer: Deployer, mode: str
+) -> None:
+    """Issue 15, for a server that knows nothing of the kit and exits at once on SIGTERM: the
+    plan's gate drains it. Deleting (or replacing) one of two such workloads behind HAProxy
+    (no retry) shows clients no 503, no reset, no truncated stream or completion; wrk's
+    keep-alive connections beside them (HAProxy reuses its connections to the gate) see no
+    failure either."""
+    report = await _verify_stock(deployer, f"hg-{mode[:3]}", mode, gate="window", wrk_connections=2)
+    assert report.in_flight_at_drain > 0, "the drain must begin with requests in flight"
+    assert _lost(report) == dict.fromkeys(GATED, 0), report.text()
+    assert report.wrk is not None and report.wrk.requests > 200, report.text()
+    assert report.wrk.failures == 0, report.text()
+    assert report.passed, report.text()
+    counts = report.counts()
+    assert set(counts) == {"short", "stream", "completion", "completion-stream"}
+    for kind, row in counts.items():
+        assert row["completed"] >= 5, (kind, report.text())
+    drained = report.summaries[0]
+    # the engine's drain ran in its gate (the HTTP pre-stop) and nothing was killed
+    assert drained.count("killed") == 0, report.text()
+    assert {c.name for c in drained.containers} >= {"engine", "engine-gate"}, report.text()
+    down = [s for s in report.balancer_states if s.server == drained.workload and s.status != "UP"]
+    assert down and report.drain_started_at is not None
+    assert down[-1].at > report.drain_started_at, "HAProxy saw readiness fail after the drain began"
+    served = {r.instance for r in report.records if r.outcome == "completed"}
+    assert drained.workload in served and len(served) >= 2, "both instances served"
+    streams = [r for r in report.records if r.kind in ("stream", "completion-stream")]
+    assert all(r.done_frame for r in streams if r.outcome == "completed")
+    # streams that began before the drain ended whole: the gate held them to their last byte
+    before = [
+        r for r in streams if r.instance == drained.workload and r.started < report.drain_started_at
+    ]
+    assert before and all(r.outcome == "completed" for r in before), report.text()
+    if mode == "replace":
+        new = next(s.server for s in report.balancer_states if s.server.endswith("-next"))
+        assert new in served, "the replacement took traffic"
+
+
+@pytest.mark.parametrize(("gate", "lost"), [("none", GATED), ("refuse-at-once", ("refused",))])
+async def test_behind_stock_haproxy_the_same_server_without_the_gates_window_loses_requests(
+    deployer: Deployer, gate: str, lost: tuple[str, ...]
+) -> None:
+    """The negative controls of the test above, through the same HAProxy and clients: published
+    directly, the engine's SIGTERM cuts what is in flight and HAProxy answers 503 for what it
+    still sends to the engine gone (seen: 4 truncated streams, 11 refused, 4 failed on Docker);
+    gated but refusing at once (``propagation_seconds: 0``), the requests HAProxy sends before
+    its next failed check are answered 503 (seen: 15 on Docker, 14 on Podman)."""
+    report = await _verify_stock(deployer, f"hg-{gate[:4]}", "delete", gate=gate)
+    totals = _lost(report)
+    assert sum(totals[o] for o in lost) >= 1, report.text()
+    assert not report.passed, report.text()
 
 
 async def test_wrk_beside_the_clients_sees_no_failure(deployer: Deployer) -> None:

@@ -1,6 +1,4 @@
-"""Commands for the termination contract: lint a plan's budget, drain a server, the schema.
-
-``verify`` has a module of its own (:mod:`asyncdeploy.cli.verify`)."""
+"""``asyncdeploy lint``: a plan's termination budget, probes and ports, before anything runs."""
 
 from __future__ import annotations
 
@@ -20,6 +18,8 @@ from asyncdeploy.cli._common import (
 from asyncdeploy.errors import PlanError
 from asyncdeploy.lint import lint_plan
 from asyncdeploy.plan import WorkloadPlan
+
+__all__ = ["lint"]
 
 
 @click.command("lint")
@@ -88,51 +88,3 @@ async def _image_ports(plan: WorkloadPlan) -> dict[str, frozenset[int] | None]:
     async with settings.open_deployer() as deployer:
         images = dict.fromkeys(c.image for c in plan.containers)
         return {image: await deployer.image_ports(image) for image in images}
-
-
-@click.command("drain")
-@click.option(
-    "--socket",
-    "socket_path",
-    default="/run/asyncdeploy/control.sock",
-    show_default=True,
-    help="The server's control socket.",
-)
-@click.option(
-    "--propagation-wait",
-    type=DURATION,
-    default=None,
-    help="The longest the server keeps serving new requests after the drain starts (it stops "
-    "earlier once traffic has left), e.g. 10s [default: the server's own setting; 0 refuses "
-    "at once].",
-)
-@click.option(
-    "--timeout", type=DURATION, default=None, help="A bound for the whole command, e.g. 90s."
-)
-def drain(socket_path: str, propagation_wait: float | None, timeout: float | None) -> None:
-    """Tell a server to drain, then wait until it has no request in flight (a preStop hook).
-
-    Exit 0 drained, 1 not drained in time.
-    """
-    from asyncdeploy.workload import run_drain_command
-
-    report = run(run_drain_command, socket_path, propagation_wait, timeout)
-    emit_json(report.to_dict())
-    if not report.drained:
-        raise click.exceptions.Exit(EXIT_FAILED)
-
-
-@click.command("schema")
-@click.option(
-    "--format",
-    "format_",
-    type=click.Choice(["json", "markdown"]),
-    default="json",
-    show_default=True,
-    help="The JSON Schema of a plan, or the plan reference page.",
-)
-def schema(format_: str) -> None:
-    """Print the plan's JSON Schema (for editors) or its reference page."""
-    from asyncdeploy.schema import plan_reference_markdown, plan_schema_json
-
-    click.echo(plan_schema_json() if format_ == "json" else plan_reference_markdown(), nl=False)
