@@ -44,6 +44,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 ENGINE = REPO / "tests" / "images" / "stock_engine.py"
+#: the gate on each event loop: uvloop when installed (what the gate image runs), asyncio's own
+GATE_LOOPS = {"gate": "auto", "gate-asyncio": "asyncio", "gate-uvloop": "uvloop"}
 GOALS = {"throughput_ratio": 0.8, "added_p99_ms": 2.0, "added_token_p99_ms": 5.0, "rss_mb": 60.0}
 
 _ASGI_PROXY = r"""
@@ -178,9 +180,10 @@ def streams(port: int, count: int, tokens: int) -> dict[str, Any]:
 
 def start_stack(stack: str, upstream: int) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    if stack == "gate":
+    if stack in GATE_LOOPS:
         argv = [sys.executable, "-m", "asyncdeploy.gate", "--listen", str(port),
-                "--listen-host", "127.0.0.1", "--upstream", str(upstream), "--log-level", "WARNING"]  # fmt: skip
+                "--listen-host", "127.0.0.1", "--upstream", str(upstream), "--log-level", "WARNING",
+                "--loop", GATE_LOOPS[stack]]  # fmt: skip
     else:
         script = Path("/tmp") / f"asgi-proxy-{os.getpid()}.py"
         script.write_text(_ASGI_PROXY)
