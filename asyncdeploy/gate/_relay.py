@@ -198,6 +198,7 @@ class ClientConnection(asyncio.Protocol):
                     if close:
                         self.close()
                         return
+                    self.idle_since = time.monotonic()
                     continue
                 self.phase = _LOCAL
                 front.spawn(self._local, local, close)
