@@ -113,7 +113,8 @@ def bench(session: nox.Session) -> None:
         "python", "benchmarks/pull.py", *(["--smoke"] if "--quick" in session.posargs else [])
     )
     # the drain gate's cost against the same server reached directly (needs wrk; no engine)
-    session.install("uvicorn", "httpx")  # the alternative stack it is measured beside
+    # the alternative stack it is measured beside; uvloop, which the gate image runs on
+    session.install("uvicorn", "httpx", "uvloop")
     session.run(
         "python", "benchmarks/gate.py", *(["--smoke"] if "--quick" in session.posargs else [])
     )

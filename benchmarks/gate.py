@@ -1,12 +1,14 @@
 """The drain gate's cost, side by side with the same server reached directly, in one run.
 
-    python benchmarks/gate.py [--seconds 5] [--streams 128] [--smoke] [--stacks gate,uvicorn]
+    python benchmarks/gate.py [--seconds 5] [--streams 128] [--smoke] [--stacks gate,gate-asyncio,uvicorn]
 
 (``nox -s bench`` runs it.) The server is ``tests/images/stock_engine.py`` (stdlib asyncio, knows
 nothing of the kit), one process on 127.0.0.1; in front of it, each stack under test in its own
 process:
 
-* **gate**: ``python -m asyncdeploy.gate`` (anyio over asyncio streams, the gate's own parser);
+* **gate**: ``python -m asyncdeploy.gate`` (asyncio protocols, the gate's own parser) on uvloop
+  when installed (``--loop auto``: what the gate image runs); **gate-asyncio** the same on
+  asyncio's own loop (``--loop asyncio``); **gate-uvloop** insists on uvloop;
 * **uvicorn+httpx**: the obvious alternative, an ASGI proxy (``_asgi_proxy`` below) under
   uvicorn with an ``httpx.AsyncClient`` to the engine: measured to choose the gate's stack.
 
@@ -44,6 +46,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 ENGINE = REPO / "tests" / "images" / "stock_engine.py"
+#: the gate on each event loop: uvloop when installed (what the gate image runs), asyncio's own
+GATE_LOOPS = {"gate": "auto", "gate-asyncio": "asyncio", "gate-uvloop": "uvloop"}
 GOALS = {"throughput_ratio": 0.8, "added_p99_ms": 2.0, "added_token_p99_ms": 5.0, "rss_mb": 60.0}
 
 _ASGI_PROXY = r"""
@@ -178,9 +182,10 @@ def streams(port: int, count: int, tokens: int) -> dict[str, Any]:
 
 def start_stack(stack: str, upstream: int) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    if stack == "gate":
+    if stack in GATE_LOOPS:
         argv = [sys.executable, "-m", "asyncdeploy.gate", "--listen", str(port),
-                "--listen-host", "127.0.0.1", "--upstream", str(upstream), "--log-level", "WARNING"]  # fmt: skip
+                "--listen-host", "127.0.0.1", "--upstream", str(upstream), "--log-level", "WARNING",
+                "--loop", GATE_LOOPS[stack]]  # fmt: skip
     else:
         script = Path("/tmp") / f"asgi-proxy-{os.getpid()}.py"
         script.write_text(_ASGI_PROXY)
@@ -224,7 +229,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--streams", type=int, default=128)
     parser.add_argument("--tokens", type=int, default=60, help="per stream (20/s: 3 s)")
-    parser.add_argument("--stacks", default="gate,uvicorn")
+    parser.add_argument("--stacks", default="gate,gate-asyncio,uvicorn")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out", default=str(REPO / "bench-results" / "bench-gate.json"))
     args = parser.parse_args()

@@ -19,7 +19,7 @@ import anyio
 from asyncdeploy.workload import DrainController, PropagationWindow, parse_duration
 
 from ._http import parse_response_head
-from ._relay import Reader
+from ._reader import Reader
 from ._server import GateConfig, serve_gate
 
 
@@ -45,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
         type=parse_duration,
         default=10.0,
         help="the longest a drain serves new requests before refusing them (0: refuse at once)",
+    )
+    parser.add_argument(
+        "--loop",
+        choices=("auto", "asyncio", "uvloop"),
+        default="auto",
+        help="the event loop: uvloop when installed (auto, the gate image has it), or asyncio's",
     )
     parser.add_argument("--log-level", default="INFO")
     sub = parser.add_subparsers(dest="command")
@@ -111,8 +117,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         drain_timeout=args.drain_timeout,
         propagation_wait=args.propagation_wait,
     )
-    anyio.run(functools.partial(_run, config), backend="asyncio")
+    try:
+        options = loop_options(args.loop)
+    except ImportError:
+        _parser().error("--loop uvloop: uvloop is not installed (pip install uvloop)")
+    anyio.run(functools.partial(_run, config), backend="asyncio", backend_options=options)
     return 0
+
+
+def loop_options(choice: str) -> dict[str, bool]:
+    """anyio's asyncio options for ``--loop``: uvloop is optional, an import away."""
+    if choice == "asyncio":
+        return {"use_uvloop": False}
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        if choice == "uvloop":
+            raise
+        return {"use_uvloop": False}
+    return {"use_uvloop": True}
 
 
 if __name__ == "__main__":

@@ -1,17 +1,30 @@
-"""One exchange through the gate: the request to the engine, its answer back, byte for byte.
+"""The gate's hot path: asyncio protocols that relay each exchange transport to transport.
 
-Every write waits until the socket took the bytes (anyio's ``send``), so nothing is buffered
-beyond one read: a token the engine streams reaches the client as it comes, and a slow client
-slows the engine's connection instead of filling the gate's memory. Failures are told apart by
-side (:class:`ClientGone`, :class:`UpstreamFailed`) because they end a request differently.
+A client connection parses each request head once (:mod:`._http`), admits it with the kit's
+state machine, and writes it to its upstream connection; from then on bytes are relayed as they
+arrive, in the protocols' callbacks, with no task switch or future per chunk (measured in
+``benchmarks/gate.py``: the asyncio-streams relay this replaces spent most of its time in
+them). Flow control instead of buffering: a transport whose write buffer passes ``WRITE_HIGH``
+pauses reading on the other side until it has drained, so a slow client slows the engine's
+connection rather than filling the gate's memory. An exchange is in flight from its head until
+the client's transport took the last byte of the answer (its buffer back under
+``WRITE_HIGH``), or the client left, or the drain deadline cut it.
+
+Pipelining: requests behind the one in flight wait in the client's buffer (reading pauses past
+``MAX_HEAD``) and are taken in order. The only tasks are the upstream connect (once per client
+connection while the engine keeps it alive) and an asynchronous local answer (the drain hook),
+both started in the gate's task group (:meth:`Front.spawn`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol, cast
 
-import anyio
+from asyncdeploy.workload import Admission, DrainController, DrainState, Outcome
 
 from ._http import (
     MAX_HEAD,
@@ -20,297 +33,577 @@ from ._http import (
     HTTPParseError,
     RequestHead,
     ResponseHead,
+    parse_request_head,
     parse_response_head,
     with_connection_close,
 )
 
-__all__ = ["ByteStream", "ClientGone", "Reader", "StreamPair", "UpstreamFailed", "relay_exchange"]
+__all__ = ["IDLE", "WRITE_HIGH", "ClientConnection", "Front", "LocalAnswer", "UpstreamConnection"]
 
-READ_SIZE = 65536
-_LOST = (
-    anyio.EndOfStream,
-    anyio.BrokenResourceError,
-    anyio.ClosedResourceError,
-    ConnectionError,
-    OSError,
-)
+logger = logging.getLogger("asyncdeploy.gate")
 
+WRITE_HIGH = 64 * 1024
+"""A transport holding more than this unsent pauses the side that feeds it."""
 
-class ByteStream(Protocol):
-    """What the relay needs of a connection (anyio's streams have it, and :class:`StreamPair`)."""
+LocalAnswer = bytes | Callable[[], Coroutine[Any, Any, bytes]]
+"""What the gate answers itself: the bytes now, or a coroutine function that makes them."""
 
-    async def receive(self, max_bytes: int = 65536) -> bytes: ...
-    async def send(self, item: bytes) -> None: ...
-    async def aclose(self) -> None: ...
+# What a client connection is doing (ints: compared on every chunk).
+IDLE = 0  # waiting for a request head
+_CONNECTING = 1  # admitted, the upstream connection is being opened
+_BODY = 2  # relaying the request body
+_WAIT = 3  # request sent, relaying the answer
+_LOCAL = 4  # an asynchronous local answer is being made
 
-
-class StreamPair:
-    """An asyncio stream pair as a :class:`ByteStream`: the gate's hot path.
-
-    Measured (benchmarks/gate.py) against anyio's socket streams, whose checkpoint and cancel
-    scope per call cost more than the relaying itself. ``send`` returns once the transport holds
-    less than ``WRITE_HIGH`` bytes, so a slow reader pushes back instead of filling memory.
-    """
-
-    __slots__ = ("_reader", "_writer")
-    WRITE_HIGH = 16 * 1024
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
-        writer.transport.set_write_buffer_limits(high=self.WRITE_HIGH)
-
-    @classmethod
-    async def connect(cls, host: str, port: int) -> StreamPair:
-        reader, writer = await asyncio.open_connection(host, port, limit=READ_SIZE)
-        return cls(reader, writer)
-
-    async def receive(self, max_bytes: int = READ_SIZE) -> bytes:
-        data = await self._reader.read(max_bytes)
-        if not data:
-            raise anyio.EndOfStream
-        return data
-
-    async def send(self, item: bytes) -> None:
-        if self._writer.is_closing():
-            raise anyio.BrokenResourceError
-        self._writer.write(item)
-        await self._writer.drain()
-
-    async def aclose(self) -> None:
-        self._writer.close()
+# Why a client connection does not read (a bit mask: reading resumes once none is left).
+_FULL_UPSTREAM = 1  # the upstream's write buffer is full (request body flow control)
+_FULL_BUFFER = 2  # pipelined bytes past MAX_HEAD wait for the exchange in flight
 
 
-class ClientGone(Exception):
-    """The client closed or reset its connection."""
-
-
-class UpstreamFailed(Exception):
-    """The engine closed, reset or garbled its side; ``answered`` once bytes reached the client."""
-
-    def __init__(self, reason: str, *, answered: bool) -> None:
-        super().__init__(reason)
-        self.answered = answered
-
-
-class Reader:
-    """A receive buffer over a byte stream, with push-back for bytes past a message's end."""
-
-    __slots__ = ("_buffer", "stream")
-
-    def __init__(self, stream: ByteStream) -> None:
-        self.stream = stream
-        self._buffer = b""
+class Front(Protocol):
+    """What the protocols need of the gate (``_server._Gate``)."""
 
     @property
-    def buffered(self) -> bytes:
-        return self._buffer
+    def controller(self) -> DrainController: ...
+    @property
+    def connections(self) -> set[ClientConnection]: ...
+    def local(self, head: RequestHead) -> LocalAnswer | None: ...
+    def answer(self, status: int, body: object, *, close: bool = False) -> bytes: ...
+    def refusal(self) -> bytes: ...
+    def spawn(self, function: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None: ...
+    async def connect_upstream(self) -> UpstreamConnection: ...
 
-    async def head(self) -> bytes | None:
-        """Bytes up to and including the first empty line; None at a clean end of stream."""
-        buffer = self._buffer
-        start = 0
-        while True:
-            end = buffer.find(b"\r\n\r\n", start)
-            if end >= 0:
-                self._buffer = buffer[end + 4 :]
-                return buffer[: end + 4]
-            if len(buffer) > MAX_HEAD:
-                raise HTTPParseError(f"head longer than {MAX_HEAD} bytes")
-            start = max(0, len(buffer) - 3)
+
+class ClientConnection(asyncio.Protocol):
+    """One client connection: its requests in order, each relayed to the engine or answered."""
+
+    __slots__ = (
+        "_blocks",
+        "_body_left",
+        "_body_scanner",
+        "_buffer",
+        "_close_after",
+        "_eof",
+        "_finishing",
+        "_front",
+        "_keep",
+        "_retried",
+        "_reusable",
+        "_reused",
+        "_write_paused",
+        "admission",
+        "closed",
+        "head",
+        "idle_since",
+        "phase",
+        "request_done",
+        "transport",
+        "upstream",
+    )
+
+    def __init__(self, front: Front) -> None:
+        self._front = front
+        self.transport: asyncio.Transport | None = None
+        self._buffer = b""
+        self.phase = IDLE
+        self.upstream: UpstreamConnection | None = None
+        self.head: RequestHead | None = None
+        self.admission: Admission | None = None
+        self.request_done = True
+        self._body_left = 0
+        self._body_scanner: ChunkedScanner | None = None
+        self._close_after = False
+        self._reused = False
+        self._retried = False
+        self._keep = False
+        self._reusable = False
+        self._finishing = False
+        self._write_paused = False
+        self._blocks = 0
+        self._eof = False
+        self.closed = False
+        self.idle_since = time.monotonic()
+
+    # --- transport callbacks -----------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports have asyncio.Transport's methods without deriving from it
+        self.transport = transport = cast(asyncio.Transport, transport)
+        transport.set_write_buffer_limits(high=WRITE_HIGH)
+        self._front.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.phase == _BODY:
+            self._forward_body(data)
+            return
+        self._buffer += data
+        if self.phase == IDLE:
+            self._next_request()
+        elif len(self._buffer) > MAX_HEAD:
+            self._block(_FULL_BUFFER)
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        # Half-closed while a request is on its way: answer it, then close.
+        return self.phase != IDLE
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._front.connections.discard(self)
+        upstream, self.upstream = self.upstream, None
+        if self.admission is not None:
+            self._release(Outcome.CLIENT_DISCONNECTED)
+            if upstream is not None:
+                upstream.abort()
+        elif upstream is not None:
+            upstream.close()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        if self.upstream is not None:
+            self.upstream.pause()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._finishing:
+            self._finishing = False
+            self._finish()
+        elif self.upstream is not None:
+            self.upstream.resume()
+
+    # --- requests ------------------------------------------------------------------------------
+    def _next_request(self) -> None:
+        """Take the complete request heads buffered, one exchange at a time."""
+        front = self._front
+        while self.phase == IDLE and not self.closed:
+            buffer = self._buffer
+            end = buffer.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buffer) > MAX_HEAD:
+                    self._answer_and_close(400, {"error": "bad request"})
+                elif self._eof:
+                    self.close()
+                return
+            raw, self._buffer = buffer[: end + 4], buffer[end + 4 :]
             try:
-                data = await self.stream.receive(READ_SIZE)
-            except anyio.EndOfStream:
-                if buffer.strip():
-                    raise HTTPParseError("connection closed inside a head") from None
-                return None
-            buffer += data
+                head = parse_request_head(raw)
+            except HTTPParseError as exc:
+                self._answer_and_close(400, {"error": str(exc)})
+                return
+            local = front.local(head)
+            if local is not None:
+                # A body the gate does not read cannot be skipped safely: close after it.
+                close = not head.keep_alive or head.body is not BodyKind.NONE
+                if isinstance(local, bytes):
+                    self._write(local)
+                    if close:
+                        self.close()
+                        return
+                    self.idle_since = time.monotonic()
+                    continue
+                self.phase = _LOCAL
+                front.spawn(self._local, local, close)
+                return
+            admission = front.controller.try_admit()
+            if admission is None:
+                self._write(front.refusal())
+                self.close()
+                return
+            self._begin(head, admission)
 
-    async def some(self, limit: int = READ_SIZE) -> bytes:
-        """Whatever is buffered or arrives next, at most ``limit`` bytes (EndOfStream at the end)."""
-        if self._buffer:
-            data, self._buffer = self._buffer[:limit], self._buffer[limit:]
-            return data
-        return await self.stream.receive(min(limit, READ_SIZE))
-
-    def take(self, limit: int) -> bytes:
-        """What is already buffered, at most ``limit`` bytes, without waiting."""
-        data, self._buffer = self._buffer[:limit], self._buffer[limit:]
-        return data
-
-    def unread(self, data: bytes) -> None:
-        self._buffer = data + self._buffer
-
-
-async def _to_client(client: ByteStream, data: bytes) -> None:
-    try:
-        await client.send(data)
-    except _LOST as exc:
-        raise ClientGone(repr(exc)) from exc
-
-
-async def _from_upstream(upstream: Reader, limit: int, answered: bool) -> bytes:
-    try:
-        return await upstream.some(limit)
-    except anyio.EndOfStream:
-        raise UpstreamFailed(
-            "the engine closed the connection mid-answer", answered=answered
-        ) from None
-    except _LOST as exc:
-        raise UpstreamFailed(repr(exc), answered=answered) from exc
-
-
-async def _pump_request_body(head: RequestHead, client: Reader, upstream: ByteStream) -> None:
-    """Forward the request body as it arrives (a chunked one scanned for its end)."""
-    scanner = ChunkedScanner() if head.body is BodyKind.CHUNKED else None
-    left = head.length
-    while (scanner is not None and not scanner.done) or (scanner is None and left > 0):
-        try:
-            data = await client.some(left if scanner is None else READ_SIZE)
-        except _LOST as exc:
-            raise ClientGone(repr(exc)) from exc
-        if scanner is not None:
-            used = scanner.feed(data)
-            if used < len(data):
-                client.unread(data[used:])  # the next pipelined request
-                data = data[:used]
+    def _begin(self, head: RequestHead, admission: Admission) -> None:
+        self.head = head
+        self.admission = admission
+        self._close_after = self._front.controller.state is not DrainState.SERVING
+        self.request_done = head.body is BodyKind.NONE
+        self._body_left = head.length
+        self._body_scanner = ChunkedScanner() if head.body is BodyKind.CHUNKED else None
+        self._retried = False
+        upstream = self.upstream
+        if upstream is not None and upstream.closed:
+            upstream = self.upstream = None
+        if upstream is None:
+            self._connect()
         else:
-            left -= len(data)
+            self._send(upstream, reused=True)
+
+    def _connect(self) -> None:
+        self.phase = _CONNECTING
+        self._front.spawn(self._open_upstream)
+
+    async def _open_upstream(self) -> None:
         try:
-            await upstream.send(data)
-        except _LOST as exc:
-            raise UpstreamFailed(repr(exc), answered=False) from exc
+            upstream = await self._front.connect_upstream()
+        except OSError as exc:
+            self.upstream_failed(f"cannot connect: {exc}", answered=False, untouched=False)
+            return
+        if self.closed or self.admission is None:  # the client left, or the drain cut it
+            upstream.close()
+            return
+        self.upstream = upstream
+        self._send(upstream, reused=False)
 
+    def _send(self, upstream: UpstreamConnection, *, reused: bool) -> None:
+        head = self.head
+        assert head is not None
+        self._reused = reused
+        upstream.start(self, head.method)
+        upstream.write(head.raw)
+        if self.request_done:
+            self.phase = _WAIT
+            return
+        self.phase = _BODY
+        rest, self._buffer = self._buffer, b""
+        self._unblock(_FULL_BUFFER)  # what waited while connecting is body: relayed now
+        if rest:
+            self._forward_body(rest)
 
-async def _response_head(head: RequestHead, upstream: Reader, client: ByteStream) -> ResponseHead:
-    while True:
-        try:
-            raw = await upstream.head()
-        except HTTPParseError as exc:
-            raise UpstreamFailed(str(exc), answered=False) from exc
-        except _LOST as exc:
-            raise UpstreamFailed(repr(exc), answered=False) from exc
-        if raw is None:
-            raise UpstreamFailed(
-                "the engine closed the connection before answering", answered=False
-            )
-        try:
-            response = parse_response_head(raw, request_method=head.method)
-        except HTTPParseError as exc:
-            raise UpstreamFailed(str(exc), answered=False) from exc
-        if not response.interim:
-            return response
-        await _to_client(client, raw)  # 100 Continue, 103 Early Hints: passed on, then the answer
-
-
-async def _relay_body(
-    response: ResponseHead, first: bytes, upstream: Reader, client: ByteStream
-) -> bool:
-    """Send ``first`` (the head, and any body bytes already read), then the rest of the body;
-    True when the upstream connection may carry another request."""
-    kind = response.body
-    if kind is BodyKind.NONE:
-        await _to_client(client, first)
-        return True
-    if kind is BodyKind.LENGTH:
-        left = response.length
-        data = upstream.take(left)
-        left -= len(data)
-        await _to_client(client, first + data)
-        while left > 0:
-            data = await _from_upstream(upstream, left, True)
-            left -= len(data)
-            await _to_client(client, data)
-        return True
-    if kind is BodyKind.CHUNKED:
-        scanner = ChunkedScanner()
-        data = upstream.take(READ_SIZE)
-        while True:
+    def _forward_body(self, data: bytes) -> None:
+        """Relay request body bytes; the first bytes past its end belong to the next request."""
+        rest = b""
+        scanner = self._body_scanner
+        if scanner is None:
+            if len(data) > self._body_left:
+                data, rest = data[: self._body_left], data[self._body_left :]
+            self._body_left -= len(data)
+            done = self._body_left == 0
+        else:
             try:
                 used = scanner.feed(data)
             except HTTPParseError as exc:
-                raise UpstreamFailed(str(exc), answered=True) from exc
-            await _to_client(client, first + data[:used])
-            first = b""
+                self._bad_body(str(exc))
+                return
+            if used < len(data):
+                data, rest = data[:used], data[used:]
+            done = scanner.done
+        upstream = self.upstream
+        if upstream is not None:
+            upstream.write(data)
+        if done:
+            self.request_done = True
+            self.phase = _WAIT
+            self._buffer = rest
+            if len(rest) > MAX_HEAD:
+                self._block(_FULL_BUFFER)
+
+    def _bad_body(self, reason: str) -> None:
+        """A chunked request body the gate cannot follow: the exchange ends here."""
+        upstream, self.upstream = self.upstream, None
+        answered = upstream is not None and upstream.answered
+        if upstream is not None:
+            upstream.abort()
+        logger.warning("bad request body: %s", reason)
+        self._release(Outcome.FAILED)
+        if answered:
+            self.close()
+        else:
+            self._answer_and_close(400, {"error": reason})
+
+    async def _local(self, make: Callable[[], Coroutine[Any, Any, bytes]], close: bool) -> None:
+        answer = await make()
+        if self.closed:
+            return
+        self._write(answer)
+        if close:
+            self.close()
+            return
+        self._idle()
+
+    # --- what the upstream connection reports ------------------------------------------------
+    def keep_for(self, response: ResponseHead) -> bool:
+        """Whether the client connection stays open after this answer (decided at its head:
+        while draining the answer carries ``Connection: close``)."""
+        head = self.head
+        assert head is not None
+        self._keep = head.keep_alive and response.keep_alive and not self._close_after
+        return self._keep
+
+    def response_complete(self, *, reusable: bool) -> None:
+        """The engine sent the answer's last byte; the exchange ends once the client took it."""
+        self._reusable = reusable
+        if self._write_paused:
+            self._finishing = True
+            return
+        self._finish()
+
+    def upstream_failed(self, reason: str, *, answered: bool, untouched: bool) -> None:
+        """The engine closed, reset or garbled its side; ``untouched``: it sent nothing."""
+        self.upstream = None
+        head = self.head
+        if self.admission is None or head is None or self.closed:
+            return
+        if untouched and self._reused and head.body is BodyKind.NONE and not self._retried:
+            # A kept-alive connection the engine closed while idle: once more on a new one
+            # (nothing of this request reached the engine's app, nothing reached the client).
+            self._retried = True
+            self._connect()
+            return
+        logger.warning("engine failed %s %s: %s", head.method, head.path, reason)
+        self._release(Outcome.FAILED)
+        if answered:
+            self.close()
+        else:
+            self._answer_and_close(502, {"error": "engine unreachable"})
+
+    def cut(self) -> None:
+        """The drain deadline passed with this exchange open: end it on both sides."""
+        if self.admission is None:
+            return
+        self._release(Outcome.CUT_AT_DEADLINE)
+        upstream, self.upstream = self.upstream, None
+        if upstream is not None:
+            upstream.abort()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    # --- internals -----------------------------------------------------------------------------
+    def _finish(self) -> None:
+        head = self.head
+        assert head is not None
+        self._release(Outcome.COMPLETED)
+        upstream = self.upstream
+        if upstream is not None:
+            upstream.client = None
+            # After a HEAD, a server that wrongly sent a body would garble the next answer.
+            if not (self._reusable and self.request_done and head.method != b"HEAD"):
+                upstream.close()
+                self.upstream = None
+        if not (self._keep and self.request_done):
+            self.close()
+            return
+        self._idle()
+
+    def _idle(self) -> None:
+        self.phase = IDLE
+        self.head = None
+        self.idle_since = time.monotonic()
+        self._unblock(_FULL_BUFFER)
+        if self._buffer or self._eof:
+            self._next_request()
+
+    def _release(self, outcome: Outcome) -> None:
+        admission, self.admission = self.admission, None
+        if admission is not None:
+            admission.release(outcome)
+
+    def _write(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(data)
+
+    def write_answer(self, data: bytes) -> None:
+        """Bytes of the engine's answer, as they come."""
+        self._write(data)
+
+    def _answer_and_close(self, status: int, body: object) -> None:
+        self._write(self._front.answer(status, body, close=True))
+        self.close()
+
+    def _block(self, reason: int) -> None:
+        if not self._blocks and self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+        self._blocks |= reason
+
+    def _unblock(self, reason: int) -> None:
+        if not self._blocks & reason:
+            return
+        self._blocks &= ~reason
+        if not self._blocks and self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def upstream_full(self, full: bool) -> None:
+        if full:
+            self._block(_FULL_UPSTREAM)
+        else:
+            self._unblock(_FULL_UPSTREAM)
+
+
+class UpstreamConnection(asyncio.Protocol):
+    """The gate's connection to the engine: one answer at a time, back to its client."""
+
+    __slots__ = (
+        "_buffer",
+        "_left",
+        "_method",
+        "_paused",
+        "_received",
+        "_response",
+        "_scanner",
+        "answered",
+        "client",
+        "closed",
+        "transport",
+    )
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.client: ClientConnection | None = None
+        self.closed = False
+        self.answered = False
+        self._buffer = b""
+        self._method = b"GET"
+        self._response: ResponseHead | None = None
+        self._left = 0
+        self._scanner: ChunkedScanner | None = None
+        self._received = False
+        self._paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports have asyncio.Transport's methods without deriving from it
+        self.transport = transport = cast(asyncio.Transport, transport)
+        transport.set_write_buffer_limits(high=WRITE_HIGH)
+
+    def start(self, client: ClientConnection, method: bytes) -> None:
+        self.client = client
+        self._method = method
+        self._response = None
+        self._buffer = b""
+        self._scanner = None
+        self.answered = False
+        self._received = False
+        self.resume()
+
+    def write(self, data: bytes) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.write(data)
+
+    def data_received(self, data: bytes) -> None:
+        client = self.client
+        if client is None:  # bytes between exchanges: this connection cannot be trusted again
+            self.close()
+            return
+        self._received = True
+        if self._response is None:
+            self._head(client, data)
+        else:
+            self._body(client, data, b"")
+
+    def eof_received(self) -> bool:
+        return False  # the transport closes; connection_lost tells an until-close body's end
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        client, self.client = self.client, None
+        if client is None:
+            return
+        response = self._response
+        if response is not None and response.body is BodyKind.UNTIL_CLOSE and exc is None:
+            client.response_complete(reusable=False)
+            return
+        reason = "the engine closed the connection " + (
+            "mid-answer" if self.answered else "before answering"
+        )
+        if exc is not None:
+            reason += f": {exc!r}"
+        client.upstream_failed(reason, answered=self.answered, untouched=not self._received)
+
+    def pause_writing(self) -> None:
+        if self.client is not None:
+            self.client.upstream_full(True)
+
+    def resume_writing(self) -> None:
+        if self.client is not None:
+            self.client.upstream_full(False)
+
+    def pause(self) -> None:
+        if not self._paused and self.transport is not None and not self.closed:
+            self._paused = True
+            self.transport.pause_reading()
+
+    def resume(self) -> None:
+        if self._paused and self.transport is not None and not self.closed:
+            self._paused = False
+            self.transport.resume_reading()
+
+    def close(self) -> None:
+        self.client = None
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        self.client = None
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    # --- the answer ----------------------------------------------------------------------------
+    def _head(self, client: ClientConnection, data: bytes) -> None:
+        buffer = self._buffer + data if self._buffer else data
+        while True:
+            end = buffer.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buffer) > MAX_HEAD:
+                    self._fail(client, f"head longer than {MAX_HEAD} bytes")
+                else:
+                    self._buffer = buffer
+                return
+            raw, buffer = buffer[: end + 4], buffer[end + 4 :]
+            try:
+                response = parse_response_head(raw, request_method=self._method)
+            except HTTPParseError as exc:
+                self._fail(client, str(exc))
+                return
+            if not response.interim:
+                break
+            client.write_answer(raw)  # 100 Continue, 103 Early Hints: passed on, then the answer
+        self._buffer = b""
+        self._response = response
+        head = client.head
+        assert head is not None
+        if not client.keep_for(response) and response.keep_alive and head.keep_alive:
+            raw = with_connection_close(response)  # draining: keep-alive clients reconnect
+        self._left = response.length
+        if response.body is BodyKind.CHUNKED:
+            self._scanner = ChunkedScanner()
+        self.answered = True
+        self._body(client, buffer, raw)
+
+    def _body(self, client: ClientConnection, data: bytes, prefix: bytes) -> None:
+        """Relay answer bytes (after ``prefix``, the head: one write for both)."""
+        response = self._response
+        assert response is not None
+        kind = response.body
+        if kind is BodyKind.LENGTH:
+            extra = len(data) > self._left
+            if extra:
+                data = data[: self._left]
+            self._left -= len(data)
+            client.write_answer(prefix + data if prefix else data)
+            if self._left == 0:
+                self._done(client, extra)
+        elif kind is BodyKind.CHUNKED:
+            scanner = self._scanner
+            assert scanner is not None
+            try:
+                used = scanner.feed(data)
+            except HTTPParseError as exc:
+                if prefix:
+                    client.write_answer(prefix)
+                self._fail(client, str(exc))
+                return
+            extra = used < len(data)
+            if extra:
+                data = data[:used]
+            client.write_answer(prefix + data if prefix else data)
             if scanner.done:
-                return used == len(data)  # bytes past the end: do not trust the connection again
-            data = await _from_upstream(upstream, READ_SIZE, True)
-    # UNTIL_CLOSE: the body ends when the engine closes its side
-    await _to_client(client, first + upstream.take(READ_SIZE))
-    while True:
-        try:
-            data = await upstream.some(READ_SIZE)
-        except anyio.EndOfStream:
-            return False
-        except _LOST as exc:
-            raise UpstreamFailed(repr(exc), answered=True) from exc
-        await _to_client(client, data)
+                self._done(client, extra)
+        elif kind is BodyKind.UNTIL_CLOSE:
+            client.write_answer(prefix + data if prefix else data)
+        else:  # no body
+            client.write_answer(prefix)
+            self._done(client, bool(data))
 
+    def _done(self, client: ClientConnection, extra: bool) -> None:
+        """The answer's last byte was passed on; bytes past it: never reuse this connection."""
+        response = self._response
+        assert response is not None
+        client.response_complete(reusable=not extra and response.keep_alive)
 
-async def relay_exchange(
-    head: RequestHead,
-    client_reader: Reader,
-    client: ByteStream,
-    upstream_reader: Reader,
-    *,
-    close_after: bool,
-) -> tuple[bool, bool]:
-    """Relay one request and its answer; returns (client keep-alive, upstream reusable).
-
-    With ``close_after`` (the gate is draining) the answer carries ``Connection: close``.
-    """
-    upstream = upstream_reader.stream
-    try:
-        await upstream.send(head.raw)
-    except _LOST as exc:
-        raise UpstreamFailed(repr(exc), answered=False) from exc
-    if head.body is BodyKind.NONE:
-        response = await _response_head(head, upstream_reader, client)
-        return await _finish(head, response, upstream_reader, client, close_after)
-    # The body goes up while the answer comes down: an engine may answer before reading it all
-    # (413, or after a 100 Continue the client waits for).
-    result: tuple[bool, bool] | None = None
-    failure: BaseException | None = None
-    pumped = False
-
-    async def pump() -> None:
-        nonlocal failure, pumped
-        try:
-            await _pump_request_body(head, client_reader, upstream)
-            pumped = True
-        except (ClientGone, UpstreamFailed) as exc:
-            failure = exc
-            scope.cancel()
-
-    async with anyio.create_task_group() as tg:
-        scope = tg.cancel_scope
-        tg.start_soon(pump)
-        try:
-            response = await _response_head(head, upstream_reader, client)
-            result = await _finish(head, response, upstream_reader, client, close_after)
-        except (ClientGone, UpstreamFailed) as exc:
-            failure = failure or exc
-        scope.cancel()  # answered: a body the engine did not read is not pumped on
-    if failure is not None:
-        raise failure
-    assert result is not None
-    if not pumped:  # the rest of the body is still on its way: neither side can be reused
-        return False, False
-    return result
-
-
-async def _finish(
-    head: RequestHead,
-    response: ResponseHead,
-    upstream: Reader,
-    client: ByteStream,
-    close_after: bool,
-) -> tuple[bool, bool]:
-    keep = head.keep_alive and response.keep_alive and not close_after
-    raw = response.raw
-    if not keep and response.keep_alive and head.keep_alive:
-        raw = with_connection_close(response)
-    reusable = await _relay_body(response, raw, upstream, client)
-    # After a HEAD, a server that wrongly sent a body would garble the next answer: a new
-    # connection costs less than finding out.
-    return keep, reusable and response.keep_alive and head.method != b"HEAD"
+    def _fail(self, client: ClientConnection, reason: str) -> None:
+        answered = self.answered
+        self.abort()
+        client.upstream_failed(reason, answered=answered, untouched=False)

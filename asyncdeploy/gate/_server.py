@@ -1,7 +1,7 @@
 """The gate: the kit's health paths and admission in front of an engine it cannot change.
 
-Each client connection is served by one task; each admitted request is counted in flight by the
-kit's :class:`~asyncdeploy.workload.DrainController` from its head until the last byte of the
+Each client connection is a protocol of :mod:`._relay`; each admitted request is counted in flight
+by the kit's :class:`~asyncdeploy.workload.DrainController` from its head until the last byte of the
 answer was written (or the client left, or the drain deadline cut it). The engine's own health
 path is checked in the background: the gate is ready only while the kit says SERVING *and* the
 engine answers it, and the first answer is what marks the gate started (the model is loaded).
@@ -15,26 +15,27 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import time
+from collections.abc import Callable, Coroutine
+from typing import Any
 from urllib.parse import parse_qs
 
 import anyio
 import attrs
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
 from asyncdeploy.workload import (
     METRICS_CONTENT_TYPE,
     DrainController,
     DrainState,
     HealthPaths,
-    Outcome,
     parse_duration,
     render_metrics,
 )
 
-from ._http import HTTPParseError, RequestHead, parse_request_head, parse_response_head
-from ._relay import ByteStream, ClientGone, Reader, StreamPair, UpstreamFailed, relay_exchange
+from ._http import HTTPParseError, RequestHead, parse_response_head
+from ._reader import Reader
+from ._relay import IDLE, ClientConnection, LocalAnswer, UpstreamConnection
 
 __all__ = ["GateConfig", "serve_gate"]
 
@@ -69,23 +70,17 @@ class GateConfig:
     idle_timeout: float = 300.0
 
 
-class _Connection:
-    __slots__ = ("busy", "cut", "scope")
-
-    def __init__(self, scope: anyio.CancelScope) -> None:
-        self.scope = scope
-        self.busy = False
-        self.cut = False
-
-
 class _Gate:
+    """The gate's state and what it answers itself (the relay is :mod:`._relay`'s)."""
+
     def __init__(self, config: GateConfig, controller: DrainController) -> None:
         self.config = config
         self.controller = controller
         self.upstream_healthy = False
-        self.connections: set[_Connection] = set()
+        self.connections: set[ClientConnection] = set()
+        self._task_group: TaskGroup | None = None
         paths = config.paths
-        self.local = {
+        self._local: dict[bytes, Callable[[RequestHead], LocalAnswer]] = {
             p.encode(): handler
             for p, handler in (
                 (paths.ready, self._ready),
@@ -97,7 +92,58 @@ class _Gate:
             if p is not None
         }
 
-    # --- the engine's health ------------------------------------------------------------------
+    # --- what the relay needs (``_relay.Front``) -----------------------------------------------
+    def local(self, head: RequestHead) -> LocalAnswer | None:
+        handler = self._local.get(head.path)
+        if handler is None or head.method not in (b"GET", b"HEAD", b"POST"):
+            return None
+        return handler(head)
+
+    def spawn(self, function: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
+        assert self._task_group is not None
+        self._task_group.start_soon(function, *args)
+
+    async def connect_upstream(self) -> UpstreamConnection:
+        loop = asyncio.get_running_loop()
+        config = self.config
+        _, upstream = await loop.create_connection(
+            UpstreamConnection, config.upstream_host, config.upstream_port
+        )
+        return upstream
+
+    def answer(
+        self,
+        status: int,
+        body: object,
+        *,
+        close: bool = False,
+        content_type: bytes = b"application/json",
+        extra: bytes = b"",
+    ) -> bytes:
+        data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+        head = b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n%s%s\r\n" % (
+            status,
+            _REASONS.get(status, b"Unknown"),
+            content_type,
+            len(data),
+            extra,
+            b"connection: close\r\n" if close else b"",
+        )
+        return head + data
+
+    def refusal(self) -> bytes:
+        state = self.controller.state.value
+        body = {"error": state, "retry_after": self.config.retry_after}
+        retry = b"retry-after: %d\r\n" % self.config.retry_after
+        return self.answer(503, body, close=True, extra=retry)
+
+    # --- the gate's own tasks -------------------------------------------------------------------
+    async def run(self, task_group: TaskGroup) -> None:
+        self._task_group = task_group
+        task_group.start_soon(self.watch_upstream)
+        task_group.start_soon(self.watch_cut)
+        task_group.start_soon(self.watch_idle)
+
     async def watch_upstream(self) -> None:
         while True:
             self.upstream_healthy = await self.check_upstream()
@@ -133,141 +179,29 @@ class _Gate:
         await self.controller.draining.wait()
         reason = await self.controller.wait_cut()
         for connection in list(self.connections):
-            if connection.busy:
-                connection.cut = True
-                connection.scope.cancel()
+            connection.cut()
         logger.warning("open exchanges cut: %s", reason)
 
-    # --- one client connection --------------------------------------------------------------
-    async def serve_connection(self, client: ByteStream) -> None:
-        with anyio.CancelScope() as scope:
-            connection = _Connection(scope)
-            self.connections.add(connection)
-            try:
-                await self._requests(client, connection)
-            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass
-            finally:
-                self.connections.discard(connection)
-                await client.aclose()
+    async def watch_idle(self) -> None:
+        """Close connections that waited longer than ``idle_timeout`` for a request head (a
+        sweep: cheaper than a timer armed and cancelled for every request)."""
+        timeout = self.config.idle_timeout
+        while True:
+            await anyio.sleep(min(max(timeout / 10, 0.01), 10.0))
+            now = time.monotonic()
+            for connection in list(self.connections):
+                if connection.phase == IDLE and now - connection.idle_since > timeout:
+                    connection.close()
 
-    async def _requests(self, client: ByteStream, connection: _Connection) -> None:
-        reader = Reader(client)
-        upstream: Reader | None = None
-        try:
-            while True:
-                # The connection's own scope ends an idle one: cheaper than a scope per request.
-                connection.scope.deadline = anyio.current_time() + self.config.idle_timeout
-                try:
-                    raw = await reader.head()
-                except HTTPParseError:
-                    await self._answer(client, 400, {"error": "bad request"}, close=True)
-                    return
-                connection.scope.deadline = math.inf
-                if raw is None:
-                    return
-                try:
-                    head = parse_request_head(raw)
-                except HTTPParseError as exc:
-                    await self._answer(client, 400, {"error": str(exc)}, close=True)
-                    return
-                local = self.local.get(head.path)
-                if local is not None and head.method in (b"GET", b"HEAD", b"POST"):
-                    await local(client, head)
-                    if not head.keep_alive or head.length or head.body.value == "chunked":
-                        return
-                    continue
-                admission = self.controller.try_admit()
-                if admission is None:
-                    await self._refuse(client)
-                    return
-                connection.busy = True
-                outcome = Outcome.FAILED
-                try:
-                    keep, upstream = await self._forward(head, reader, client, upstream)
-                    outcome = Outcome.COMPLETED
-                except ClientGone:
-                    outcome = Outcome.CLIENT_DISCONNECTED
-                    return
-                except UpstreamFailed as exc:
-                    logger.warning("engine failed %s %s: %s", head.method, head.path, exc)
-                    if not exc.answered:
-                        await self._answer(client, 502, {"error": "engine unreachable"}, close=True)
-                    return
-                finally:
-                    connection.busy = False
-                    if connection.cut:
-                        outcome = Outcome.CUT_AT_DEADLINE
-                    admission.release(outcome)
-                if not keep:
-                    return
-        finally:
+    def close_all(self) -> None:
+        for connection in list(self.connections):
+            upstream = connection.upstream
             if upstream is not None:
-                with anyio.CancelScope(shield=True):
-                    await upstream.stream.aclose()
-
-    async def _forward(
-        self, head: RequestHead, reader: Reader, client: ByteStream, upstream: Reader | None
-    ) -> tuple[bool, Reader | None]:
-        """Relay one exchange on the connection's upstream connection, opened when needed."""
-        close_after = self.controller.state is not DrainState.SERVING
-        reused = upstream is not None
-        if upstream is None:
-            upstream = await self._connect_upstream()
-        try:
-            keep, reusable = await relay_exchange(
-                head, reader, client, upstream, close_after=close_after
-            )
-        except UpstreamFailed as exc:
-            await upstream.stream.aclose()
-            # A kept-alive connection the engine closed while idle: try once more on a new one
-            # (nothing of this request reached the engine's app, nothing reached the client).
-            if not (reused and not exc.answered and head.body.value == "none"):
-                raise
-            upstream = await self._connect_upstream()
-            keep, reusable = await relay_exchange(
-                head, reader, client, upstream, close_after=close_after
-            )
-        if not reusable:
-            await upstream.stream.aclose()
-            return keep, None
-        return keep, upstream
-
-    async def _connect_upstream(self) -> Reader:
-        config = self.config
-        try:
-            return Reader(await StreamPair.connect(config.upstream_host, config.upstream_port))
-        except OSError as exc:
-            raise UpstreamFailed(f"cannot connect: {exc}", answered=False) from exc
+                upstream.abort()
+            if connection.transport is not None:
+                connection.transport.abort()
 
     # --- what the gate answers itself -------------------------------------------------------
-    async def _answer(
-        self,
-        client: ByteStream,
-        status: int,
-        body: object,
-        *,
-        close: bool = False,
-        content_type: bytes = b"application/json",
-        extra: bytes = b"",
-    ) -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
-        head = b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n%s%s\r\n" % (
-            status,
-            _REASONS.get(status, b"Unknown"),
-            content_type,
-            len(data),
-            extra,
-            b"connection: close\r\n" if close else b"",
-        )
-        await client.send(head + data)
-
-    async def _refuse(self, client: ByteStream) -> None:
-        state = self.controller.state.value
-        body = {"error": state, "retry_after": self.config.retry_after}
-        retry = b"retry-after: %d\r\n" % self.config.retry_after
-        await self._answer(client, 503, body, close=True, extra=retry)
-
     def _probe_body(self, ok: bool) -> dict[str, object]:
         controller = self.controller
         return {
@@ -277,46 +211,48 @@ class _Gate:
             "engine": self.upstream_healthy,
         }
 
-    async def _probe(self, client: ByteStream, head: RequestHead, ok: bool) -> None:
-        close = not head.keep_alive
-        await self._answer(client, 200 if ok else 503, self._probe_body(ok), close=close)
+    def _probe(self, head: RequestHead, ok: bool) -> bytes:
+        return self.answer(200 if ok else 503, self._probe_body(ok), close=not head.keep_alive)
 
-    async def _ready(self, client: ByteStream, head: RequestHead) -> None:
-        controller = self.controller
+    def _ready(self, head: RequestHead) -> bytes:
         # check_ready() also tells the kit a balancer saw the drain (the window may close)
-        ok = controller.check_ready() and self.upstream_healthy
-        await self._probe(client, head, ok)
+        ok = self.controller.check_ready() and self.upstream_healthy
+        return self._probe(head, ok)
 
-    async def _live(self, client: ByteStream, head: RequestHead) -> None:
-        await self._probe(client, head, self.controller.broken_reason is None)
+    def _live(self, head: RequestHead) -> bytes:
+        return self._probe(head, self.controller.broken_reason is None)
 
-    async def _startup(self, client: ByteStream, head: RequestHead) -> None:
-        await self._probe(client, head, self.controller.state is not DrainState.STARTING)
+    def _startup(self, head: RequestHead) -> bytes:
+        return self._probe(head, self.controller.state is not DrainState.STARTING)
 
-    async def _metrics(self, client: ByteStream, head: RequestHead) -> None:
+    def _metrics(self, head: RequestHead) -> bytes:
         text = render_metrics(self.controller).encode()
-        await self._answer(client, 200, text, content_type=METRICS_CONTENT_TYPE)
+        return self.answer(200, text, content_type=METRICS_CONTENT_TYPE)
 
-    async def _drain(self, client: ByteStream, head: RequestHead) -> None:
+    def _drain(self, head: RequestHead) -> LocalAnswer:
         """The preStop hook: drain; answer once the window closed and nothing is in flight."""
         try:
             query = parse_qs(head.query.decode("latin-1"), strict_parsing=False)
             wait = _seconds(query, "propagation_wait", None)
             timeout = _seconds(query, "timeout", None)
         except ValueError as exc:
-            await self._answer(client, 400, {"error": str(exc)}, close=True)
-            return
-        started = time.monotonic()
-        # The kit serves new requests through the propagation window (at most ``wait``: this
-        # hook's own bound), then refuses them; drained = window closed and nothing in flight.
-        self.controller.begin_drain(timeout=self.config.drain_timeout, propagation=wait)
-        drained = await self.controller.wait_drained(timeout)
-        report = {
-            "drained": drained,
-            "seconds": round(time.monotonic() - started, 3),
-            "statistics": self.controller.statistics().to_dict(),
-        }
-        await self._answer(client, 200 if drained else 504, report, close=not head.keep_alive)
+            return self.answer(400, {"error": str(exc)}, close=True)
+
+        async def drain() -> bytes:
+            started = time.monotonic()
+            # The kit serves new requests through the propagation window (at most ``wait``:
+            # this hook's own bound), then refuses them; drained = window closed and nothing
+            # in flight.
+            self.controller.begin_drain(timeout=self.config.drain_timeout, propagation=wait)
+            drained = await self.controller.wait_drained(timeout)
+            report = {
+                "drained": drained,
+                "seconds": round(time.monotonic() - started, 3),
+                "statistics": self.controller.statistics().to_dict(),
+            }
+            return self.answer(200 if drained else 504, report, close=not head.keep_alive)
+
+        return drain
 
 
 def _seconds(query: dict[str, list[str]], key: str, default: float | None) -> float | None:
@@ -332,27 +268,21 @@ async def serve_gate(
     *,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve until cancelled; ``task_status.started`` gets the port listened on."""
+    """Serve until cancelled; ``task_status.started`` gets the port listened on.
+
+    Runs on any asyncio event loop (uvloop's too: ``python3 -m asyncdeploy.gate`` uses it when
+    installed); the relay is callbacks on the loop, its few tasks are this call's children.
+    """
     gate = _Gate(config, controller)
-    accepted, incoming = anyio.create_memory_object_stream[StreamPair](math.inf)
-
-    def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        # asyncio's own server would start a task of its own per connection: hand the streams
-        # to the task group instead, so every connection's task is ours to cancel and await.
-        try:
-            accepted.send_nowait(StreamPair(reader, writer))
-        except anyio.ClosedResourceError:
-            writer.close()
-
-    server = await asyncio.start_server(
-        on_connect, config.listen_host, config.listen_port, limit=65536, backlog=1024
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: ClientConnection(gate), config.listen_host, config.listen_port, backlog=1024
     )
     try:
-        async with accepted, incoming, anyio.create_task_group() as tg:
-            tg.start_soon(gate.watch_upstream)
-            tg.start_soon(gate.watch_cut)
+        async with anyio.create_task_group() as tg:
+            await gate.run(tg)
             task_status.started(server.sockets[0].getsockname()[1])
-            async for client in incoming:
-                tg.start_soon(gate.serve_connection, client)
+            await anyio.sleep_forever()
     finally:
         server.close()
+        gate.close_all()

@@ -1,9 +1,13 @@
 """The gate in front of a real server process that knows nothing of the kit
-(tests/images/stock_engine.py), on loopback: readiness, pass-through, counting, drain."""
+(tests/images/stock_engine.py), on loopback: readiness, pass-through, counting, drain.
+
+Every test runs on asyncio's own event loop and on uvloop (what ``python3 -m asyncdeploy.gate``
+uses when installed, and the gate image has): the relay is protocol callbacks on either."""
 
 from __future__ import annotations
 
 import hashlib
+import re
 import socket
 import subprocess
 import sys
@@ -21,6 +25,18 @@ from tests.polling import until
 
 pytestmark = pytest.mark.anyio
 ENGINE = Path(__file__).parents[1] / "images" / "stock_engine.py"
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(("asyncio", {"use_uvloop": False}), id="asyncio"),
+        pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop"),
+    ]
+)
+def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, bool]]:
+    if request.param[1]["use_uvloop"]:
+        pytest.importorskip("uvloop", reason="uvloop is in the test dependency group")
+    return request.param  # type: ignore[no-any-return]
 
 
 def free_port() -> int:
@@ -52,7 +68,12 @@ class Gate:
 
 
 @pytest.fixture
-async def gate(engine: subprocess.Popen[bytes]) -> AsyncIterator[Gate]:
+def idle_timeout() -> float:
+    return 300.0
+
+
+@pytest.fixture
+async def gate(engine: subprocess.Popen[bytes], idle_timeout: float) -> AsyncIterator[Gate]:
     controller = DrainController(
         drain_timeout=10, propagation=PropagationWindow(max_seconds=0.5, quiet_seconds=0.2)
     )
@@ -61,6 +82,7 @@ async def gate(engine: subprocess.Popen[bytes]) -> AsyncIterator[Gate]:
         listen_host="127.0.0.1",
         upstream_port=engine.port,  # type: ignore[attr-defined]
         check_interval=0.1,
+        idle_timeout=idle_timeout,
     )
     async with anyio.create_task_group() as tg:
         port = await tg.start(serve_gate, config, controller)
@@ -219,3 +241,82 @@ async def test_the_drain_command_drains_a_running_gate(
     assert '"drained":true' in capsys.readouterr().out
     assert gate.controller.state is DrainState.DRAINING
     assert await _drain(free_port(), None, 2.0) == 2
+
+
+async def raw_exchange(gate: Gate, data: bytes, *, until_closed: bool = False) -> bytes:
+    """Send bytes as they are on a new connection; what came back (until closed, or 2 s idle)."""
+    port = int(gate.url.rsplit(":", 1)[1])
+    received = b""
+    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+        await stream.send(data)
+        while True:
+            with anyio.move_on_after(30 if until_closed else 2) as idle:
+                try:
+                    received += await stream.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    return received
+            if idle.cancelled_caught:
+                return received
+
+
+async def test_pipelined_requests_are_answered_in_order_on_one_connection(gate: Gate) -> None:
+    """Three requests in one write (the second with a body): three answers, in order."""
+    async with httpx.AsyncClient() as client:
+        await until_ready(client, gate)
+    body = b"x" * 100_000
+    pipelined = (
+        b"GET /short HTTP/1.1\r\nHost: g\r\n\r\n"
+        b"POST /echo HTTP/1.1\r\nHost: g\r\nContent-Length: %d\r\n\r\n%s"
+        b"GET /nope HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n" % (len(body), body)
+    )
+    answers = await raw_exchange(gate, pipelined, until_closed=True)
+    statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", answers)
+    assert statuses == [b"200", b"200", b"404"]
+    assert answers.index(b'{"ok":true}') < answers.index(hashlib.sha256(body).hexdigest().encode())
+    assert gate.controller.statistics().completed == 3
+
+
+async def test_a_garbled_chunked_request_body_is_a_400_and_the_gate_serves_on(
+    gate: Gate,
+) -> None:
+    """A chunk size that is not hex: that client gets 400, counted failed; every other client
+    is served as before (the streams relay let the parse error escape and end the gate)."""
+    async with httpx.AsyncClient() as client:
+        await until_ready(client, gate)
+        garbled = (
+            b"POST /echo HTTP/1.1\r\nHost: g\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\nhello\r\nzz\r\n"
+        )
+        answer = await raw_exchange(gate, garbled, until_closed=True)
+        assert answer.startswith(b"HTTP/1.1 400 ")
+        await anyio.sleep(0.2)
+        assert (await client.get(f"{gate.url}/short")).json() == {"ok": True}
+        statistics = gate.controller.statistics()
+        assert statistics.failed == 1 and statistics.in_flight == 0
+
+
+async def test_a_client_gone_mid_stream_is_counted_and_frees_the_engine(gate: Gate) -> None:
+    async with httpx.AsyncClient() as client:
+        await until_ready(client, gate)
+        port = int(gate.url.rsplit(":", 1)[1])
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            await stream.send(b"GET /stream?tokens=100&ms=50 HTTP/1.1\r\nHost: g\r\n\r\n")
+            received = b""
+            while b"data: " not in received:
+                received += await stream.receive()
+            assert gate.controller.in_flight == 1
+        await until(lambda: gate.controller.in_flight == 0, timeout=10)
+        statistics = gate.controller.statistics()
+        assert statistics.client_disconnected == 1 and statistics.failed == 0
+
+
+@pytest.mark.parametrize("idle_timeout", [0.3])
+async def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(
+    gate: Gate,
+) -> None:
+    async with httpx.AsyncClient() as client:
+        await until_ready(client, gate)
+    started = time.monotonic()
+    answer = await raw_exchange(gate, b"GET /short HTTP/1.1\r\nHost: g\r\n\r\n", until_closed=True)
+    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"ok":true}')
+    assert 0.3 <= time.monotonic() - started < 20  # closed by the gate, not by the client
