@@ -33,9 +33,9 @@ CRASHES_ONCE = (
 async def _pause_by_hand(deployer: Deployer, workload: str) -> None:
     """What a user's ``docker pause``, or a deleter killed right after its claim, leaves."""
     driver = deployer.driver
-    items = await driver._containers({LABEL_WORKLOAD: workload, LABEL_ROLE: "pause"})  # type: ignore[attr-defined]
+    items = await driver.session.containers({LABEL_WORKLOAD: workload, LABEL_ROLE: "pause"})  # type: ignore[attr-defined]
     [pause] = items
-    await driver._client.containers.container(pause["Id"]).pause()  # type: ignore[attr-defined]
+    await driver.session.client.containers.container(pause["Id"]).pause()  # type: ignore[attr-defined]
 
 
 async def test_a_stale_claim_is_drained_with_its_hook_and_signal(
@@ -149,7 +149,7 @@ async def test_a_named_volume_is_shared_across_replace_and_goes_with_the_last_in
     await deployer.wait_ready(workload, timeout=30)
     result = await deployer.replace(first, ready_timeout=30)
     assert [s.errors for s in result.drained] == [()]
-    client = deployer.driver._client  # type: ignore[attr-defined]
+    client = deployer.driver.session.client  # type: ignore[attr-defined]
     info = await client.volumes.get(volume)
     assert (await info.show())["Labels"].get(LABEL_VOLUME_PLAN) == workload
     read = await deployer.exec(result.new.name, ["cat", "/data/file"])
@@ -174,7 +174,7 @@ async def test_a_kept_volume_stays(
         mounts=[*app.mounts, Mount(type="volume", source=volume, target="/data", keep=True)],
     )
     await deployer.create(plan(workload, [app], termination_grace_period_seconds=5))
-    client = deployer.driver._client  # type: ignore[attr-defined]
+    client = deployer.driver.session.client  # type: ignore[attr-defined]
     try:
         summary = await deployer.delete(workload)
         assert summary.errors == ()
@@ -192,7 +192,7 @@ async def test_a_signal_that_never_left_is_told_from_one_whose_answer_was_lost(
     workload = name("unsent")
     await deployer.create(plan(workload, [graceful("app", 0, markers)]))
     await until(lambda: ("app", "start") in read_markers(markers), timeout=10)
-    listed = await deployer.driver._containers({LABEL_WORKLOAD: workload})  # type: ignore[attr-defined]
+    listed = await deployer.driver.session.containers({LABEL_WORKLOAD: workload})  # type: ignore[attr-defined]
     [app] = [r for r in snapshot(workload, listed).containers if r.name == "app"]
     missing = f"unix://{tmp_path / 'restarting.sock'}"
     away = type(deployer.driver)(aiodocker.Docker(url=missing), missing)
