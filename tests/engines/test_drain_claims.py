@@ -8,11 +8,12 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-import aiodocker
 import pytest
 
 from asyncdeploy import Container, Deployer, Mount, WorkloadNotFound, WorkloadPlan
+from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._ops import CallNotSent
+from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.drivers.engine._state import snapshot
 from asyncdeploy.events import DrainFinished, PreStopFinished, SignalSent
 from asyncdeploy.labels import LABEL_ROLE, LABEL_VOLUME_PLAN, LABEL_WORKLOAD
@@ -195,10 +196,11 @@ async def test_a_signal_that_never_left_is_told_from_one_whose_answer_was_lost(
     listed = await deployer.driver.session.containers({LABEL_WORKLOAD: workload})  # type: ignore[attr-defined]
     [app] = [r for r in snapshot(workload, listed).containers if r.name == "app"]
     missing = f"unix://{tmp_path / 'restarting.sock'}"
-    away = type(deployer.driver)(aiodocker.Docker(url=missing), missing)
+    engine = deployer.driver_name
+    away = EngineSession.open(missing, engine=engine).variant(engine, "")
     try:
         with pytest.raises(CallNotSent):
-            await away.signal(app, "SIGTERM")
+            await EngineContainerOps(away).signal(app, "SIGTERM")
     finally:
         await away.aclose()
     assert ("app", "got-TERM") not in read_markers(markers)

@@ -132,46 +132,46 @@ class EngineSession:
             found = await self.client.containers.list(all=True, filters={"label": wanted})
         return [c._container for c in found]
 
-    def _container(self, ident: str) -> aiodocker.containers.DockerContainer:
+    def _handle(self, ident: str) -> aiodocker.containers.DockerContainer:
         return self.client.containers.container(ident)
 
     async def show(self, ident: str) -> dict[str, Any]:
-        return dict(await self._container(ident).show())
+        return dict(await self._handle(ident).show())
 
     async def logs(self, ident: str, **params: Any) -> builtins.list[str]:
-        return list(await self._container(ident).log(**params))
+        return list(await self._handle(ident).log(**params))
 
     def follow_logs(self, ident: str, **params: Any) -> AsyncIterator[str]:
-        return self._container(ident).log(follow=True, **params)
+        return self._handle(ident).log(follow=True, **params)
 
     async def create(self, config: dict[str, Any], name: str) -> str:
         """Create one container; its id."""
         return str((await self.client.containers.create(config, name=name)).id)
 
     async def start(self, ident: str) -> None:
-        await self._container(ident).start()
+        await self._handle(ident).start()
 
     async def kill(self, ident: str, signal: str) -> None:
-        await self._container(ident).kill(signal=signal)
+        await self._handle(ident).kill(signal=signal)
 
     async def wait(self, ident: str) -> int | None:
-        code = (await self._container(ident).wait()).get("StatusCode")
+        code = (await self._handle(ident).wait()).get("StatusCode")
         return None if code is None else int(code)
 
     async def stop(self, ident: str, t: int) -> None:
-        await self._container(ident).stop(t=t)
+        await self._handle(ident).stop(t=t)
 
     async def delete(self, ident: str) -> None:
-        await self._container(ident).delete(force=True, v=True)
+        await self._handle(ident).delete(force=True, v=True)
 
     async def pause(self, ident: str) -> None:
-        await self._container(ident).pause()
+        await self._handle(ident).pause()
 
     async def put_archive(self, ident: str, path: str, data: bytes) -> None:
-        await self._container(ident).put_archive(path, data)  # type: ignore[no-untyped-call]
+        await self._handle(ident).put_archive(path, data)  # type: ignore[no-untyped-call]
 
     async def get_archive(self, ident: str, path: str) -> Any:
-        return await self._container(ident).get_archive(path)
+        return await self._handle(ident).get_archive(path)
 
     async def exec(
         self,
@@ -183,7 +183,7 @@ class EngineSession:
         """Run ``command`` attached, its output to ``on_output`` as it comes; translated."""
         output: builtins.list[str] = []
         with self.errors(what):
-            execution = await self._container(ident).exec(list(command))
+            execution = await self._handle(ident).exec(list(command))
             async with execution.start(detach=False) as stream:
                 while (message := await stream.read_out()) is not None:
                     text = message.data.decode(errors="replace")
