@@ -32,10 +32,11 @@ from asyncdeploy.drivers.engine._state import (
     plan_order,
     planned_state,
     snapshot,
+    volumes_status,
     workload_labels,
     workload_status,
 )
-from asyncdeploy.drivers.engine._unfinished import dead_claim
+from asyncdeploy.drivers.engine._unfinished import dead_claim, left_volumes
 from asyncdeploy.errors import (
     EngineError,
     EngineUnavailable,
@@ -46,8 +47,11 @@ from asyncdeploy.errors import (
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.labels import (
     LABEL_CONTAINER,
+    LABEL_INSTANCE_OF,
+    LABEL_LOCK,
     LABEL_PLAN_DIGEST,
     LABEL_ROLE,
+    LABEL_VOLUME_PLAN,
     LABEL_WORKLOAD,
 )
 from asyncdeploy.plan import WorkloadPlan, plan_digest
@@ -188,9 +192,26 @@ class EngineAPIDriver:
         return attrs.evolve(status, unfinished=reason) if reason else status
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
-        matching = await self._matching(as_selector(selector))
+        chosen = as_selector(selector)
+        everything = await self._by_workload()
+        matching = _matching(everything, chosen)
         restarts = await self._restarts([i for items in matching.values() for i in items])
-        return [await self._marked(name, items, restarts) for name, items in matching.items()]
+        found = [await self._marked(name, items, restarts) for name, items in matching.items()]
+        for plan, (why, labels) in (await self._left_volumes(everything, None)).items():
+            if chosen is None or chosen.matches({**labels, LABEL_WORKLOAD: plan}):
+                found.append(volumes_status(self.name, plan, why, labels))
+        return sorted(found, key=lambda status: status.name)
+
+    async def _left_volumes(
+        self, grouped: Mapping[str, Sequence[Mapping[str, Any]]], plan: str | None
+    ) -> dict[str, tuple[str, dict[str, str]]]:
+        """The plans (or ``plan``) whose named volumes no container uses (``left_volumes``)."""
+        label = LABEL_VOLUME_PLAN if plan is None else f"{LABEL_VOLUME_PLAN}={plan}"
+        with self.session.errors("list volumes"):
+            volumes = await self.session.volumes(label)
+            markers = await self.session.volumes(LABEL_LOCK) if volumes else []
+        items = [item for group in grouped.values() for item in group]
+        return left_volumes(volumes, items, markers)
 
     async def _restarts(self, items: Sequence[Mapping[str, Any]]) -> dict[str, int]:
         return await self.session.restarts([str(item["Id"]) for item in items])
@@ -201,17 +222,6 @@ class EngineAPIDriver:
         if not items:
             raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
         return items
-
-    async def _matching(
-        self, selector: Selector | None
-    ) -> dict[str, builtins.list[dict[str, Any]]]:
-        """One list call: the workloads ``selector`` matches, by name. Matched here, not by the
-        engine's label filter: Podman reads "team=" as "any value"."""
-        return {
-            name: items
-            for name, items in sorted((await self._by_workload()).items())
-            if selector is None or selector.matches(workload_labels(items))
-        }
 
     async def _container_id(self, name: str, container: str | None) -> str:
         items = await self._items(name)
@@ -346,14 +356,33 @@ class EngineAPIDriver:
             return _found({})
         grouped = await self._by_workload({LABEL_WORKLOAD: names[0]} if len(names) == 1 else None)
         missing = [n for n in names if n not in grouped]
+        for name in list(missing):  # only its volumes left (a killed create): drained away
+            if await self._only_volumes_left(name, grouped if len(names) > 1 else None):
+                grouped[name] = []
+                missing.remove(name)
         if missing:
             raise WorkloadNotFound(
                 f"no workload named {', '.join(map(repr, missing))}", engine=self.name, status=404
             )
         return _found({n: grouped[n] for n in names})
 
+    async def _only_volumes_left(
+        self, plan: str, everything: Mapping[str, Sequence[Mapping[str, Any]]] | None
+    ) -> bool:
+        """Whether ``plan`` has named volumes and no container (looked for by name, then as an
+        instance's plan: listed only when it has volumes)."""
+        try:
+            with self.session.errors(f"list volumes of {plan}"):
+                if not await self.session.volumes(f"{LABEL_VOLUME_PLAN}={plan}"):
+                    return False
+        except WorkloadNotFound:
+            return False
+        if everything is None:
+            everything = await self._by_workload({LABEL_INSTANCE_OF: plan})
+        return plan in await self._left_volumes(everything, plan)
+
     async def find_matching(self, selector: Selector | None) -> EngineFound:
-        return _found(await self._matching(selector))
+        return _found(_matching(await self._by_workload(), selector))
 
     async def drain(
         self,
@@ -445,3 +474,15 @@ class EngineAPIDriver:
 
     async def drop_marker(self, key: str, record: str) -> None:
         await self.markers.drop_marker(key, record)
+
+
+def _matching(
+    grouped: Mapping[str, builtins.list[dict[str, Any]]], selector: Selector | None
+) -> dict[str, builtins.list[dict[str, Any]]]:
+    """The workloads ``selector`` matches, by name. Matched here, not by the engine's label
+    filter: Podman reads "team=" as "any value"."""
+    return {
+        name: items
+        for name, items in sorted(grouped.items())
+        if selector is None or selector.matches(workload_labels(items))
+    }

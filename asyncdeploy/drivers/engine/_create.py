@@ -246,7 +246,10 @@ class CreateAttempt:
                 continue  # it existed before: it is not the workload's to remove
             except WorkloadNotFound:
                 pass
-            labels = {} if volume in kept else {LABEL_VOLUME_PLAN: plan_name}
+            # its maker and the plan's labels too: a volume left by a create killed before its
+            # containers is listed half-made once that maker is dead (``left_volumes``)
+            owned = {**plan.labels, LABEL_VOLUME_PLAN: plan_name, LABEL_ATTEMPT_OWNER: _OWNER}
+            labels = {} if volume in kept else owned
             with session.errors(f"create volume {volume}"):
                 await session.create_volume(volume, labels)
             self.volumes.append(volume)
