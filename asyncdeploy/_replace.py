@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Literal, cast
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Literal, Protocol, cast
 
 import anyio
 import anyio.lowlevel
@@ -31,7 +31,7 @@ import attrs
 from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy._replace_lock import replace_lock
-from asyncdeploy.drivers.base import Found
+from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import AsyncDeployError, CreateError, PlanError, WorkloadConflict
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit
 from asyncdeploy.gating import expand_gates
@@ -49,8 +49,24 @@ from asyncdeploy.replace_events import (
 )
 from asyncdeploy.results import WorkloadStatus
 
-if TYPE_CHECKING:
-    from asyncdeploy.deployer import Deployer
+
+class Deployer(Protocol):
+    """What a replace uses of :class:`asyncdeploy.deployer.Deployer` (a protocol, not an import:
+    the deployer imports this module, and no import goes back)."""
+
+    driver: Driver
+
+    async def _exists(self, name: str) -> bool: ...
+
+    def _drain(
+        self,
+        found: Found,
+        grace_period_seconds: int | None,
+        kill_now: anyio.Event | None,
+        *,
+        keep_volumes: bool = False,
+    ) -> AbstractAsyncContextManager[ObjectReceiveStream[DrainEvent]]: ...
+
 
 __all__ = ["OnEvent", "ReplaceResult", "Replacement", "fixed_host_ports", "replacing"]
 

@@ -78,7 +78,9 @@ async def test_a_failed_delete_still_prints_its_summary_table(
 
     async def refuse_app(self: EngineContainerOps, ref: Any) -> None:
         if ref.name == "app":
-            raise EngineAPIError("remove app: refused by the test", engine=self.name, status=500)
+            raise EngineAPIError(
+                "remove app: refused by the test", engine=self.session.engine, status=500
+            )
         await remove(self, ref)
 
     monkeypatch.setattr(EngineContainerOps, "remove", refuse_app)

@@ -33,7 +33,7 @@ async def test_an_exec_into_a_container_that_exits_mid_command_ends_with_an_erro
         first = await cli.stdout.receive_until(b"\n", 1 << 16)
     assert first == b"first"
     app = await deployer.driver._container_id(workload, "app")  # type: ignore[attr-defined]
-    await deployer.driver._client.containers.container(app).kill()  # type: ignore[attr-defined]
+    await deployer.driver.session.client.containers.container(app).kill()  # type: ignore[attr-defined]
     started_at = anyio.current_time()
     code, stderr = await cli.finish(timeout=60)
 

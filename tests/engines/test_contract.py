@@ -162,18 +162,18 @@ async def test_exited_init_and_vanished_container_are_no_error(
     assert "init-done" in "".join([c async for c in deployer.logs(workload, container="setup")])
     # Remove "doomed" behind the deployer's back, between its listing and its signal.
     driver = deployer.driver
-    original_signal = driver.signal  # type: ignore[attr-defined]
+    original_signal = driver.ops.signal  # type: ignore[attr-defined]
 
     async def signal_after_removal(ref, sig):  # type: ignore[no-untyped-def]
         if ref.name == "doomed":
-            await driver._client.containers.container(ref.id).delete(force=True)  # type: ignore[attr-defined]
+            await driver.session.client.containers.container(ref.id).delete(force=True)  # type: ignore[attr-defined]
         return await original_signal(ref, sig)
 
-    driver.signal = signal_after_removal  # type: ignore[attr-defined]
+    driver.ops.signal = signal_after_removal  # type: ignore[attr-defined]
     try:
         summary = await deployer.delete(workload)
     finally:
-        del driver.signal  # type: ignore[attr-defined]
+        del driver.ops.signal  # type: ignore[attr-defined]
     got = {c.name: c.outcome for c in summary.containers}
     assert got == {"setup": "already-exited", "app": "exited", "doomed": "missing"}
     assert summary.errors == ()
@@ -200,7 +200,7 @@ async def test_autoheal_is_removed_before_any_signal_and_pause_last(
 
     # The negative control: with the sidecar running, an exit is undone.
     app_id = await deployer.driver._container_id(workload, "app")  # type: ignore[attr-defined]
-    await deployer.driver._client.containers.container(app_id).kill(signal="SIGTERM")  # type: ignore[attr-defined]
+    await deployer.driver.session.client.containers.container(app_id).kill(signal="SIGTERM")  # type: ignore[attr-defined]
     with anyio.fail_after(15):
         while [m for _, m in read_markers(markers)].count("start") < 2:  # noqa: ASYNC110 - a file
             await anyio.sleep(0.2)
@@ -240,7 +240,7 @@ async def test_cancelled_delete_still_cleans_up(
     assert scope.cancelled_caught
     assert time.monotonic() - started < 15, "cancellation must not wait for the 20 s grace"
     assert any(isinstance(e, SignalSent) for e in seen)
-    engine_left = await deployer.driver._containers({LABEL_WORKLOAD: workload})  # type: ignore[attr-defined]
+    engine_left = await deployer.driver.session.containers({LABEL_WORKLOAD: workload})  # type: ignore[attr-defined]
     assert engine_left == []
 
 
@@ -273,19 +273,19 @@ async def test_a_replacement_whose_drain_fails_creates_nothing(
     old = plan(workload, [graceful("app", 0, markers)], termination_grace_period_seconds=5)
     await deployer.create(old)
     driver: Any = deployer.driver
-    remove = driver.remove
+    remove = driver.ops.remove
 
     async def refuse_app(ref: Any) -> None:
         if ref.name == "app":
             raise EngineAPIError("remove app: refused by the test", engine=driver.name, status=500)
         await remove(ref)
 
-    monkeypatch.setattr(driver, "remove", refuse_app)
+    monkeypatch.setattr(driver.ops, "remove", refuse_app)
     changed = plan(workload, [graceful("app", 0, markers)], termination_grace_period_seconds=6)
     with pytest.raises(DrainError, match="refused by the test"):
         await deployer.create(changed)
     monkeypatch.undo()
-    left = await driver._containers({LABEL_WORKLOAD: workload})
+    left = await driver.session.containers({LABEL_WORKLOAD: workload})
     assert left, "the container that could not be removed is still there"
     assert {c["Labels"][LABEL_PLAN_DIGEST] for c in left} == {plan_digest(old)}
 
@@ -377,7 +377,7 @@ async def test_workload_volumes_are_removed_and_others_kept(
 ) -> None:
     """A volume the workload created goes with it; a volume that existed before stays."""
     workload = name("vol")
-    client = deployer.driver._client  # type: ignore[attr-defined]
+    client = deployer.driver.session.client  # type: ignore[attr-defined]
     kept = f"{workload}-kept"
     await client.volumes.create({"Name": kept})
     own = f"{workload}-cache"

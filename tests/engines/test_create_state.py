@@ -80,7 +80,7 @@ async def test_create_over_a_dead_workload_of_the_same_plan_replaces_it(
     path = plan_file(tmp_path, workload, [server(markers)], termination_grace_period_seconds=5)
     await deployer.create(WorkloadPlan.from_file(path))
     await started(markers, "server")
-    containers = deployer.driver._client.containers  # type: ignore[attr-defined]
+    containers = deployer.driver.session.client.containers  # type: ignore[attr-defined]
     await containers.container(await container_id(deployer, workload, "server")).kill()
     await until(lambda: _is(deployer, workload, "server", "exited"), timeout=30, interval=0.2)
     await containers.container(await container_id(deployer, workload, "pause")).pause()
@@ -101,7 +101,7 @@ async def test_create_over_an_exited_workload_with_a_running_pause_replaces_it(
     path = plan_file(tmp_path, workload, [server(markers)], termination_grace_period_seconds=5)
     await deployer.create(WorkloadPlan.from_file(path))
     await started(markers, "server")
-    containers = deployer.driver._client.containers  # type: ignore[attr-defined]
+    containers = deployer.driver.session.client.containers  # type: ignore[attr-defined]
     await containers.container(await container_id(deployer, workload, "server")).kill()
     await until(lambda: _is(deployer, workload, "server", "exited"), timeout=30, interval=0.2)
 

@@ -8,11 +8,12 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-import aiodocker
 import pytest
 
 from asyncdeploy import Container, Deployer, Mount, WorkloadNotFound, WorkloadPlan
+from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._ops import CallNotSent
+from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.drivers.engine._state import snapshot
 from asyncdeploy.events import DrainFinished, PreStopFinished, SignalSent
 from asyncdeploy.labels import LABEL_ROLE, LABEL_VOLUME_PLAN, LABEL_WORKLOAD
@@ -33,9 +34,9 @@ CRASHES_ONCE = (
 async def _pause_by_hand(deployer: Deployer, workload: str) -> None:
     """What a user's ``docker pause``, or a deleter killed right after its claim, leaves."""
     driver = deployer.driver
-    items = await driver._containers({LABEL_WORKLOAD: workload, LABEL_ROLE: "pause"})  # type: ignore[attr-defined]
+    items = await driver.session.containers({LABEL_WORKLOAD: workload, LABEL_ROLE: "pause"})  # type: ignore[attr-defined]
     [pause] = items
-    await driver._client.containers.container(pause["Id"]).pause()  # type: ignore[attr-defined]
+    await driver.session.client.containers.container(pause["Id"]).pause()  # type: ignore[attr-defined]
 
 
 async def test_a_stale_claim_is_drained_with_its_hook_and_signal(
@@ -149,7 +150,7 @@ async def test_a_named_volume_is_shared_across_replace_and_goes_with_the_last_in
     await deployer.wait_ready(workload, timeout=30)
     result = await deployer.replace(first, ready_timeout=30)
     assert [s.errors for s in result.drained] == [()]
-    client = deployer.driver._client  # type: ignore[attr-defined]
+    client = deployer.driver.session.client  # type: ignore[attr-defined]
     info = await client.volumes.get(volume)
     assert (await info.show())["Labels"].get(LABEL_VOLUME_PLAN) == workload
     read = await deployer.exec(result.new.name, ["cat", "/data/file"])
@@ -174,7 +175,7 @@ async def test_a_kept_volume_stays(
         mounts=[*app.mounts, Mount(type="volume", source=volume, target="/data", keep=True)],
     )
     await deployer.create(plan(workload, [app], termination_grace_period_seconds=5))
-    client = deployer.driver._client  # type: ignore[attr-defined]
+    client = deployer.driver.session.client  # type: ignore[attr-defined]
     try:
         summary = await deployer.delete(workload)
         assert summary.errors == ()
@@ -192,13 +193,14 @@ async def test_a_signal_that_never_left_is_told_from_one_whose_answer_was_lost(
     workload = name("unsent")
     await deployer.create(plan(workload, [graceful("app", 0, markers)]))
     await until(lambda: ("app", "start") in read_markers(markers), timeout=10)
-    listed = await deployer.driver._containers({LABEL_WORKLOAD: workload})  # type: ignore[attr-defined]
+    listed = await deployer.driver.session.containers({LABEL_WORKLOAD: workload})  # type: ignore[attr-defined]
     [app] = [r for r in snapshot(workload, listed).containers if r.name == "app"]
     missing = f"unix://{tmp_path / 'restarting.sock'}"
-    away = type(deployer.driver)(aiodocker.Docker(url=missing), missing)
+    engine = deployer.driver_name
+    away = EngineSession.open(missing, engine=engine).variant(engine, "")
     try:
         with pytest.raises(CallNotSent):
-            await away.signal(app, "SIGTERM")
+            await EngineContainerOps(away).signal(app, "SIGTERM")
     finally:
         await away.aclose()
     assert ("app", "got-TERM") not in read_markers(markers)

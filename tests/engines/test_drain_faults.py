@@ -99,13 +99,13 @@ async def test_a_removal_already_in_progress_is_waited_for_not_a_failure(
     workload = name("rm3")
     await deployer.create(plan(workload, [graceful("app", 0, markers)]))
     driver = deployer.driver
-    listed = await driver._containers({LABEL_WORKLOAD: workload})  # type: ignore[attr-defined]
+    listed = await driver.session.containers({LABEL_WORKLOAD: workload})  # type: ignore[attr-defined]
     [app] = [r for r in snapshot(workload, listed).containers if r.name == "app"]
     outcomes: list[str] = []
 
     async def remove() -> None:
         try:
-            await driver.remove(app)  # type: ignore[attr-defined]
+            await driver.ops.remove(app)  # type: ignore[attr-defined]
         except WorkloadNotFound:
             outcomes.append("not found")
         else:

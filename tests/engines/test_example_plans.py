@@ -119,7 +119,7 @@ async def test_lint_inspect_images_checks_ports_against_what_the_image_exposes(
     """An image the lint knows nothing of by name (a tag of the demo image, which EXPOSEs 8080):
     with --inspect-images the engine says what it EXPOSEs."""
     driver = deployer.driver_name
-    client = deployer.driver._client  # type: ignore[attr-defined]
+    client = deployer.driver.session.client  # type: ignore[attr-defined]
     repository = f"t{RUN_ID}-lint/exposed-{driver}"
     await client.images.tag("asyncdeploy-demo/server:latest", repo=repository, tag="1")
     try:

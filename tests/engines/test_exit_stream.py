@@ -29,7 +29,7 @@ EXITS_WITH = "trap 'exit {code}' TERM; while true; do sleep 0.1; done"
 
 async def start(deployer: Deployer, code: int) -> str:
     """A labelled container that exits with ``code`` on SIGTERM; its id."""
-    client = deployer.driver._client  # type: ignore[attr-defined]
+    client = deployer.driver.session.client  # type: ignore[attr-defined]
     container = await client.containers.create(
         {
             "Image": BUSYBOX,
@@ -43,7 +43,7 @@ async def start(deployer: Deployer, code: int) -> str:
 
 
 async def remove(deployer: Deployer, idents: list[str]) -> None:
-    client = deployer.driver._client  # type: ignore[attr-defined]
+    client = deployer.driver.session.client  # type: ignore[attr-defined]
     with anyio.CancelScope(shield=True):
         for ident in idents:
             await client.containers.container(ident).delete(force=True)
@@ -55,7 +55,7 @@ async def test_every_exit_and_its_code_arrives_on_the_stream(deployer: Deployer)
         async with watch_exits(deployer.driver.url) as watch:  # type: ignore[attr-defined]
             await watch.settled()  # it yields at once: the drain does not wait for the opening
             for ident in idents:
-                await deployer.driver._kill(ident, "SIGTERM")  # type: ignore[attr-defined]
+                await deployer.driver.session.kill(ident, "SIGTERM")  # type: ignore[attr-defined]
             with anyio.fail_after(20):
                 codes = [await watch.wait_exit(ident) for ident in idents]
         assert codes == [0, 3, 7]
@@ -172,7 +172,7 @@ async def test_opening_the_stream_does_not_delay_the_drain(deployer: Deployer) -
     again cost 0.3 s before every drain's first signal (measured: 1 ms each without it)."""
     started = time.perf_counter()
     for _ in range(3):
-        async with deployer.driver.exits() as watch:  # type: ignore[attr-defined]
+        async with deployer.driver.ops.exits() as watch:  # type: ignore[attr-defined]
             assert not watch.lost
     assert time.perf_counter() - started < 0.45
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.anyio
 
 def count_lists(deployer: Deployer, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """From now on, each container list call the driver makes is recorded (its filters)."""
-    containers = deployer.driver._client.containers  # type: ignore[attr-defined]
+    containers = deployer.driver.session.client.containers  # type: ignore[attr-defined]
     real = containers.list
     calls: list[dict[str, Any]] = []
 

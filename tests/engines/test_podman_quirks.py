@@ -15,7 +15,7 @@ async def test_engine_state_answers(deployer: Deployer) -> None:
     """Killing an exited container (Docker 409, Podman 500) reads as "not running", and a taken
     name (Docker 409, Podman 500) reads as a conflict; a stop of a stopped container is a 304."""
     driver = deployer.driver
-    client = driver._client  # type: ignore[attr-defined]
+    client = driver.session.client  # type: ignore[attr-defined]
     name = f"t{RUN_ID}-quirk-{driver.name}"
     config = {
         "Image": BUSYBOX,
@@ -28,8 +28,8 @@ async def test_engine_state_answers(deployer: Deployer) -> None:
         await container.start()
         await container.wait()
         ref = ContainerRef(id=container.id, name=name, role="run", running=False)
-        assert await driver.signal(ref, "SIGTERM") is False  # type: ignore[attr-defined]
-        with pytest.raises(WorkloadConflict), driver._errors("create"):  # type: ignore[attr-defined]
+        assert await driver.ops.signal(ref, "SIGTERM") is False  # type: ignore[attr-defined]
+        with pytest.raises(WorkloadConflict), driver.session.errors("create"):  # type: ignore[attr-defined]
             await client.containers.create(config, name=name)
         async with client._query(f"containers/{container.id}/stop", method="POST") as response:
             assert response.status == 304
@@ -40,7 +40,7 @@ async def test_engine_state_answers(deployer: Deployer) -> None:
 async def test_pause_cannot_go_first_on_podman(deployer: Deployer) -> None:
     """Podman refuses to remove a namespace holder while others use it; Docker kills them."""
     driver = deployer.driver
-    client = driver._client  # type: ignore[attr-defined]
+    client = driver.session.client  # type: ignore[attr-defined]
     labels = {RUN_LABEL: RUN_ID}
     pause = await client.containers.create(
         {
@@ -68,7 +68,8 @@ async def test_pause_cannot_go_first_on_podman(deployer: Deployer) -> None:
     await joined.start()
     try:
         if driver.name == "podman":
-            with pytest.raises(WorkloadConflict, match="dependent"), driver._errors("remove pause"):  # type: ignore[attr-defined]
+            errors = driver.session.errors  # type: ignore[attr-defined]
+            with pytest.raises(WorkloadConflict, match="dependent"), errors("remove pause"):
                 await pause.delete(force=True)
             assert (await joined.show())["State"]["Running"] is True
         else:

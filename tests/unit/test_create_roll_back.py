@@ -18,9 +18,10 @@ pytestmark = pytest.mark.anyio
 
 
 class Driver:
-    """The calls a roll-back makes, failing as told; ``removed`` says what went."""
+    """The calls a roll-back makes (the session's and the drain's), failing as told; ``removed``
+    says what went."""
 
-    name = "fake"
+    engine = "fake"
     api_version = "1.41"
 
     def __init__(self, failures: dict[str, list[Exception]]) -> None:
@@ -28,13 +29,13 @@ class Driver:
         self.removed: list[str] = []
 
     @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
+    def errors(self, what: str) -> Iterator[None]:
         yield
 
-    async def _containers(self, labels: dict[str, str]) -> list[dict[str, Any]]:
+    async def containers(self, labels: dict[str, str]) -> list[dict[str, Any]]:
         return []
 
-    async def _create_container(self, config: dict[str, Any], name: str) -> str:
+    async def create(self, config: dict[str, Any], name: str) -> str:
         raise CreateError(f"{name} did not start")
 
     async def signal(self, ref: ContainerRef, signal: str) -> bool:
@@ -48,7 +49,7 @@ class Driver:
 
 def attempt(driver: Driver) -> CreateAttempt:
     plan = WorkloadPlan(name="w", containers=[Container(name="app", image="x")])
-    made = CreateAttempt(driver, plan)  # type: ignore[arg-type]
+    made = CreateAttempt(driver, driver, plan)  # type: ignore[arg-type]
     made.created = [
         ContainerRef(id="p", name="pause", role="pause", running=True),
         ContainerRef(id="a", name="app", role="run", running=True),

@@ -11,6 +11,7 @@ import asyncdeploy
 from asyncdeploy import errors
 from asyncdeploy.drivers import DRIVERS, driver_entry
 from asyncdeploy.drivers.engine import DockerDriver, PodmanDriver
+from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.events import (
     ContainerOutcome,
     DrainFinished,
@@ -49,6 +50,12 @@ def test_registry_names_match_modules() -> None:
         driver_entry("kuberentes")
 
 
+def session_of(driver: type[DockerDriver]) -> EngineSession:
+    """The session ``driver.connect`` hands its driver (no engine needed to map errors)."""
+    unopened = EngineSession(client=None, url="unix:///nowhere", engine="")  # type: ignore[arg-type]
+    return unopened.variant(driver.name, "1.41")
+
+
 @pytest.mark.parametrize(
     ("driver", "status", "message", "expected"),
     [
@@ -81,8 +88,8 @@ def test_engine_errors_are_mapped_at_the_edge(
     driver: type[DockerDriver], status: int, message: str, expected: type[Exception]
 ) -> None:
     """aiodocker errors become asyncdeploy errors, Podman's 500s read as the conflicts they are."""
-    edge = driver(client=None, url="unix:///nowhere")  # type: ignore[arg-type]
-    with pytest.raises(expected) as caught, edge._errors("kill x"):
+    edge = session_of(driver)
+    with pytest.raises(expected) as caught, edge.errors("kill x"):
         raise aiodocker.DockerError(status, {"message": message})
     assert type(caught.value) is expected
     assert isinstance(caught.value.__cause__, aiodocker.DockerError)
@@ -90,10 +97,10 @@ def test_engine_errors_are_mapped_at_the_edge(
 
 
 def test_transport_errors_are_mapped() -> None:
-    edge = DockerDriver(client=None, url="unix:///nowhere")  # type: ignore[arg-type]
-    with pytest.raises(errors.EngineUnavailable), edge._errors("list"):
+    edge = session_of(DockerDriver)
+    with pytest.raises(errors.EngineUnavailable), edge.errors("list"):
         raise ConnectionRefusedError("refused")
-    with pytest.raises(errors.EngineTimeout), edge._errors("list"):
+    with pytest.raises(errors.EngineTimeout), edge.errors("list"):
         raise TimeoutError
 
 

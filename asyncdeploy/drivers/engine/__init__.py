@@ -1,16 +1,37 @@
 """The container-engine drivers: Docker and Podman on one Engine-API implementation.
 
-=============  ===========================================================================
-module         concern
-=============  ===========================================================================
-``_api``       :class:`EngineAPIDriver`, the ``Driver`` contract on aiodocker
-``_spec``      plan → Engine API create configs, pure
-``_create``    create a workload, and roll back exactly what that create made
-``_state``     list entries → snapshots and ``WorkloadStatus``, pure
-``_drain``     the one deadline, the order and the events of a container-engine drain
-``_docker``    socket discovery and Docker specifics (thin)
-``_podman``    socket discovery and Podman's quirks, each with a test (thin)
-=============  ===========================================================================
+The driver (``_api``) is a facade over one engine session (``_session``), which it hands to
+its parts; nothing below imports the driver back, and only the session touches aiodocker's
+private members. "pure": no engine call, unit tests call it without an engine.
+
+=================  ======================================================================
+module             concern
+=================  ======================================================================
+``_api``           :class:`EngineAPIDriver`, the ``Driver`` facade over the parts below
+``_session``       the engine session: client, error mapping, raw calls (and Podman's)
+``_docker``        Docker: socket discovery (thin)
+``_podman``        Podman: socket discovery, and the list of its quirks (thin)
+``_spec``          plan → Engine API create configs, pure
+``_devices``       a container's accelerators → create fields, pure
+``_libpod``        a create body → Podman's libpod ``SpecGenerator`` (CDI devices), pure
+``_create``        create a workload, and roll back exactly what that create made
+``_pull``          image pulls before any create, with progress events
+``_auth``          registry credentials for pulls (``X-Registry-Auth``)
+``_ready``         ``wait_ready``: every run container running and ready, or why not
+``_netcheck``      HTTP and TCP checks and hooks sent from here to a workload's address
+``_state``         list entries → snapshots and ``WorkloadStatus``, pure
+``_history``       a workload's recorded engine events (``GET /events``), pure
+``_unfinished``    what a dead deployer left (half-made, half-drained), pure
+``_markers``       markers (a replace's lock): labelled volumes
+``_ops``           the values a drain works on, and the ``ContainerOps`` it calls
+``_container_ops`` :class:`EngineContainerOps`: those calls over a session
+``_drain``         the one deadline, the order and the events of a container-engine drain
+``_drain_state``   a workload drain's flags and its give-up rule, pure
+``_pipeline``      one container's way out of a drain: hook, stop signal, exit
+``_follow``        a delete that finds the drain claimed: follow it, or take over
+``_claim``         the claim record in the pause container: who drains, since when
+``_exits``         container exits from one engine event stream per drain
+=================  ======================================================================
 """
 
 from __future__ import annotations

@@ -1,26 +1,24 @@
-"""The one Engine API driver behind Docker and Podman, on aiodocker.
+"""The one Engine API driver behind Docker and Podman: the ``Driver`` facade over its parts.
 
-Engine-specific parts (socket discovery, Podman's status codes) live in ``_docker.py`` and
-``_podman.py``; the create in ``_create.py``, the pulls in ``_pull.py``, the drain's engine calls
-in ``_container_ops.py``; the rest is here. Engine errors are translated in :meth:`_errors` only.
+The driver holds one :class:`~._session.EngineSession` (the client, the error mapping, the raw
+calls; Podman's variant for its status codes and libpod calls) and hands it to the parts: the
+create attempt (``_create.py``), the puller (``_pull.py``), the ready wait (``_ready.py``), the
+drain's engine calls (``_container_ops.py``) and the markers (``_markers.py``). Socket discovery
+lives in ``_docker.py`` and ``_podman.py``; engine errors are translated by the session only.
 """
 
 from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Self, cast
 
-import aiodocker
-import aiohttp
 import anyio
 import attrs
 
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
-from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import drain_workloads
@@ -29,18 +27,18 @@ from asyncdeploy.drivers.engine._markers import EngineMarkers
 from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
 from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._ready import wait_until_ready
+from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.drivers.engine._state import (
     plan_order,
     planned_state,
     snapshot,
+    volumes_status,
     workload_labels,
     workload_status,
 )
-from asyncdeploy.drivers.engine._unfinished import dead_claim
+from asyncdeploy.drivers.engine._unfinished import dead_claim, left_volumes
 from asyncdeploy.errors import (
-    EngineAPIError,
     EngineError,
-    EngineTimeout,
     EngineUnavailable,
     ExecInterrupted,
     WorkloadConflict,
@@ -49,11 +47,14 @@ from asyncdeploy.errors import (
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.labels import (
     LABEL_CONTAINER,
+    LABEL_INSTANCE_OF,
+    LABEL_LOCK,
     LABEL_PLAN_DIGEST,
     LABEL_ROLE,
+    LABEL_VOLUME_PLAN,
     LABEL_WORKLOAD,
 )
-from asyncdeploy.plan import Container, WorkloadPlan, plan_digest
+from asyncdeploy.plan import WorkloadPlan, plan_digest
 from asyncdeploy.results import (
     ApplyResult,
     EngineInfo,
@@ -69,13 +70,6 @@ __all__ = ["EngineAPIDriver", "EngineFound", "planned_state"]
 PING_TIMEOUT = 10.0
 EXEC_WATCH_INTERVAL = 1.0  # how often an exec looks whether its container still runs
 HISTORY_TIMEOUT = 10.0  # one bounded read of the engine's event log
-# A connection cut while a response streams in is a lost connection, like a refused one.
-_CONNECTION_LOST = (
-    aiohttp.ClientConnectionError,
-    aiohttp.ClientPayloadError,
-    ConnectionError,
-    FileNotFoundError,
-)
 
 
 @attrs.frozen(kw_only=True)
@@ -91,30 +85,28 @@ def _found(grouped: Mapping[str, Sequence[Mapping[str, Any]]]) -> EngineFound:
     )
 
 
-class EngineAPIDriver(EngineMarkers, EngineContainerOps):
-    """Docker Engine API driver; subclasses say how to find the socket and read quirks."""
+class EngineAPIDriver:
+    """Docker Engine API driver; subclasses say how to find the socket."""
 
     name: ClassVar[str]
     host_variable: ClassVar[str]  # the environment variable that names this engine's address
 
-    def __init__(self, client: aiodocker.Docker, url: str, api_version: str = "") -> None:
-        self._client = client
-        self.url = url
-        self.api_version = api_version  # what the engine said it speaks (devices depend on it)
+    def __init__(self, session: EngineSession) -> None:
+        self.session = session
+        self.ops = EngineContainerOps(session)  # the drain's engine calls
+        self.markers = EngineMarkers(session)
 
-    # --- engine-specific hooks ---------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return self.session.url
+
+    @property
+    def api_version(self) -> str:
+        return self.session.api_version  # what the engine said it speaks (devices depend on it)
 
     @classmethod
     def discover_url(cls) -> str:
         raise NotImplementedError
-
-    def _conflict(self, exc: aiodocker.DockerError) -> bool:
-        """Whether an error means "wrong state / name taken" (Docker answers 409)."""
-        return bool(exc.status == 409)
-
-    def _missing(self, exc: aiodocker.DockerError) -> bool:
-        """Whether an error means "no such object" (Docker answers 404)."""
-        return bool(exc.status == 404)
 
     # --- life cycle --------------------------------------------------------------------------
 
@@ -123,22 +115,22 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
         """Open the engine at ``url`` (else discovered) and check that it answers."""
         url = url or cls.discover_url()
         try:
-            client = aiodocker.Docker(url=url)
+            session = EngineSession.open(url, engine=cls.name)
         except ValueError as exc:  # aiodocker refuses the scheme: no engine can answer there
             raise EngineUnavailable(
                 f"{url!r} is not an engine address (unix://, tcp://, http:// or https://; "
                 f"from --url or {cls.host_variable}): {exc}",
                 engine=cls.name,
             ) from exc
-        driver = cls(client, url)
         try:
-            info = await driver.ping()
+            info = await cls(session).ping()
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await client.close()
+                await session.aclose()
             raise
         # DOCKER_HOST often points at Podman's socket: then Podman's quirks apply.
-        return cast(Self, cls._for_engine(info.engine)(client, url, info.api_version))
+        chosen = cls._for_engine(info.engine)
+        return cast(Self, chosen(session.variant(chosen.name, info.api_version)))
 
     @classmethod
     def _for_engine(cls, engine: str) -> type[EngineAPIDriver]:
@@ -146,33 +138,12 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
         return cls
 
     async def aclose(self) -> None:
-        await self._client.close()
-
-    @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
-        """Translate aiodocker and transport errors into asyncdeploy's, naming the call."""
-        try:
-            yield
-        except aiodocker.DockerError as exc:
-            message = f"{what}: {exc.message}"
-            if exc.status == 900:
-                raise EngineUnavailable(message, engine=self.name) from exc
-            if self._missing(exc):
-                raise WorkloadNotFound(message, engine=self.name, status=404) from exc
-            if self._conflict(exc):
-                raise WorkloadConflict(message, engine=self.name, status=exc.status) from exc
-            raise EngineAPIError(message, engine=self.name, status=exc.status) from exc
-        except _CONNECTION_LOST as exc:
-            raise EngineUnavailable(f"{what}: {exc} at {self.url}", engine=self.name) from exc
-        except aiohttp.ClientError as exc:
-            raise EngineAPIError(f"{what}: {exc}", engine=self.name, status=0) from exc
-        except TimeoutError as exc:
-            raise EngineTimeout(f"{what}: no answer in time", engine=self.name) from exc
+        await self.session.aclose()
 
     async def ping(self) -> EngineInfo:
         try:
-            with self._errors("ping"), anyio.fail_after(PING_TIMEOUT):
-                version = await self._client.version()
+            with self.session.errors("ping"), anyio.fail_after(PING_TIMEOUT):
+                version = await self.session.version()
         except EngineError as exc:
             raise EngineUnavailable(
                 f"no {self.name} engine answers at {self.url}: {exc.message}", engine=self.name
@@ -187,25 +158,16 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
 
     # --- reading state -----------------------------------------------------------------------
 
-    async def _containers(self, labels: Mapping[str, str]) -> builtins.list[dict[str, Any]]:
-        """asyncdeploy's containers carrying exactly these (non-empty) label values."""
-        wanted = [LABEL_WORKLOAD] + [f"{k}={v}" for k, v in labels.items()]
-        with self._errors("list containers"):
-            found = await self._client.containers.list(all=True, filters={"label": wanted})
-        return [c._container for c in found]
-
     async def _by_workload(
         self, labels: Mapping[str, str] | None = None
     ) -> dict[str, builtins.list[dict[str, Any]]]:
         grouped: dict[str, builtins.list[dict[str, Any]]] = {}
-        for item in await self._containers(labels or {}):
+        for item in await self.session.containers(labels or {}):
             grouped.setdefault(item["Labels"][LABEL_WORKLOAD], []).append(item)
         return grouped
 
     async def get(self, name: str) -> WorkloadStatus:
-        items = await self._containers({LABEL_WORKLOAD: name})
-        if not items:
-            raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
+        items = await self._items(name)
         return await self._marked(name, items, await self._restarts(items))
 
     async def _marked(
@@ -223,50 +185,46 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
             return status
         ref = ContainerRef(id=str(paused[0]["Id"]), name="pause", role="pause", running=True)
         try:
-            record = await self.read_claim(ref)
+            record = await self.ops.read_claim(ref)
         except EngineError:
             return status  # a look only: the list stands without the mark
         reason = dead_claim(record)
         return attrs.evolve(status, unfinished=reason) if reason else status
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
-        matching = await self._matching(as_selector(selector))
+        chosen = as_selector(selector)
+        everything = await self._by_workload()
+        matching = _matching(everything, chosen)
         restarts = await self._restarts([i for items in matching.values() for i in items])
-        return [await self._marked(name, items, restarts) for name, items in matching.items()]
+        found = [await self._marked(name, items, restarts) for name, items in matching.items()]
+        for plan, (why, labels) in (await self._left_volumes(everything, None)).items():
+            if chosen is None or chosen.matches({**labels, LABEL_WORKLOAD: plan}):
+                found.append(volumes_status(self.name, plan, why, labels))
+        return sorted(found, key=lambda status: status.name)
+
+    async def _left_volumes(
+        self, grouped: Mapping[str, Sequence[Mapping[str, Any]]], plan: str | None
+    ) -> dict[str, tuple[str, dict[str, str]]]:
+        """The plans (or ``plan``) whose named volumes no container uses (``left_volumes``)."""
+        label = LABEL_VOLUME_PLAN if plan is None else f"{LABEL_VOLUME_PLAN}={plan}"
+        with self.session.errors("list volumes"):
+            volumes = await self.session.volumes(label)
+            markers = await self.session.volumes(LABEL_LOCK) if volumes else []
+        items = [item for group in grouped.values() for item in group]
+        return left_volumes(volumes, items, markers)
 
     async def _restarts(self, items: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-        """Each container's ``RestartCount`` (the list call does not carry it), inspected
-        concurrently; a container removed meanwhile is left out."""
-        counts: dict[str, int] = {}
+        return await self.session.restarts([str(item["Id"]) for item in items])
 
-        async def one(ident: str) -> None:
-            try:
-                with self._errors(f"inspect {ident[:12]}"):
-                    data = await self._client.containers.container(ident).show()
-            except WorkloadNotFound:
-                return
-            counts[ident] = int(data.get("RestartCount") or 0)
-
-        async with anyio.create_task_group() as tg:
-            for item in items:
-                tg.start_soon(one, str(item["Id"]))
-        return counts
-
-    async def _matching(
-        self, selector: Selector | None
-    ) -> dict[str, builtins.list[dict[str, Any]]]:
-        """One list call: the workloads ``selector`` matches, by name. Matched here, not by the
-        engine's label filter: Podman reads "team=" as "any value"."""
-        return {
-            name: items
-            for name, items in sorted((await self._by_workload()).items())
-            if selector is None or selector.matches(workload_labels(items))
-        }
-
-    async def _container_id(self, name: str, container: str | None) -> str:
-        items = await self._containers({LABEL_WORKLOAD: name})
+    async def _items(self, name: str) -> builtins.list[dict[str, Any]]:
+        """The workload's list entries; ``WorkloadNotFound`` when it has none."""
+        items = await self.session.containers({LABEL_WORKLOAD: name})
         if not items:
             raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
+        return items
+
+    async def _container_id(self, name: str, container: str | None) -> str:
+        items = await self._items(name)
         for item in sorted(items, key=plan_order):  # None: the plan's first run container
             labels = item["Labels"]
             if (container is None and labels.get(LABEL_ROLE) == "run") or labels.get(
@@ -298,13 +256,12 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
         self, name: str, container: str | None, follow: bool, params: dict[str, Any]
     ) -> AsyncIterator[str]:
         ident = await self._container_id(name, container)
-        handle = self._client.containers.container(ident)
-        with self._errors(f"logs of {name}"):
+        with self.session.errors(f"logs of {name}"):
             if not follow:
-                for chunk in await handle.log(**params):
+                for chunk in await self.session.logs(ident, **params):
                     yield chunk
                 return
-            async for chunk in handle.log(follow=True, **params):
+            async for chunk in self.session.follow_logs(ident, **params):
                 yield chunk
 
     async def exec(
@@ -325,7 +282,7 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
         result: builtins.list[ExecResult] = []
 
         async def run_it(scope: anyio.CancelScope) -> None:
-            result.append(await self._exec(ident, command, what, on_output))
+            result.append(await self.session.exec(ident, command, what, on_output))
             scope.cancel()
 
         async with anyio.create_task_group() as tg:
@@ -342,66 +299,39 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
 
     async def _until_stopped(self, ident: str, what: str) -> str:
         """Return once the container no longer runs: how it stopped."""
-        handle = self._client.containers.container(ident)
         while True:
             await anyio.sleep(EXEC_WATCH_INTERVAL)
             try:
-                with self._errors(what):
-                    state = (await handle.show()).get("State") or {}
+                with self.session.errors(what):
+                    state = (await self.session.show(ident)).get("State") or {}
             except WorkloadNotFound:
                 return "was removed"
             if not state.get("Running") or state.get("Paused"):
                 return "was paused" if state.get("Paused") else "exited"
 
-    async def _exec(
-        self,
-        ident: str,
-        command: Sequence[str],
-        what: str,
-        on_output: Callable[[str], None] | None = None,
-    ) -> ExecResult:
-        output: builtins.list[str] = []
-        with self._errors(what):
-            execution = await self._client.containers.container(ident).exec(list(command))
-            async with execution.start(detach=False) as stream:
-                while (message := await stream.read_out()) is not None:
-                    text = message.data.decode(errors="replace")
-                    output.append(text)
-                    if on_output is not None:
-                        on_output(text)
-            exit_code = (await execution.inspect())["ExitCode"]
-        return ExecResult(
-            exit_code=int(exit_code if exit_code is not None else -1), output="".join(output)
-        )
-
     async def inspect(self, name: str) -> dict[str, Any]:
-        items = await self._containers({LABEL_WORKLOAD: name})
-        if not items:
-            raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
         details = {}
-        for item in items:
-            with self._errors(f"inspect {name}"):
-                data = await self._client.containers.container(item["Id"]).show()
+        for item in await self._items(name):
+            with self.session.errors(f"inspect {name}"):
+                data = await self.session.show(item["Id"])
             config = data.get("Config") or {}
             config["Env"] = [mask_env_entry(entry) for entry in config.get("Env") or []]
             details[item["Labels"].get(LABEL_CONTAINER, item["Id"])] = mask_tree(data)
         return {"workload": name, "driver": self.name, "containers": details}
 
     async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
-        items = await self._containers({LABEL_WORKLOAD: name})
-        if not items:
-            raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
+        items = await self._items(name)
         since = min(int(i.get("Created") or 0) for i in items)
         params = events_query(name, since, time.time(), engine=self.name)
-        with self._errors(f"events of {name}"), anyio.fail_after(HISTORY_TIMEOUT):
-            async with self._client._query("events", params=params) as response:
+        with self.session.errors(f"events of {name}"), anyio.fail_after(HISTORY_TIMEOUT):
+            async with self.session.query("events", params=params) as response:
                 text = await response.text()
         return parse_events(text.splitlines(), limit=limit)
 
     async def image_ports(self, image: str) -> frozenset[int] | None:
         try:
-            with self._errors(f"inspect image {image}"):
-                details = await self._client.images.inspect(image)
+            with self.session.errors(f"inspect image {image}"):
+                details = await self.session.inspect_image(image)
         except WorkloadNotFound:
             return None
         exposed = (details.get("Config") or {}).get("ExposedPorts") or {}
@@ -415,15 +345,7 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
     async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
         """Every run container ready, or ``CreateError`` with the exit code and the logs of one
         that ended first (``_ready.py``)."""
-        return await wait_until_ready(self, name, timeout=timeout)
-
-    async def status_of(self, name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadStatus:
-        return workload_status(self.name, name, items, await self._restarts(items))
-
-    async def workload_address(self, items: Sequence[Mapping[str, Any]]) -> str | None:
-        """Where checks sent from here reach the workload (its pause container's address)."""
-        pause = next((i for i in items if i["Labels"].get(LABEL_ROLE) == "pause"), None)
-        return None if pause is None else await self.address(str(pause["Id"]))
+        return await wait_until_ready(self.ops, name, timeout=timeout)
 
     # --- the drain (its engine calls: _container_ops.py) -------------------------------------
 
@@ -434,14 +356,33 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
             return _found({})
         grouped = await self._by_workload({LABEL_WORKLOAD: names[0]} if len(names) == 1 else None)
         missing = [n for n in names if n not in grouped]
+        for name in list(missing):  # only its volumes left (a killed create): drained away
+            if await self._only_volumes_left(name, grouped if len(names) > 1 else None):
+                grouped[name] = []
+                missing.remove(name)
         if missing:
             raise WorkloadNotFound(
                 f"no workload named {', '.join(map(repr, missing))}", engine=self.name, status=404
             )
         return _found({n: grouped[n] for n in names})
 
+    async def _only_volumes_left(
+        self, plan: str, everything: Mapping[str, Sequence[Mapping[str, Any]]] | None
+    ) -> bool:
+        """Whether ``plan`` has named volumes and no container (looked for by name, then as an
+        instance's plan: listed only when it has volumes)."""
+        try:
+            with self.session.errors(f"list volumes of {plan}"):
+                if not await self.session.volumes(f"{LABEL_VOLUME_PLAN}={plan}"):
+                    return False
+        except WorkloadNotFound:
+            return False
+        if everything is None:
+            everything = await self._by_workload({LABEL_INSTANCE_OF: plan})
+        return plan in await self._left_volumes(everything, plan)
+
     async def find_matching(self, selector: Selector | None) -> EngineFound:
-        return _found(await self._matching(selector))
+        return _found(_matching(await self._by_workload(), selector))
 
     async def drain(
         self,
@@ -454,7 +395,7 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
         if not isinstance(found, EngineFound):
             raise TypeError(f"{self.name} drains only what its own find returned, not {found!r}")
         return await drain_workloads(
-            self,
+            self.ops,
             found.snapshots,
             grace_period_seconds=grace_period_seconds,
             emit=emit,
@@ -503,9 +444,7 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
                 # unstarted by a killed create, half deleted, every run container exited):
                 # repaired below like a changed plan, its remains drained first.
         # Pull what is needed, then create: a failed pull leaves the old workload serving.
-        await ImagePuller(self._client, self.name, self._errors).pull_for(
-            plan, emit or ignore_events
-        )
+        await ImagePuller(self.session).pull_for(plan, emit or ignore_events)
         if existing:
             try:
                 found = await self.find([plan.name])  # afresh: the pull may have taken long
@@ -518,7 +457,7 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
                     emit or ignore_events,
                     kill_now,
                 )
-        items = await CreateAttempt(self, plan).run()
+        items = await CreateAttempt(self.session, self.ops, plan).run()
         return ApplyResult(
             action="replaced" if existing else "created",
             status=workload_status(self.name, plan.name, items),
@@ -526,14 +465,24 @@ class EngineAPIDriver(EngineMarkers, EngineContainerOps):
         )
 
     async def pull(self, plan: WorkloadPlan, *, emit: Emit) -> None:
-        await ImagePuller(self._client, self.name, self._errors).pull_for(plan, emit)
+        await ImagePuller(self.session).pull_for(plan, emit)
 
-    def _config(self, plan: WorkloadPlan, container: Container, pause_id: str) -> dict[str, Any]:
-        return spec.container_config(
-            plan, container, pause_id, engine=self.name, api_version=self.api_version
-        )
+    # --- markers (a replace's lock: _markers.py) ---------------------------------------------
 
-    async def _create_container(self, config: dict[str, Any], name: str) -> str:
-        """Create one container; the engine's errors pass through untranslated (Podman creates
-        containers with CDI devices through libpod)."""
-        return str((await self._client.containers.create(config, name=name)).id)
+    async def hold_marker(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
+        return await self.markers.hold_marker(key, record, labels=labels)
+
+    async def drop_marker(self, key: str, record: str) -> None:
+        await self.markers.drop_marker(key, record)
+
+
+def _matching(
+    grouped: Mapping[str, builtins.list[dict[str, Any]]], selector: Selector | None
+) -> dict[str, builtins.list[dict[str, Any]]]:
+    """The workloads ``selector`` matches, by name. Matched here, not by the engine's label
+    filter: Podman reads "team=" as "any value"."""
+    return {
+        name: items
+        for name, items in sorted(grouped.items())
+        if selector is None or selector.matches(workload_labels(items))
+    }

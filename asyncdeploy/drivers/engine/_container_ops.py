@@ -1,6 +1,7 @@
 """The engine calls of a drain (the ``ContainerOps`` of :mod:`._drain`) on the Engine API.
 
-:class:`~._api.EngineAPIDriver` inherits them; Podman overrides the signal and the waits.
+Made over an :class:`~._session.EngineSession`; Podman's kill and wait come from its session.
+The driver hands these to the drain, and the create's roll-back uses them too.
 """
 
 from __future__ import annotations
@@ -8,73 +9,62 @@ from __future__ import annotations
 import math
 import tarfile
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import ClassVar
+from contextlib import AbstractAsyncContextManager
 
-import aiodocker
 import aiohttp
 import anyio
 
-from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._claim import CLAIM_FILE, ClaimRecord, pack, unpack
 from asyncdeploy.drivers.engine._exits import ExitWatch, watch_exits
 from asyncdeploy.drivers.engine._netcheck import http_get, workload_address
 from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook, ContainerRef
+from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.errors import EngineUnavailable, WorkloadConflict, WorkloadNotFound
 from asyncdeploy.labels import LABEL_VOLUME_PLAN, LABEL_WORKLOAD
-from asyncdeploy.results import ExecResult
 
 __all__ = ["EngineContainerOps"]
 
 REMOVAL_POLL_SECONDS = 0.05
+KILL_POLL_SECONDS = 0.02
 # Failures that mean the request never left: no connection could be made.
 _NEVER_SENT = (aiohttp.ClientConnectorError, ConnectionRefusedError, FileNotFoundError)
 
 
 class EngineContainerOps:
-    """Exits, signal, wait, stop, remove, hook, claim and look, each translated by ``_errors``."""
+    """Exits, signal, wait, stop, remove, hook, claim and look, each translated by the
+    session's ``errors``."""
 
-    name: ClassVar[str]
-    kill_triggers_restart: ClassVar[bool] = False  # Docker: a kill is a stop for restart policies
-    _client: aiodocker.Docker
-    url: str
+    def __init__(self, session: EngineSession) -> None:
+        self.session = session
 
-    def _errors(self, what: str) -> AbstractContextManager[None]:
-        raise NotImplementedError  # the driver's one translation of engine errors
-
-    async def _exec(self, ident: str, command: Sequence[str], what: str) -> ExecResult:
-        raise NotImplementedError
+    @property
+    def kill_triggers_restart(self) -> bool:
+        return self.session.kill_triggers_restart
 
     def exits(self) -> AbstractAsyncContextManager[ExitWatch]:
-        return watch_exits(self.url, api_version=self._client.api_version)
+        return watch_exits(self.session.url, api_version=self.session.client.api_version)
 
     async def signal(self, ref: ContainerRef, signal: str) -> bool:
         try:
-            with self._errors(f"signal {ref.name}"):
-                await self._kill(ref.id, signal)
+            with self.session.errors(f"signal {ref.name}"):
+                await self.session.kill(ref.id, signal)
         except WorkloadConflict:
             return False  # not running (Docker 409, Podman 500)
         except EngineUnavailable as exc:
             raise _unsent_or_lost(exc) from exc.__cause__
         return True
 
-    async def _kill(self, ident: str, signal: str) -> None:
-        await self._client.containers.container(ident).kill(signal=signal)
-
     async def wait_exit(self, ref: ContainerRef) -> int | None:
-        with self._errors(f"wait for {ref.name}"):
-            result = await self._client.containers.container(ref.id).wait()
-        code = result.get("StatusCode")
-        return None if code is None else int(code)
+        with self.session.errors(f"wait for {ref.name}"):
+            return await self.session.wait(ref.id)
 
     async def stop(self, ref: ContainerRef, timeout: float) -> int | None:
         """The engine's stop, its kill delay rounded *up* to whole seconds and never 0 while
         time is left (``t=0`` is SIGKILL without the stop signal): the drain's own deadline
         SIGKILLs at the exact time; the engine's at most a second later."""
         try:
-            with self._errors(f"stop {ref.name}"):
-                handle = self._client.containers.container(ref.id)
-                await handle.stop(t=max(1, math.ceil(timeout)) if timeout > 0 else 0)
+            with self.session.errors(f"stop {ref.name}"):
+                await self.session.stop(ref.id, max(1, math.ceil(timeout)) if timeout > 0 else 0)
         except EngineUnavailable as exc:
             raise _unsent_or_lost(exc) from exc.__cause__
         # Podman's waits block until a cut-off hook's exec session is cleaned up (20 s):
@@ -82,16 +72,30 @@ class EngineContainerOps:
         return await self.wait_killed(ref)
 
     async def wait_killed(self, ref: ContainerRef) -> int | None:
-        """Wait for a container just sent SIGKILL (Docker's wait returns as it dies)."""
-        return await self.wait_exit(ref)
+        """Wait for a container just sent SIGKILL: Docker's wait returns as it dies. Podman's
+        state is polled: after a SIGKILL that cut a pre_stop hook off, every wait (compatible
+        or libpod) blocks until the hook's exec session is cleaned up, 20 s later."""
+        if not self.session.polls_killed:
+            return await self.wait_exit(ref)
+        pause = KILL_POLL_SECONDS
+        while True:
+            look = await self.look(ref)
+            if look is None:
+                raise WorkloadNotFound(
+                    f"{ref.name} is gone", engine=self.session.engine, status=404
+                )
+            if not look.running:
+                return look.exit_code
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 0.2)  # many containers: do not flood the API service
 
     async def remove(self, ref: ContainerRef) -> None:
         """Force-remove a stopped container (the drain has signalled it: Podman's force-delete
         of a running one would stop it gracefully first). A removal already in progress (Docker
         answers 409: another delete, or someone by hand) is waited for instead."""
         try:
-            with self._errors(f"remove {ref.name}"):
-                await self._client.containers.container(ref.id).delete(force=True, v=True)
+            with self.session.errors(f"remove {ref.name}"):
+                await self.session.delete(ref.id)
         except WorkloadConflict as exc:
             if "already in progress" not in exc.message:
                 raise
@@ -102,22 +106,21 @@ class EngineContainerOps:
 
     async def claim(self, pause: ContainerRef) -> bool:
         try:
-            with self._errors(f"pause {pause.name}"):
-                await self._client.containers.container(pause.id).pause()
+            with self.session.errors(f"pause {pause.name}"):
+                await self.session.pause(pause.id)
         except WorkloadConflict:
             return False  # already paused (another delete drains it), or not running
         return True
 
     async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
         # Both engines extract an archive into a paused (and a stopped) container.
-        with self._errors(f"record the claim in {pause.name}"):
-            await self._client.containers.container(pause.id).put_archive("/", pack(record))  # type: ignore[no-untyped-call]
+        with self.session.errors(f"record the claim in {pause.name}"):
+            await self.session.put_archive(pause.id, "/", pack(record))
 
     async def read_claim(self, pause: ContainerRef) -> ClaimRecord | None:
         try:
-            with self._errors(f"read the claim in {pause.name}"):
-                handle = self._client.containers.container(pause.id)
-                return unpack(await handle.get_archive("/" + CLAIM_FILE))
+            with self.session.errors(f"read the claim in {pause.name}"):
+                return unpack(await self.session.get_archive(pause.id, "/" + CLAIM_FILE))
         except WorkloadNotFound:
             return None  # no record (or no pause: the look says which)
         except tarfile.TarError:
@@ -125,8 +128,8 @@ class EngineContainerOps:
 
     async def look(self, ref: ContainerRef) -> ContainerLook | None:
         try:
-            with self._errors(f"inspect {ref.name}"):
-                state = (await self._client.containers.container(ref.id).show()).get("State")
+            with self.session.errors(f"inspect {ref.name}"):
+                state = (await self.session.show(ref.id)).get("State")
         except WorkloadNotFound:
             return None
         state = state or {}
@@ -139,13 +142,13 @@ class EngineContainerOps:
 
     async def run_hook(self, ref: ContainerRef, command: Sequence[str]) -> int:
         # Attached, not detached: Podman 4.3 reports a detached exec as running for ever.
-        return (await self._exec(ref.id, command, f"pre_stop of {ref.name}")).exit_code
+        return (await self.session.exec(ref.id, command, f"pre_stop of {ref.name}")).exit_code
 
     async def address(self, pause_id: str) -> str | None:
         """Where the workload's network namespace is reached from here (see ``_netcheck``)."""
         try:
-            with self._errors("inspect the pause container"):
-                inspect = await self._client.containers.container(pause_id).show()
+            with self.session.errors("inspect the pause container"):
+                inspect = await self.session.show(pause_id)
         except WorkloadNotFound:
             return None
         return workload_address(inspect)
@@ -166,19 +169,19 @@ class EngineContainerOps:
         found: dict[str, None] = {}
         # volumes made before the plan label carried the workload's name instead
         for label in (f"{LABEL_VOLUME_PLAN}={plan_name}", f"{LABEL_WORKLOAD}={plan_name}"):
-            with self._errors(f"list volumes of {plan_name}"):
-                listed = await self._client.volumes.list(  # type: ignore[no-untyped-call]
-                    filters={"label": [label]}
-                )
-            found.update(dict.fromkeys(v["Name"] for v in listed.get("Volumes") or []))
+            with self.session.errors(f"list volumes of {plan_name}"):
+                listed = await self.session.volumes(label)
+            found.update(dict.fromkeys(v["Name"] for v in listed))
         for name in found:
             try:
-                with self._errors(f"remove volume {name}"):
-                    segment = spec.path_segment(name)
-                    volume_handle = aiodocker.volumes.DockerVolume(self._client, segment)  # type: ignore[no-untyped-call]
-                    await volume_handle.delete()  # type: ignore[no-untyped-call]
+                await self.remove_volume(name)
             except (WorkloadNotFound, WorkloadConflict):
                 pass  # gone already, or in use by another instance: removed with the last
+
+    async def remove_volume(self, name: str) -> None:
+        """Remove one volume (the drain's and the create's roll-back's one way to)."""
+        with self.session.errors(f"remove volume {name}"):
+            await self.session.remove_volume(name)
 
 
 def _unsent_or_lost(exc: EngineUnavailable) -> EngineUnavailable:

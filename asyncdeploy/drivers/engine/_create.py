@@ -19,16 +19,17 @@ import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-import aiodocker
 import anyio
 import attrs
 
 from asyncdeploy._owner import Owner
 from asyncdeploy.drivers.engine import _spec as spec
+from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._devices import accelerators
 from asyncdeploy.drivers.engine._ops import ContainerRef
+from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.errors import (
     AsyncDeployError,
     CreateError,
@@ -48,10 +49,7 @@ from asyncdeploy.labels import (
 )
 from asyncdeploy.plan import Container, WorkloadPlan
 
-if TYPE_CHECKING:
-    from asyncdeploy.drivers.engine._api import EngineAPIDriver
-
-__all__ = ["LABEL_ATTEMPT", "CreateAttempt"]
+__all__ = ["CreateAttempt"]
 
 _LOG = logging.getLogger("asyncdeploy")
 T = TypeVar("T")
@@ -71,7 +69,8 @@ _DEVICE_HINTS = {
 class CreateAttempt:
     """One create call of one plan: what it made, so that its roll-back removes exactly that."""
 
-    driver: EngineAPIDriver
+    session: EngineSession
+    ops: EngineContainerOps  # the drain's calls: the roll-back signals and removes with them
     plan: WorkloadPlan
     token: str = attrs.field(factory=lambda: secrets.token_hex(8))
     created: builtins.list[ContainerRef] = attrs.field(factory=list)
@@ -81,26 +80,27 @@ class CreateAttempt:
     async def run(self) -> builtins.list[dict[str, Any]]:
         """Create and start everything; on any failure or cancellation, roll back and re-raise.
         Returns the workload's list entries."""
-        plan, driver = self.plan, self.driver
+        plan = self.plan
         # Devices the engine cannot give are refused before anything exists.
-        spec.refuse_unsupported_devices(plan, engine=driver.name, api_version=driver.api_version)
+        spec.refuse_unsupported_devices(
+            plan, engine=self.session.engine, api_version=self.session.api_version
+        )
         try:
             await self._create_volumes()
             pause = await self._create_one("pause", spec.pause_config(plan), "pause")
             await self._start(pause)
             for container in plan.init_containers:
-                config = driver._config(plan, container, pause.id)
+                config = self._config(container, pause.id)
                 ref = await self._create_one(container.name, config, "init")
                 await self._run_init(ref, container)
             # Sidecars (the drain gate, a user's proxy) start before the run containers.
             for role, group in (("sidecar", plan.sidecar_containers), ("run", plan.run_containers)):
                 refs = [
-                    await self._create_one(c.name, driver._config(plan, c, pause.id), role)
-                    for c in group
+                    await self._create_one(c.name, self._config(c, pause.id), role) for c in group
                 ]
                 await self._start_all(list(zip(refs, group, strict=True)))
             if plan.autoheal is not None:
-                config = spec.autoheal_config(plan, _socket_path(self.driver.url))
+                config = spec.autoheal_config(plan, _socket_path(self.session.url))
                 await self._start(await self._create_one("autoheal", config, "autoheal"))
             return await self._check_intact()
         except Exception as exc:
@@ -127,8 +127,14 @@ class CreateAttempt:
             self.left = await self._roll_back()
         return self.left
 
+    def _config(self, container: Container, pause_id: str) -> dict[str, Any]:
+        session = self.session
+        return spec.container_config(
+            self.plan, container, pause_id, engine=session.engine, api_version=session.api_version
+        )
+
     async def _create_one(self, container: str, config: dict[str, Any], role: Any) -> ContainerRef:
-        driver = self.driver
+        session = self.session
         name = spec.container_name(self.plan.name, container)
         labels = {**config["Labels"], LABEL_ATTEMPT: self.token, LABEL_ATTEMPT_OWNER: _OWNER}
         config = {**config, "Labels": labels}
@@ -136,22 +142,22 @@ class CreateAttempt:
             # Shielded: a create call cancelled in flight may still make the container, and
             # nothing would know its id. The call answers in well under a second.
             with (
-                driver._errors(f"create {name}"),
+                session.errors(f"create {name}"),
                 anyio.fail_after(CREATE_CALL_TIMEOUT, shield=True),
             ):
-                ident = await driver._create_container(config, name)
+                ident = await session.create(config, name)
         except WorkloadConflict as exc:
             raise WorkloadConflict(
                 f"{name} exists already: another command is creating workload "
                 f"{self.plan.name!r}, or it exists; retry, or delete it first ({exc.message})",
-                engine=driver.name,
+                engine=session.engine,
                 status=exc.status,
             ) from exc
         except WorkloadNotFound as exc:
             if "image" not in exc.message.lower():  # e.g. the pause container is gone
                 raise CreateError(f"create {name} of {self.plan.name!r}: {exc.message}") from exc
             raise CreateError(  # it was pulled (or present) a moment ago: removed since
-                f"image {config['Image']!r} for {name} is not on the {driver.name} engine: "
+                f"image {config['Image']!r} for {name} is not on the {session.engine} engine: "
                 f"{exc.message}"
             ) from exc
         ref = ContainerRef(id=ident, name=container, role=role, running=True)
@@ -161,15 +167,15 @@ class CreateAttempt:
     async def _start(self, ref: ContainerRef, container: Container | None = None) -> None:
         """Start one container; an engine that refuses (no such command, no such device or
         device driver, ...) is a CreateError naming the container and what it asked for."""
-        driver = self.driver
+        session = self.session
         try:
-            with driver._errors(f"start {ref.name}"):
-                await driver._client.containers.container(ref.id).start()
+            with session.errors(f"start {ref.name}"):
+                await session.start(ref.id)
         except EngineAPIError as exc:
             if container is not None and container.resources.accelerated:
                 hints = [hint for known, hint in _DEVICE_HINTS.items() if known in exc.message]
                 raise CreateError(
-                    f"the {driver.name} engine cannot give container "
+                    f"the {session.engine} engine cannot give container "
                     f"{spec.container_name(self.plan.name, container.name)} the "
                     f"{accelerators(container)} it asks for: {exc.message}"
                     + "".join(f" ({hint})" for hint in hints)
@@ -199,12 +205,11 @@ class CreateAttempt:
     async def _run_init(self, ref: ContainerRef, container: Container) -> None:
         """Init containers run one after another, each to completion, before any run container."""
         await self._start(ref, container)
-        exit_code = await self.driver.wait_exit(ref)
+        exit_code = await self.ops.wait_exit(ref)
         if exit_code != 0:
             logs = ""
-            with self.driver._errors(f"logs of {ref.name}"):
-                handle = self.driver._client.containers.container(ref.id)
-                logs = "".join(await handle.log(stdout=True, stderr=True))
+            with self.session.errors(f"logs of {ref.name}"):
+                logs = "".join(await self.session.logs(ref.id, stdout=True, stderr=True))
             raise CreateError(
                 f"init container {ref.name} of {self.plan.name!r} failed",
                 exit_code=exit_code,
@@ -214,20 +219,20 @@ class CreateAttempt:
     async def _check_intact(self) -> builtins.list[dict[str, Any]]:
         """Everything this create made is still there: a delete racing it did not take part of
         it away (that delete would not have seen the containers made after it looked)."""
-        items = await self.driver._containers({LABEL_WORKLOAD: self.plan.name})
+        items = await self.session.containers({LABEL_WORKLOAD: self.plan.name})
         present = {str(item["Id"]) for item in items}
         lost = [ref.name for ref in self.created if ref.id not in present]
         if lost:
             raise WorkloadConflict(
                 f"workload {self.plan.name!r} was deleted by another command while it was "
                 f"being created ({', '.join(lost)} gone)",
-                engine=self.driver.name,
+                engine=self.session.engine,
                 status=409,
             )
         return items
 
     async def _create_volumes(self) -> None:
-        driver, plan = self.driver, self.plan
+        session, plan = self.session, self.plan
         mounts = [m for c in plan.containers for m in c.mounts if m.type == "volume"]
         kept = {m.source for m in mounts if m.keep}
         # Shared by the plan's instances (a replacement mounts its predecessor's volume):
@@ -236,16 +241,17 @@ class CreateAttempt:
         plan_name = getattr(plan, "instance_of", None) or plan.name
         for volume in sorted({m.source for m in mounts if m.source}):
             try:
-                with driver._errors(f"inspect volume {volume}"):
-                    await driver._client.volumes.get(spec.path_segment(volume))  # type: ignore[no-untyped-call]
+                with session.errors(f"inspect volume {volume}"):
+                    await session.show_volume(volume)
                 continue  # it existed before: it is not the workload's to remove
             except WorkloadNotFound:
                 pass
-            labels = {} if volume in kept else {LABEL_VOLUME_PLAN: plan_name}
-            with driver._errors(f"create volume {volume}"):
-                await driver._client.volumes.create(  # type: ignore[no-untyped-call]
-                    {"Name": volume, "Labels": labels}
-                )
+            # its maker and the plan's labels too: a volume left by a create killed before its
+            # containers is listed half-made once that maker is dead (``left_volumes``)
+            owned = {**plan.labels, LABEL_VOLUME_PLAN: plan_name, LABEL_ATTEMPT_OWNER: _OWNER}
+            labels = {} if volume in kept else owned
+            with session.errors(f"create volume {volume}"):
+                await session.create_volume(volume, labels)
             self.volumes.append(volume)
 
     async def _roll_back(self) -> builtins.list[str]:
@@ -253,11 +259,11 @@ class CreateAttempt:
         whose create call was cut off), the pause container last; then its volumes. A call
         lost with the connection is tried again (until the caller's bound); returns what could
         not be removed."""
-        driver = self.driver
+        ops = self.ops
         refs = {ref.id: ref for ref in self.created}
         try:
             found = await _retried(
-                lambda: driver._containers(
+                lambda: self.session.containers(
                     {LABEL_WORKLOAD: self.plan.name, LABEL_ATTEMPT: self.token}
                 )
             )
@@ -277,27 +283,20 @@ class CreateAttempt:
         left: builtins.list[str] = []
         for ref in sorted(refs.values(), key=lambda r: r.role == "pause"):
             try:
-                await _retried(lambda ref=ref: driver.signal(ref, "SIGKILL"))  # type: ignore[misc]
-                await _retried(lambda ref=ref: driver.remove(ref))  # type: ignore[misc]
+                await _retried(lambda ref=ref: ops.signal(ref, "SIGKILL"))  # type: ignore[misc]
+                await _retried(lambda ref=ref: ops.remove(ref))  # type: ignore[misc]
             except WorkloadNotFound:
                 pass  # gone already
             except EngineError:
                 left.append(spec.container_name(self.plan.name, ref.name))
         for volume in self.volumes:
             try:
-                await _retried(lambda volume=volume: self._remove_volume(volume))  # type: ignore[misc]
+                await _retried(lambda volume=volume: ops.remove_volume(volume))  # type: ignore[misc]
             except WorkloadNotFound:
                 pass
             except EngineError:
                 left.append(f"volume {volume}")
         return left
-
-    async def _remove_volume(self, volume: str) -> None:
-        driver = self.driver
-        with driver._errors(f"remove volume {volume}"):
-            segment = spec.path_segment(volume)
-            handle = aiodocker.volumes.DockerVolume(driver._client, segment)  # type: ignore[no-untyped-call]
-            await handle.delete()  # type: ignore[no-untyped-call]
 
 
 async def _retried(call: Callable[[], Awaitable[T]]) -> T:

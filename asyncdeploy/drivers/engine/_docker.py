@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from asyncdeploy.drivers.engine._api import EngineAPIDriver
-from asyncdeploy.drivers.registry import DRIVERS
+from asyncdeploy.drivers.registry import DRIVERS, driver_entry
 
 __all__ = ["DockerDriver"]
 
@@ -30,8 +30,8 @@ class DockerDriver(EngineAPIDriver):
 
     @classmethod
     def _for_engine(cls, engine: str) -> type[EngineAPIDriver]:
+        """Podman behind ``DOCKER_HOST`` is driven as Podman: the registry's Podman driver (this
+        module does not import it; its quirks are in its session, ``_session.py``)."""
         if engine == "podman":
-            from asyncdeploy.drivers.engine._podman import PodmanDriver
-
-            return PodmanDriver
+            return cast(type[EngineAPIDriver], driver_entry("podman").load())
         return cls

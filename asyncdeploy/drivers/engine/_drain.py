@@ -54,10 +54,10 @@ from anyio.abc import TaskGroup
 from asyncdeploy.drivers._books import DrainBooks, effective_grace
 from asyncdeploy.drivers.engine import _follow
 from asyncdeploy.drivers.engine._claim import BEAT_INTERVAL, ClaimRecord, new_record
+from asyncdeploy.drivers.engine._drain_state import DrainState, gives_up
 from asyncdeploy.drivers.engine._exits import ExitWatch
 from asyncdeploy.drivers.engine._ops import (
     CallNotSent,
-    ContainerLook,
     ContainerOps,
     ContainerRef,
     WorkloadSnapshot,
@@ -74,14 +74,7 @@ from asyncdeploy.events import (
     SidecarRemoved,
 )
 
-__all__ = [
-    "CLEANUP_TIMEOUT",
-    "ContainerLook",
-    "ContainerOps",
-    "ContainerRef",
-    "WorkloadSnapshot",
-    "drain_workloads",
-]
+__all__ = ["CLEANUP_TIMEOUT", "drain_workloads"]
 
 CLEANUP_TIMEOUT = 60.0  # bound on the shielded kill-and-remove part
 KILL_WAIT = 10.0  # how long a SIGKILLed container may take to be reported gone
@@ -103,16 +96,9 @@ class _WorkloadDrain(Pipelines):
     exits: ExitWatch  # the drain's one exit stream, shared by every workload
     keep_volumes: bool = False  # a recreate's drain: the plan's next instance mounts them
     tracked: list[TrackedRef] = attrs.field(factory=list)
-    owner: bool = True  # False while following another delete: nothing to kill or remove
-    cut: bool = False  # cancelled: the caller's "kill now", whoever drains the workload
-    pause_killed: set[str] = attrs.field(factory=set)
-    gone: set[str] = attrs.field(factory=set)  # ids of containers seen removed
-    cleaning: bool = False
-    unreachable_since: float | None = None
-    lost: bool = False  # the engine stayed unreachable: the drain gave up on it
+    state: DrainState = attrs.field(factory=DrainState)
     # the claim record this drain writes while it owns a claimed drain (see _claim.py)
     record: ClaimRecord | None = None
-    signalled: set[str] = attrs.field(factory=set)  # stop signal sent, or about to be
     record_lock: anyio.Lock = attrs.field(factory=anyio.Lock)
     record_asked: int = 0  # writes asked for, and the last one a write covered
     record_written: int = 0
@@ -144,7 +130,7 @@ class _WorkloadDrain(Pipelines):
             try:
                 await self._drain()
             except BaseException:
-                self.cut = True
+                self.state.cut = True
                 raise
             finally:
                 await self.clean_up()
@@ -157,10 +143,10 @@ class _WorkloadDrain(Pipelines):
         async with anyio.create_task_group() as tg:
             for sidecar in (r for r in self.snapshot.containers if r.role == "autoheal"):
                 tg.start_soon(self._remove_sidecar, sidecar)
-            self.owner = not await self._drained_elsewhere()
-        if not self.owner:
-            self.owner = await _follow.follow(self)
-            if not self.owner:
+            self.state.owner = not await self._drained_elsewhere()
+        if not self.state.owner:
+            self.state.owner = await _follow.follow(self)
+            if not self.state.owner:
                 return
         if books.grace > 0:
             with anyio.move_on_at(books.deadline):
@@ -177,15 +163,12 @@ class _WorkloadDrain(Pipelines):
         if self.summary is not None:
             return
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT) as scope:
-            self.cleaning = True
-            if self.cut:
-                self.owner = True
-            if self.owner:
+            if self.state.begin_cleanup():
                 await self._end_all()
         if scope.cancelled_caught:
             self.books.error(f"cleanup did not finish within {CLEANUP_TIMEOUT:.0f} s")
         self.summary = self.books.finish(
-            self.tracked, unknown="unreachable" if self.lost else "missing"
+            self.tracked, unknown="unreachable" if self.state.lost else "missing"
         )
 
     # --- engine calls: retried while the connection is lost ----------------------------------
@@ -203,23 +186,25 @@ class _WorkloadDrain(Pipelines):
                 if once and not isinstance(exc, CallNotSent):
                     raise
                 now = self.books.clock()
-                if self.unreachable_since is None:
-                    self.unreachable_since = now
-                deadline = self.books.deadline
-                if now >= deadline or self.cleaning:  # a cancelled drain cleans up early
-                    since = self.unreachable_since
-                    if now - (max(since, deadline) if now >= deadline else since) >= GIVE_UP_AFTER:
-                        raise
+                since = self.state.unreachable(now)
+                if gives_up(
+                    now,
+                    deadline=self.books.deadline,
+                    unreachable_since=since,
+                    cleaning=self.state.cleaning,
+                    after=GIVE_UP_AFTER,
+                ):
+                    raise
                 await anyio.sleep(pause)
                 pause = min(pause * 2, RETRY_MAX)
             else:
-                self.unreachable_since = None
+                self.state.reached()
                 return result
 
-    def _failed(self, what: str, exc: EngineError) -> None:
+    def failed(self, what: str, exc: EngineError) -> None:
         if isinstance(exc, EngineUnavailable):
-            if not self.lost:
-                self.lost = True
+            if not self.state.lost:
+                self.state.lost = True
                 self.books.error(
                     f"engine unreachable for {GIVE_UP_AFTER:g} s past the deadline "
                     f"({exc.message}); delete again once it answers"
@@ -252,7 +237,7 @@ class _WorkloadDrain(Pipelines):
                 return False
             look = await self._call(lambda: self.ops.look(pause))
         except EngineUnavailable as exc:
-            self._failed(f"claim the drain of {self.name}", exc)
+            self.failed(f"claim the drain of {self.name}", exc)
             return False
         except WorkloadNotFound:
             return False  # gone: nothing to claim
@@ -274,10 +259,10 @@ class _WorkloadDrain(Pipelines):
         async with self.record_lock:
             if self.record_written >= asked:
                 return  # written meanwhile, with this ask's state
-            if self.record is None or pause is None or pause.id in self.gone:
+            if self.record is None or pause is None or pause.id in self.state.gone:
                 return
             self.record_written = self.record_asked
-            self.record = self.record.bumped(tuple(sorted(self.signalled)))
+            self.record = self.record.bumped(tuple(sorted(self.state.signalled)))
             try:
                 await self.ops.write_claim(pause, self.record)
             except WorkloadNotFound:
@@ -291,20 +276,20 @@ class _WorkloadDrain(Pipelines):
         with self.beat_scope:
             while True:
                 await anyio.sleep(BEAT_INTERVAL)
-                if self.owner and self.record is not None:
+                if self.state.owner and self.record is not None:
                     await self.write_record()
 
     async def look_all(self) -> bool:
         """One look at every container not yet seen gone; True when something changed."""
         changed = False
         for ref in self.snapshot.containers:
-            if ref.id in self.gone:
+            if ref.id in self.state.gone:
                 continue
             look = await self._call(lambda ref=ref: self.ops.look(ref))  # type: ignore[misc]
             tracked = self._tracked(ref)
             if look is None:
                 changed = True
-                self.gone.add(ref.id)
+                self.state.gone.add(ref.id)
                 if ref.role != "autoheal":
                     self._removed(ref)
             elif tracked is not None and tracked.outcome is None and not look.running:
@@ -327,9 +312,9 @@ class _WorkloadDrain(Pipelines):
         except WorkloadNotFound:
             pass
         except EngineError as exc:
-            self._failed(f"remove {ref.name}", exc)
+            self.failed(f"remove {ref.name}", exc)
             return
-        self.gone.add(ref.id)
+        self.state.gone.add(ref.id)
         self.books.emit(SidecarRemoved(**self.books.at(), container=ref.name))
 
     # --- the cleanup (shielded) --------------------------------------------------------------
@@ -340,7 +325,7 @@ class _WorkloadDrain(Pipelines):
         async with anyio.create_task_group() as removals:
             async with anyio.create_task_group() as kills:
                 for ref in self.snapshot.containers:
-                    if ref.role not in _DRAINED or ref.id in self.gone:
+                    if ref.role not in _DRAINED or ref.id in self.state.gone:
                         continue
                     t = self._tracked(ref)
                     if t is not None and t.outcome is None:
@@ -353,14 +338,14 @@ class _WorkloadDrain(Pipelines):
             # their removal. Its own removal still waits (Podman refuses it before theirs).
             removals.start_soon(self._kill_pause)
         for ref in self.snapshot.containers:
-            if ref.role == "pause" and ref.id not in self.gone:
+            if ref.role == "pause" and ref.id not in self.state.gone:
                 await self._remove_one(ref)
         if self.keep_volumes:
             return  # a recreate: the next instance of the plan mounts them
         try:
             await self._call(lambda: self.ops.remove_volumes(self.snapshot.volume_owner))
         except EngineError as exc:
-            self._failed("remove volumes", exc)
+            self.failed("remove volumes", exc)
 
     async def _kill_then_remove(self, t: TrackedRef, removals: TaskGroup) -> None:
         await self._kill_one(t)
@@ -369,14 +354,14 @@ class _WorkloadDrain(Pipelines):
     async def _kill_pause(self) -> None:
         """SIGKILL the pause container, once (it has nothing to drain; removal comes last)."""
         for ref in self.snapshot.containers:
-            if ref.role == "pause" and ref.running and ref.id not in self.pause_killed:
-                self.pause_killed.add(ref.id)
+            if ref.role == "pause" and ref.running and ref.id not in self.state.pause_killed:
+                self.state.pause_killed.add(ref.id)
                 try:
                     await self._call(lambda ref=ref: self.ops.signal(ref, "SIGKILL"))  # type: ignore[misc]
                 except WorkloadNotFound:
                     pass
                 except EngineError as exc:
-                    self._failed(f"kill {ref.name}", exc)
+                    self.failed(f"kill {ref.name}", exc)
 
     async def _kill_one(self, t: TrackedRef) -> None:
         ref = t.ref
@@ -385,7 +370,7 @@ class _WorkloadDrain(Pipelines):
         try:
             delivered = await self._call(lambda: self.ops.signal(ref, "SIGKILL"))
             # Not delivered after the pause was killed: it died with its pause, by our hand.
-            killed = delivered or bool(self.pause_killed)
+            killed = delivered or bool(self.state.pause_killed)
             if killed:
                 self.books.emit(ContainerForceKilled(**self.books.at(t), reason=reason))
             with anyio.move_on_after(KILL_WAIT):
@@ -394,7 +379,7 @@ class _WorkloadDrain(Pipelines):
         except WorkloadNotFound:
             t.outcome = "missing"
         except EngineError as exc:
-            self._failed(f"kill {ref.name}", exc)
+            self.failed(f"kill {ref.name}", exc)
 
     async def _remove_one(self, ref: ContainerRef) -> None:
         try:
@@ -402,9 +387,9 @@ class _WorkloadDrain(Pipelines):
         except WorkloadNotFound:
             pass  # removed by hand, or by another delete: not a failure
         except EngineError as exc:
-            self._failed(f"remove {ref.name}", exc)
+            self.failed(f"remove {ref.name}", exc)
             return
-        self.gone.add(ref.id)
+        self.state.gone.add(ref.id)
         self._removed(ref)
 
     def _removed(self, ref: ContainerRef) -> None:
@@ -447,7 +432,7 @@ async def drain_workloads(
         ]
         summaries = await _run_all(drains)
     # Raised out here: an error inside the stream's task group would reach the caller grouped.
-    if any(d.lost for d in drains):
+    if any(d.state.lost for d in drains):
         raise DrainUnreachable(summaries, engine=engine)
     return summaries
 
@@ -465,6 +450,6 @@ async def _run_all(drains: Sequence[_WorkloadDrain]) -> list[DrainSummary]:
     finally:
         for drain in drains:  # cancelled before its run began: it still kills and removes
             if drain.summary is None:
-                drain.cut = True
+                drain.state.cut = True
                 await drain.clean_up()
     return [s for s in summaries if s is not None]

@@ -25,7 +25,7 @@ import attrs
 from asyncdeploy.labels import LABEL_WORKLOAD
 
 if TYPE_CHECKING:  # the watch itself is engine-free: the drain and its fake use it without one
-    import aiodocker
+    from asyncdeploy.drivers.engine._session import EngineSession
 
 __all__ = ["ExitStreamLost", "ExitWatch", "die_event_exit", "first_exit", "watch_exits"]
 
@@ -164,7 +164,7 @@ async def first_exit(
     raise failures[0]
 
 
-async def _follow(client: aiodocker.Docker, watch: ExitWatch) -> None:
+async def _follow(session: EngineSession, watch: ExitWatch) -> None:
     # Podman 4.3's compatible stream delivers nothing under an ``event`` or ``label`` filter:
     # take every container event and keep the die events of asyncdeploy's containers here.
     filters = {"type": ["container"]}
@@ -172,7 +172,7 @@ async def _follow(client: aiodocker.Docker, watch: ExitWatch) -> None:
     try:
         with anyio.fail_after(OPEN_TIMEOUT):
             # aiodocker's ``_query`` leaves the response to its caller: closed below.
-            async with client._query(
+            async with session.query(
                 "events", method="GET", params={"filters": json.dumps(filters)}, timeout=None
             ) as response:
                 pass
@@ -201,17 +201,17 @@ async def watch_exits(url: str, api_version: str = "auto") -> AsyncIterator[Exit
     not wait for it. Its own client, so it never takes a connection from the driver's pool.
     Pass the ``api_version`` the driver already knows: asking for it again (``auto``) costs
     0.3 s on Podman, whose ``/version`` is slow, before every drain."""
-    import aiodocker
+    from asyncdeploy.drivers.engine._session import EngineSession
 
     watch = ExitWatch()
-    client = aiodocker.Docker(url=url, api_version=api_version)
+    session = EngineSession.open(url, engine="", client_api_version=api_version)
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_follow, client, watch)
+            tg.start_soon(_follow, session, watch)
             try:
                 yield watch
             finally:
                 tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
-            await client.close()
+            await session.aclose()

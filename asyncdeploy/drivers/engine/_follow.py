@@ -14,15 +14,15 @@ containers the dead owner had signalled already.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 
+from asyncdeploy.drivers._books import DrainBooks
 from asyncdeploy.drivers.engine._claim import BEAT_STALE, RECORD_WAIT, ClaimRecord, new_record
+from asyncdeploy.drivers.engine._drain_state import DrainState
+from asyncdeploy.drivers.engine._ops import ContainerOps, ContainerRef, WorkloadSnapshot
 from asyncdeploy.errors import EngineError
-
-if TYPE_CHECKING:
-    from asyncdeploy.drivers.engine._drain import _WorkloadDrain
 
 __all__ = ["claim_by_record", "follow"]
 
@@ -31,6 +31,27 @@ FOLLOW_POLL_FIRST, FOLLOW_POLL_MAX = 0.05, 0.5
 # give-up (5 s) and cleanup (60 s) bounds, with room to spare.
 OWNER_BOUND = 80.0
 TAKEOVER_SETTLE = 0.3  # between writing a takeover's record and reading it back
+
+
+class Follower(Protocol):
+    """What following uses of a workload's drain (:class:`._drain._WorkloadDrain`)."""
+
+    ops: ContainerOps
+    books: DrainBooks
+    snapshot: WorkloadSnapshot
+    state: DrainState
+    record: ClaimRecord | None
+
+    @property
+    def name(self) -> str: ...
+
+    def pause(self) -> ContainerRef | None: ...
+
+    async def look_all(self) -> bool: ...
+
+    async def write_record(self, record: ClaimRecord | None = None) -> None: ...
+
+    def failed(self, what: str, exc: EngineError) -> None: ...
 
 
 class _OwnerWatch:
@@ -58,7 +79,7 @@ class _OwnerWatch:
         return time.time() >= record.deadline + OWNER_BOUND
 
 
-async def follow(drain: _WorkloadDrain) -> bool:
+async def follow(drain: Follower) -> bool:
     """Follow another delete's drain until the workload is gone: False. True when ``drain``
     has taken over (it owns the claim now, with a fresh deadline) and must drain what is left."""
     books, ops = drain.books, drain.ops
@@ -69,11 +90,11 @@ async def follow(drain: _WorkloadDrain) -> bool:
     while True:
         try:
             await drain.look_all()
-            if all(r.id in drain.gone for r in drain.snapshot.containers):
+            if all(r.id in drain.state.gone for r in drain.snapshot.containers):
                 return False
-            record = None if pause.id in drain.gone else await ops.read_claim(pause)
+            record = None if pause.id in drain.state.gone else await ops.read_claim(pause)
         except EngineError as exc:
-            drain._failed(f"follow {drain.name}", exc)
+            drain.failed(f"follow {drain.name}", exc)
             return False
         if watch.owner_dead(record, books.clock()) and await _take_over(drain, watch.last):
             return True
@@ -81,13 +102,13 @@ async def follow(drain: _WorkloadDrain) -> bool:
         poll = min(poll * 2, FOLLOW_POLL_MAX)
 
 
-async def _take_over(drain: _WorkloadDrain, stale: ClaimRecord | None) -> bool:
+async def _take_over(drain: Follower, stale: ClaimRecord | None) -> bool:
     """Claim a drain whose owner died; False when another follower took it over first."""
     pause = drain.pause()
     assert pause is not None
     if stale is not None:
-        drain.signalled.update(stale.signalled)
-    record = new_record(drain.books.grace, tuple(sorted(drain.signalled)))
+        drain.state.signalled.update(stale.signalled)
+    record = new_record(drain.books.grace, tuple(sorted(drain.state.signalled)))
     await drain.write_record(record)
     await anyio.sleep(TAKEOVER_SETTLE)
     try:
@@ -102,7 +123,7 @@ async def _take_over(drain: _WorkloadDrain, stale: ClaimRecord | None) -> bool:
     return True
 
 
-async def claim_by_record(drain: _WorkloadDrain) -> bool:
+async def claim_by_record(drain: Follower) -> bool:
     """The claim on an engine that cannot pause: by the record alone. True when another delete
     holds it (a record whose owner may live: :func:`follow` tells), False when ``drain`` now
     does (its record written and still there after ``TAKEOVER_SETTLE``: the last writer wins)

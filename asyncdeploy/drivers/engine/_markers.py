@@ -9,42 +9,36 @@ when it holds our record.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
-from typing import Any, ClassVar
 
-import aiodocker
+import attrs
 
-from asyncdeploy.drivers.engine import _spec as spec
+from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.errors import WorkloadConflict, WorkloadNotFound
 from asyncdeploy.labels import LABEL_LOCK, LABEL_LOCK_RECORD
 
 __all__ = ["EngineMarkers"]
 
 
+@attrs.frozen
 class EngineMarkers:
-    name: ClassVar[str]
-    _client: aiodocker.Docker
+    """``hold_marker`` and ``drop_marker`` of the ``Driver`` contract, over a session."""
 
-    def _errors(self, what: str) -> AbstractContextManager[None]:
-        raise NotImplementedError  # the driver's one translation of engine errors
+    session: EngineSession
 
     async def _marker_record(self, key: str) -> str | None:
         try:
-            with self._errors(f"inspect marker {key}"):
-                handle = aiodocker.volumes.DockerVolume(self._client, spec.path_segment(key))  # type: ignore[no-untyped-call]
-                volume: Any = await handle.show()  # type: ignore[no-untyped-call]
+            with self.session.errors(f"inspect marker {key}"):
+                volume = await self.session.show_volume(key)
         except WorkloadNotFound:
             return None
         return str((volume.get("Labels") or {}).get(LABEL_LOCK_RECORD, ""))
 
     async def hold_marker(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
-        body = {
-            "Name": key,
-            "Labels": {**labels, LABEL_LOCK: key, LABEL_LOCK_RECORD: record},
-        }
         try:
-            with self._errors(f"create marker {key}"):
-                await self._client.volumes.create(body)  # type: ignore[no-untyped-call]
+            with self.session.errors(f"create marker {key}"):
+                await self.session.create_volume(
+                    key, {**labels, LABEL_LOCK: key, LABEL_LOCK_RECORD: record}
+                )
         except WorkloadConflict:
             pass  # Podman: the name is taken; whose it is, the look says
         held = await self._marker_record(key)
@@ -56,8 +50,7 @@ class EngineMarkers:
         if await self._marker_record(key) != record:
             return  # someone else's now (or gone)
         try:
-            with self._errors(f"remove marker {key}"):
-                handle = aiodocker.volumes.DockerVolume(self._client, spec.path_segment(key))  # type: ignore[no-untyped-call]
-                await handle.delete()  # type: ignore[no-untyped-call]
+            with self.session.errors(f"remove marker {key}"):
+                await self.session.remove_volume(key)
         except WorkloadNotFound:
             pass

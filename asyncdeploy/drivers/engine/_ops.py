@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import ClassVar, Protocol
+from typing import Protocol
 
 import attrs
 
@@ -63,9 +63,11 @@ class ContainerOps(Protocol):
     """The engine calls a drain needs; each raises ``EngineError`` subclasses only
     (``EngineUnavailable`` when the connection to the engine is lost: the drain retries)."""
 
-    kill_triggers_restart: ClassVar[bool]
-    """True where a signalled container that exits is restarted under its restart policy
-    (Podman): such containers are stopped with :meth:`stop` instead."""
+    @property
+    def kill_triggers_restart(self) -> bool:
+        """True where a signalled container that exits is restarted under its restart policy
+        (Podman): such containers are stopped with :meth:`stop` instead."""
+        ...
 
     def exits(self) -> AbstractAsyncContextManager[ExitWatch]:
         """The engine's exit events for one drain: yields at once, the stream opening beside

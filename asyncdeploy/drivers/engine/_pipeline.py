@@ -14,6 +14,7 @@ import attrs
 
 from asyncdeploy.drivers._books import DrainBooks, TrackedContainer
 from asyncdeploy.drivers.engine._claim import BEAT_INTERVAL, ClaimRecord
+from asyncdeploy.drivers.engine._drain_state import DrainState
 from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch, first_exit
 from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerOps, ContainerRef
 from asyncdeploy.errors import EngineError, EngineUnavailable, WorkloadNotFound
@@ -43,13 +44,13 @@ class Pipelines:
     ops: ContainerOps
     books: DrainBooks
     exits: ExitWatch
-    signalled: set[str]
+    state: DrainState
     record: ClaimRecord | None
 
     async def _call(self, call: Callable[[], Awaitable[T]], *, once: bool = False) -> T:
         raise NotImplementedError
 
-    def _failed(self, what: str, exc: EngineError) -> None:
+    def failed(self, what: str, exc: EngineError) -> None:
         raise NotImplementedError
 
     async def write_record(self, record: ClaimRecord | None = None) -> None:
@@ -61,7 +62,7 @@ class Pipelines:
     async def _pipeline(self, t: TrackedRef) -> None:
         """One container's way out: its hook, then its signal, then its exit. A container a
         dead owner signalled already (a takeover) is only waited for."""
-        if t.name in self.signalled:
+        if t.name in self.state.signalled:
             await self._stop_one(t, signal=False)
             return
         if t.ref.pre_stop or t.ref.pre_stop_http:
@@ -171,14 +172,14 @@ class Pipelines:
             t.outcome = "missing"  # removed by hand, or by another delete: not a failure
             return
         except EngineError as exc:
-            self._failed(f"stop {ref.name}", exc)
+            self.failed(f"stop {ref.name}", exc)
             return
         # Not running at the signal: ended by its hook (a drain step), else on its own before.
         ended_by_us = delivered or ref.pre_stop is not None or ref.pre_stop_http is not None
         self._exited(t, exit_code, "exited" if ended_by_us else "already-exited")
 
     async def _mark_signalled(self, t: TrackedRef) -> None:
-        self.signalled.add(t.name)
+        self.state.signalled.add(t.name)
         if self.record is not None:
             with anyio.move_on_after(BEAT_INTERVAL):  # a slow write must not hold the signal
                 await self.write_record()

@@ -21,36 +21,29 @@
 - The compatible create refuses CDI device names (``HostConfig.Devices``) and ignores a
   ``DeviceRequests`` entry for the ``cdi`` driver: containers with devices are created through
   the libpod endpoint, from the same body translated by ``_libpod.py``.
+
+The status codes, the libpod calls and the two flags are :class:`~._session.PodmanSession`'s
+(a Docker driver whose socket turns out to be Podman's gets that session too); this module
+finds the socket.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Any, ClassVar
-
-import aiodocker
-import anyio
+from typing import ClassVar
 
 from asyncdeploy.drivers.engine._api import EngineAPIDriver
-from asyncdeploy.drivers.engine._libpod import libpod_spec
-from asyncdeploy.drivers.engine._ops import ContainerRef
 from asyncdeploy.drivers.registry import DRIVERS
-from asyncdeploy.errors import CreateError, WorkloadNotFound
 
 __all__ = ["PodmanDriver"]
 
 ROOTFUL_SOCKET = "/run/podman/podman.sock"
-KILL_POLL_SECONDS = 0.02
-LIBPOD_API = "v4.0.0/libpod"  # the libpod API on the same socket; any v4 prefix is served
-_CONFLICT_MESSAGES = ("state improper", "already in use", "dependent containers")
 
 
 class PodmanDriver(EngineAPIDriver):
     name: ClassVar[str] = "podman"
     host_variable: ClassVar[str] = str(DRIVERS["podman"].address_variable)
-    kill_triggers_restart: ClassVar[bool] = True  # only a stop call keeps the policy from acting
 
     @classmethod
     def discover_url(cls) -> str:
@@ -62,63 +55,3 @@ class PodmanDriver(EngineAPIDriver):
             if rootless.is_socket():
                 return f"unix://{rootless}"
         return f"unix://{ROOTFUL_SOCKET}"
-
-    async def _create_container(self, config: dict[str, Any], name: str) -> str:
-        if not (config.get("HostConfig") or {}).get("Devices"):
-            return await super()._create_container(config, name)
-        try:
-            body = libpod_spec(config, name)
-        except ValueError as exc:
-            raise CreateError(f"cannot create {name} with CDI devices on Podman: {exc}") from None
-        answer = await self._client._query_json(
-            f"{LIBPOD_API}/containers/create",
-            method="POST",
-            data=json.dumps(body),
-            versioned_api=False,
-        )
-        return str(answer["Id"])
-
-    async def _kill(self, ident: str, signal: str) -> None:
-        """Through the libpod endpoint: the compatible one waits, after a SIGKILL, for the
-        container's exec sessions to be cleaned up (20 s when a pre_stop hook was cut off)."""
-        path = f"{LIBPOD_API}/containers/{ident}/kill"
-        async with self._client._query(
-            path, method="POST", params={"signal": signal}, versioned_api=False
-        ) as response:
-            response.release()  # aiodocker's ``_query`` leaves that to its caller
-
-    async def wait_exit(self, ref: ContainerRef) -> int | None:
-        """Through the libpod endpoint, polling every 10 ms: the compatible wait returns only
-        after Podman's per-container cleanup (about 0.2 s later for one container)."""
-        path = f"{LIBPOD_API}/containers/{ref.id}/wait"
-        params = {"condition": "stopped", "interval": "10ms"}
-        with self._errors(f"wait for {ref.name}"):
-            code = await self._client._query_json(
-                path, method="POST", params=params, versioned_api=False
-            )
-        return None if code is None else int(code)
-
-    async def wait_killed(self, ref: ContainerRef) -> int | None:
-        """Poll the state: after a SIGKILL that cut a pre_stop hook off, every wait (compatible
-        or libpod) blocks until the hook's exec session is cleaned up, 20 s later."""
-        pause = KILL_POLL_SECONDS
-        while True:
-            look = await self.look(ref)
-            if look is None:
-                raise WorkloadNotFound(f"{ref.name} is gone", engine=self.name, status=404)
-            if not look.running:
-                return look.exit_code
-            await anyio.sleep(pause)
-            pause = min(pause * 2, 0.2)  # many containers: do not flood the API service
-
-    def _missing(self, exc: aiodocker.DockerError) -> bool:
-        """A container removed while the call ran: 500 "no such container" (another delete)."""
-        return exc.status == 404 or (
-            exc.status == 500 and "no such container" in str(exc.message).lower()
-        )
-
-    def _conflict(self, exc: aiodocker.DockerError) -> bool:
-        if exc.status == 409:
-            return True
-        message = str(exc.message).lower()
-        return exc.status == 500 and any(m in message for m in _CONFLICT_MESSAGES)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
 from typing import Any
 
 import aiodocker
@@ -24,6 +23,7 @@ import anyio
 import attrs
 
 from asyncdeploy.drivers.engine._auth import auth_header, find_credentials, registry_of
+from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.errors import AsyncDeployError, CreateError, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import Emit
 from asyncdeploy.plan import PullPolicy, WorkloadPlan
@@ -103,16 +103,13 @@ class LayerProgress:
         )
 
 
-Errors = Callable[[str], AbstractContextManager[None]]
-
-
 class ImagePuller:
     """Pulls what one plan needs on one engine, reporting through ``emit``."""
 
-    def __init__(self, client: aiodocker.Docker, engine: str, errors: Errors) -> None:
-        self._client = client
-        self._engine = engine
-        self._errors = errors  # the driver's edge: transport errors → EngineUnavailable
+    def __init__(self, session: EngineSession) -> None:
+        self._session = session
+        self._engine = session.engine
+        self._errors = session.errors  # the edge: transport errors → EngineUnavailable
 
     async def pull_for(self, plan: WorkloadPlan, emit: Emit) -> None:
         """Pull every image the plan must have; raise ``CreateError`` naming each that failed
@@ -153,7 +150,7 @@ class ImagePuller:
     async def _present(self, image: str) -> bool:
         try:
             with self._errors(f"inspect image {image}"):
-                await self._client.images.inspect(image)
+                await self._session.inspect_image(image)
         except WorkloadNotFound:
             return False
         return True
@@ -179,7 +176,7 @@ class ImagePuller:
         try:
             await self._stream(plan.name, image, headers, emit, elapsed)
             with self._errors(f"inspect image {image}"):
-                details = await self._client.images.inspect(image)
+                details = await self._session.inspect_image(image)
         except anyio.get_cancelled_exc_class():
             # another image failed, or the caller cancelled: no bar is left hanging
             emit(PullFailed(workload=plan.name, elapsed=elapsed(), image=image, reason="cancelled"))
@@ -225,7 +222,7 @@ class ImagePuller:
         endless = aiohttp.ClientTimeout(total=None, sock_read=None)
         with self._errors(f"pull {image}"):
             try:
-                async with self._client._query(
+                async with self._session.query(
                     "images/create",
                     "POST",
                     params=reference_params(image),

@@ -15,13 +15,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import attrs
 
 from asyncdeploy.drivers.base import READY_SETTLE_SECONDS
+from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._netcheck import probe_from_here
+from asyncdeploy.drivers.engine._session import EngineSession
+from asyncdeploy.drivers.engine._state import workload_status
 from asyncdeploy.errors import CreateError, EngineError, EngineTimeout, WorkloadNotFound
 from asyncdeploy.labels import (
     LABEL_CONTAINER,
@@ -31,9 +34,6 @@ from asyncdeploy.labels import (
     LABEL_WORKLOAD,
 )
 from asyncdeploy.results import WorkloadStatus
-
-if TYPE_CHECKING:
-    from asyncdeploy.drivers.engine._api import EngineAPIDriver as ReadyEngine
 
 __all__ = ["LOG_LINES", "exited_error", "wait_until_ready"]
 
@@ -48,96 +48,104 @@ class _Seen:
     restarts: int
 
 
-async def wait_until_ready(engine: ReadyEngine, name: str, *, timeout: float) -> WorkloadStatus:
+async def wait_until_ready(ops: EngineContainerOps, name: str, *, timeout: float) -> WorkloadStatus:
     """Poll until every run container is ready; its status then."""
+    session = ops.session
     seen: dict[str, _Seen] = {}
     try:
         with anyio.fail_after(timeout):
             while True:
-                items = await engine._containers({LABEL_WORKLOAD: name})
+                items = await session.containers({LABEL_WORKLOAD: name})
                 if not items:
                     raise WorkloadNotFound(
-                        f"no workload named {name!r}", engine=engine.name, status=404
+                        f"no workload named {name!r}", engine=session.engine, status=404
                     )
                 runs = [i for i in items if i["Labels"].get(LABEL_ROLE) in ("run", "sidecar")]
-                if await _all_ready(engine, name, runs, items, seen):
-                    return await engine.status_of(name, items)
+                if await _all_ready(ops, name, runs, items, seen):
+                    restarts = await session.restarts([str(i["Id"]) for i in items])
+                    return workload_status(session.engine, name, items, restarts)
                 await anyio.sleep(POLL_SECONDS)
     except TimeoutError:
         raise EngineTimeout(
-            f"workload {name!r} was not ready within {timeout:g} s", engine=engine.name
+            f"workload {name!r} was not ready within {timeout:g} s", engine=session.engine
         ) from None
 
 
 async def _all_ready(
-    engine: ReadyEngine,
+    ops: EngineContainerOps,
     name: str,
     runs: Sequence[Mapping[str, Any]],
     items: Sequence[Mapping[str, Any]],
     seen: dict[str, _Seen],
 ) -> bool:
+    session = ops.session
     ready = True
     address: str | None = None
     for item in runs:  # every container is looked at: an exit anywhere fails the wait at once
         ident, state = str(item["Id"]), item.get("State")
         if state in ("exited", "dead"):
-            raise await exited_error(engine, name, item)
+            raise await exited_error(session, name, item)
         if state == "restarting":  # it ended, and its restart policy brings it back
-            raise await exited_error(engine, name, item, restarted=True)
+            raise await exited_error(session, name, item, restarted=True)
         if state != "running":
             ready = False
             continue
         if ident not in seen:
-            seen[ident] = _Seen(since=time.monotonic(), restarts=await _restarts(engine, ident))
+            seen[ident] = _Seen(since=time.monotonic(), restarts=await _restarts(session, ident))
         target = item["Labels"].get(LABEL_READINESS_NET)
         if target is not None:  # an HTTP or TCP check: sent from here, nothing runs inside
-            address = address or await engine.workload_address(items)
+            address = address or await _address(ops, items)
         readiness = item["Labels"].get(LABEL_READINESS)
         if target is not None and address is not None:
             ready = await probe_from_here(address, json.loads(target)) and ready
         elif readiness is not None:
-            ready = await _check(engine, name, ident, json.loads(readiness)) and ready
+            ready = await _check(session, name, ident, json.loads(readiness)) and ready
         elif time.monotonic() - seen[ident].since < READY_SETTLE_SECONDS:
             ready = False
-        elif await _restarts(engine, ident) != seen[ident].restarts:
-            raise await exited_error(engine, name, item, restarted=True)
+        elif await _restarts(session, ident) != seen[ident].restarts:
+            raise await exited_error(session, name, item, restarted=True)
     return ready
 
 
-async def _check(engine: ReadyEngine, name: str, ident: str, command: list[str]) -> bool:
+async def _address(ops: EngineContainerOps, items: Sequence[Mapping[str, Any]]) -> str | None:
+    """Where checks sent from here reach the workload (its pause container's address)."""
+    pause = next((i for i in items if i["Labels"].get(LABEL_ROLE) == "pause"), None)
+    return None if pause is None else await ops.address(str(pause["Id"]))
+
+
+async def _check(session: EngineSession, name: str, ident: str, command: list[str]) -> bool:
     try:
         with anyio.move_on_after(EXEC_BOUND_SECONDS):
-            result = await engine._exec(ident, command, f"readiness of {name}")
+            result = await session.exec(ident, command, f"readiness of {name}")
             return result.exit_code == 0
     except EngineError:
         return False  # it exited under the exec (or is restarting): the next look says which
     return False
 
 
-async def _restarts(engine: ReadyEngine, ident: str) -> int:
+async def _restarts(session: EngineSession, ident: str) -> int:
     try:
-        with engine._errors(f"inspect {ident[:12]}"):
-            data = await engine._client.containers.container(ident).show()
+        with session.errors(f"inspect {ident[:12]}"):
+            data = await session.show(ident)
     except WorkloadNotFound:
         return -1
     return int(data.get("RestartCount") or 0)
 
 
 async def exited_error(
-    engine: ReadyEngine, name: str, item: Mapping[str, Any], *, restarted: bool = False
+    session: EngineSession, name: str, item: Mapping[str, Any], *, restarted: bool = False
 ) -> CreateError:
     """The error for a run container that ended before it was ready: its exit code and the end
     of its output, read now (before anything removes the container)."""
     ident = str(item["Id"])
     container = item["Labels"].get(LABEL_CONTAINER, ident[:12])
-    handle = engine._client.containers.container(ident)
     exit_code = None
     lines: list[str] = []
     try:
-        with engine._errors(f"inspect {container} of {name}"), anyio.fail_after(10):
-            data = await handle.show()
+        with session.errors(f"inspect {container} of {name}"), anyio.fail_after(10):
+            data = await session.show(ident)
             exit_code = (data.get("State") or {}).get("ExitCode")
-            lines = await handle.log(stdout=True, stderr=True, tail=str(LOG_LINES))
+            lines = await session.logs(ident, stdout=True, stderr=True, tail=str(LOG_LINES))
     except (EngineError, TimeoutError):
         pass  # best effort: the error is about the exit; it says so without the logs
     what = "restarted" if restarted else "exited"

@@ -32,6 +32,7 @@ __all__ = [
     "planned_state",
     "published_ports",
     "snapshot",
+    "volumes_status",
     "workload_labels",
     "workload_status",
 ]
@@ -125,6 +126,12 @@ def workload_status(
 
 
 def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
+    """What a drain works on; no items: only the plan's named volumes are left (a create was
+    killed before its containers), and the drain removes them."""
+    if not items:
+        return WorkloadSnapshot(
+            name=name, grace_period_seconds=effective_grace(None), containers=()
+        )
     refs = []
     for item in sorted(items, key=plan_order):  # the engine lists newest first
         labels = item["Labels"]
@@ -153,6 +160,21 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
         grace_period_seconds=grace,
         containers=tuple(refs),
         plan_name=first.get(LABEL_INSTANCE_OF, ""),
+    )
+
+
+def volumes_status(
+    driver: str, plan: str, why: str, labels: Mapping[str, str] | None = None
+) -> WorkloadStatus:
+    """The status of a plan of which only named volumes are left (``why``: ``left_volumes``)."""
+    return WorkloadStatus(
+        name=plan,
+        driver=driver,
+        labels=dict(labels or {}),
+        grace_period_seconds=effective_grace(None),
+        plan_digest=None,
+        containers=(),
+        unfinished=why,
     )
 
 

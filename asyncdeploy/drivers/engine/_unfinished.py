@@ -19,9 +19,17 @@ from typing import Any
 
 from asyncdeploy._owner import Owner
 from asyncdeploy.drivers.engine._claim import ClaimRecord
-from asyncdeploy.labels import LABEL_ATTEMPT_OWNER, LABEL_ROLE
+from asyncdeploy.labels import (
+    LABEL_ATTEMPT_OWNER,
+    LABEL_INSTANCE_OF,
+    LABEL_LOCK,
+    LABEL_ROLE,
+    LABEL_VOLUME_PLAN,
+    LABEL_WORKLOAD,
+    shown_labels,
+)
 
-__all__ = ["dead_claim", "unfinished"]
+__all__ = ["dead_claim", "left_volumes", "unfinished"]
 
 
 def _owners_alive(items: Sequence[Mapping[str, Any]]) -> bool | None:
@@ -29,7 +37,7 @@ def _owners_alive(items: Sequence[Mapping[str, Any]]) -> bool | None:
     when some cannot be told (another host, or no owner recorded)."""
     answers: list[bool | None] = []
     for item in items:
-        raw = item["Labels"].get(LABEL_ATTEMPT_OWNER)
+        raw = (item.get("Labels") or {}).get(LABEL_ATTEMPT_OWNER)
         try:
             owner = Owner.from_data(json.loads(raw)) if raw else None
         except ValueError:
@@ -68,3 +76,40 @@ def unfinished(items: Sequence[Mapping[str, Any]]) -> str | None:
     if alive is True:
         return None  # a create at work
     return f"half-made: {what}" + (" (unknown owner)" if alive is None else "")
+
+
+def left_volumes(
+    volumes: Sequence[Mapping[str, Any]],
+    items: Sequence[Mapping[str, Any]],
+    markers: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, tuple[str, dict[str, str]]]:
+    """The plans whose named volumes are left with no container of the plan (a create killed
+    before its pause container was made, or a drain killed before the volumes went): plan name
+    → why, as ``unfinished`` says it. Left out: a plan any container still belongs to (an
+    instance of a replace included), one a replace holds the lock of (a recreate drains the old
+    instance before it makes the new one: its volumes are between the two), and one whose
+    volumes' maker lives (a create at work). With the why, the plan's labels (the volumes carry
+    them, for a selector)."""
+    in_use = {str((i.get("Labels") or {}).get(LABEL_WORKLOAD)) for i in items}
+    in_use |= {
+        str(i["Labels"][LABEL_INSTANCE_OF]) for i in items if i["Labels"].get(LABEL_INSTANCE_OF)
+    }
+    # the lock's key is "asyncdeploy-replace-lock.<plan>": a dot never occurs in a plan's name
+    in_use |= {str((m.get("Labels") or {}).get(LABEL_LOCK, "")).rpartition(".")[2] for m in markers}
+    by_plan: dict[str, list[Mapping[str, Any]]] = {}
+    for volume in volumes:
+        plan = (volume.get("Labels") or {}).get(LABEL_VOLUME_PLAN)
+        if plan and plan not in in_use:
+            by_plan.setdefault(str(plan), []).append(volume)
+    left: dict[str, tuple[str, dict[str, str]]] = {}
+    for plan, found in sorted(by_plan.items()):
+        alive = _owners_alive(found)
+        if alive is True:
+            continue
+        names = ", ".join(sorted(str(v.get("Name")) for v in found))
+        why = f"half-made: volume {names} left with no container of the plan" + (
+            " (unknown owner)" if alive is None else ""
+        )
+        labels = shown_labels(found[0].get("Labels") or {})
+        left[plan] = (why, labels)
+    return left

@@ -1,0 +1,287 @@
+"""One open engine: the aiodocker client, its address and API version, the error mapping, and
+the raw calls every other part of the engine wing makes through it.
+
+This is the one module that touches aiodocker's private members (``_query``, ``_query_json``,
+a listed container's ``_container``). The parts are handed a session, never the driver: the
+create attempt (:mod:`._create`), the puller (:mod:`._pull`), the ready wait (:mod:`._ready`),
+the container operations (:mod:`._container_ops`) and the markers (:mod:`._markers`).
+
+Raw calls pass the engine's errors through; the caller wraps them in :meth:`EngineSession.errors`
+naming what it did. The calls that name themselves (``containers``, ``exec``) translate inside.
+Podman's variant (its status codes and its libpod endpoints) is :class:`PodmanSession`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
+from typing import Any, ClassVar
+
+import aiodocker
+import aiohttp
+import anyio
+import attrs
+
+from asyncdeploy.drivers.engine import _spec as spec
+from asyncdeploy.drivers.engine._libpod import libpod_spec
+from asyncdeploy.errors import (
+    CreateError,
+    EngineAPIError,
+    EngineTimeout,
+    EngineUnavailable,
+    WorkloadConflict,
+    WorkloadNotFound,
+)
+from asyncdeploy.labels import LABEL_WORKLOAD
+from asyncdeploy.results import ExecResult
+
+__all__ = ["EngineSession", "PodmanSession"]
+
+# A connection cut while a response streams in is a lost connection, like a refused one.
+_CONNECTION_LOST = (
+    aiohttp.ClientConnectionError,
+    aiohttp.ClientPayloadError,
+    ConnectionError,
+    FileNotFoundError,
+)
+LIBPOD_API = "v4.0.0/libpod"  # the libpod API on the same socket; any v4 prefix is served
+_PODMAN_CONFLICTS = ("state improper", "already in use", "dependent containers")
+
+
+@attrs.define(kw_only=True)
+class EngineSession:
+    """The Docker rules: 409 is a conflict, 404 is missing; ``engine`` names it in errors."""
+
+    client: aiodocker.Docker
+    url: str
+    engine: str
+    api_version: str = ""  # what the engine said it speaks (devices depend on it)
+
+    kill_triggers_restart: ClassVar[bool] = False  # Docker: a kill is a stop for restart policies
+    polls_killed: ClassVar[bool] = False  # Docker's wait returns as a killed container dies
+
+    @classmethod
+    def open(cls, url: str, *, engine: str, client_api_version: str = "auto") -> EngineSession:
+        """A client of its own for ``url`` (``ValueError`` when aiodocker refuses the address);
+        ``client_api_version``: the version it asks for (``auto``: what the engine says)."""
+        client = aiodocker.Docker(url=url, api_version=client_api_version)
+        return cls(client=client, url=url, engine=engine)
+
+    def variant(self, engine: str, api_version: str) -> EngineSession:
+        """The same client, under the rules of the engine that answered."""
+        kind = PodmanSession if engine == "podman" else EngineSession
+        return kind(client=self.client, url=self.url, engine=engine, api_version=api_version)
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+    # --- the one translation of engine errors ------------------------------------------------
+
+    def conflict(self, exc: aiodocker.DockerError) -> bool:
+        """Whether an error means "wrong state / name taken" (Docker answers 409)."""
+        return bool(exc.status == 409)
+
+    def missing(self, exc: aiodocker.DockerError) -> bool:
+        """Whether an error means "no such object" (Docker answers 404)."""
+        return bool(exc.status == 404)
+
+    @contextmanager
+    def errors(self, what: str) -> Iterator[None]:
+        """Translate aiodocker and transport errors into asyncdeploy's, naming the call."""
+        try:
+            yield
+        except aiodocker.DockerError as exc:
+            message = f"{what}: {exc.message}"
+            if exc.status == 900:
+                raise EngineUnavailable(message, engine=self.engine) from exc
+            if self.missing(exc):
+                raise WorkloadNotFound(message, engine=self.engine, status=404) from exc
+            if self.conflict(exc):
+                raise WorkloadConflict(message, engine=self.engine, status=exc.status) from exc
+            raise EngineAPIError(message, engine=self.engine, status=exc.status) from exc
+        except _CONNECTION_LOST as exc:
+            raise EngineUnavailable(f"{what}: {exc} at {self.url}", engine=self.engine) from exc
+        except aiohttp.ClientError as exc:
+            raise EngineAPIError(f"{what}: {exc}", engine=self.engine, status=0) from exc
+        except TimeoutError as exc:
+            raise EngineTimeout(f"{what}: no answer in time", engine=self.engine) from exc
+
+    # --- raw requests (the caller finalises a streamed response) -----------------------------
+
+    def query(
+        self, path: str, method: str = "GET", **options: Any
+    ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
+        """One request (``params``, ``headers``, ``timeout``, ``versioned_api`` as aiodocker
+        takes them); the caller finalises the response."""
+        return self.client._query(path, method, **options)
+
+    async def query_json(self, path: str, method: str = "GET", **options: Any) -> Any:
+        return await self.client._query_json(path, method, **options)
+
+    # --- containers ----------------------------------------------------------------------------
+
+    async def version(self) -> dict[str, Any]:
+        return dict(await self.client.version())
+
+    async def containers(self, labels: Mapping[str, str]) -> builtins.list[dict[str, Any]]:
+        """asyncdeploy's containers carrying exactly these (non-empty) label values."""
+        wanted = [LABEL_WORKLOAD] + [f"{k}={v}" for k, v in labels.items()]
+        with self.errors("list containers"):
+            found = await self.client.containers.list(all=True, filters={"label": wanted})
+        return [c._container for c in found]
+
+    def _handle(self, ident: str) -> aiodocker.containers.DockerContainer:
+        return self.client.containers.container(ident)
+
+    async def show(self, ident: str) -> dict[str, Any]:
+        return dict(await self._handle(ident).show())
+
+    async def logs(self, ident: str, **params: Any) -> builtins.list[str]:
+        return list(await self._handle(ident).log(**params))
+
+    def follow_logs(self, ident: str, **params: Any) -> AsyncIterator[str]:
+        return self._handle(ident).log(follow=True, **params)
+
+    async def create(self, config: dict[str, Any], name: str) -> str:
+        """Create one container; its id."""
+        return str((await self.client.containers.create(config, name=name)).id)
+
+    async def start(self, ident: str) -> None:
+        await self._handle(ident).start()
+
+    async def kill(self, ident: str, signal: str) -> None:
+        await self._handle(ident).kill(signal=signal)
+
+    async def wait(self, ident: str) -> int | None:
+        code = (await self._handle(ident).wait()).get("StatusCode")
+        return None if code is None else int(code)
+
+    async def stop(self, ident: str, t: int) -> None:
+        await self._handle(ident).stop(t=t)
+
+    async def delete(self, ident: str) -> None:
+        await self._handle(ident).delete(force=True, v=True)
+
+    async def pause(self, ident: str) -> None:
+        await self._handle(ident).pause()
+
+    async def put_archive(self, ident: str, path: str, data: bytes) -> None:
+        await self._handle(ident).put_archive(path, data)  # type: ignore[no-untyped-call]
+
+    async def get_archive(self, ident: str, path: str) -> Any:
+        return await self._handle(ident).get_archive(path)
+
+    async def exec(
+        self,
+        ident: str,
+        command: Sequence[str],
+        what: str,
+        on_output: Callable[[str], None] | None = None,
+    ) -> ExecResult:
+        """Run ``command`` attached, its output to ``on_output`` as it comes; translated."""
+        output: builtins.list[str] = []
+        with self.errors(what):
+            execution = await self._handle(ident).exec(list(command))
+            async with execution.start(detach=False) as stream:
+                while (message := await stream.read_out()) is not None:
+                    text = message.data.decode(errors="replace")
+                    output.append(text)
+                    if on_output is not None:
+                        on_output(text)
+            exit_code = (await execution.inspect())["ExitCode"]
+        return ExecResult(
+            exit_code=int(exit_code if exit_code is not None else -1), output="".join(output)
+        )
+
+    async def restarts(self, idents: Sequence[str]) -> dict[str, int]:
+        """Each container's ``RestartCount`` (the list call does not carry it), inspected
+        concurrently; a container removed meanwhile is left out."""
+        counts: dict[str, int] = {}
+
+        async def one(ident: str) -> None:
+            try:
+                with self.errors(f"inspect {ident[:12]}"):
+                    data = await self.show(ident)
+            except WorkloadNotFound:
+                return
+            counts[ident] = int(data.get("RestartCount") or 0)
+
+        async with anyio.create_task_group() as tg:
+            for ident in idents:
+                tg.start_soon(one, ident)
+        return counts
+
+    # --- images and volumes ------------------------------------------------------------------
+
+    async def inspect_image(self, image: str) -> dict[str, Any]:
+        return dict(await self.client.images.inspect(image))
+
+    async def show_volume(self, name: str) -> dict[str, Any]:
+        volume = aiodocker.volumes.DockerVolume(self.client, spec.path_segment(name))  # type: ignore[no-untyped-call]
+        return dict(await volume.show())  # type: ignore[no-untyped-call]
+
+    async def create_volume(self, name: str, labels: Mapping[str, str]) -> None:
+        await self.client.volumes.create({"Name": name, "Labels": dict(labels)})  # type: ignore[no-untyped-call]
+
+    async def remove_volume(self, name: str) -> None:
+        volume = aiodocker.volumes.DockerVolume(self.client, spec.path_segment(name))  # type: ignore[no-untyped-call]
+        await volume.delete()  # type: ignore[no-untyped-call]
+
+    async def volumes(self, label: str) -> builtins.list[dict[str, Any]]:
+        """The volumes carrying ``label`` (``key=value``)."""
+        listed = await self.client.volumes.list(filters={"label": [label]})  # type: ignore[no-untyped-call]
+        return list(listed.get("Volumes") or [])
+
+
+class PodmanSession(EngineSession):
+    """Podman's rules (the quirks are listed in :mod:`._podman`): its 500s that mean a conflict
+    or a missing container, the libpod kill and wait, and the libpod create for CDI devices."""
+
+    kill_triggers_restart: ClassVar[bool] = True  # only a stop call keeps the policy from acting
+    polls_killed: ClassVar[bool] = True  # every wait blocks on a cut-off hook's exec session
+
+    def missing(self, exc: aiodocker.DockerError) -> bool:
+        """A container removed while the call ran: 500 "no such container" (another delete)."""
+        return exc.status == 404 or (
+            exc.status == 500 and "no such container" in str(exc.message).lower()
+        )
+
+    def conflict(self, exc: aiodocker.DockerError) -> bool:
+        if exc.status == 409:
+            return True
+        message = str(exc.message).lower()
+        return exc.status == 500 and any(m in message for m in _PODMAN_CONFLICTS)
+
+    async def create(self, config: dict[str, Any], name: str) -> str:
+        if not (config.get("HostConfig") or {}).get("Devices"):
+            return await super().create(config, name)
+        try:
+            body = libpod_spec(config, name)
+        except ValueError as exc:
+            raise CreateError(f"cannot create {name} with CDI devices on Podman: {exc}") from None
+        answer = await self.query_json(
+            f"{LIBPOD_API}/containers/create",
+            "POST",
+            data=json.dumps(body),
+            versioned_api=False,
+        )
+        return str(answer["Id"])
+
+    async def kill(self, ident: str, signal: str) -> None:
+        """Through the libpod endpoint: the compatible one waits, after a SIGKILL, for the
+        container's exec sessions to be cleaned up (20 s when a pre_stop hook was cut off)."""
+        path = f"{LIBPOD_API}/containers/{ident}/kill"
+        async with self.query(
+            path, "POST", params={"signal": signal}, versioned_api=False
+        ) as response:
+            response.release()  # aiodocker's ``_query`` leaves that to its caller
+
+    async def wait(self, ident: str) -> int | None:
+        """Through the libpod endpoint, polling every 10 ms: the compatible wait returns only
+        after Podman's per-container cleanup (about 0.2 s later for one container)."""
+        path = f"{LIBPOD_API}/containers/{ident}/wait"
+        params = {"condition": "stopped", "interval": "10ms"}
+        code = await self.query_json(path, "POST", params=params, versioned_api=False)
+        return None if code is None else int(code)
