@@ -91,7 +91,9 @@ DRIVERS: dict[str, DriverEntry] = {
             target="asyncdeploy.drivers.kubernetes:KubernetesDriver",
             extra="kubernetes",
             address_variable=None,
-            options=frozenset({"kubeconfig", "context", "namespace", "request_timeout"}),
+            options=frozenset(
+                {"kubeconfig", "context", "namespace", "request_timeout", "all_namespaces"}
+            ),
         ),
     )
 }

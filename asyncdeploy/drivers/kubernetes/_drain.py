@@ -51,7 +51,14 @@ from asyncdeploy.events import DrainSummary, Emit
 from asyncdeploy.labels import LABEL_WORKLOAD
 from asyncdeploy.selectors import Selector
 
-__all__ = ["GIVE_UP_AFTER", "PodsFound", "drain_pods", "find_pods"]
+__all__ = [
+    "GIVE_UP_AFTER",
+    "PodsFound",
+    "PodsFoundEverywhere",
+    "drain_pods",
+    "find_pods",
+    "find_pods_everywhere",
+]
 
 RETRY_FIRST, RETRY_MAX = 0.05, 1.0  # backoff between tries of a delete (as the engine drain's)
 GIVE_UP_AFTER = 5.0  # past a Pod's deadline: how long its delete is tried again
@@ -97,6 +104,41 @@ async def find_pods(
     )
 
 
+@attrs.frozen(kw_only=True)
+class PodsFoundEverywhere(Found):
+    """What one list of every namespace's Pods found (``-A``): one :class:`PodsFound` per
+    namespace, all with the list's resourceVersion (the cluster's: valid in each namespace).
+    ``names`` are ``namespace/name``, as the drain's events name the workloads: the same name
+    may be a workload in two namespaces."""
+
+    parts: tuple[PodsFound, ...]
+
+
+async def find_pods_everywhere(api: PodAPI, selector: Selector | None) -> PodsFoundEverywhere:
+    """One list call across the namespaces: every workload ``selector`` matches (every one for
+    None), grouped by namespace."""
+    label_selector = LABEL_WORKLOAD if selector is None else f"{LABEL_WORKLOAD},{selector}"
+    listing = await api.list_pods_everywhere(label_selector=label_selector)
+    version = str(listing["metadata"]["resourceVersion"])
+    by_namespace: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for pod in listing.get("items") or []:
+        namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+        by_namespace.setdefault(namespace, {})[pod_status.workload_name(pod)] = pod
+    parts = tuple(
+        PodsFound(
+            names=tuple(sorted(pods)),
+            namespace=namespace,
+            pods=tuple(pods[name] for name in sorted(pods)),
+            resource_version=version,
+        )
+        for namespace, pods in sorted(by_namespace.items())
+    )
+    return PodsFoundEverywhere(
+        names=tuple(f"{part.namespace}/{name}" for part in parts for name in part.names),
+        parts=parts,
+    )
+
+
 def _named(names: Sequence[str]) -> str:
     return f"{LABEL_WORKLOAD} in ({','.join(sorted(names))})"
 
@@ -108,15 +150,26 @@ async def drain_pods(
     grace_period_seconds: int | None,
     emit: Emit,
     margin: float = WATCH_MARGIN,
+    started: float | None = None,
+    qualified: bool = False,
 ) -> list[DrainSummary]:
-    """Drain the Pods ``found`` concurrently, all timed from one start; one summary each."""
+    """Drain the Pods ``found`` concurrently, all timed from one start (``started``, else now);
+    one summary each. ``qualified``: the events name each workload ``namespace/name``."""
     if not found.names:
         return []
     namespace, selector = found.namespace, _named(found.names)
-    started = anyio.current_time()
+    if started is None:
+        started = anyio.current_time()
     drains = [
-        PodDrain.of(pod, grace=grace_period_seconds, started=started, margin=margin, emit=emit)
-        for pod in found.pods
+        PodDrain.of(
+            pod,
+            grace=grace_period_seconds,
+            started=started,
+            margin=margin,
+            emit=emit,
+            workload=f"{namespace}/{name}" if qualified else None,
+        )
+        for name, pod in zip(found.names, found.pods, strict=True)
     ]
     by_uid = {d.uid: d for d in drains}
     kubelet = KubeletEvents(api, namespace, set(by_uid), lambda e: by_uid[e.uid].kubelet(e))

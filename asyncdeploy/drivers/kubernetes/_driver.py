@@ -4,7 +4,9 @@ Workloads are Pods named after them and labelled ``asyncdeploy.io/workload=<name
 without that label are never touched (and read as not found). Every call works in the driver's
 namespace; a plan naming another one is refused (:func:`asyncdeploy.namespaces.workload_namespace`:
 open the driver in the plan's namespace), so that what ``apply`` creates is where ``get``,
-``wait_ready`` and ``delete`` look.
+``wait_ready`` and ``delete`` look. A driver opened with ``all_namespaces`` (kubectl's ``-A``)
+lists, finds and drains the workloads of every namespace (``list``, ``find_matching``); its
+drain's events name them ``namespace/name``; the other calls still work in ``namespace``.
 
 Apply without needless recreation (:func:`._manifest.apply_decision`): the Pod carries
 ``plan_digest(plan)`` (annotation and label ``asyncdeploy.io/plan-digest``). An equal digest means
@@ -22,7 +24,7 @@ import collections
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import anyio
@@ -33,7 +35,13 @@ from asyncdeploy.drivers.base import READY_SETTLE_SECONDS, Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._config import load_cluster_config
-from asyncdeploy.drivers.kubernetes._drain import PodsFound, drain_pods, find_pods
+from asyncdeploy.drivers.kubernetes._drain import (
+    PodsFound,
+    PodsFoundEverywhere,
+    drain_pods,
+    find_pods,
+    find_pods_everywhere,
+)
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.drivers.kubernetes._kubelet import StartupFailure, startup_failure
 from asyncdeploy.drivers.kubernetes._manifest import (
@@ -84,10 +92,12 @@ class KubernetesDriver:
         namespace: str,
         request_timeout: float = 30.0,
         watch_margin: float = WATCH_MARGIN,
+        all_namespaces: bool = False,
     ) -> None:
         self.api = PodAPI(client, request_timeout=request_timeout)
         self.namespace = namespace
         self.watch_margin = watch_margin
+        self.all_namespaces = all_namespaces
 
     # --- life cycle --------------------------------------------------------------------------
 
@@ -99,8 +109,10 @@ class KubernetesDriver:
         context: str | None = None,
         namespace: str | None = None,
         request_timeout: float = 30.0,
+        all_namespaces: bool = False,
     ) -> KubernetesDriver:
-        """Open the cluster the kubeconfig (or the in-cluster account) names, and ping it."""
+        """Open the cluster the kubeconfig (or the in-cluster account) names, and ping it;
+        ``all_namespaces``: list and drain across every namespace (see the module docstring)."""
         found = await load_cluster_config(
             kubeconfig=kubeconfig, context=context, namespace=namespace
         )
@@ -108,6 +120,7 @@ class KubernetesDriver:
             ApiClient(found.configuration),
             namespace=found.namespace,
             request_timeout=request_timeout,
+            all_namespaces=all_namespaces,
         )
         try:
             await driver.ping()
@@ -163,12 +176,13 @@ class KubernetesDriver:
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         wanted = as_selector(selector)
-        found = await self.api.list_pods(
-            self.namespace,
-            label_selector=LABEL_WORKLOAD if wanted is None else f"{LABEL_WORKLOAD},{wanted}",
-        )
+        label_selector = LABEL_WORKLOAD if wanted is None else f"{LABEL_WORKLOAD},{wanted}"
+        if self.all_namespaces:
+            found = await self.api.list_pods_everywhere(label_selector=label_selector)
+        else:
+            found = await self.api.list_pods(self.namespace, label_selector=label_selector)
         statuses = [pod_status.workload_status(p) for p in found.get("items") or []]
-        return sorted(statuses, key=lambda s: s.name)
+        return sorted(statuses, key=lambda s: (s.namespace or "", s.name))
 
     async def inspect(self, name: str) -> dict[str, Any]:
         pod = await self._pod(name)
@@ -367,7 +381,9 @@ class KubernetesDriver:
     async def find(self, names: Sequence[str]) -> PodsFound:
         return await find_pods(self.api, self.namespace, names)
 
-    async def find_matching(self, selector: Selector | None) -> PodsFound:
+    async def find_matching(self, selector: Selector | None) -> PodsFound | PodsFoundEverywhere:
+        if self.all_namespaces:
+            return await find_pods_everywhere(self.api, selector)
         return await find_pods(self.api, self.namespace, None, selector)
 
     async def drain(
@@ -378,19 +394,41 @@ class KubernetesDriver:
         emit: Emit,
         keep_volumes: bool = False,  # a Pod's volumes are its own (emptyDir) or claims it keeps
     ) -> builtins.list[DrainSummary]:
-        if not isinstance(found, PodsFound):
+        if isinstance(found, PodsFoundEverywhere):
+            parts, qualified = found.parts, True
+        elif isinstance(found, PodsFound):
+            parts, qualified = (found,), False
+        else:
             raise TypeError(f"{ENGINE} drains only what its own find returned, not {found!r}")
-        try:
-            return await drain_pods(
+        started = anyio.current_time()  # one start, one deadline, for every namespace
+        drained: dict[int, builtins.list[DrainSummary]] = {}
+
+        async def drain_part(index: int, part: PodsFound) -> None:
+            drained[index] = await drain_pods(
                 self.api,
-                found,
+                part,
                 grace_period_seconds=grace_period_seconds,
                 emit=emit,
                 margin=self.watch_margin,
+                started=started,
+                qualified=qualified,
             )
+
+        try:
+            if len(parts) == 1:
+                await drain_part(0, parts[0])
+            else:
+                try:
+                    async with anyio.create_task_group() as tg:
+                        for index, part in enumerate(parts):
+                            tg.start_soon(drain_part, index, part)
+                except BaseExceptionGroup as group:
+                    raise _lone(group) from None
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(SERVICE_CLEANUP_TIMEOUT):
-                await self._remove_unused_services(found)
+                for part in parts:
+                    await self._remove_unused_services(part)
+        return [s for index in sorted(drained) for s in drained[index]]
 
     async def _remove_unused_services(self, found: PodsFound) -> None:
         """Delete the Service of each drained Pod's plan once no other Pod of it is left (a
@@ -480,6 +518,21 @@ class KubernetesDriver:
             return await self.api.read(namespace, name)
         except WorkloadNotFound:
             return None
+
+
+def _lone(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception the namespaces' drains raised (a cancellation, an unexpected fault:
+    each drain keeps its own failures in its summary), else the group."""
+    leaves = builtins.list(_leaves(group))
+    return leaves[0] if len(leaves) == 1 else group
+
+
+def _leaves(error: BaseException) -> Iterator[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield error
 
 
 def _restarted(pod: Mapping[str, Any], container: str) -> StartupFailure:

@@ -128,7 +128,9 @@ class PodDrain(DrainBooks):
         margin: float,
         emit: Emit,
         clock: Callable[[], float] = anyio.current_time,
+        workload: str | None = None,
     ) -> PodDrain:
+        """``workload``: the name the events carry (default: the Pod's workload label)."""
         metadata = pod.get("metadata") or {}
         spec_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
         effective = effective_grace(spec_grace, grace)
@@ -155,7 +157,7 @@ class PodDrain(DrainBooks):
                 tracked.outcome, tracked.exit_code = "already-exited", ended.get("exitCode")
             containers.append(tracked)
         return cls(
-            workload=pod_status.workload_name(pod),
+            workload=workload or pod_status.workload_name(pod),
             pod_name=str(metadata.get("name", "")),
             uid=pod_uid(pod),
             grace=effective,
