@@ -1,7 +1,7 @@
 """Reading live Pods, and deriving drain events from recorded kubelet sequences (pure).
 
 The drain events come from what a real kubelet reported (05a, 05b, 05g), fed to the same
-:class:`PodDrain` the driver uses, on a clock that replays the recorded offsets.
+:class:`PodDrainReader` the driver uses, on a clock that replays the recorded offsets.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from k8s_recordings import exchange, recording
 
 from asyncdeploy.drivers.kubernetes import _status as pod_status
-from asyncdeploy.drivers.kubernetes._pod_states import PodDrain
+from asyncdeploy.drivers.kubernetes._pod_states import PodDrainReader
 from asyncdeploy.events import (
     ContainerExited,
     ContainerForceKilled,
@@ -98,11 +98,13 @@ class Clock:
 
 
 def replay(stem: str, pod: dict[str, Any], delete_offset: float, grace: int) -> list[DrainEvent]:
-    """Feed a recorded watch, from the DELETE on, to a PodDrain; return what it emitted."""
+    """Feed a recorded watch, from the DELETE on, to a PodDrainReader; return what it emitted."""
     clock, events = Clock(), cast(list[DrainEvent], [])
     pod = copy.deepcopy(pod)
     pod["metadata"].setdefault("labels", {})["asyncdeploy.io/workload"] = pod["metadata"]["name"]
-    drain = PodDrain.of(pod, grace=grace, started=0.0, margin=15, emit=events.append, clock=clock)
+    drain = PodDrainReader.of(
+        pod, grace=grace, started=0.0, margin=15, emit=events.append, clock=clock
+    )
     drain.begin()
     for event in recording(stem)["watches"][0]["response"]["events"]:
         if event["offset_s"] < delete_offset:
@@ -223,7 +225,9 @@ def test_a_container_that_ended_before_the_delete_took_effect_was_not_signalled(
         deletionTimestamp="2026-11-29T14:36:21Z", deletionGracePeriodSeconds=0
     )
     clock, events = Clock(), cast(list[DrainEvent], [])
-    drain = PodDrain.of(running, grace=10, started=0.0, margin=15, emit=events.append, clock=clock)
+    drain = PodDrainReader.of(
+        running, grace=10, started=0.0, margin=15, emit=events.append, clock=clock
+    )
     drain.begin()
     drain.observe(ended)
     drain.removed(deleted)
@@ -232,3 +236,22 @@ def test_a_container_that_ended_before_the_delete_took_effect_was_not_signalled(
     assert (exited.exit_code, exited.graceful) == (1, True)
     summary = events[-1].summary  # type: ignore[union-attr]
     assert [(c.outcome, c.exit_code) for c in summary.containers] == [("already-exited", 1)]
+
+
+def test_an_error_seen_twice_is_written_once_through_the_books() -> None:
+    """Issue 18 item 4: the reader keeps its errors in its DrainBooks (a field, as the engine
+    drain's), never in a list of its own: the same failure reported twice (the watch refused,
+    then the stuck check at the give-up time) is one error line, and one DrainFinished."""
+    pod = running_rich_pod()
+    clock, events = Clock(), cast(list[DrainEvent], [])
+    drain = PodDrainReader.of(pod, grace=5, started=0.0, margin=15, emit=events.append, clock=clock)
+    drain.begin()
+    message = "cannot follow pod rich: forbidden"
+    drain.books.error(message)
+    clock.now = 30.0
+    drain.fail(message)
+    drain.fail(drain.stuck())
+    finished = [e for e in events if isinstance(e, DrainFinished)]
+    assert len(finished) == 1
+    assert finished[0].summary.errors == (message,)
+    assert drain.books.errors == [message]

@@ -20,7 +20,7 @@ For the workloads of one ``drain`` call:
 Cancelled (a second Ctrl-C reaches here as a cancellation: ``kill_now``), the drain is finished
 shielded: a grace-0 delete of every Pod still there (uid-guarded, retried the same way), the
 watch until they are gone (``KILL_WAIT``), ``DrainFinished`` for each; then the cancellation
-goes on. What the watches show is handed to :class:`._pod_states.PodDrain`, which turns it into
+goes on. What the watches show is handed to :class:`._pod_states.PodDrainReader`, which turns it into
 events.
 """
 
@@ -36,7 +36,12 @@ from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._errors import ENGINE, RetryLater
-from asyncdeploy.drivers.kubernetes._pod_states import KILL_WAIT, WATCH_MARGIN, PodDrain, pod_uid
+from asyncdeploy.drivers.kubernetes._pod_states import (
+    KILL_WAIT,
+    WATCH_MARGIN,
+    PodDrainReader,
+    pod_uid,
+)
 from asyncdeploy.drivers.kubernetes._traffic import TrafficWatch
 from asyncdeploy.drivers.kubernetes._watch import KubeletEvents, PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
@@ -161,7 +166,7 @@ async def drain_pods(
     if started is None:
         started = anyio.current_time()
     drains = [
-        PodDrain.of(
+        PodDrainReader.of(
             pod,
             grace=grace_period_seconds,
             started=started,
@@ -193,7 +198,7 @@ async def drain_pods(
     return [d.summary for d in drains if d.summary is not None]
 
 
-async def _kill(api: PodAPI, namespace: str, selector: str, drains: list[PodDrain]) -> None:
+async def _kill(api: PodAPI, namespace: str, selector: str, drains: list[PodDrainReader]) -> None:
     """The drain was cut short: a grace-0 delete of every Pod still there, then follow them
     until they are gone (``KILL_WAIT``): every drain ends with its ``DrainFinished``."""
     for drain in drains:
@@ -213,7 +218,7 @@ async def _delete_and_follow(
     namespace: str,
     selector: str,
     version: str | None,
-    drains: list[PodDrain],
+    drains: list[PodDrainReader],
     grace: int | None,
 ) -> None:
     """Delete every Pod (uid-guarded, retried) while one watch follows them until they are gone
@@ -242,14 +247,14 @@ def _retryable(exc: EngineError) -> bool:
 async def _delete_one(
     api: PodAPI,
     namespace: str,
-    drain: PodDrain,
+    drain: PodDrainReader,
     grace: int | None,
     settled: Callable[[], None],
 ) -> None:
     """Delete the drain's Pod, only if its uid still matches; retried until ``GIVE_UP_AFTER``
     past its deadline (or its give-up time, when killing), honouring ``Retry-After``."""
     pause, tries = RETRY_FIRST, 0
-    give_up = drain.give_up if drain.killing else drain.deadline + GIVE_UP_AFTER
+    give_up = drain.give_up if drain.killing else drain.books.deadline + GIVE_UP_AFTER
     while True:
         tries += 1
         try:
@@ -274,7 +279,7 @@ async def _delete_one(
             elif _retryable(exc):
                 drain.fail(
                     f"delete pod {drain.pod_name}: {exc.message} (tried {tries} times in "
-                    f"{anyio.current_time() - drain.started:.1f} s; it was not deleted)"
+                    f"{anyio.current_time() - drain.books.started:.1f} s; it was not deleted)"
                 )
             else:
                 drain.fail(f"delete pod {drain.pod_name}: {exc.message} (it was not deleted)")
@@ -287,7 +292,7 @@ async def _watch_until_gone(
     namespace: str,
     selector: str,
     version: str | None,
-    drains: list[PodDrain],
+    drains: list[PodDrainReader],
 ) -> None:
     by_uid = {d.uid: d for d in drains}
     follower = PodFollower(api, namespace, label_selector=selector)

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from asyncdeploy.drivers.kubernetes._api import PodAPI
-from asyncdeploy.drivers.kubernetes._pod_states import PodDrain
+from asyncdeploy.drivers.kubernetes._pod_states import PodDrainReader
 from asyncdeploy.drivers.kubernetes._watch import MAX_WATCH_SECONDS, PodEvent, PodFollower, Resync
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import EngineError
@@ -102,7 +102,7 @@ def propagation_window(pod: Mapping[str, Any], grace: int) -> float:
 
 @attrs.define
 class _Routed:
-    drain: PodDrain
+    drain: PodDrainReader
     services: tuple[str, ...]
     window: float
     left: bool = False
@@ -116,7 +116,7 @@ class TrafficWatch:
 
     api: PodAPI
     namespace: str
-    drains: list[PodDrain]
+    drains: list[PodDrainReader]
     pods: list[Mapping[str, Any]]
     routed: list[_Routed] = attrs.field(factory=list)
     slices: dict[str, Mapping[str, Any]] = attrs.field(factory=dict)
@@ -133,7 +133,7 @@ class TrafficWatch:
         for drain, pod in zip(self.drains, self.pods, strict=True):
             names = routing_services(pod, services.get("items") or [], items)
             if names:
-                window = propagation_window(pod, drain.grace)
+                window = propagation_window(pod, drain.books.grace)
                 self.routed.append(_Routed(drain, names, window))
         wanted = {name for r in self.routed for name in r.services}
         self.slices = {
@@ -152,18 +152,20 @@ class TrafficWatch:
             still = ready_in(self.slices.values(), drain.uid)
             if not still:
                 routed.left = True
-                drain.emit(TrafficLeft(**drain.at(), services=routed.services))
-            elif not routed.warned and drain.elapsed() >= routed.window:
+                drain.books.emit(TrafficLeft(**drain.books.at(), services=routed.services))
+            elif not routed.warned and drain.books.elapsed() >= routed.window:
                 routed.warned = True
-                drain.emit(
+                drain.books.emit(
                     TrafficStillRouted(
-                        **drain.at(), services=tuple(sorted(still)), window=routed.window
+                        **drain.books.at(), services=tuple(sorted(still)), window=routed.window
                     )
                 )
         return all(r.left or r.drain.done for r in self.routed)
 
     def _poll(self) -> float:
-        waiting = [r.window - r.drain.elapsed() for r in self.routed if not (r.left or r.warned)]
+        waiting = [
+            r.window - r.drain.books.elapsed() for r in self.routed if not (r.left or r.warned)
+        ]
         return min(waiting, default=MAX_WATCH_SECONDS)
 
     async def run(self) -> None:
