@@ -13,10 +13,14 @@ round by round so that drift hits every row alike, in a namespace of its own:
 * **drain() in process** — ``KubernetesDriver.drain`` on an open connection: the library alone;
 * **event latency** — from the time the kubelet recorded its ``Killing`` Event (the Event's
   name carries it in nanoseconds) to the moment ``SignalSent`` reaches the consumer of
-  ``drain()`` (``time.time()``, same host clock).
+  ``drain()`` (``time.time()``, same host clock);
+* **asyncdeploy --help** — the CLI's start alone (goal ≤ 150 ms), and **kubectl --help**.
 
-Each figure is the median of ``--runs`` runs (``--smoke``: one run, to show it works). Creation
-is never timed. Results: a table on stdout and ``bench-results/bench-kube.json``.
+Each figure is the median of ``--runs`` runs (``--smoke``: one run, to show it works), with the
+ratio of the CLI's delete to kubectl's (issue 18: goal ≤ 1.05). Creation is never timed.
+``--cli-source DIR`` runs the CLI rows from another checkout (``git archive main | tar -x -C
+DIR``): the before and after of a change, on the same cluster. Results: a table on stdout and
+``bench-results/bench-kube.json``.
 """
 
 from __future__ import annotations
@@ -62,9 +66,13 @@ async def ready_pod(driver: KubernetesDriver, name: str, image: str) -> None:
     await anyio.sleep(1)  # the trap is installed; creation is never timed
 
 
-async def timed_process(command: list[str], env: dict[str, str]) -> float:
+HELP_GOAL = 0.150  # seconds: asyncdeploy --help (issue 18 item 3)
+DELETE_RATIO_GOAL = 1.05  # asyncdeploy delete / kubectl delete --wait
+
+
+async def timed_process(command: list[str], env: dict[str, str], cwd: str | None = None) -> float:
     started = time.perf_counter()
-    result = await anyio.run_process(command, env=env, check=False)
+    result = await anyio.run_process(command, env=env, check=False, cwd=cwd)
     took = time.perf_counter() - started
     if result.returncode != 0:
         raise RuntimeError(f"{command[:4]}... exited {result.returncode}: {result.stderr[-300:]!r}")
@@ -85,7 +93,7 @@ async def one_round(
     name = f"cli-{round_no}-{secrets.token_hex(2)}"
     await ready_pod(driver, name, args.image)
     cli = [sys.executable, "-m", "asyncdeploy", "--driver", "kubernetes", "delete", name]
-    out["asyncdeploy delete (CLI)"] = await timed_process(cli, env)
+    out["asyncdeploy delete (CLI)"] = await timed_process(cli, env, args.cli_source)
     assert await gone(driver, name), "asyncdeploy delete returned before the Pod was gone"
 
     name = f"kubectl-{round_no}-{secrets.token_hex(2)}"
@@ -111,6 +119,9 @@ async def one_round(
     recorded = event_time(killing[0]) if killing else None
     if signal and recorded is not None:
         out["event latency Killing → SignalSent"] = signal[0] - recorded
+    help_command = [sys.executable, "-m", "asyncdeploy", "--help"]
+    out["asyncdeploy --help"] = await timed_process(help_command, env, args.cli_source)
+    out["kubectl --help"] = await timed_process([args.kubectl, "--help"], env)
     return out
 
 
@@ -125,6 +136,11 @@ async def main() -> None:
         default=os.environ.get("ASYNCDEPLOY_TEST_K8S_IMAGE", "asyncdeploy-test/busybox:kube"),
     )
     parser.add_argument("--out", default="bench-results/bench-kube.json")
+    parser.add_argument(
+        "--cli-source",
+        default=None,
+        help="run the CLI rows from this checkout (its asyncdeploy/ first on the path)",
+    )
     args = parser.parse_args()
     if not args.kubeconfig:
         parser.error("no cluster: set ASYNCDEPLOY_TEST_KUBECONFIG (ci/start-kube.sh prints it)")
@@ -170,6 +186,15 @@ async def main() -> None:
     for key, values in rows.items():
         print(f"{key:38} {statistics.median(values):9.3f} {min(values):7.3f} {max(values):7.3f}")
         result["rows"][key] = {"median": statistics.median(values), "values": values}
+    medians = {key: value["median"] for key, value in result["rows"].items()}
+    ratio = medians["asyncdeploy delete (CLI)"] / medians["kubectl delete --wait"]
+    result["delete_ratio"] = ratio
+    print(
+        f"asyncdeploy delete / kubectl delete --wait: {ratio:.3f}x (goal <= {DELETE_RATIO_GOAL})"
+        f"; asyncdeploy --help {medians['asyncdeploy --help'] * 1000:.0f} ms "
+        f"(goal <= {HELP_GOAL * 1000:.0f} ms)"
+    )
+    result["cli_source"] = args.cli_source or "this checkout"
     result["kubernetes"] = version
     await anyio.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     await anyio.Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

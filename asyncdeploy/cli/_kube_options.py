@@ -14,8 +14,6 @@ from typing import Any
 import attrs
 import click
 
-from asyncdeploy.cli._common import Settings
-
 __all__ = [
     "KUBE_OPTION_NAMES",
     "all_namespaces_option",
@@ -56,6 +54,8 @@ def cluster_options(*, expose_value: bool) -> list[click.Option]:
 
 
 def _store(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    from asyncdeploy.cli._common import Settings  # the CLI's start (--help) needs none of it
+
     if value is not None and param.name is not None:
         settings = ctx.find_object(Settings)
         if settings is not None:
