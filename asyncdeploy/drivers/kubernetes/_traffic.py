@@ -18,9 +18,10 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import anyio
 import attrs
 
-from asyncdeploy.drivers.kubernetes._api import PodAPI
+from asyncdeploy.drivers.kubernetes._api import PodAPI, Resource
 from asyncdeploy.drivers.kubernetes._pod_states import PodDrainReader
 from asyncdeploy.drivers.kubernetes._watch import MAX_WATCH_SECONDS, PodEvent, PodFollower, Resync
 from asyncdeploy.durations import parse_duration
@@ -123,12 +124,20 @@ class TrafficWatch:
     version: str | None = None
 
     async def start(self) -> None:
-        try:
-            services = await self.api.list_pods(self.namespace, resource="services")
-            listing = await self.api.list_pods(self.namespace, resource="endpointslices")
-        except EngineError as exc:
-            _log.debug("Services or EndpointSlices cannot be read (%s)", exc)
+        lists: dict[Resource, dict[str, Any]] = {}
+
+        async def read(resource: Resource) -> None:
+            try:
+                lists[resource] = await self.api.list_pods(self.namespace, resource=resource)
+            except EngineError as exc:
+                _log.debug("%s cannot be read (%s)", resource, exc)
+
+        async with anyio.create_task_group() as tg:  # both lists at once
+            tg.start_soon(read, "services")
+            tg.start_soon(read, "endpointslices")
+        if len(lists) < 2:
             return
+        services, listing = lists["services"], lists["endpointslices"]
         items = list(listing.get("items") or [])
         for drain, pod in zip(self.drains, self.pods, strict=True):
             names = routing_services(pod, services.get("items") or [], items)
