@@ -121,3 +121,54 @@ async def test_all_namespaces_with_a_namespace_is_a_usage_error(twins: dict[str,
     )
     assert result.exit_code == 2, result.output
     assert "choose one" in result.stderr
+
+
+async def test_the_readmes_all_namespaces_lines_as_written(
+    fake: FakeApiServer, twins: dict[str, str]
+) -> None:
+    """docs/pending/kube.md's snippet, word for word: ``asyncdeploy list -A`` and
+    ``asyncdeploy delete-all -A --selector team=ml`` (with the context's kubeconfig)."""
+    result = await invoke_in_thread("list", "-A", env=twins)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.split()[:2] == ["NAMESPACE", "NAME"]
+    result = await invoke_in_thread("delete-all", "-A", "--selector", "team=ml", env=twins)
+    assert result.exit_code == 0, result.output
+    drained = sorted(
+        line.split(":")[0] for line in result.stdout.splitlines() if "drained in" in line
+    )
+    assert drained == [f"{NAMESPACE}/twin", "default/twin"]
+    assert fake.pods == {}
+
+
+async def test_list_watch_all_namespaces_tells_twins_apart(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``list -w -A``: a workload is its namespace and name, so two twins are two rows, and the
+    one that goes is reported gone with its namespace (keyed by name alone, one would hide the
+    other)."""
+    import anyio
+
+    from asyncdeploy.cli.views import watch_workloads
+    from asyncdeploy.results import ContainerStatus, WorkloadStatus
+
+    def twin(namespace: str) -> WorkloadStatus:
+        run = ContainerStatus(name="server", role="run", image="i", state="running")
+        return WorkloadStatus(
+            name="twin", driver="kubernetes", labels={}, grace_period_seconds=2,
+            plan_digest=None, containers=(run,), namespace=namespace,
+        )  # fmt: skip
+
+    polls = [[twin("a"), twin("b")], [twin("b")]]
+
+    async def fetch() -> list[WorkloadStatus]:
+        return polls.pop(0) if len(polls) > 1 else polls[0]
+
+    with anyio.move_on_after(0.3):
+        await watch_workloads(fetch, "text", period=0.01, namespaces=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["NAMESPACE", "NAME"]
+    assert [line.split()[:3] for line in lines[1:]] == [
+        ["a", "twin", "running"],
+        ["b", "twin", "running"],
+        ["a", "twin", "deleted"],
+    ]
