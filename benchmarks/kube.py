@@ -18,9 +18,10 @@ round by round so that drift hits every row alike, in a namespace of its own:
 
 Each figure is the median of ``--runs`` runs (``--smoke``: one run, to show it works), with the
 ratio of the CLI's delete to kubectl's (issue 18: goal ≤ 1.05). Creation is never timed.
-``--cli-source DIR`` runs the CLI rows from another checkout (``git archive main | tar -x -C
-DIR``): the before and after of a change, on the same cluster. Results: a table on stdout and
-``bench-results/bench-kube.json``.
+``--compare-source DIR`` adds the CLI rows of another checkout (``git archive main | tar -x -C
+DIR``), run in the same rounds: a change's before and after under the same load (on a shared
+machine the load moves the CLI's figures by seconds between two runs). Results: a table on
+stdout and ``bench-results/bench-kube.json``.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ async def ready_pod(driver: KubernetesDriver, name: str, image: str) -> None:
 
 HELP_GOAL = 0.150  # seconds: asyncdeploy --help (issue 18 item 3)
 DELETE_RATIO_GOAL = 1.05  # asyncdeploy delete / kubectl delete --wait
+COMPARED_DELETE = "asyncdeploy delete, compared checkout"
+COMPARED_HELP = "asyncdeploy --help, compared checkout"
 
 
 async def timed_process(command: list[str], env: dict[str, str], cwd: str | None = None) -> float:
@@ -93,8 +96,15 @@ async def one_round(
     name = f"cli-{round_no}-{secrets.token_hex(2)}"
     await ready_pod(driver, name, args.image)
     cli = [sys.executable, "-m", "asyncdeploy", "--driver", "kubernetes", "delete", name]
-    out["asyncdeploy delete (CLI)"] = await timed_process(cli, env, args.cli_source)
+    out["asyncdeploy delete (CLI)"] = await timed_process(cli, env)
     assert await gone(driver, name), "asyncdeploy delete returned before the Pod was gone"
+
+    if args.compare_source:
+        name = f"cmp-{round_no}-{secrets.token_hex(2)}"
+        await ready_pod(driver, name, args.image)
+        cli[-1] = name
+        out[COMPARED_DELETE] = await timed_process(cli, env, args.compare_source)
+        assert await gone(driver, name), "asyncdeploy delete returned before the Pod was gone"
 
     name = f"kubectl-{round_no}-{secrets.token_hex(2)}"
     await ready_pod(driver, name, args.image)
@@ -120,7 +130,9 @@ async def one_round(
     if signal and recorded is not None:
         out["event latency Killing → SignalSent"] = signal[0] - recorded
     help_command = [sys.executable, "-m", "asyncdeploy", "--help"]
-    out["asyncdeploy --help"] = await timed_process(help_command, env, args.cli_source)
+    out["asyncdeploy --help"] = await timed_process(help_command, env)
+    if args.compare_source:
+        out[COMPARED_HELP] = await timed_process(help_command, env, args.compare_source)
     out["kubectl --help"] = await timed_process([args.kubectl, "--help"], env)
     return out
 
@@ -137,9 +149,9 @@ async def main() -> None:
     )
     parser.add_argument("--out", default="bench-results/bench-kube.json")
     parser.add_argument(
-        "--cli-source",
+        "--compare-source",
         default=None,
-        help="run the CLI rows from this checkout (its asyncdeploy/ first on the path)",
+        help="also run the CLI rows from this checkout (its asyncdeploy/ first on the path)",
     )
     args = parser.parse_args()
     if not args.kubeconfig:
@@ -189,12 +201,17 @@ async def main() -> None:
     medians = {key: value["median"] for key, value in result["rows"].items()}
     ratio = medians["asyncdeploy delete (CLI)"] / medians["kubectl delete --wait"]
     result["delete_ratio"] = ratio
+    if COMPARED_DELETE in medians:
+        compared = medians[COMPARED_DELETE] / medians["kubectl delete --wait"]
+        result["compared_delete_ratio"] = compared
+        print(f"the compared checkout ({args.compare_source}): {compared:.3f}x")
     print(
         f"asyncdeploy delete / kubectl delete --wait: {ratio:.3f}x (goal <= {DELETE_RATIO_GOAL})"
         f"; asyncdeploy --help {medians['asyncdeploy --help'] * 1000:.0f} ms "
         f"(goal <= {HELP_GOAL * 1000:.0f} ms)"
     )
-    result["cli_source"] = args.cli_source or "this checkout"
+    if args.compare_source:
+        result["compare_source"] = args.compare_source
     result["kubernetes"] = version
     await anyio.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     await anyio.Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
