@@ -18,7 +18,8 @@ module           concern
 ===============  =========================================================================
 
 The names match the engine wing's: there too ``_drain`` is the drain with its I/O, and both
-keep their books in :mod:`asyncdeploy.drivers._books`.
+hold a :class:`~asyncdeploy.drivers._books.DrainBooks` per workload (a field, not a base class)
+and write every event's context, error line and summary through it.
 """
 
 from __future__ import annotations
