@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import secrets
 import statistics
 import sys
@@ -73,13 +74,22 @@ COMPARED_DELETE = "asyncdeploy delete, compared checkout"
 COMPARED_HELP = "asyncdeploy --help, compared checkout"
 
 
-async def timed_process(command: list[str], env: dict[str, str], cwd: str | None = None) -> float:
+CPU = " (CPU user+sys)"  # a process row's CPU seconds: steadier than its wall time under load
+
+
+async def timed_process(
+    out: dict[str, float], key: str, command: list[str], env: dict[str, str], cwd: str | None = None
+) -> None:
+    """``out[key]``: the process's wall time, start to exit; ``out[key + CPU]``: its CPU time
+    (the bench runs one process at a time, so the children's usage grows by its own)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     result = await anyio.run_process(command, env=env, check=False, cwd=cwd)
-    took = time.perf_counter() - started
+    out[key] = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out[key + CPU] = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     if result.returncode != 0:
         raise RuntimeError(f"{command[:4]}... exited {result.returncode}: {result.stderr[-300:]!r}")
-    return took
 
 
 async def gone(driver: KubernetesDriver, name: str) -> bool:
@@ -96,20 +106,20 @@ async def one_round(
     name = f"cli-{round_no}-{secrets.token_hex(2)}"
     await ready_pod(driver, name, args.image)
     cli = [sys.executable, "-m", "asyncdeploy", "--driver", "kubernetes", "delete", name]
-    out["asyncdeploy delete (CLI)"] = await timed_process(cli, env)
+    await timed_process(out, "asyncdeploy delete (CLI)", cli, env)
     assert await gone(driver, name), "asyncdeploy delete returned before the Pod was gone"
 
     if args.compare_source:
         name = f"cmp-{round_no}-{secrets.token_hex(2)}"
         await ready_pod(driver, name, args.image)
         cli[-1] = name
-        out[COMPARED_DELETE] = await timed_process(cli, env, args.compare_source)
+        await timed_process(out, COMPARED_DELETE, cli, env, args.compare_source)
         assert await gone(driver, name), "asyncdeploy delete returned before the Pod was gone"
 
     name = f"kubectl-{round_no}-{secrets.token_hex(2)}"
     await ready_pod(driver, name, args.image)
     kubectl = [args.kubectl, "-n", ns, "delete", "pod", name, "--wait=true"]
-    out["kubectl delete --wait"] = await timed_process(kubectl, env)
+    await timed_process(out, "kubectl delete --wait", kubectl, env)
     assert await gone(driver, name), "kubectl delete --wait returned before the Pod was gone"
 
     name = f"lib-{round_no}-{secrets.token_hex(2)}"
@@ -130,10 +140,10 @@ async def one_round(
     if signal and recorded is not None:
         out["event latency Killing → SignalSent"] = signal[0] - recorded
     help_command = [sys.executable, "-m", "asyncdeploy", "--help"]
-    out["asyncdeploy --help"] = await timed_process(help_command, env)
+    await timed_process(out, "asyncdeploy --help", help_command, env)
     if args.compare_source:
-        out[COMPARED_HELP] = await timed_process(help_command, env, args.compare_source)
-    out["kubectl --help"] = await timed_process([args.kubectl, "--help"], env)
+        await timed_process(out, COMPARED_HELP, help_command, env, args.compare_source)
+    await timed_process(out, "kubectl --help", [args.kubectl, "--help"], env)
     return out
 
 
@@ -193,10 +203,10 @@ async def main() -> None:
         f"Kubernetes delete of one Pod draining {DRAIN_SECONDS:g} s (grace {GRACE}), "
         f"median of {runs} run(s)"
     )
-    print(f"{'':38} {'median s':>9} {'min':>7} {'max':>7}")
+    print(f"{'':54} {'median s':>9} {'min':>7} {'max':>7}")
     result: dict[str, Any] = {"runs": runs, "drain_seconds": DRAIN_SECONDS, "rows": {}}
     for key, values in rows.items():
-        print(f"{key:38} {statistics.median(values):9.3f} {min(values):7.3f} {max(values):7.3f}")
+        print(f"{key:54} {statistics.median(values):9.3f} {min(values):7.3f} {max(values):7.3f}")
         result["rows"][key] = {"median": statistics.median(values), "values": values}
     medians = {key: value["median"] for key, value in result["rows"].items()}
     ratio = medians["asyncdeploy delete (CLI)"] / medians["kubectl delete --wait"]
