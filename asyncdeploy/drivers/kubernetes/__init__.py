@@ -7,7 +7,8 @@ module           concern
 ``_manifest``    plan → Pod (and Service) manifest, pure (unit-testable without a cluster)
 ``_status``      live Pod → ``WorkloadStatus``, readiness, masked inspect output, pure
 ``_drain``       the drain with its I/O: one list, a uid-guarded delete per Pod (retried),
-                 the watches of the Pods and of their Events, the kill of a cancelled drain
+                 the watches of the Pods and of their Events, the kill of a cancelled drain,
+                 the namespaces of ``-A`` side by side, a plan's Service after its last Pod
 ``_pod_states``  what those watches show → the drain events and summaries, pure
 ``_traffic``     the EndpointSlices of the Services routing to a Pod → ``TrafficLeft``
 ``_kubelet``     the kubelet's Events and start-up reasons (ErrImagePull, ...), pure

@@ -20,13 +20,16 @@ For the workloads of one ``drain`` call:
 Cancelled (a second Ctrl-C reaches here as a cancellation: ``kill_now``), the drain is finished
 shielded: a grace-0 delete of every Pod still there (uid-guarded, retried the same way), the
 watch until they are gone (``KILL_WAIT``), ``DrainFinished`` for each; then the cancellation
-goes on. What the watches show is handed to :class:`._pod_states.PodDrainReader`, which turns it into
-events.
+goes on. What the watches show is handed to :class:`._pod_states.PodDrainReader`, which turns
+it into events. With ``-A`` (:func:`find_pods_everywhere`) the namespaces are drained side by side
+under one start (:func:`drain_namespaces`). After a drain, a plan's Service goes with its last Pod
+(:func:`remove_unused_services`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -53,19 +56,22 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainSummary, Emit
-from asyncdeploy.labels import LABEL_WORKLOAD
+from asyncdeploy.labels import LABEL_SERVICE, LABEL_WORKLOAD
 from asyncdeploy.selectors import Selector
 
 __all__ = [
     "GIVE_UP_AFTER",
     "PodsFound",
     "PodsFoundEverywhere",
+    "drain_namespaces",
     "drain_pods",
     "find_pods",
     "find_pods_everywhere",
+    "remove_unused_services",
 ]
 
 RETRY_FIRST, RETRY_MAX = 0.05, 1.0  # backoff between tries of a delete (as the engine drain's)
+_log = logging.getLogger(__name__)
 GIVE_UP_AFTER = 5.0  # past a Pod's deadline: how long its delete is tried again
 
 
@@ -200,6 +206,87 @@ async def drain_pods(
             await _kill(api, namespace, selector, drains)
         raise
     return [d.summary for d in drains if d.summary is not None]
+
+
+async def drain_namespaces(
+    api: PodAPI,
+    parts: Sequence[PodsFound],
+    *,
+    grace_period_seconds: int | None,
+    emit: Emit,
+    margin: float = WATCH_MARGIN,
+    qualified: bool = False,
+) -> list[DrainSummary]:
+    """Drain the Pods of one or more namespaces (``-A``) side by side, timed from one start (one
+    deadline); the summaries in the order of ``parts``. A lone exception of the namespaces'
+    drains (a cancellation: each finishes shielded first) is raised as itself."""
+    started = anyio.current_time()
+    drained: dict[int, list[DrainSummary]] = {}
+
+    async def drain_part(index: int, part: PodsFound) -> None:
+        drained[index] = await drain_pods(
+            api,
+            part,
+            grace_period_seconds=grace_period_seconds,
+            emit=emit,
+            margin=margin,
+            started=started,
+            qualified=qualified,
+        )
+
+    if len(parts) == 1:
+        await drain_part(0, parts[0])
+    else:
+        try:
+            async with anyio.create_task_group() as tg:
+                for index, part in enumerate(parts):
+                    tg.start_soon(drain_part, index, part)
+        except BaseExceptionGroup as group:
+            raise _lone(group) from None
+    return [s for index in sorted(drained) for s in drained[index]]
+
+
+def _lone(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception the namespaces' drains raised, else the group."""
+    leaves = list(_leaves(group))
+    return leaves[0] if len(leaves) == 1 else group
+
+
+def _leaves(error: BaseException) -> Iterator[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield error
+
+
+async def remove_unused_services(api: PodAPI, found: PodsFound) -> None:
+    """Delete the Service of each drained Pod's plan once no other Pod of it is left (a
+    ``replace`` keeps it: its new instance carries the same label)."""
+    names = {
+        str(labels[LABEL_SERVICE])
+        for pod in found.pods
+        if LABEL_SERVICE in (labels := (pod.get("metadata") or {}).get("labels") or {})
+    }
+    for name in sorted(names):
+        selector = f"{LABEL_SERVICE}={name}"
+        try:
+            pods = await api.list_pods(found.namespace, label_selector=selector)
+            if any(
+                not (p.get("metadata") or {}).get("deletionTimestamp")
+                for p in pods.get("items") or []
+            ):
+                continue  # another instance of the plan serves behind it
+            services = await api.list_pods(
+                found.namespace, label_selector=selector, resource="services"
+            )
+            for service in services.get("items") or []:
+                metadata = service["metadata"]
+                await api.delete_service(found.namespace, metadata["name"], uid=metadata["uid"])
+        except (WorkloadNotFound, WorkloadConflict):
+            pass  # gone, or replaced by someone else's meanwhile
+        except EngineError as exc:
+            _log.warning("the Service %s/%s was not removed: %s", found.namespace, name, exc)
 
 
 async def _kill(api: PodAPI, namespace: str, selector: str, drains: list[PodDrainReader]) -> None:

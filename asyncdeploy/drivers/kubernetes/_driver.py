@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import builtins
 import collections
-import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import anyio
@@ -38,9 +37,11 @@ from asyncdeploy.drivers.kubernetes._config import load_cluster_config
 from asyncdeploy.drivers.kubernetes._drain import (
     PodsFound,
     PodsFoundEverywhere,
+    drain_namespaces,
     drain_pods,
     find_pods,
     find_pods_everywhere,
+    remove_unused_services,
 )
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.drivers.kubernetes._kubelet import StartupFailure, startup_failure
@@ -61,7 +62,7 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
-from asyncdeploy.labels import LABEL_SERVICE, LABEL_WORKLOAD
+from asyncdeploy.labels import LABEL_WORKLOAD
 from asyncdeploy.namespaces import workload_namespace
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import (
@@ -77,7 +78,6 @@ __all__ = ["KubernetesDriver"]
 
 PING_TIMEOUT = 5.0
 SERVICE_CLEANUP_TIMEOUT = 10.0
-_log = logging.getLogger(__name__)
 
 
 class KubernetesDriver:
@@ -400,65 +400,19 @@ class KubernetesDriver:
             parts, qualified = (found,), False
         else:
             raise TypeError(f"{ENGINE} drains only what its own find returned, not {found!r}")
-        started = anyio.current_time()  # one start, one deadline, for every namespace
-        drained: dict[int, builtins.list[DrainSummary]] = {}
-
-        async def drain_part(index: int, part: PodsFound) -> None:
-            drained[index] = await drain_pods(
+        try:
+            return await drain_namespaces(
                 self.api,
-                part,
+                parts,
                 grace_period_seconds=grace_period_seconds,
                 emit=emit,
                 margin=self.watch_margin,
-                started=started,
                 qualified=qualified,
             )
-
-        try:
-            if len(parts) == 1:
-                await drain_part(0, parts[0])
-            else:
-                try:
-                    async with anyio.create_task_group() as tg:
-                        for index, part in enumerate(parts):
-                            tg.start_soon(drain_part, index, part)
-                except BaseExceptionGroup as group:
-                    raise _lone(group) from None
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(SERVICE_CLEANUP_TIMEOUT):
                 for part in parts:
-                    await self._remove_unused_services(part)
-        return [s for index in sorted(drained) for s in drained[index]]
-
-    async def _remove_unused_services(self, found: PodsFound) -> None:
-        """Delete the Service of each drained Pod's plan once no other Pod of it is left (a
-        ``replace`` keeps it: its new instance carries the same label)."""
-        names = {
-            str(labels[LABEL_SERVICE])
-            for pod in found.pods
-            if LABEL_SERVICE in (labels := (pod.get("metadata") or {}).get("labels") or {})
-        }
-        for name in sorted(names):
-            selector = f"{LABEL_SERVICE}={name}"
-            try:
-                pods = await self.api.list_pods(found.namespace, label_selector=selector)
-                if any(
-                    not (p.get("metadata") or {}).get("deletionTimestamp")
-                    for p in pods.get("items") or []
-                ):
-                    continue  # another instance of the plan serves behind it
-                services = await self.api.list_pods(
-                    found.namespace, label_selector=selector, resource="services"
-                )
-                for service in services.get("items") or []:
-                    metadata = service["metadata"]
-                    await self.api.delete_service(
-                        found.namespace, metadata["name"], uid=metadata["uid"]
-                    )
-            except (WorkloadNotFound, WorkloadConflict):
-                pass  # gone, or replaced by someone else's meanwhile
-            except EngineError as exc:
-                _log.warning("the Service %s/%s was not removed: %s", found.namespace, name, exc)
+                    await remove_unused_services(self.api, part)
 
     # --- apply -------------------------------------------------------------------------------
 
@@ -518,21 +472,6 @@ class KubernetesDriver:
             return await self.api.read(namespace, name)
         except WorkloadNotFound:
             return None
-
-
-def _lone(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one exception the namespaces' drains raised (a cancellation, an unexpected fault:
-    each drain keeps its own failures in its summary), else the group."""
-    leaves = builtins.list(_leaves(group))
-    return leaves[0] if len(leaves) == 1 else group
-
-
-def _leaves(error: BaseException) -> Iterator[BaseException]:
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield error
 
 
 def _restarted(pod: Mapping[str, Any], container: str) -> StartupFailure:
