@@ -40,7 +40,7 @@ from typing import Any
 import anyio
 from kubernetes_asyncio.client import CoreV1Api
 
-from asyncdeploy import Container, DrainEvent, SignalSent, WorkloadPlan
+from asyncdeploy import Container, Event, SignalSent, WorkloadPlan
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
 from asyncdeploy.drivers.kubernetes._kubelet import KILLING, event_time
 
@@ -125,7 +125,7 @@ async def one_round(
     name = f"lib-{round_no}-{secrets.token_hex(2)}"
     await ready_pod(driver, name, args.image)
     uid = (await driver.api.read(ns, name))["metadata"]["uid"]
-    seen: list[tuple[DrainEvent, float]] = []
+    seen: list[tuple[Event, float]] = []  # what Emit hands over (drain events only, here)
     started = time.perf_counter()
     await driver.drain(
         await driver.find([name]),
