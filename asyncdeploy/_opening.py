@@ -45,6 +45,7 @@ def open_deployer(
     context: str | None = None,
     namespace: str | None = None,
     request_timeout: float = 30.0,
+    all_namespaces: bool = False,
 ) -> AbstractAsyncContextManager[Deployer]: ...
 
 
@@ -59,10 +60,11 @@ def open_deployer(
 
     Options per driver: ``url`` for Docker and Podman (default: discovered, honouring
     ``DOCKER_HOST`` / ``CONTAINER_HOST``); ``kubeconfig``, ``context``, ``namespace``,
-    ``request_timeout`` for Kubernetes. Without a name, an engine named by its address variable
-    (``DOCKER_HOST``, else ``CONTAINER_HOST``) is used, and ``EngineUnavailable`` raised when it
-    does not answer; with neither set, the first engine of :data:`AUTO_DETECT_ORDER` that
-    answers. Needs asyncio (see the module docstring).
+    ``request_timeout``, ``all_namespaces`` (list and drain in every namespace) for Kubernetes.
+    Without a name, an engine named by its address variable (``DOCKER_HOST``, else
+    ``CONTAINER_HOST``) is used, and ``EngineUnavailable`` raised when it does not answer;
+    with neither set, the first engine of :data:`AUTO_DETECT_ORDER` that answers. Needs
+    asyncio (see the module docstring).
     """
     return _open_deployer(driver, options)
 

@@ -71,6 +71,7 @@ class WorkloadStatus:
     unfinished: str | None = None
     """Why a deployer that died left it half-made or half-drained (``reconcile`` finishes it)."""
     ports: tuple[PublishedPort, ...] = ()  # what the workload publishes, host -> container
+    namespace: str | None = None  # Kubernetes: the Pod's namespace (engines have none)
 
     @property
     def state(self) -> str:

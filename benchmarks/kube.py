@@ -13,10 +13,15 @@ round by round so that drift hits every row alike, in a namespace of its own:
 * **drain() in process** — ``KubernetesDriver.drain`` on an open connection: the library alone;
 * **event latency** — from the time the kubelet recorded its ``Killing`` Event (the Event's
   name carries it in nanoseconds) to the moment ``SignalSent`` reaches the consumer of
-  ``drain()`` (``time.time()``, same host clock).
+  ``drain()`` (``time.time()``, same host clock);
+* **asyncdeploy --help** — the CLI's start alone (goal ≤ 150 ms), and **kubectl --help**.
 
-Each figure is the median of ``--runs`` runs (``--smoke``: one run, to show it works). Creation
-is never timed. Results: a table on stdout and ``bench-results/bench-kube.json``.
+Each figure is the median of ``--runs`` runs (``--smoke``: one run, to show it works), with the
+ratio of the CLI's delete to kubectl's (issue 18: goal ≤ 1.05). Creation is never timed.
+``--compare-source DIR`` adds the CLI rows of another checkout (``git archive main | tar -x -C
+DIR``), run in the same rounds: a change's before and after under the same load (on a shared
+machine the load moves the CLI's figures by seconds between two runs). Results: a table on
+stdout and ``bench-results/bench-kube.json``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import secrets
 import statistics
 import sys
@@ -34,7 +40,7 @@ from typing import Any
 import anyio
 from kubernetes_asyncio.client import CoreV1Api
 
-from asyncdeploy import Container, DrainEvent, SignalSent, WorkloadPlan
+from asyncdeploy import Container, Event, SignalSent, WorkloadPlan
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
 from asyncdeploy.drivers.kubernetes._kubelet import KILLING, event_time
 
@@ -62,13 +68,28 @@ async def ready_pod(driver: KubernetesDriver, name: str, image: str) -> None:
     await anyio.sleep(1)  # the trap is installed; creation is never timed
 
 
-async def timed_process(command: list[str], env: dict[str, str]) -> float:
+HELP_GOAL = 0.150  # seconds: asyncdeploy --help (issue 18 item 3)
+DELETE_RATIO_GOAL = 1.05  # asyncdeploy delete / kubectl delete --wait
+COMPARED_DELETE = "asyncdeploy delete, compared checkout"
+COMPARED_HELP = "asyncdeploy --help, compared checkout"
+
+
+CPU = " (CPU user+sys)"  # a process row's CPU seconds: steadier than its wall time under load
+
+
+async def timed_process(
+    out: dict[str, float], key: str, command: list[str], env: dict[str, str], cwd: str | None = None
+) -> None:
+    """``out[key]``: the process's wall time, start to exit; ``out[key + CPU]``: its CPU time
+    (the bench runs one process at a time, so the children's usage grows by its own)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    result = await anyio.run_process(command, env=env, check=False)
-    took = time.perf_counter() - started
+    result = await anyio.run_process(command, env=env, check=False, cwd=cwd)
+    out[key] = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out[key + CPU] = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     if result.returncode != 0:
         raise RuntimeError(f"{command[:4]}... exited {result.returncode}: {result.stderr[-300:]!r}")
-    return took
 
 
 async def gone(driver: KubernetesDriver, name: str) -> bool:
@@ -85,19 +106,26 @@ async def one_round(
     name = f"cli-{round_no}-{secrets.token_hex(2)}"
     await ready_pod(driver, name, args.image)
     cli = [sys.executable, "-m", "asyncdeploy", "--driver", "kubernetes", "delete", name]
-    out["asyncdeploy delete (CLI)"] = await timed_process(cli, env)
+    await timed_process(out, "asyncdeploy delete (CLI)", cli, env)
     assert await gone(driver, name), "asyncdeploy delete returned before the Pod was gone"
+
+    if args.compare_source:
+        name = f"cmp-{round_no}-{secrets.token_hex(2)}"
+        await ready_pod(driver, name, args.image)
+        cli[-1] = name
+        await timed_process(out, COMPARED_DELETE, cli, env, args.compare_source)
+        assert await gone(driver, name), "asyncdeploy delete returned before the Pod was gone"
 
     name = f"kubectl-{round_no}-{secrets.token_hex(2)}"
     await ready_pod(driver, name, args.image)
     kubectl = [args.kubectl, "-n", ns, "delete", "pod", name, "--wait=true"]
-    out["kubectl delete --wait"] = await timed_process(kubectl, env)
+    await timed_process(out, "kubectl delete --wait", kubectl, env)
     assert await gone(driver, name), "kubectl delete --wait returned before the Pod was gone"
 
     name = f"lib-{round_no}-{secrets.token_hex(2)}"
     await ready_pod(driver, name, args.image)
     uid = (await driver.api.read(ns, name))["metadata"]["uid"]
-    seen: list[tuple[DrainEvent, float]] = []
+    seen: list[tuple[Event, float]] = []  # what Emit hands over (drain events only, here)
     started = time.perf_counter()
     await driver.drain(
         await driver.find([name]),
@@ -111,6 +139,11 @@ async def one_round(
     recorded = event_time(killing[0]) if killing else None
     if signal and recorded is not None:
         out["event latency Killing → SignalSent"] = signal[0] - recorded
+    help_command = [sys.executable, "-m", "asyncdeploy", "--help"]
+    await timed_process(out, "asyncdeploy --help", help_command, env)
+    if args.compare_source:
+        await timed_process(out, COMPARED_HELP, help_command, env, args.compare_source)
+    await timed_process(out, "kubectl --help", [args.kubectl, "--help"], env)
     return out
 
 
@@ -125,6 +158,11 @@ async def main() -> None:
         default=os.environ.get("ASYNCDEPLOY_TEST_K8S_IMAGE", "asyncdeploy-test/busybox:kube"),
     )
     parser.add_argument("--out", default="bench-results/bench-kube.json")
+    parser.add_argument(
+        "--compare-source",
+        default=None,
+        help="also run the CLI rows from this checkout (its asyncdeploy/ first on the path)",
+    )
     args = parser.parse_args()
     if not args.kubeconfig:
         parser.error("no cluster: set ASYNCDEPLOY_TEST_KUBECONFIG (ci/start-kube.sh prints it)")
@@ -165,11 +203,25 @@ async def main() -> None:
         f"Kubernetes delete of one Pod draining {DRAIN_SECONDS:g} s (grace {GRACE}), "
         f"median of {runs} run(s)"
     )
-    print(f"{'':38} {'median s':>9} {'min':>7} {'max':>7}")
+    print(f"{'':54} {'median s':>9} {'min':>7} {'max':>7}")
     result: dict[str, Any] = {"runs": runs, "drain_seconds": DRAIN_SECONDS, "rows": {}}
     for key, values in rows.items():
-        print(f"{key:38} {statistics.median(values):9.3f} {min(values):7.3f} {max(values):7.3f}")
+        print(f"{key:54} {statistics.median(values):9.3f} {min(values):7.3f} {max(values):7.3f}")
         result["rows"][key] = {"median": statistics.median(values), "values": values}
+    medians = {key: value["median"] for key, value in result["rows"].items()}
+    ratio = medians["asyncdeploy delete (CLI)"] / medians["kubectl delete --wait"]
+    result["delete_ratio"] = ratio
+    if COMPARED_DELETE in medians:
+        compared = medians[COMPARED_DELETE] / medians["kubectl delete --wait"]
+        result["compared_delete_ratio"] = compared
+        print(f"the compared checkout ({args.compare_source}): {compared:.3f}x")
+    print(
+        f"asyncdeploy delete / kubectl delete --wait: {ratio:.3f}x (goal <= {DELETE_RATIO_GOAL})"
+        f"; asyncdeploy --help {medians['asyncdeploy --help'] * 1000:.0f} ms "
+        f"(goal <= {HELP_GOAL * 1000:.0f} ms)"
+    )
+    if args.compare_source:
+        result["compare_source"] = args.compare_source
     result["kubernetes"] = version
     await anyio.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     await anyio.Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

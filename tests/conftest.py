@@ -11,6 +11,9 @@ TESTS = Path(__file__).resolve().parent
 NEEDS: dict[str, tuple[str, ...]] = {
     "engines": ("engine",),  # real Docker and Podman (the params add docker / podman)
     "kubernetes/test_real_cluster.py": ("cluster",),
+    "kubernetes/test_real_cluster_drain.py": ("cluster",),
+    "kubernetes/test_real_cluster_replace.py": ("cluster",),
+    "kubernetes/test_real_cluster_namespaces.py": ("cluster",),
     "install": ("slow",),  # builds a fresh venv
     "unit/test_typing.py": ("slow",),  # runs mypy over the package, twice
 }

@@ -6,30 +6,120 @@ Exit codes: 0 success, 1 the operation failed, 2 usage (bad arguments or an inva
 
 from __future__ import annotations
 
+import importlib
 from typing import cast
 
 import click
 
-from asyncdeploy._log import configure_cli_logging
-from asyncdeploy.cli import (
-    containers,
-    drain,
-    lint,
-    reconcile,
-    replace,
-    schema,
-    verify,
-    views,
-    workloads,
-)
-from asyncdeploy.cli._common import Settings
 from asyncdeploy.cli._kube_options import cluster_options, with_cluster_options
-from asyncdeploy.drivers import DRIVER_NAMES, DriverName
+from asyncdeploy.drivers.registry import DRIVER_NAMES, DriverName
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main"]
+
+COMMANDS: dict[str, tuple[str, bool, str]] = {
+    # name: ("module:function", takes the cluster options after its name, its one-line help)
+    "create": (
+        "workloads:create",
+        True,
+        "Create a workload from a YAML or JSON plan (a no-op when it is unchanged).",
+    ),
+    "delete": (
+        "workloads:delete",
+        True,
+        "Drain a workload gracefully, then remove it, showing every step.",
+    ),
+    "delete-all": (
+        "workloads:delete_all",
+        True,
+        "Drain every matching workload at once, under one deadline.",
+    ),
+    "drain": (
+        "drain:drain",
+        False,
+        "Tell a server to drain, then wait until it has no request in flight (a preStop hook).",
+    ),
+    "exec": (
+        "containers:exec_",
+        True,
+        "Run COMMAND in a container and exit with its exit code: exec NAME [-c C] -- CMD [ARG...]",
+    ),
+    "get": ("views:get", True, "Describe one workload: its containers (in plan order), ..."),
+    "inspect": (
+        "workloads:inspect",
+        True,
+        "Engine detail of a workload (secret-looking env values masked).",
+    ),
+    "lint": (
+        "lint:lint",
+        False,
+        "Check a plan's termination budget, probes and ports (exit 1 on errors).",
+    ),
+    "list": ("views:list_", True, "List workloads (containers in plan order)."),
+    "logs": (
+        "containers:logs",
+        True,
+        "Print a container's logs (stdout and stderr as the engine interleaves them).",
+    ),
+    "reconcile": (
+        "reconcile:reconcile",
+        True,
+        "Finish the workloads a killed asyncdeploy left half-made or half-drained ...",
+    ),
+    "replace": (
+        "replace:replace",
+        True,
+        "Replace a workload: start the plan as a new instance and drain the old instance(s) ...",
+    ),
+    "schema": (
+        "schema:schema",
+        False,
+        "Print the plan's JSON Schema (for editors) or its reference page.",
+    ),
+    "verify": (
+        "verify:verify",
+        True,
+        "Prove a lossless termination: traffic through a workload while it is disrupted.",
+    ),
+}
+"""Every command, imported only when it runs (or its own help is asked for): ``--help`` and
+a command load only what that command uses (``tests/unit/test_cli_start.py`` checks that these
+lines are the commands' own)."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """A group whose commands are imported on first use, and listed from :data:`COMMANDS`."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        if cmd_name not in COMMANDS:
+            return None
+        target, cluster, _ = COMMANDS[cmd_name]
+        module, _, attribute = target.partition(":")
+        command = cast(
+            click.Command,
+            getattr(importlib.import_module(f"asyncdeploy.cli.{module}"), attribute),
+        )
+        if cluster:
+            command = with_cluster_options(command)
+        self.add_command(command, cmd_name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands' list without importing them: their one-line help from the table."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [
+            (name, click.Command(name, help=help_line).get_short_help_str(limit))
+            for name, (_, _, help_line) in sorted(COMMANDS.items())
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--driver",
     type=click.Choice(DRIVER_NAMES),
@@ -56,6 +146,9 @@ def main(
     Shell completion: eval "$(_ASYNCDEPLOY_COMPLETE=bash_source asyncdeploy)" (zsh_source,
     fish_source for the other shells).
     """
+    from asyncdeploy._log import configure_cli_logging
+    from asyncdeploy.cli._common import Settings
+
     configure_cli_logging(verbose)
     ctx.obj = Settings(
         driver=cast(DriverName | None, driver),
@@ -66,21 +159,3 @@ def main(
 
 
 main.params.extend(cluster_options(expose_value=True))
-
-# Commands that open a deployer take the cluster options after their name too (kubectl habit).
-for name, command in {
-    "create": workloads.create,
-    "delete": workloads.delete,
-    "delete-all": workloads.delete_all,
-    "list": views.list_,
-    "get": views.get,
-    "logs": containers.logs,
-    "exec": containers.exec_,
-    "replace": replace.replace,
-    "reconcile": reconcile.reconcile,
-    "inspect": workloads.inspect,
-    "verify": verify.verify,
-}.items():
-    main.add_command(with_cluster_options(command), name)
-for name, command in {"lint": lint.lint, "drain": drain.drain, "schema": schema.schema}.items():
-    main.add_command(command, name)

@@ -85,6 +85,7 @@ class Settings:
     context: str | None = None
     kubeconfig: str | None = None
     plan_namespace: str | None = None  # a plan's; on Kubernetes only, never chooses it
+    all_namespaces: bool = False  # -A: list and drain in every namespace (Kubernetes only)
 
     def for_plan(self, plan: WorkloadPlan) -> Settings:
         """These settings for a command on ``plan``: on Kubernetes the deployer opens where the
@@ -96,6 +97,17 @@ class Settings:
         kube = {"namespace": self.namespace, "context": self.context, "kubeconfig": self.kubeconfig}
         given = {k: v for k, v in kube.items() if v is not None}
         namespace = self.namespace or self.plan_namespace
+        if self.all_namespaces:
+            if self.namespace is not None:
+                raise click.UsageError("-A/--all-namespaces and -n/--namespace: choose one")
+            if self.driver not in (None, "kubernetes"):
+                raise click.UsageError(
+                    f"-A/--all-namespaces: a Kubernetes option, but the driver is {self.driver} "
+                    "(its engine has no namespaces: list and delete-all already see everything)"
+                )
+            return open_deployer(
+                "kubernetes", context=self.context, kubeconfig=self.kubeconfig, all_namespaces=True
+            )
         if not given:
             if namespace is not None and self.driver == "kubernetes":
                 return open_deployer("kubernetes", namespace=namespace)

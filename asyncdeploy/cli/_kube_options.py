@@ -8,14 +8,18 @@ after ``--`` is touched. A command's option updates the group's :class:`Settings
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 import click
 
-from asyncdeploy.cli._common import Settings
-
-__all__ = ["KUBE_OPTION_NAMES", "cluster_options", "with_cluster_options"]
+__all__ = [
+    "KUBE_OPTION_NAMES",
+    "all_namespaces_option",
+    "cluster_options",
+    "with_cluster_options",
+]
 
 KUBE_OPTION_NAMES = ("-n", "--namespace", "--context", "--kubeconfig")
 
@@ -50,11 +54,32 @@ def cluster_options(*, expose_value: bool) -> list[click.Option]:
 
 
 def _store(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    from asyncdeploy.cli._common import Settings  # the CLI's start (--help) needs none of it
+
     if value is not None and param.name is not None:
         settings = ctx.find_object(Settings)
         if settings is not None:
             ctx.obj = attrs.evolve(settings, **{param.name: value})
     return value
+
+
+def all_namespaces_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """kubectl's ``-A/--all-namespaces`` (``list``, ``delete-all``): every namespace; it
+    chooses Kubernetes, and on Docker or Podman it is a usage error (exit 2)."""
+    return click.option(
+        "-A",
+        "--all-namespaces",
+        is_flag=True,
+        default=False,
+        expose_value=False,
+        callback=_store_flag,
+        help="Kubernetes: the workloads of every namespace (a NAMESPACE column; "
+        "delete-all names them namespace/name).",
+    )(function)
+
+
+def _store_flag(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    return bool(_store(ctx, param, value or None))
 
 
 def with_cluster_options(command: click.Command) -> click.Command:

@@ -20,6 +20,7 @@ from asyncdeploy.cli._common import (
     status_dict,
 )
 from asyncdeploy.cli._describe import describe_workload
+from asyncdeploy.cli._kube_options import all_namespaces_option
 from asyncdeploy.cli._table import render_table
 from asyncdeploy.errors import AsyncDeployError, WorkloadNotFound
 from asyncdeploy.results import WorkloadStatus
@@ -61,18 +62,34 @@ def _header(wide: bool) -> list[str]:
     return [*base, "RESTARTS", "DRIVER", "CONTAINERS", "IMAGES"] if wide else [*base, "CONTAINERS"]
 
 
-def show_statuses(found: Sequence[WorkloadStatus], output: str, *, header: bool = True) -> None:
-    """Print workloads in one of :data:`FORMATS`."""
+def _key(status: WorkloadStatus) -> tuple[str, str]:
+    """A workload's identity in a listing: with ``-A`` one name may be in two namespaces."""
+    return status.namespace or "", status.name
+
+
+def show_statuses(
+    found: Sequence[WorkloadStatus],
+    output: str,
+    *,
+    header: bool = True,
+    namespaces: bool = False,
+) -> None:
+    """Print workloads in one of :data:`FORMATS`; ``namespaces`` (``-A``): a NAMESPACE column
+    first, as kubectl's, and ``namespace/name`` for ``-o name``."""
     if output == "json":
         emit_json([status_dict(s) for s in found])
     elif output == "yaml":
         click.echo(yaml.safe_dump([status_dict(s) for s in found], sort_keys=False), nl=False)
     elif output == "name":
         for status in found:
-            click.echo(status.name)
+            click.echo(f"{status.namespace}/{status.name}" if namespaces else status.name)
     else:
         wide = output == "wide"
-        lines = render_table(_header(wide), [_row(s, wide) for s in found])
+        head, rows = _header(wide), [_row(s, wide) for s in found]
+        if namespaces:
+            head = ["NAMESPACE", *head]
+            rows = [[s.namespace or "-", *row] for s, row in zip(found, rows, strict=True)]
+        lines = render_table(head, rows)
         for line in lines if header else lines[1:]:
             click.echo(line)
         left = [s for s in found if s.unfinished]
@@ -109,29 +126,40 @@ async def watch_workloads(
     output: str,
     *,
     period: float = WATCH_PERIOD,
+    namespaces: bool = False,
 ) -> None:
     """Poll ``fetch`` and print every workload that appeared, changed or went away.
 
     Polling, not engine events: one loop for Docker, Podman and Kubernetes, and a missed event
     cannot leave the view stale. Returns only when cancelled (Ctrl-C).
     """
-    seen: dict[str, WorkloadStatus] = {}
+    seen: dict[tuple[str, str], WorkloadStatus] = {}
     first = True
     said_empty = False
     while True:
         found = await fetch()
-        current = {s.name: s for s in found}
-        changed = [s for s in found if seen.get(s.name) != s]
+        current = {_key(s): s for s in found}
+        changed = [s for s in found if seen.get(_key(s)) != s]
         gone = sorted(set(seen) - set(current))
         if changed:
-            show_statuses(changed, output, header=first and output in ("text", "wide"))
-        for name in gone:
+            show_statuses(
+                changed,
+                output,
+                header=first and output in ("text", "wide"),
+                namespaces=namespaces,
+            )
+        for namespace, name in gone:
             if output == "json":
-                emit_json({"name": name, "state": "deleted"})
+                where = {"namespace": namespace} if namespaces else {}
+                emit_json({"name": name, **where, "state": "deleted"})
             elif output in ("text", "wide"):
-                click.echo(render_table(_header(False), [[name, "deleted", "-", "-", "-", ""]])[1])
+                row = [name, "deleted", "-", "-", "-", ""]
+                head = _header(False)
+                if namespaces:
+                    head, row = ["NAMESPACE", *head], [namespace, *row]
+                click.echo(render_table(head, [row])[1])
             else:
-                click.echo(name)
+                click.echo(f"{namespace}/{name}" if namespaces else name)
         if first and not found and not said_empty and output in ("text", "wide"):
             click.echo("No resources found", err=True)  # once, as kubectl: then only changes
             said_empty = True
@@ -152,20 +180,22 @@ def _watching(impl: Callable[[], Any]) -> None:
 @selector_option
 @output_formats
 @watch_option
+@all_namespaces_option
 @pass_settings
 def list_(settings: Settings, selector: Selector | None, output: str, watch: bool) -> None:
     """List workloads (containers in plan order)."""
     labels = selector
+    everywhere = settings.all_namespaces
 
     async def impl() -> None:
         async with settings.open_deployer() as deployer:
             if watch:
-                await watch_workloads(lambda: deployer.list(labels), output)
+                await watch_workloads(lambda: deployer.list(labels), output, namespaces=everywhere)
             found = await deployer.list(labels)
         if not found and output in ("text", "wide"):
             click.echo("No resources found", err=True)
             return
-        show_statuses(found, output)
+        show_statuses(found, output, namespaces=everywhere)
 
     if watch:
         _watching(impl)

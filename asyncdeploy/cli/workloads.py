@@ -27,6 +27,7 @@ from asyncdeploy.cli._common import (
     selector_option,
     status_dict,
 )
+from asyncdeploy.cli._kube_options import all_namespaces_option
 from asyncdeploy.cli._signals import Interrupts
 from asyncdeploy.errors import AsyncDeployError, CreateError
 from asyncdeploy.events import (
@@ -222,6 +223,7 @@ def delete(
 @click.option("--all", "everything", is_flag=True, help="Every workload (instead of --selector).")
 @grace_option
 @output_option
+@all_namespaces_option
 @pass_settings
 def delete_all(
     settings: Settings,
@@ -232,7 +234,9 @@ def delete_all(
 ) -> None:
     """Drain every matching workload at once, under one deadline.
 
-    Needs --selector, or --all to drain every workload asyncdeploy manages.
+    Needs --selector, or --all to drain every workload asyncdeploy manages. On Kubernetes
+    it works in one namespace; with -A in every one (the events and tables then name each
+    workload namespace/name).
     """
     if (selector is None) == (not everything):
         raise click.UsageError("delete-all needs exactly one of --selector and --all")

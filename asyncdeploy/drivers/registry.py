@@ -11,12 +11,14 @@ imports no engine client (the CLI's start and engine detection stay cheap).
 from __future__ import annotations
 
 import importlib
-from typing import Any, Literal, Protocol, get_args
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 import attrs
 
-from asyncdeploy.drivers.base import Driver
 from asyncdeploy.errors import DriverNotFound, DriverNotInstalled
+
+if TYPE_CHECKING:  # the contract's types: reading the registry loads no plan or event module
+    from asyncdeploy.drivers.base import Driver
 
 __all__ = [
     "AUTO_DETECT_ORDER",
@@ -91,7 +93,9 @@ DRIVERS: dict[str, DriverEntry] = {
             target="asyncdeploy.drivers.kubernetes:KubernetesDriver",
             extra="kubernetes",
             address_variable=None,
-            options=frozenset({"kubeconfig", "context", "namespace", "request_timeout"}),
+            options=frozenset(
+                {"kubeconfig", "context", "namespace", "request_timeout", "all_namespaces"}
+            ),
         ),
     )
 }

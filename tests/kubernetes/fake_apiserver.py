@@ -277,6 +277,8 @@ class FakeApiServer:
             return self._named(self.config_maps, "ConfigMap", method, maps[1], maps[2], request)
         if _SLICES.fullmatch(path) is not None and method == "GET":
             return web.json_response(self._listing("EndpointSliceList", []))
+        if path == "/api/v1/pods" and method == "GET":  # every namespace's (kubectl -A)
+            return web.json_response(self._list(None, request.query))
         if path.startswith("/api/v1/namespaces") and not _POD.fullmatch(path):
             return self._namespaces(method, path, request[_BODY])
         match = _POD.fullmatch(path)
@@ -502,12 +504,13 @@ class FakeApiServer:
             raise k8s.not_found(name)
         return copy.deepcopy(pod)
 
-    def _list(self, namespace: str, query: Any) -> dict[str, Any]:
+    def _list(self, namespace: str | None, query: Any) -> dict[str, Any]:
+        """The Pods of ``namespace`` (None: of every namespace) that the selectors match."""
         labels = k8s.label_matcher(query.get("labelSelector"))
         fields = k8s.field_matcher(query.get("fieldSelector"))
         items = []
         for (ns, _), pod in sorted(self.pods.items()):
-            if ns == namespace and labels(pod) and fields(pod):
+            if namespace in (None, ns) and labels(pod) and fields(pod):
                 item = copy.deepcopy(pod)
                 item.pop("kind"), item.pop("apiVersion")
                 items.append(item)

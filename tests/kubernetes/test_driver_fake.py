@@ -461,8 +461,9 @@ async def test_one_delete_makes_exactly_a_list_a_uid_guarded_delete_and_a_watch(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
     """Deployer.delete, from the top: one list of the Pod (its not-found check and the drain's
-    start in one), the Pod's Events listed before the delete, then the Pod's own delete with
-    its uid as precondition beside the watches; no GET of the Pod."""
+    start in one), the Pod's Events, Services and EndpointSlices listed (at once) before the
+    delete, then the Pod's own delete with its uid as precondition beside the watches; no GET
+    of the Pod."""
     await running(driver, plan())
     uid = fake.pods[(NAMESPACE, "demo")]["metadata"]["uid"]
     fake.requests.clear()
@@ -470,12 +471,13 @@ async def test_one_delete_makes_exactly_a_list_a_uid_guarded_delete_and_a_watch(
     selector = {"labelSelector": "asyncdeploy.io/workload in (demo)"}
     events = {"fieldSelector": f"involvedObject.uid={uid}"}
     requests = [(r.method, r.path, r.query) for r in fake.requests]
-    assert requests[:4] == [
-        ("GET", PODS, selector),
-        ("GET", EVENTS, events),  # before the delete: nothing the kubelet records is missed
+    assert requests[0] == ("GET", PODS, selector)
+    before_the_delete = [  # side by side, in any order, all before the delete
+        ("GET", EVENTS, events),  # nothing the kubelet records is missed
         ("GET", SERVICES, {}),  # likewise: the Services routing to it (none here: no watch)
         ("GET", SLICES, {}),
     ]
+    assert sorted(map(repr, requests[1:4])) == sorted(map(repr, before_the_delete))
     [delete] = [r for r in fake.requests if r.method == "DELETE"]
     assert (delete.path, delete.query) == (f"{PODS}/demo", {})
     assert delete.body["preconditions"] == {"uid": uid}
@@ -512,10 +514,10 @@ async def test_delete_all_lists_once_for_all(driver: KubernetesDriver, fake: Fak
     summaries = await Deployer(driver).delete_all({"group": "g"}, grace_period_seconds=0)
     assert sorted(s.workload for s in summaries) == ["x", "y"]
     requests = [(r.method, r.path, r.query) for r in fake.requests]
-    assert requests[:2] == [
-        ("GET", PODS, {"labelSelector": "asyncdeploy.io/workload,group=g"}),
-        ("GET", EVENTS, {"fieldSelector": "involvedObject.kind=Pod"}),
-    ]
+    assert requests[0] == ("GET", PODS, {"labelSelector": "asyncdeploy.io/workload,group=g"})
+    first_delete = next(i for i, r in enumerate(requests) if r[0] == "DELETE")
+    events = ("GET", EVENTS, {"fieldSelector": "involvedObject.kind=Pod"})
+    assert events in requests[1:first_delete]  # beside the Services' lists, before any delete
     deletes = sorted(
         (r.path, r.body["preconditions"]["uid"], r.body["gracePeriodSeconds"])
         for r in fake.requests

@@ -15,7 +15,7 @@ import pytest
 from k8s_recordings import recording
 
 from asyncdeploy.drivers.kubernetes._kubelet import event_time, read_event, startup_failure
-from asyncdeploy.drivers.kubernetes._pod_states import PodDrain
+from asyncdeploy.drivers.kubernetes._pod_states import PodDrainReader
 from asyncdeploy.events import (
     ContainerForceKilled,
     DrainEvent,
@@ -34,14 +34,14 @@ class Clock:
 
 
 def replay(stem: str) -> list[DrainEvent]:
-    """Both recorded watches, merged by time, into a PodDrain started at the delete."""
+    """Both recorded watches, merged by time, into a PodDrainReader started at the delete."""
     data = recording(stem)
     before = copy.deepcopy(data["pod_watch"][0]["object"])
     for key in ("deletionTimestamp", "deletionGracePeriodSeconds"):
         before["metadata"].pop(key, None)
     before["metadata"].setdefault("labels", {})["asyncdeploy.io/workload"] = "w"
     clock, events = Clock(), cast(list[DrainEvent], [])
-    drain = PodDrain.of(
+    drain = PodDrainReader.of(
         before,
         grace=data["delete_grace_period_seconds"],
         started=0.0,

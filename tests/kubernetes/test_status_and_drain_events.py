@@ -1,7 +1,7 @@
 """Reading live Pods, and deriving drain events from recorded kubelet sequences (pure).
 
 The drain events come from what a real kubelet reported (05a, 05b, 05g), fed to the same
-:class:`PodDrain` the driver uses, on a clock that replays the recorded offsets.
+:class:`PodDrainReader` the driver uses, on a clock that replays the recorded offsets.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from k8s_recordings import exchange, recording
 
 from asyncdeploy.drivers.kubernetes import _status as pod_status
-from asyncdeploy.drivers.kubernetes._pod_states import PodDrain
+from asyncdeploy.drivers.kubernetes._pod_states import PodDrainReader
 from asyncdeploy.events import (
     ContainerExited,
     ContainerForceKilled,
@@ -98,11 +98,13 @@ class Clock:
 
 
 def replay(stem: str, pod: dict[str, Any], delete_offset: float, grace: int) -> list[DrainEvent]:
-    """Feed a recorded watch, from the DELETE on, to a PodDrain; return what it emitted."""
+    """Feed a recorded watch, from the DELETE on, to a PodDrainReader; return what it emitted."""
     clock, events = Clock(), cast(list[DrainEvent], [])
     pod = copy.deepcopy(pod)
     pod["metadata"].setdefault("labels", {})["asyncdeploy.io/workload"] = pod["metadata"]["name"]
-    drain = PodDrain.of(pod, grace=grace, started=0.0, margin=15, emit=events.append, clock=clock)
+    drain = PodDrainReader.of(
+        pod, grace=grace, started=0.0, margin=15, emit=events.append, clock=clock
+    )
     drain.begin()
     for event in recording(stem)["watches"][0]["response"]["events"]:
         if event["offset_s"] < delete_offset:
@@ -223,7 +225,9 @@ def test_a_container_that_ended_before_the_delete_took_effect_was_not_signalled(
         deletionTimestamp="2026-11-29T14:36:21Z", deletionGracePeriodSeconds=0
     )
     clock, events = Clock(), cast(list[DrainEvent], [])
-    drain = PodDrain.of(running, grace=10, started=0.0, margin=15, emit=events.append, clock=clock)
+    drain = PodDrainReader.of(
+        running, grace=10, started=0.0, margin=15, emit=events.append, clock=clock
+    )
     drain.begin()
     drain.observe(ended)
     drain.removed(deleted)
@@ -268,7 +272,9 @@ def test_a_native_sidecar_is_signalled_after_the_engine_has_exited() -> None:
     running, done = {"running": {}}, {"terminated": {"exitCode": 0}}
     clock, events = Clock(), cast(list[DrainEvent], [])
     pod = _gated_pod(running, running)
-    drain = PodDrain.of(pod, grace=None, started=0.0, margin=15, emit=events.append, clock=clock)
+    drain = PodDrainReader.of(
+        pod, grace=None, started=0.0, margin=15, emit=events.append, clock=clock
+    )
     drain.begin()
     clock.now = 0.1
     for container in ("engine-gate", "engine"):  # as the real kubelet records them
@@ -296,7 +302,7 @@ def test_a_native_sidecar_is_signalled_when_the_last_engine_exit_is_seen() -> No
 
     running, done = {"running": {}}, {"terminated": {"exitCode": 0}}
     clock, events = Clock(), cast(list[DrainEvent], [])
-    drain = PodDrain.of(
+    drain = PodDrainReader.of(
         _gated_pod(running, running), grace=None, started=0.0, margin=15, emit=events.append,
         clock=clock,
     )  # fmt: skip
@@ -310,3 +316,22 @@ def test_a_native_sidecar_is_signalled_when_the_last_engine_exit_is_seen() -> No
     assert gate_signal.elapsed == 1.2 and gate_signal.role == "sidecar"
     exits = [(e.container, e.elapsed) for e in events if isinstance(e, ContainerExited)]
     assert exits == [("engine", 1.2), ("engine-gate", 1.5)]
+
+
+def test_an_error_seen_twice_is_written_once_through_the_books() -> None:
+    """Issue 18 item 4: the reader keeps its errors in its DrainBooks (a field, as the engine
+    drain's), never in a list of its own: the same failure reported twice (the watch refused,
+    then the stuck check at the give-up time) is one error line, and one DrainFinished."""
+    pod = running_rich_pod()
+    clock, events = Clock(), cast(list[DrainEvent], [])
+    drain = PodDrainReader.of(pod, grace=5, started=0.0, margin=15, emit=events.append, clock=clock)
+    drain.begin()
+    message = "cannot follow pod rich: forbidden"
+    drain.books.error(message)
+    clock.now = 30.0
+    drain.fail(message)
+    drain.fail(drain.stuck())
+    finished = [e for e in events if isinstance(e, DrainFinished)]
+    assert len(finished) == 1
+    assert finished[0].summary.errors == (message,)
+    assert drain.books.errors == [message]

@@ -7,7 +7,8 @@ module           concern
 ``_manifest``    plan → Pod (and Service) manifest, pure (unit-testable without a cluster)
 ``_status``      live Pod → ``WorkloadStatus``, readiness, masked inspect output, pure
 ``_drain``       the drain with its I/O: one list, a uid-guarded delete per Pod (retried),
-                 the watches of the Pods and of their Events, the kill of a cancelled drain
+                 the watches of the Pods and of their Events, the kill of a cancelled drain,
+                 the namespaces of ``-A`` side by side, a plan's Service after its last Pod
 ``_pod_states``  what those watches show → the drain events and summaries, pure
 ``_traffic``     the EndpointSlices of the Services routing to a Pod → ``TrafficLeft``;
                  one Service's endpoints followed as kube-proxy does
@@ -19,7 +20,8 @@ module           concern
 ===============  =========================================================================
 
 The names match the engine wing's: there too ``_drain`` is the drain with its I/O, and both
-keep their books in :mod:`asyncdeploy.drivers._books`.
+hold a :class:`~asyncdeploy.drivers._books.DrainBooks` per workload (a field, not a base class)
+and write every event's context, error line and summary through it.
 """
 
 from __future__ import annotations

@@ -161,6 +161,16 @@ class PodAPI:
         )
         return await self._json(call, f"list {resource} in {namespace}")
 
+    async def list_pods_everywhere(self, *, label_selector: str) -> dict[str, Any]:
+        """``GET /api/v1/pods?labelSelector=...``: the Pods of every namespace (``-A``); its
+        resourceVersion is the cluster's, so a watch in any one namespace may start from it."""
+        call = self._core.list_pod_for_all_namespaces(
+            label_selector=label_selector,
+            _preload_content=False,
+            _request_timeout=self._timeout(),
+        )
+        return await self._json(call, "list pods in every namespace")
+
     async def list_events(self, namespace: str, *, field_selector: str) -> dict[str, Any]:
         """``GET /api/v1/namespaces/{namespace}/events?fieldSelector=...``."""
         return await self.list_pods(namespace, field_selector=field_selector, resource="events")

@@ -20,13 +20,16 @@ For the workloads of one ``drain`` call:
 Cancelled (a second Ctrl-C reaches here as a cancellation: ``kill_now``), the drain is finished
 shielded: a grace-0 delete of every Pod still there (uid-guarded, retried the same way), the
 watch until they are gone (``KILL_WAIT``), ``DrainFinished`` for each; then the cancellation
-goes on. What the watches show is handed to :class:`._pod_states.PodDrain`, which turns it into
-events.
+goes on. What the watches show is handed to :class:`._pod_states.PodDrainReader`, which turns
+it into events. With ``-A`` (:func:`find_pods_everywhere`) the namespaces are drained side by side
+under one start (:func:`drain_namespaces`). After a drain, a plan's Service goes with its last Pod
+(:func:`remove_unused_services`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -36,7 +39,12 @@ from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._errors import ENGINE, RetryLater
-from asyncdeploy.drivers.kubernetes._pod_states import KILL_WAIT, WATCH_MARGIN, PodDrain, pod_uid
+from asyncdeploy.drivers.kubernetes._pod_states import (
+    KILL_WAIT,
+    WATCH_MARGIN,
+    PodDrainReader,
+    pod_uid,
+)
 from asyncdeploy.drivers.kubernetes._traffic import TrafficWatch
 from asyncdeploy.drivers.kubernetes._watch import KubeletEvents, PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
@@ -48,12 +56,22 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainSummary, Emit
-from asyncdeploy.labels import LABEL_WORKLOAD
+from asyncdeploy.labels import LABEL_SERVICE, LABEL_WORKLOAD
 from asyncdeploy.selectors import Selector
 
-__all__ = ["GIVE_UP_AFTER", "PodsFound", "drain_pods", "find_pods"]
+__all__ = [
+    "GIVE_UP_AFTER",
+    "PodsFound",
+    "PodsFoundEverywhere",
+    "drain_namespaces",
+    "drain_pods",
+    "find_pods",
+    "find_pods_everywhere",
+    "remove_unused_services",
+]
 
 RETRY_FIRST, RETRY_MAX = 0.05, 1.0  # backoff between tries of a delete (as the engine drain's)
+_log = logging.getLogger(__name__)
 GIVE_UP_AFTER = 5.0  # past a Pod's deadline: how long its delete is tried again
 
 
@@ -97,6 +115,41 @@ async def find_pods(
     )
 
 
+@attrs.frozen(kw_only=True)
+class PodsFoundEverywhere(Found):
+    """What one list of every namespace's Pods found (``-A``): one :class:`PodsFound` per
+    namespace, all with the list's resourceVersion (the cluster's: valid in each namespace).
+    ``names`` are ``namespace/name``, as the drain's events name the workloads: the same name
+    may be a workload in two namespaces."""
+
+    parts: tuple[PodsFound, ...]
+
+
+async def find_pods_everywhere(api: PodAPI, selector: Selector | None) -> PodsFoundEverywhere:
+    """One list call across the namespaces: every workload ``selector`` matches (every one for
+    None), grouped by namespace."""
+    label_selector = LABEL_WORKLOAD if selector is None else f"{LABEL_WORKLOAD},{selector}"
+    listing = await api.list_pods_everywhere(label_selector=label_selector)
+    version = str(listing["metadata"]["resourceVersion"])
+    by_namespace: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for pod in listing.get("items") or []:
+        namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+        by_namespace.setdefault(namespace, {})[pod_status.workload_name(pod)] = pod
+    parts = tuple(
+        PodsFound(
+            names=tuple(sorted(pods)),
+            namespace=namespace,
+            pods=tuple(pods[name] for name in sorted(pods)),
+            resource_version=version,
+        )
+        for namespace, pods in sorted(by_namespace.items())
+    )
+    return PodsFoundEverywhere(
+        names=tuple(f"{part.namespace}/{name}" for part in parts for name in part.names),
+        parts=parts,
+    )
+
+
 def _named(names: Sequence[str]) -> str:
     return f"{LABEL_WORKLOAD} in ({','.join(sorted(names))})"
 
@@ -108,22 +161,37 @@ async def drain_pods(
     grace_period_seconds: int | None,
     emit: Emit,
     margin: float = WATCH_MARGIN,
+    started: float | None = None,
+    qualified: bool = False,
 ) -> list[DrainSummary]:
-    """Drain the Pods ``found`` concurrently, all timed from one start; one summary each."""
+    """Drain the Pods ``found`` concurrently, all timed from one start (``started``, else now);
+    one summary each. ``qualified``: the events name each workload ``namespace/name``."""
     if not found.names:
         return []
     namespace, selector = found.namespace, _named(found.names)
-    started = anyio.current_time()
+    if started is None:
+        started = anyio.current_time()
     drains = [
-        PodDrain.of(pod, grace=grace_period_seconds, started=started, margin=margin, emit=emit)
-        for pod in found.pods
+        PodDrainReader.of(
+            pod,
+            grace=grace_period_seconds,
+            started=started,
+            margin=margin,
+            emit=emit,
+            workload=f"{namespace}/{name}" if qualified else None,
+        )
+        for name, pod in zip(found.names, found.pods, strict=True)
     ]
     by_uid = {d.uid: d for d in drains}
     kubelet = KubeletEvents(api, namespace, set(by_uid), lambda e: by_uid[e.uid].kubelet(e))
     traffic = TrafficWatch(api, namespace, drains, list(found.pods))
     try:
-        await kubelet.start()  # before the delete: nothing the kubelet records is missed
-        await traffic.start()  # likewise: where the Pods are endpoints before it
+        # Before the delete, side by side (one round trip, not three, before the first signal):
+        # the Events listed, so nothing the kubelet records is missed; where the Pods are
+        # endpoints. Both go on without what they cannot read.
+        async with anyio.create_task_group() as starting:
+            starting.start_soon(kubelet.start)
+            starting.start_soon(traffic.start)
         for drain in drains:
             drain.begin()
         async with anyio.create_task_group() as tg:
@@ -140,7 +208,88 @@ async def drain_pods(
     return [d.summary for d in drains if d.summary is not None]
 
 
-async def _kill(api: PodAPI, namespace: str, selector: str, drains: list[PodDrain]) -> None:
+async def drain_namespaces(
+    api: PodAPI,
+    parts: Sequence[PodsFound],
+    *,
+    grace_period_seconds: int | None,
+    emit: Emit,
+    margin: float = WATCH_MARGIN,
+    qualified: bool = False,
+) -> list[DrainSummary]:
+    """Drain the Pods of one or more namespaces (``-A``) side by side, timed from one start (one
+    deadline); the summaries in the order of ``parts``. A lone exception of the namespaces'
+    drains (a cancellation: each finishes shielded first) is raised as itself."""
+    started = anyio.current_time()
+    drained: dict[int, list[DrainSummary]] = {}
+
+    async def drain_part(index: int, part: PodsFound) -> None:
+        drained[index] = await drain_pods(
+            api,
+            part,
+            grace_period_seconds=grace_period_seconds,
+            emit=emit,
+            margin=margin,
+            started=started,
+            qualified=qualified,
+        )
+
+    if len(parts) == 1:
+        await drain_part(0, parts[0])
+    else:
+        try:
+            async with anyio.create_task_group() as tg:
+                for index, part in enumerate(parts):
+                    tg.start_soon(drain_part, index, part)
+        except BaseExceptionGroup as group:
+            raise _lone(group) from None
+    return [s for index in sorted(drained) for s in drained[index]]
+
+
+def _lone(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception the namespaces' drains raised, else the group."""
+    leaves = list(_leaves(group))
+    return leaves[0] if len(leaves) == 1 else group
+
+
+def _leaves(error: BaseException) -> Iterator[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield error
+
+
+async def remove_unused_services(api: PodAPI, found: PodsFound) -> None:
+    """Delete the Service of each drained Pod's plan once no other Pod of it is left (a
+    ``replace`` keeps it: its new instance carries the same label)."""
+    names = {
+        str(labels[LABEL_SERVICE])
+        for pod in found.pods
+        if LABEL_SERVICE in (labels := (pod.get("metadata") or {}).get("labels") or {})
+    }
+    for name in sorted(names):
+        selector = f"{LABEL_SERVICE}={name}"
+        try:
+            pods = await api.list_pods(found.namespace, label_selector=selector)
+            if any(
+                not (p.get("metadata") or {}).get("deletionTimestamp")
+                for p in pods.get("items") or []
+            ):
+                continue  # another instance of the plan serves behind it
+            services = await api.list_pods(
+                found.namespace, label_selector=selector, resource="services"
+            )
+            for service in services.get("items") or []:
+                metadata = service["metadata"]
+                await api.delete_service(found.namespace, metadata["name"], uid=metadata["uid"])
+        except (WorkloadNotFound, WorkloadConflict):
+            pass  # gone, or replaced by someone else's meanwhile
+        except EngineError as exc:
+            _log.warning("the Service %s/%s was not removed: %s", found.namespace, name, exc)
+
+
+async def _kill(api: PodAPI, namespace: str, selector: str, drains: list[PodDrainReader]) -> None:
     """The drain was cut short: a grace-0 delete of every Pod still there, then follow them
     until they are gone (``KILL_WAIT``): every drain ends with its ``DrainFinished``."""
     for drain in drains:
@@ -160,7 +309,7 @@ async def _delete_and_follow(
     namespace: str,
     selector: str,
     version: str | None,
-    drains: list[PodDrain],
+    drains: list[PodDrainReader],
     grace: int | None,
 ) -> None:
     """Delete every Pod (uid-guarded, retried) while one watch follows them until they are gone
@@ -189,14 +338,14 @@ def _retryable(exc: EngineError) -> bool:
 async def _delete_one(
     api: PodAPI,
     namespace: str,
-    drain: PodDrain,
+    drain: PodDrainReader,
     grace: int | None,
     settled: Callable[[], None],
 ) -> None:
     """Delete the drain's Pod, only if its uid still matches; retried until ``GIVE_UP_AFTER``
     past its deadline (or its give-up time, when killing), honouring ``Retry-After``."""
     pause, tries = RETRY_FIRST, 0
-    give_up = drain.give_up if drain.killing else drain.deadline + GIVE_UP_AFTER
+    give_up = drain.give_up if drain.killing else drain.books.deadline + GIVE_UP_AFTER
     while True:
         tries += 1
         try:
@@ -221,7 +370,7 @@ async def _delete_one(
             elif _retryable(exc):
                 drain.fail(
                     f"delete pod {drain.pod_name}: {exc.message} (tried {tries} times in "
-                    f"{anyio.current_time() - drain.started:.1f} s; it was not deleted)"
+                    f"{anyio.current_time() - drain.books.started:.1f} s; it was not deleted)"
                 )
             else:
                 drain.fail(f"delete pod {drain.pod_name}: {exc.message} (it was not deleted)")
@@ -234,7 +383,7 @@ async def _watch_until_gone(
     namespace: str,
     selector: str,
     version: str | None,
-    drains: list[PodDrain],
+    drains: list[PodDrainReader],
 ) -> None:
     by_uid = {d.uid: d for d in drains}
     follower = PodFollower(api, namespace, label_selector=selector)

@@ -4,7 +4,9 @@ Workloads are Pods named after them and labelled ``asyncdeploy.io/workload=<name
 without that label are never touched (and read as not found). Every call works in the driver's
 namespace; a plan naming another one is refused (:func:`asyncdeploy.namespaces.workload_namespace`:
 open the driver in the plan's namespace), so that what ``apply`` creates is where ``get``,
-``wait_ready`` and ``delete`` look.
+``wait_ready`` and ``delete`` look. A driver opened with ``all_namespaces`` (kubectl's ``-A``)
+lists, finds and drains the workloads of every namespace (``list``, ``find_matching``); its
+drain's events name them ``namespace/name``; the other calls still work in ``namespace``.
 
 Apply without needless recreation (:func:`._manifest.apply_decision`): the Pod carries
 ``plan_digest(plan)`` (annotation and label ``asyncdeploy.io/plan-digest``). An equal digest means
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import builtins
 import collections
-import logging
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -33,7 +34,15 @@ from asyncdeploy.drivers.base import READY_SETTLE_SECONDS, Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._config import load_cluster_config
-from asyncdeploy.drivers.kubernetes._drain import PodsFound, drain_pods, find_pods
+from asyncdeploy.drivers.kubernetes._drain import (
+    PodsFound,
+    PodsFoundEverywhere,
+    drain_namespaces,
+    drain_pods,
+    find_pods,
+    find_pods_everywhere,
+    remove_unused_services,
+)
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.drivers.kubernetes._kubelet import StartupFailure, startup_failure
 from asyncdeploy.drivers.kubernetes._manifest import (
@@ -53,7 +62,7 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
-from asyncdeploy.labels import LABEL_SERVICE, LABEL_WORKLOAD
+from asyncdeploy.labels import LABEL_WORKLOAD
 from asyncdeploy.namespaces import workload_namespace
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import (
@@ -69,7 +78,6 @@ __all__ = ["KubernetesDriver"]
 
 PING_TIMEOUT = 5.0
 SERVICE_CLEANUP_TIMEOUT = 10.0
-_log = logging.getLogger(__name__)
 
 
 class KubernetesDriver:
@@ -84,10 +92,12 @@ class KubernetesDriver:
         namespace: str,
         request_timeout: float = 30.0,
         watch_margin: float = WATCH_MARGIN,
+        all_namespaces: bool = False,
     ) -> None:
         self.api = PodAPI(client, request_timeout=request_timeout)
         self.namespace = namespace
         self.watch_margin = watch_margin
+        self.all_namespaces = all_namespaces
 
     # --- life cycle --------------------------------------------------------------------------
 
@@ -99,8 +109,10 @@ class KubernetesDriver:
         context: str | None = None,
         namespace: str | None = None,
         request_timeout: float = 30.0,
+        all_namespaces: bool = False,
     ) -> KubernetesDriver:
-        """Open the cluster the kubeconfig (or the in-cluster account) names, and ping it."""
+        """Open the cluster the kubeconfig (or the in-cluster account) names, and ping it;
+        ``all_namespaces``: list and drain across every namespace (see the module docstring)."""
         found = await load_cluster_config(
             kubeconfig=kubeconfig, context=context, namespace=namespace
         )
@@ -108,6 +120,7 @@ class KubernetesDriver:
             ApiClient(found.configuration),
             namespace=found.namespace,
             request_timeout=request_timeout,
+            all_namespaces=all_namespaces,
         )
         try:
             await driver.ping()
@@ -163,12 +176,13 @@ class KubernetesDriver:
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         wanted = as_selector(selector)
-        found = await self.api.list_pods(
-            self.namespace,
-            label_selector=LABEL_WORKLOAD if wanted is None else f"{LABEL_WORKLOAD},{wanted}",
-        )
+        label_selector = LABEL_WORKLOAD if wanted is None else f"{LABEL_WORKLOAD},{wanted}"
+        if self.all_namespaces:
+            found = await self.api.list_pods_everywhere(label_selector=label_selector)
+        else:
+            found = await self.api.list_pods(self.namespace, label_selector=label_selector)
         statuses = [pod_status.workload_status(p) for p in found.get("items") or []]
-        return sorted(statuses, key=lambda s: s.name)
+        return sorted(statuses, key=lambda s: (s.namespace or "", s.name))
 
     async def inspect(self, name: str) -> dict[str, Any]:
         pod = await self._pod(name)
@@ -367,7 +381,9 @@ class KubernetesDriver:
     async def find(self, names: Sequence[str]) -> PodsFound:
         return await find_pods(self.api, self.namespace, names)
 
-    async def find_matching(self, selector: Selector | None) -> PodsFound:
+    async def find_matching(self, selector: Selector | None) -> PodsFound | PodsFoundEverywhere:
+        if self.all_namespaces:
+            return await find_pods_everywhere(self.api, selector)
         return await find_pods(self.api, self.namespace, None, selector)
 
     async def drain(
@@ -378,49 +394,25 @@ class KubernetesDriver:
         emit: Emit,
         keep_volumes: bool = False,  # a Pod's volumes are its own (emptyDir) or claims it keeps
     ) -> builtins.list[DrainSummary]:
-        if not isinstance(found, PodsFound):
+        if isinstance(found, PodsFoundEverywhere):
+            parts, qualified = found.parts, True
+        elif isinstance(found, PodsFound):
+            parts, qualified = (found,), False
+        else:
             raise TypeError(f"{ENGINE} drains only what its own find returned, not {found!r}")
         try:
-            return await drain_pods(
+            return await drain_namespaces(
                 self.api,
-                found,
+                parts,
                 grace_period_seconds=grace_period_seconds,
                 emit=emit,
                 margin=self.watch_margin,
+                qualified=qualified,
             )
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(SERVICE_CLEANUP_TIMEOUT):
-                await self._remove_unused_services(found)
-
-    async def _remove_unused_services(self, found: PodsFound) -> None:
-        """Delete the Service of each drained Pod's plan once no other Pod of it is left (a
-        ``replace`` keeps it: its new instance carries the same label)."""
-        names = {
-            str(labels[LABEL_SERVICE])
-            for pod in found.pods
-            if LABEL_SERVICE in (labels := (pod.get("metadata") or {}).get("labels") or {})
-        }
-        for name in sorted(names):
-            selector = f"{LABEL_SERVICE}={name}"
-            try:
-                pods = await self.api.list_pods(found.namespace, label_selector=selector)
-                if any(
-                    not (p.get("metadata") or {}).get("deletionTimestamp")
-                    for p in pods.get("items") or []
-                ):
-                    continue  # another instance of the plan serves behind it
-                services = await self.api.list_pods(
-                    found.namespace, label_selector=selector, resource="services"
-                )
-                for service in services.get("items") or []:
-                    metadata = service["metadata"]
-                    await self.api.delete_service(
-                        found.namespace, metadata["name"], uid=metadata["uid"]
-                    )
-            except (WorkloadNotFound, WorkloadConflict):
-                pass  # gone, or replaced by someone else's meanwhile
-            except EngineError as exc:
-                _log.warning("the Service %s/%s was not removed: %s", found.namespace, name, exc)
+                for part in parts:
+                    await remove_unused_services(self.api, part)
 
     # --- apply -------------------------------------------------------------------------------
 

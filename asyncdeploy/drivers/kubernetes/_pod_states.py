@@ -1,6 +1,6 @@
 """One Pod's drain as the API shows it, in the container engines' event vocabulary.
 
-:class:`PodDrain` is pure: :mod:`._drain` feeds it the Pods and the kubelet's Events it watches.
+:class:`PodDrainReader` is pure: :mod:`._drain` feeds it the Pods and the kubelet's Events it watches.
 What the API shows becomes events. Beside the Pod watch, a second watch follows the Pod's
 Events (resumed the same way), where the kubelet records what it does (:mod:`._kubelet`):
 ``DrainStarted`` lists the init and run containers; at the kubelet's ``Killing`` ("Stopping
@@ -30,7 +30,7 @@ A Pod still there past its deadline plus a margin (:func:`teardown_margin`: at l
 ``WATCH_MARGIN``, half the grace period for longer ones, as a GPU Pod's teardown is slow), or
 that cannot be followed (a watch refused with 403), is an error in its summary, which says what
 was seen: containers not yet ended, or every container ended and the Pod still being torn down.
-A drain cut short (:meth:`PodDrain.kill`: the caller cancelled, e.g. a second Ctrl-C) is
+A drain cut short (:meth:`PodDrainReader.kill`: the caller cancelled, e.g. a second Ctrl-C) is
 finished by a grace-0 delete: the containers still running are ``killed`` (reason
 ``cancelled``), and ``KILL_WAIT`` bounds the wait for the Pod to go.
 """
@@ -70,7 +70,7 @@ __all__ = [
     "KILL_TOLERANCE",
     "KILL_WAIT",
     "WATCH_MARGIN",
-    "PodDrain",
+    "PodDrainReader",
     "pod_uid",
     "sandbox_name",
     "teardown_margin",
@@ -112,9 +112,13 @@ class _Tracked(TrackedContainer):
 
 
 @attrs.define(kw_only=True)
-class PodDrain(DrainBooks):
-    """One Pod's drain, driven by what the API shows; every step is emitted as it is seen."""
+class PodDrainReader:
+    """One Pod's drain read from what the API shows; every step is emitted as it is seen, and
+    written down in its :class:`~asyncdeploy.drivers._books.DrainBooks` (the clock, the
+    deadline, the error lines, once each, and the summary), as the engine drain keeps its own.
+    """
 
+    books: DrainBooks
     pod_name: str
     uid: str
     margin: float
@@ -135,7 +139,9 @@ class PodDrain(DrainBooks):
         margin: float,
         emit: Emit,
         clock: Callable[[], float] = anyio.current_time,
-    ) -> PodDrain:
+        workload: str | None = None,
+    ) -> PodDrainReader:
+        """``workload``: the name the events carry (default: the Pod's workload label)."""
         metadata = pod.get("metadata") or {}
         spec_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
         effective = effective_grace(spec_grace, grace)
@@ -161,28 +167,31 @@ class PodDrain(DrainBooks):
             if ended is not None:
                 tracked.outcome, tracked.exit_code = "already-exited", ended.get("exitCode")
             containers.append(tracked)
-        return cls(
-            workload=pod_status.workload_name(pod),
-            pod_name=str(metadata.get("name", "")),
-            uid=pod_uid(pod),
+        books = DrainBooks(
+            workload=workload or pod_status.workload_name(pod),
             grace=effective,
             started=started,
-            margin=teardown_margin(effective, margin),
             emit=emit,
-            containers=containers,
             clock=clock,
+        )
+        return cls(
+            books=books,
+            pod_name=str(metadata.get("name", "")),
+            uid=pod_uid(pod),
+            margin=teardown_margin(effective, margin),
+            containers=containers,
         )
 
     @property
     def give_up(self) -> float:
-        return self.deadline + self.margin if self._give_up_at is None else self._give_up_at
+        return self.books.deadline + self.margin if self._give_up_at is None else self._give_up_at
 
     def kill(self) -> None:
         """The drain is cut short: what still runs is killed (the caller sends a grace-0
         delete), and the Pod has ``KILL_WAIT`` from now to go."""
         if not self.done and not self.killing:
             self.killing = True
-            self._give_up_at = self.clock() + KILL_WAIT
+            self._give_up_at = self.books.clock() + KILL_WAIT
 
     def stuck(self, last_error: str | None = None) -> str:
         """The error for a Pod still there at :attr:`give_up`, saying what was seen."""
@@ -190,7 +199,7 @@ class PodDrain(DrainBooks):
         if self.killing:
             when = f"{KILL_WAIT:g} s after its grace-0 delete"
         else:
-            when = f"{self.margin:g} s after its {self.grace} s grace period"
+            when = f"{self.margin:g} s after its {self.books.grace} s grace period"
         if running:
             seen = f"{', '.join(running)} not seen to end"
             if not self.deleting:
@@ -209,12 +218,12 @@ class PodDrain(DrainBooks):
 
     def begin(self) -> None:
         self.began = True
-        self.emit(
+        self.books.emit(
             DrainStarted(
-                workload=self.workload,
-                elapsed=self.elapsed(),
-                grace_period_seconds=self.grace,
-                deadline=time.time() + (self.deadline - self.clock()),
+                workload=self.books.workload,
+                elapsed=self.books.elapsed(),
+                grace_period_seconds=self.books.grace,
+                deadline=time.time() + (self.books.deadline - self.books.clock()),
                 containers=tuple(c.name for c in self.containers),
             )
         )
@@ -284,23 +293,16 @@ class PodDrain(DrainBooks):
             return
         c.stopping = True
         if c.pre_stop:
-            self.emit(
-                PreStopStarted(
-                    workload=self.workload, elapsed=self.elapsed(), container=c.name, role=c.role
-                )
-            )
+            self.books.emit(PreStopStarted(**self.books.at(c)))
 
     def _pre_stop_ended(self, c: _Tracked, *, failed: bool) -> None:
         if not c.pre_stop or c.pre_stop_ended:
             return
         c.pre_stop_ended = True
-        late = failed and self.clock() >= self.deadline - KILL_TOLERANCE
-        self.emit(
+        late = failed and self.books.clock() >= self.books.deadline - KILL_TOLERANCE
+        self.books.emit(
             PreStopFinished(
-                workload=self.workload,
-                elapsed=self.elapsed(),
-                container=c.name,
-                role=c.role,
+                **self.books.at(c),
                 exit_code=None if failed else 0,  # the kubelet records no exit code
                 timed_out=late,
             )
@@ -310,12 +312,9 @@ class PodDrain(DrainBooks):
         if c.signalled:
             return
         c.signalled = True
-        self.emit(
+        self.books.emit(
             SignalSent(
-                workload=self.workload,
-                elapsed=self.elapsed(),
-                container=c.name,
-                role=c.role,
+                **self.books.at(c),
                 signal=c.signal,
             )
         )
@@ -324,12 +323,9 @@ class PodDrain(DrainBooks):
         if c.force_killed:
             return
         c.force_killed = True
-        self.emit(
+        self.books.emit(
             ContainerForceKilled(
-                workload=self.workload,
-                elapsed=self.elapsed(),
-                container=c.name,
-                role=c.role,
+                **self.books.at(c),
                 reason=reason,
             )
         )
@@ -345,17 +341,14 @@ class PodDrain(DrainBooks):
             self._stopping(c)
             self._pre_stop_ended(c, failed=False)
             self._signal(c)
-            late = self.killing or self.clock() >= self.deadline - KILL_TOLERANCE
+            late = self.killing or self.books.clock() >= self.books.deadline - KILL_TOLERANCE
             if c.force_killed or (exit_code == SIGKILLED and late):
                 outcome = "killed"
                 self._force_killed(c, reason="cancelled" if self.killing else "deadline")
-        c.outcome, c.exit_code, c.seconds = outcome, exit_code, self.elapsed()
-        self.emit(
+        c.outcome, c.exit_code, c.seconds = outcome, exit_code, self.books.elapsed()
+        self.books.emit(
             ContainerExited(
-                workload=self.workload,
-                elapsed=c.seconds,
-                container=c.name,
-                role=c.role,
+                **self.books.at(c, elapsed=c.seconds),
                 exit_code=exit_code,
                 graceful=outcome != "killed" and exit_code != SIGKILLED,
             )
@@ -372,7 +365,7 @@ class PodDrain(DrainBooks):
         if pod is not None:
             self.observe(pod)
         for c in self.containers:
-            at_once = self.grace == 0 or self.killing
+            at_once = self.books.grace == 0 or self.killing
             if c.outcome is None and at_once and (c.running_at_start or c.stopping):
                 # removed at once; the kubelet kills it with no status left to show the end
                 c.outcome = "killed"
@@ -380,18 +373,15 @@ class PodDrain(DrainBooks):
             elif c.outcome is None:
                 c.outcome = "missing"  # gone without a terminated state (never started)
             else:
-                self.emit(
+                self.books.emit(
                     ContainerRemoved(
-                        workload=self.workload,
-                        elapsed=self.elapsed(),
-                        container=c.name,
-                        role=c.role,
+                        **self.books.at(c),
                     )
                 )
-        self.emit(
+        self.books.emit(
             PauseRemoved(
-                workload=self.workload,
-                elapsed=self.elapsed(),
+                workload=self.books.workload,
+                elapsed=self.books.elapsed(),
                 container=sandbox_name(self.pod_name),
             )
         )
@@ -401,11 +391,11 @@ class PodDrain(DrainBooks):
         """End the drain without seeing the Pod go: ``message`` goes into the summary."""
         if self.done:
             return
-        self.error(message)
+        self.books.error(message)
         for c in self.containers:
             if c.outcome is None:
                 c.outcome = "missing"
         self._finish()
 
     def _finish(self) -> None:
-        self.summary = self.finish(self.containers)
+        self.summary = self.books.finish(self.containers)

@@ -133,6 +133,7 @@ def workload_status(pod: Mapping[str, Any]) -> WorkloadStatus:
         plan_digest=(metadata.get("annotations") or {}).get(LABEL_PLAN_DIGEST),
         containers=tuple(containers),
         ports=_ports(pod),
+        namespace=metadata.get("namespace"),
     )
 
 

@@ -22,10 +22,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import anyio
 import attrs
 
-from asyncdeploy.drivers.kubernetes._api import PodAPI
-from asyncdeploy.drivers.kubernetes._pod_states import PodDrain
+from asyncdeploy.drivers.kubernetes._api import PodAPI, Resource
+from asyncdeploy.drivers.kubernetes._pod_states import PodDrainReader
 from asyncdeploy.drivers.kubernetes._watch import MAX_WATCH_SECONDS, PodEvent, PodFollower, Resync
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import EngineError
@@ -111,7 +112,7 @@ def propagation_window(pod: Mapping[str, Any], grace: int) -> float:
 
 @attrs.define
 class _Routed:
-    drain: PodDrain
+    drain: PodDrainReader
     services: tuple[str, ...]
     window: float
     left: bool = False
@@ -125,24 +126,32 @@ class TrafficWatch:
 
     api: PodAPI
     namespace: str
-    drains: list[PodDrain]
+    drains: list[PodDrainReader]
     pods: list[Mapping[str, Any]]
     routed: list[_Routed] = attrs.field(factory=list)
     slices: dict[str, Mapping[str, Any]] = attrs.field(factory=dict)
     version: str | None = None
 
     async def start(self) -> None:
-        try:
-            services = await self.api.list_pods(self.namespace, resource="services")
-            listing = await self.api.list_pods(self.namespace, resource="endpointslices")
-        except EngineError as exc:
-            _log.debug("Services or EndpointSlices cannot be read (%s)", exc)
+        lists: dict[Resource, dict[str, Any]] = {}
+
+        async def read(resource: Resource) -> None:
+            try:
+                lists[resource] = await self.api.list_pods(self.namespace, resource=resource)
+            except EngineError as exc:
+                _log.debug("%s cannot be read (%s)", resource, exc)
+
+        async with anyio.create_task_group() as tg:  # both lists at once
+            tg.start_soon(read, "services")
+            tg.start_soon(read, "endpointslices")
+        if len(lists) < 2:
             return
+        services, listing = lists["services"], lists["endpointslices"]
         items = list(listing.get("items") or [])
         for drain, pod in zip(self.drains, self.pods, strict=True):
             names = routing_services(pod, services.get("items") or [], items)
             if names:
-                window = propagation_window(pod, drain.grace)
+                window = propagation_window(pod, drain.books.grace)
                 self.routed.append(_Routed(drain, names, window))
         wanted = {name for r in self.routed for name in r.services}
         self.slices = {
@@ -161,18 +170,20 @@ class TrafficWatch:
             still = ready_in(self.slices.values(), drain.uid)
             if not still:
                 routed.left = True
-                drain.emit(TrafficLeft(**drain.at(), services=routed.services))
-            elif not routed.warned and drain.elapsed() >= routed.window:
+                drain.books.emit(TrafficLeft(**drain.books.at(), services=routed.services))
+            elif not routed.warned and drain.books.elapsed() >= routed.window:
                 routed.warned = True
-                drain.emit(
+                drain.books.emit(
                     TrafficStillRouted(
-                        **drain.at(), services=tuple(sorted(still)), window=routed.window
+                        **drain.books.at(), services=tuple(sorted(still)), window=routed.window
                     )
                 )
         return all(r.left or r.drain.done for r in self.routed)
 
     def _poll(self) -> float:
-        waiting = [r.window - r.drain.elapsed() for r in self.routed if not (r.left or r.warned)]
+        waiting = [
+            r.window - r.drain.books.elapsed() for r in self.routed if not (r.left or r.warned)
+        ]
         return min(waiting, default=MAX_WATCH_SECONDS)
 
     async def run(self) -> None:
