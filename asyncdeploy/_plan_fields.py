@@ -2,7 +2,7 @@
 
 attrs runs converters first, then validators; both raise ``PlanError`` named after the
 attribute, and ``plan.py`` prefixes the path when it builds a child from a mapping. Messages show
-a refused value through :func:`asyncdeploy.secrets.describe`: bounded, and masked.
+a refused value through :func:`asyncdeploy.masking.masked_repr`: bounded, and masked.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import attrs
 from asyncdeploy._image_reference import image_reference_problem
 from asyncdeploy.errors import PlanError
 from asyncdeploy.labels import RESERVED_DOMAIN, is_reserved
+from asyncdeploy.masking import masked_repr
 from asyncdeploy.quantity import canonical_quantity, parse_quantity
-from asyncdeploy.secrets import describe
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*", re.ASCII)
@@ -96,7 +96,7 @@ def _dns_label(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         raise _fail(
             attribute,
-            f"{describe(value)} is not a DNS-1123 label (lower-case letters, digits and '-', "
+            f"{masked_repr(value)} is not a DNS-1123 label (lower-case letters, digits and '-', "
             "starting and ending with a letter or digit, at most 63 characters)",
         )
 
@@ -105,7 +105,7 @@ def _non_empty_str(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or not value.strip() or value != value.strip():
         raise _fail(
             attribute,
-            f"must be a non-empty string without surrounding spaces, got {describe(value)}",
+            f"must be a non-empty string without surrounding spaces, got {masked_repr(value)}",
         )
 
 
@@ -118,12 +118,12 @@ def image_reference(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None
 
 def _optional_str(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and not isinstance(value, str):
-        raise _fail(attribute, f"must be a string, got {describe(value)}")
+        raise _fail(attribute, f"must be a string, got {masked_repr(value)}")
 
 
 def _string(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str):
-        raise _fail(attribute, f"must be a string, got {describe(value)}")
+        raise _fail(attribute, f"must be a string, got {masked_repr(value)}")
 
 
 def check_volume_name(value: Any, path: str = "source") -> None:
@@ -132,7 +132,7 @@ def check_volume_name(value: Any, path: str = "source") -> None:
     if not isinstance(value, str) or not _VOLUME_NAME.fullmatch(value):
         raise PlanError(
             path,
-            f"{describe(value)} is not a volume name (2-255 letters, digits, '_', '.' or '-', "
+            f"{masked_repr(value)} is not a volume name (2-255 letters, digits, '_', '.' or '-', "
             "starting with a letter or digit)",
         )
 
@@ -140,26 +140,27 @@ def check_volume_name(value: Any, path: str = "source") -> None:
 def _grace(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SECONDS:
         raise _fail(
-            attribute, f"must be a whole number of seconds 0-{MAX_SECONDS}, got {describe(value)}"
+            attribute,
+            f"must be a whole number of seconds 0-{MAX_SECONDS}, got {masked_repr(value)}",
         )
 
 
 def _positive_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SECONDS:
-        raise _fail(attribute, f"must be a whole number 1-{MAX_SECONDS}, got {describe(value)}")
+        raise _fail(attribute, f"must be a whole number 1-{MAX_SECONDS}, got {masked_repr(value)}")
 
 
 def _port_number(_: Any, attribute: attrs.Attribute[Any], value: int | None) -> None:
     if value is None and attribute.name != "container_port":
         return
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-        raise _fail(attribute, f"must be a port number 1-65535, got {describe(value)}")
+        raise _fail(attribute, f"must be a port number 1-65535, got {masked_repr(value)}")
 
 
 def _one_of(*choices: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
     def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if not isinstance(value, str) or value not in choices:
-            raise _fail(attribute, f"must be one of {', '.join(choices)}; got {describe(value)}")
+            raise _fail(attribute, f"must be one of {', '.join(choices)}; got {masked_repr(value)}")
 
     return check
 
@@ -171,7 +172,7 @@ def _strings(field: str, value: Sequence[str] | str | None) -> tuple[str, ...] |
     if isinstance(value, str):
         return (value,)
     if not isinstance(value, list | tuple):
-        raise PlanError(field, f"must be a list of strings, got {describe(value)}")
+        raise PlanError(field, f"must be a list of strings, got {masked_repr(value)}")
     return tuple(value)
 
 
@@ -199,7 +200,7 @@ def _check_str_tuple(
         return
     for i, item in enumerate(value):
         if not isinstance(item, str):
-            raise PlanError(f"{attribute.name}[{i}]", f"must be a string, got {describe(item)}")
+            raise PlanError(f"{attribute.name}[{i}]", f"must be a string, got {masked_repr(item)}")
     if attribute.name in ("command", "pre_stop", "exec") and not value:
         raise _fail(attribute, "must not be empty")
 
@@ -228,9 +229,9 @@ def _env_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:
         if not _ENV_NAME.fullmatch(key):
             raise PlanError(f"{attribute.name}.{key}", "is not a valid environment variable name")
         if not isinstance(item, str):
-            # describe() names only the type when the variable's name looks secret.
+            # masked_repr() names only the type when the variable's name looks secret.
             raise PlanError(
-                f"{attribute.name}.{key}", f"must be a string, got {describe(item, name=key)}"
+                f"{attribute.name}.{key}", f"must be a string, got {masked_repr(item, name=key)}"
             )
 
 
@@ -248,7 +249,7 @@ def _label_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> Non
             too_long = isinstance(item, str) and len(item) > LABEL_VALUE_MAX
             raise PlanError(
                 f"{attribute.name}.{key}",
-                f"is not a valid label value: {describe(item, name=key)}"
+                f"is not a valid label value: {masked_repr(item, name=key)}"
                 + (f" is {len(item)} characters" if too_long else "")
                 + f" (a label value: at most {LABEL_VALUE_MAX} characters of letters, digits, "
                 "'-', '_' and '.', starting and ending with a letter or digit, or empty)",
@@ -260,7 +261,7 @@ def _tuple_of(kind: type[T]) -> Callable[[Any, attrs.Attribute[Any], tuple[Any, 
         for i, item in enumerate(value):
             if not isinstance(item, kind):
                 raise PlanError(
-                    f"{attribute.name}[{i}]", f"must be a {kind.__name__}, got {describe(item)}"
+                    f"{attribute.name}[{i}]", f"must be a {kind.__name__}, got {masked_repr(item)}"
                 )
 
     return check
@@ -289,7 +290,9 @@ def _shm_size(value: str | float | None) -> str | None:
 
 def _signal(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and (not isinstance(value, str) or not _SIGNAL.fullmatch(value)):
-        raise _fail(attribute, f"is not a signal name like SIGTERM or a number: {describe(value)}")
+        raise _fail(
+            attribute, f"is not a signal name like SIGTERM or a number: {masked_repr(value)}"
+        )
 
 
 def _extended(value: Mapping[str, Any] | None) -> FrozenCounts:

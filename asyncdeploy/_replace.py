@@ -33,11 +33,10 @@ from anyio.abc import ObjectReceiveStream
 from asyncdeploy._replace_lock import replace_lock
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.errors import AsyncDeployError, CreateError, PlanError, WorkloadConflict
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, PullEvent
 from asyncdeploy.gating import expand_gates
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.pull_events import PullEvent
 from asyncdeploy.replace_events import (
     ReplaceDowntime,
     ReplaceEvent,

@@ -44,10 +44,9 @@ from asyncdeploy.errors import (
     EngineTimeout,
     WorkloadNotFound,
 )
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event, PullEvent
 from asyncdeploy.gating import expand_gates
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.pull_events import PullEvent
 from asyncdeploy.replace_events import Strategy
 from asyncdeploy.results import ApplyResult, ExecResult, WorkloadEvent, WorkloadStatus
 from asyncdeploy.selectors import SelectorLike, as_selector

@@ -1,8 +1,14 @@
-"""Drain events: one frozen value per step of a drain, and the summary that ends it.
+"""What a deployer reports as it happens: one frozen value per step of a drain, the summary
+that ends it, and the image pulls of a create.
 
-Every event carries the ``workload`` it belongs to and ``elapsed``, the seconds since that
+Every drain event carries the ``workload`` it belongs to and ``elapsed``, the seconds since that
 workload's drain started. Events about one container also carry ``container`` and ``role``
 (``pause``, ``init``, ``run`` or ``autoheal``). Consumers ``match`` on :data:`DrainEvent`.
+
+Every pull event carries the ``workload`` and ``image`` it belongs to and ``elapsed``, the seconds
+since that workload's pulls started. An image is pulled once per create, however many containers
+use it. Pull events never carry credentials: the registry is named, the user and password are not.
+Consumers ``match`` on :data:`PullEvent`.
 """
 
 from __future__ import annotations
@@ -13,7 +19,6 @@ from typing import Any, Literal
 import attrs
 
 from asyncdeploy.labels import ContainerRole
-from asyncdeploy.pull_events import PullEvent
 
 __all__ = [
     "ContainerExited",
@@ -30,6 +35,11 @@ __all__ = [
     "PauseRemoved",
     "PreStopFinished",
     "PreStopStarted",
+    "PullEvent",
+    "PullFailed",
+    "PullFinished",
+    "PullProgress",
+    "PullStarted",
     "Role",
     "SidecarRemoved",
     "SignalSent",
@@ -212,6 +222,62 @@ DrainEvent = (
     | TrafficStillRouted
     | DrainFinished
 )
+
+
+# --- image pulls ------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class PullStarted:
+    """The engine began pulling ``image`` from ``registry`` (``docker.io`` for Docker Hub)."""
+
+    workload: str
+    elapsed: float
+    image: str
+    registry: str
+    policy: str  # IfNotPresent (the image was absent) or Always
+
+
+@attrs.frozen(kw_only=True)
+class PullProgress:
+    """Bytes and layers downloaded so far.
+
+    ``bytes_total`` counts the layers whose size the engine has announced so far (Docker
+    announces a layer's size when its download starts); it is None, like ``bytes_done``, when the
+    engine reports no byte counts at all (Podman 4.3 reports finished layers only).
+    """
+
+    workload: str
+    elapsed: float
+    image: str
+    bytes_done: int | None
+    bytes_total: int | None
+    layers_done: int
+    layers_total: int
+
+
+@attrs.frozen(kw_only=True)
+class PullFinished:
+    """``image`` is on the engine; ``digest`` is its registry digest (``sha256:...``)."""
+
+    workload: str
+    elapsed: float
+    image: str
+    digest: str
+    seconds: float
+
+
+@attrs.frozen(kw_only=True)
+class PullFailed:
+    """The pull of ``image`` failed with the engine's or registry's ``reason``; nothing was created."""
+
+    workload: str
+    elapsed: float
+    image: str
+    reason: str
+
+
+PullEvent = PullStarted | PullProgress | PullFinished | PullFailed
 
 
 Event = DrainEvent | PullEvent

@@ -55,7 +55,7 @@ from asyncdeploy._plan_fields import (
 )
 from asyncdeploy.errors import PlanError
 from asyncdeploy.labels import PLAN_ROLES, PlanRole
-from asyncdeploy.secrets import describe
+from asyncdeploy.masking import masked_repr
 
 __all__ = [
     "DEFAULT_GATE_IMAGE",
@@ -138,7 +138,7 @@ class Mount:
         if self.keep and self.type != "volume":
             raise PlanError("keep", f"only a volume can be kept, not a {self.type} mount")
         if not self.target.startswith("/"):
-            raise PlanError("target", f"must be an absolute path, got {describe(self.target)}")
+            raise PlanError("target", f"must be an absolute path, got {masked_repr(self.target)}")
         if self.type == "bind" and not (self.source or "").startswith("/"):
             raise PlanError("source", "a bind mount needs an absolute host path")
         if self.type == "volume":
@@ -197,7 +197,7 @@ class HTTPGet:
 
     def __attrs_post_init__(self) -> None:
         if not self.path.startswith("/"):
-            raise PlanError("path", f"must start with '/', got {describe(self.path)}")
+            raise PlanError("path", f"must start with '/', got {masked_repr(self.path)}")
 
 
 @attrs.frozen(kw_only=True)
@@ -230,7 +230,7 @@ class GateReady:
 
     def __attrs_post_init__(self) -> None:
         if not self.path.startswith("/"):
-            raise PlanError("path", f"must start with '/', got {describe(self.path)}")
+            raise PlanError("path", f"must start with '/', got {masked_repr(self.path)}")
 
 
 @attrs.frozen(kw_only=True)
@@ -512,7 +512,7 @@ def _structure(cls: type[T], data: Any, path: str) -> T:
     if unknown:
         key = unknown[0]
         where = _join(path, key) if isinstance(key, str) and key.isidentifier() else None
-        raise PlanError(where or f"{path}[{describe(key)}]", "unknown field")
+        raise PlanError(where or f"{path}[{masked_repr(key)}]", "unknown field")
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         field = fields[key]
@@ -521,7 +521,7 @@ def _structure(cls: type[T], data: Any, path: str) -> T:
         if value is None and field.default not in (None, attrs.NOTHING):
             continue  # "checks:" left empty in YAML means the default, as if not written
         if key in _BOOL_FIELDS and not isinstance(value, bool):
-            raise PlanError(here, f"must be true or false, got {describe(value)}")
+            raise PlanError(here, f"must be true or false, got {masked_repr(value)}")
         if nested is not None and field.metadata.get("many"):
             if not isinstance(value, list | tuple):
                 raise PlanError(here, f"must be a list, got {type(value).__name__}")

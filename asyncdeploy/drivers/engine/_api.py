@@ -53,6 +53,7 @@ from asyncdeploy.labels import (
     LABEL_ROLE,
     LABEL_WORKLOAD,
 )
+from asyncdeploy.masking import mask_env_entry, mask_tree
 from asyncdeploy.plan import Container, WorkloadPlan, plan_digest
 from asyncdeploy.results import (
     ApplyResult,
@@ -61,7 +62,6 @@ from asyncdeploy.results import (
     WorkloadEvent,
     WorkloadStatus,
 )
-from asyncdeploy.secrets import mask_env_entry, mask_tree
 from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
 __all__ = ["EngineAPIDriver", "EngineFound", "planned_state"]
