@@ -51,7 +51,14 @@ from asyncdeploy.results import WorkloadStatus
 if TYPE_CHECKING:
     from asyncdeploy.deployer import Deployer
 
-__all__ = ["OnEvent", "ReplaceResult", "Replacement", "fixed_host_ports", "replacing"]
+__all__ = [
+    "OnEvent",
+    "ReplaceOptions",
+    "ReplaceResult",
+    "Replacement",
+    "fixed_host_ports",
+    "replacing",
+]
 
 SCHEDULE_BOUND = 10.0  # Kubernetes auto: how long the scheduler may take to place the new Pod
 WAITING_EVERY = 2.0  # how often a ReplaceWaiting is reported
@@ -105,20 +112,32 @@ def _ignore(_: object) -> None:
     pass
 
 
+@attrs.frozen(kw_only=True)
+class ReplaceOptions:
+    """How one replacement goes: what :meth:`Deployer.replacing` was given, as one value.
+
+    ``old``: the instances to drain (default: the workload named ``plan.name`` and every earlier
+    instance of it); ``new_name``: the new instance's (default ``<plan.name>-<6 hex>``);
+    ``on_ready`` is awaited once the new one is ready, before any drain; ``kill_now`` cuts a
+    drain short; ``before_drain`` is called right before the old ones' drain begins;
+    ``on_event`` sees the replace events (and the drain events of a roll-back and of a
+    ``recreate``'s drain), and must not block.
+    """
+
+    old: Sequence[str] | None = None
+    new_name: str | None = None
+    ready_timeout: float = 60
+    grace_period_seconds: int | None = None
+    on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None = None
+    strategy: Strategy = "auto"
+    kill_now: anyio.Event | None = None
+    before_drain: Callable[[], None] | None = None
+    on_event: OnEvent | None = None
+
+
 @asynccontextmanager
 async def replacing(
-    deployer: Deployer,
-    plan: WorkloadPlan,
-    *,
-    old: Sequence[str] | None = None,
-    new_name: str | None = None,
-    ready_timeout: float = 60,
-    grace_period_seconds: int | None = None,
-    on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None = None,
-    strategy: Strategy = "auto",
-    kill_now: anyio.Event | None = None,
-    before_drain: Callable[[], None] | None = None,
-    on_event: OnEvent | None = None,
+    deployer: Deployer, plan: WorkloadPlan, options: ReplaceOptions
 ) -> AsyncIterator[Replacement]:
     """Replace the workload ``plan`` names by a new instance of it (see the module docstring).
 
@@ -136,53 +155,33 @@ async def replacing(
     ``on_event`` sees the replace events, and the drain events of a roll-back and of a
     ``recreate``'s drain of the old ones; it must not block.
     """
-    emit: OnEvent = on_event or _ignore
+    emit: OnEvent = options.on_event or _ignore
     driver = deployer.driver
-    new_name = new_name or f"{plan.name[:56]}-{secrets.token_hex(3)}"
+    new_name = options.new_name or f"{plan.name[:56]}-{secrets.token_hex(3)}"
     if await deployer._exists(new_name):
         raise WorkloadConflict(
             f"cannot start the replacement as {new_name!r}: a workload has that name",
             engine=driver.name,
             status=409,
         )
-    grace = max(plan.termination_grace_period_seconds, grace_period_seconds or 0)
-    bound = ready_timeout + 2 * grace + LOCK_MARGIN
+    grace = max(plan.termination_grace_period_seconds, options.grace_period_seconds or 0)
+    bound = options.ready_timeout + 2 * grace + LOCK_MARGIN
     lock = replace_lock(driver, plan.name, bound=bound, labels=dict(plan.labels))
     async with (
         lock,
-        _replacing_locked(
-            deployer,
-            plan,
-            old=old,
-            new_name=new_name,
-            ready_timeout=ready_timeout,
-            grace_period_seconds=grace_period_seconds,
-            on_ready=on_ready,
-            strategy=strategy,
-            kill_now=kill_now,
-            before_drain=before_drain,
-            emit=emit,
-        ) as replacement,
+        _replacing_locked(deployer, plan, options, new_name, emit) as replacement,
     ):
         yield replacement
 
 
 @asynccontextmanager
 async def _replacing_locked(
-    deployer: Deployer,
-    plan: WorkloadPlan,
-    *,
-    old: Sequence[str] | None,
-    new_name: str,
-    ready_timeout: float,
-    grace_period_seconds: int | None,
-    on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None,
-    strategy: Strategy,
-    kill_now: anyio.Event | None,
-    before_drain: Callable[[], None] | None,
-    emit: OnEvent,
+    deployer: Deployer, plan: WorkloadPlan, options: ReplaceOptions, new_name: str, emit: OnEvent
 ) -> AsyncIterator[Replacement]:
     driver = deployer.driver
+    grace_period_seconds, kill_now = options.grace_period_seconds, options.kill_now
+    on_ready, strategy, before_drain = options.on_ready, options.strategy, options.before_drain
+    old = options.old
     if old is None:
         instances = await driver.list({LABEL_INSTANCE_OF: plan.name})
         named = [plan.name] if await deployer._exists(plan.name) else []
@@ -194,7 +193,7 @@ async def _replacing_locked(
     held = await _held_host_ports(deployer, old) if driver.name != "kubernetes" else set()
     chosen, reason = _choose(strategy, plan, old, driver.name, held)
     emit(ReplaceStrategy(workload=plan.name, strategy=chosen, reason=reason, new=new_name, old=old))
-    run = _Run(deployer, new_plan, ready_timeout, kill_now, emit)
+    run = _Run(deployer, new_plan, options.ready_timeout, kill_now, emit)
     if chosen == "surge":
         bound = SCHEDULE_BOUND if strategy == "auto" and driver.name == "kubernetes" else None
         status = await run.start_new(on_ready, cannot_fit_within=bound)

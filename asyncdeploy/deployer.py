@@ -24,19 +24,19 @@ opened under trio it raises :class:`~asyncdeploy.errors.UnsupportedEventLoop`. T
 from __future__ import annotations
 
 import builtins
-import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import anyio
 import attrs
 from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy import _replace
+from asyncdeploy._event_stream import cancel_when_set, event_stream
 from asyncdeploy._log import log_event
 from asyncdeploy._names import current_name, current_plan, resolving
-from asyncdeploy._replace import OnEvent, Replacement, ReplaceResult
+from asyncdeploy._replace import OnEvent, Replacement, ReplaceOptions, ReplaceResult
 from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import (
     DrainError,
@@ -57,9 +57,6 @@ __all__ = [
     "ReplaceResult",
     "Replacement",
 ]
-
-
-E = TypeVar("E", bound=Event)
 
 
 class CreateEvents:
@@ -139,7 +136,7 @@ class Deployer:
             assert events is not None
             events._result = result
 
-        async with self._streaming(work, finish_on_error=False) as stream:
+        async with event_stream(work, finish_on_error=False) as stream:
             events = CreateEvents(stream)
             yield events
 
@@ -360,9 +357,7 @@ class Deployer:
         fits); see :func:`asyncdeploy._replace.replacing`. Cancelled before the old ones' drain
         began, it removes the new instance and leaves the old ones serving; ``kill_now`` cuts
         a drain short (the old ones', or a roll-back's)."""
-        return _replace.replacing(
-            self,
-            plan,
+        options = ReplaceOptions(
             old=old,
             new_name=new_name,
             ready_timeout=ready_timeout,
@@ -373,6 +368,7 @@ class Deployer:
             before_drain=before_drain,
             on_event=on_event,
         )
+        return _replace.replacing(self, plan, options)
 
     async def _exists(self, name: str) -> bool:
         try:
@@ -407,7 +403,7 @@ class Deployer:
                 grace = 0  # "kill now" came before the drain: no container's drain exists yet
             async with anyio.create_task_group() as tg:
                 if kill_now is not None and not already:
-                    tg.start_soon(_cancel_when_set, kill_now, tg.cancel_scope)
+                    tg.start_soon(cancel_when_set, kill_now, tg.cancel_scope)
                 try:
                     if found.names:
                         await self.driver.drain(  # a drain emits drain events only
@@ -421,7 +417,7 @@ class Deployer:
                     unreachable.append(exc)  # raised once the consumer has every event
                 tg.cancel_scope.cancel()  # stop watching kill_now
 
-        async with self._streaming(work, finish_on_error=True) as receive:
+        async with event_stream(work, finish_on_error=True) as receive:
             yield receive
         if unreachable:
             raise unreachable[0]
@@ -431,69 +427,5 @@ class Deployer:
         if failed:
             raise DrainError(failed)
 
-    @asynccontextmanager
-    async def _streaming(
-        self, work: Callable[[Callable[[E], None]], Awaitable[None]], *, finish_on_error: bool
-    ) -> AsyncIterator[ObjectReceiveStream[E]]:
-        """Run ``work`` in a task group of its own; what it emits reaches the consumer through a
-        stream fed with ``send_nowait``, unbounded so that a slow consumer never delays the work
-        (the backlog is bounded by the work itself: a handful of events per container, at most
-        five progress events a second per image pulled).
-
-        When the consumer's block raises, ``finish_on_error`` lets the work run to its end
-        without it (its events dropped) before the exception propagates: a drain is never cut
-        short by its consumer. Otherwise, as for a cancellation, the work is cancelled."""
-        send, receive = anyio.create_memory_object_stream[E](math.inf)
-
-        def emit(event: E) -> None:
-            if not isinstance(event, PullEvent):
-                log_event(event)  # every drain step, through the one place events pass
-            try:
-                send.send_nowait(event)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass  # the consumer left; the work goes on without it
-
-        async def run() -> None:
-            with send:
-                await work(emit)
-
-        done = anyio.Event()
-
-        async def run_then_say() -> None:
-            try:
-                await run()
-            finally:
-                done.set()
-
-        try:
-            with receive:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(run_then_say)
-                    try:
-                        yield receive
-                    except Exception:
-                        if finish_on_error:
-                            receive.close()  # nobody reads on: the events are dropped
-                            await done.wait()  # a cancellation here cancels the work, as above
-                        raise
-        except BaseExceptionGroup as group:
-            raise _lone_error(group) from None
-
     async def aclose(self) -> None:
         await self.driver.aclose()
-
-
-async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()  # the drain's shielded cleanup kills the survivors and removes everything
-
-
-def _lone_error(group: BaseExceptionGroup) -> BaseException:
-    """The one real error of a task group (e.g. WorkloadNotFound before anything was touched),
-    or the group itself when there are several."""
-    errors = [e for e in group.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
-    if len(errors) == 1:
-        if isinstance(errors[0], BaseExceptionGroup):
-            return _lone_error(errors[0])
-        return errors[0]
-    return group
