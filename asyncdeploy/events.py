@@ -21,6 +21,7 @@ import attrs
 from asyncdeploy.labels import ContainerRole
 
 __all__ = [
+    "ContainerEnd",
     "ContainerExited",
     "ContainerForceKilled",
     "ContainerOutcome",
@@ -31,7 +32,6 @@ __all__ = [
     "DrainSummary",
     "Emit",
     "Event",
-    "Outcome",
     "PauseRemoved",
     "PreStopFinished",
     "PreStopStarted",
@@ -50,10 +50,16 @@ __all__ = [
 ]
 
 Role = ContainerRole
-Outcome = Literal["exited", "killed", "already-exited", "missing", "unreachable"]
+ContainerEnd = Literal["exited", "killed", "already-exited", "missing", "unreachable"]
 """How a container ended: ``unreachable`` when the engine stopped answering before its end was
 seen (a later delete finishes the job); ``missing`` when it went without its end being seen."""
-OUTCOMES: tuple[Outcome, ...] = ("exited", "killed", "already-exited", "missing", "unreachable")
+CONTAINER_ENDS: tuple[ContainerEnd, ...] = (
+    "exited",
+    "killed",
+    "already-exited",
+    "missing",
+    "unreachable",
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -176,7 +182,7 @@ class ContainerOutcome:
 
     name: str
     role: Role
-    outcome: Outcome
+    outcome: ContainerEnd
     exit_code: int | None
     seconds: float | None
 
@@ -191,7 +197,7 @@ class DrainSummary:
     containers: tuple[ContainerOutcome, ...]
     errors: tuple[str, ...] = ()
 
-    def count(self, outcome: Outcome) -> int:
+    def count(self, outcome: ContainerEnd) -> int:
         return sum(1 for c in self.containers if c.outcome == outcome)
 
     @property
@@ -307,7 +313,7 @@ def event_to_dict(event: Event) -> dict[str, Any]:
                 }
                 for c in summary.containers
             ],
-            totals={outcome: summary.count(outcome) for outcome in OUTCOMES},
+            totals={outcome: summary.count(outcome) for outcome in CONTAINER_ENDS},
             errors=list(summary.errors),
         )
         return out

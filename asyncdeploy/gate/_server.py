@@ -28,7 +28,7 @@ from asyncdeploy.workload import (
     DrainController,
     DrainState,
     HealthPaths,
-    Outcome,
+    RequestOutcome,
     parse_duration,
     render_metrics,
 )
@@ -182,12 +182,12 @@ class _Gate:
                     await self._refuse(client)
                     return
                 connection.busy = True
-                outcome = Outcome.FAILED
+                outcome = RequestOutcome.FAILED
                 try:
                     keep, upstream = await self._forward(head, reader, client, upstream)
-                    outcome = Outcome.COMPLETED
+                    outcome = RequestOutcome.COMPLETED
                 except ClientGone:
-                    outcome = Outcome.CLIENT_DISCONNECTED
+                    outcome = RequestOutcome.CLIENT_DISCONNECTED
                     return
                 except UpstreamFailed as exc:
                     logger.warning("engine failed %s %s: %s", head.method, head.path, exc)
@@ -197,7 +197,7 @@ class _Gate:
                 finally:
                     connection.busy = False
                     if connection.cut:
-                        outcome = Outcome.CUT_AT_DEADLINE
+                        outcome = RequestOutcome.CUT_AT_DEADLINE
                     admission.release(outcome)
                 if not keep:
                     return

@@ -47,13 +47,13 @@ from asyncdeploy.drivers.kubernetes._kubelet import (
     KubeletEvent,
 )
 from asyncdeploy.events import (
+    ContainerEnd,
     ContainerExited,
     ContainerForceKilled,
     ContainerRemoved,
     DrainStarted,
     DrainSummary,
     Emit,
-    Outcome,
     PauseRemoved,
     PreStopFinished,
     PreStopStarted,
@@ -301,7 +301,7 @@ class PodDrain(DrainBooks):
     def _exited(self, c: _Tracked, ended: Mapping[str, Any]) -> None:
         code = ended.get("exitCode")
         exit_code = None if code is None else int(code)
-        outcome: Outcome = "exited"
+        outcome: ContainerEnd = "exited"
         if not self.deleting:
             outcome = "already-exited"  # it ended on its own before the delete took effect
         else:
