@@ -1,4 +1,5 @@
-"""The one shape of every event stream the deployer yields: a channel under a task group.
+"""The one shape of every event stream the deployer yields: a channel under a task group; and
+the drain stream that ``delete``, ``replace`` and ``reconcile`` share.
 
 The work runs in a task group of its own and emits without ever waiting; the consumer reads a
 memory-object stream; the group's lone error is unwrapped (trio's ``as_safe_channel`` shape).
@@ -9,15 +10,23 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import anyio
 from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy._log import log_event
-from asyncdeploy.events import Event, PullEvent
+from asyncdeploy.drivers.base import Driver, Found
+from asyncdeploy.errors import DrainError, DrainUnreachable, WorkloadNotFound
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event, PullEvent
 
-__all__ = ["cancel_when_set", "event_stream", "lone_error"]
+__all__ = [
+    "cancel_when_set",
+    "drain_stream",
+    "event_stream",
+    "lone_error",
+    "workload_exists",
+]
 
 E = TypeVar("E", bound=Event)
 
@@ -69,6 +78,68 @@ async def event_stream(
                     raise
     except BaseExceptionGroup as group:
         raise lone_error(group) from None
+
+
+async def workload_exists(driver: Driver, name: str) -> bool:
+    try:
+        await driver.get(name)
+    except WorkloadNotFound:
+        return False
+    return True
+
+
+@asynccontextmanager
+async def drain_stream(
+    driver: Driver,
+    found: Found,
+    grace_period_seconds: int | None,
+    kill_now: anyio.Event | None,
+    *,
+    keep_volumes: bool = False,
+) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
+    """Drain what ``found`` holds, with its events; ``kill_now`` cuts it short (set before the
+    drain began: grace 0). Raises on exit, once the consumer has every event:
+    ``DrainUnreachable`` when the engine went away, ``DrainError`` when a step failed."""
+    summaries: list[DrainSummary] = []
+    unreachable: list[DrainUnreachable] = []
+
+    async def work(emit: Callable[[DrainEvent], None]) -> None:
+        def keep(event: DrainEvent) -> None:
+            # Summaries come from the events, not the return value: a drain cut short by
+            # kill_now (cancelled) returns nothing, but still finishes every workload.
+            if isinstance(event, DrainFinished):
+                summaries.append(event.summary)
+            emit(event)
+
+        grace = grace_period_seconds
+        already = kill_now is not None and kill_now.is_set()
+        if already:
+            grace = 0  # "kill now" came before the drain: no container's drain exists yet
+        async with anyio.create_task_group() as tg:
+            if kill_now is not None and not already:
+                tg.start_soon(cancel_when_set, kill_now, tg.cancel_scope)
+            try:
+                if found.names:
+                    await driver.drain(  # a drain emits drain events only
+                        found,
+                        grace_period_seconds=grace,
+                        emit=cast(Emit, keep),
+                        # only when asked: drivers written before it need not know it
+                        **({"keep_volumes": True} if keep_volumes else {}),
+                    )
+            except DrainUnreachable as exc:
+                unreachable.append(exc)  # raised once the consumer has every event
+            tg.cancel_scope.cancel()  # stop watching kill_now
+
+    async with event_stream(work, finish_on_error=True) as receive:
+        yield receive
+    if unreachable:
+        raise unreachable[0]
+    if any(c.outcome == "unreachable" for s in summaries for c in s.containers):
+        raise DrainUnreachable(summaries, engine=driver.name)  # cut short meanwhile
+    failed = [s for s in summaries if s.errors]
+    if failed:
+        raise DrainError(failed)
 
 
 async def cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:

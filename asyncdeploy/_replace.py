@@ -23,15 +23,16 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Literal, cast
+from typing import Literal, cast
 
 import anyio
 import anyio.lowlevel
 import attrs
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy._event_stream import drain_stream, workload_exists
 from asyncdeploy._replace_lock import replace_lock
-from asyncdeploy.drivers.base import Found
+from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import AsyncDeployError, CreateError, PlanError, WorkloadConflict
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, PullEvent
 from asyncdeploy.gating import expand_gates
@@ -47,9 +48,6 @@ from asyncdeploy.replace_events import (
     Strategy,
 )
 from asyncdeploy.results import WorkloadStatus
-
-if TYPE_CHECKING:
-    from asyncdeploy.deployer import Deployer
 
 __all__ = [
     "OnEvent",
@@ -137,7 +135,7 @@ class ReplaceOptions:
 
 @asynccontextmanager
 async def replacing(
-    deployer: Deployer, plan: WorkloadPlan, options: ReplaceOptions
+    driver: Driver, plan: WorkloadPlan, options: ReplaceOptions
 ) -> AsyncIterator[Replacement]:
     """Replace the workload ``plan`` names by a new instance of it (see the module docstring).
 
@@ -156,9 +154,8 @@ async def replacing(
     ``recreate``'s drain of the old ones; it must not block.
     """
     emit: OnEvent = options.on_event or _ignore
-    driver = deployer.driver
     new_name = options.new_name or f"{plan.name[:56]}-{secrets.token_hex(3)}"
-    if await deployer._exists(new_name):
+    if await workload_exists(driver, new_name):
         raise WorkloadConflict(
             f"cannot start the replacement as {new_name!r}: a workload has that name",
             engine=driver.name,
@@ -169,31 +166,30 @@ async def replacing(
     lock = replace_lock(driver, plan.name, bound=bound, labels=dict(plan.labels))
     async with (
         lock,
-        _replacing_locked(deployer, plan, options, new_name, emit) as replacement,
+        _replacing_locked(driver, plan, options, new_name, emit) as replacement,
     ):
         yield replacement
 
 
 @asynccontextmanager
 async def _replacing_locked(
-    deployer: Deployer, plan: WorkloadPlan, options: ReplaceOptions, new_name: str, emit: OnEvent
+    driver: Driver, plan: WorkloadPlan, options: ReplaceOptions, new_name: str, emit: OnEvent
 ) -> AsyncIterator[Replacement]:
-    driver = deployer.driver
     grace_period_seconds, kill_now = options.grace_period_seconds, options.kill_now
     on_ready, strategy, before_drain = options.on_ready, options.strategy, options.before_drain
     old = options.old
     if old is None:
         instances = await driver.list({LABEL_INSTANCE_OF: plan.name})
-        named = [plan.name] if await deployer._exists(plan.name) else []
+        named = [plan.name] if await workload_exists(driver, plan.name) else []
         old = [*named, *(w.name for w in instances if w.name != plan.name)]
     else:
         await driver.find(old)  # a clear WorkloadNotFound before anything starts
     old = tuple(old)
     new_plan = expand_gates(attrs.evolve(plan, name=new_name, instance_of=plan.name))
-    held = await _held_host_ports(deployer, old) if driver.name != "kubernetes" else set()
+    held = await _held_host_ports(driver, old) if driver.name != "kubernetes" else set()
     chosen, reason = _choose(strategy, plan, old, driver.name, held)
     emit(ReplaceStrategy(workload=plan.name, strategy=chosen, reason=reason, new=new_name, old=old))
-    run = _Run(deployer, new_plan, options.ready_timeout, kill_now, emit)
+    run = _Run(driver, new_plan, options.ready_timeout, kill_now, emit)
     if chosen == "surge":
         bound = SCHEDULE_BOUND if strategy == "auto" and driver.name == "kubernetes" else None
         status = await run.start_new(on_ready, cannot_fit_within=bound)
@@ -210,7 +206,7 @@ async def _replacing_locked(
             )
         else:
             found = await run.old_found(old, before_drain)
-            async with deployer._drain(found, grace_period_seconds, kill_now) as events:
+            async with drain_stream(driver, found, grace_period_seconds, kill_now) as events:
                 yield Replacement(new=status, old=old, events=events)
             return
     # the images first: a pull that fails leaves the old instances serving
@@ -235,12 +231,12 @@ async def _replacing_locked(
         )
 
 
-async def _held_host_ports(deployer: Deployer, old: Sequence[str]) -> set[str]:
+async def _held_host_ports(driver: Driver, old: Sequence[str]) -> set[str]:
     """The host ports (``18000/tcp``) the old instances publish on Docker or Podman, read from
     the engine's own description of their containers (``HostConfig.PortBindings``)."""
     held: set[str] = set()
     for name in old:
-        details = await deployer.driver.inspect(name)
+        details = await driver.inspect(name)
         for container in (details.get("containers") or {}).values():
             bindings = ((container.get("HostConfig") or {}).get("PortBindings")) or {}
             for key, binds in bindings.items():
@@ -284,7 +280,7 @@ def _choose(
 class _Run:
     """One replacement's steps on the new instance, and the drain of the old ones."""
 
-    deployer: Deployer
+    driver: Driver
     plan: WorkloadPlan  # the new instance's
     ready_timeout: float
     kill_now: anyio.Event | None
@@ -299,7 +295,7 @@ class _Run:
     ) -> WorkloadStatus | None:
         """Create the new instance and wait until it is ready, reporting progress; on failure
         or cancellation remove it again and re-raise. None: it did not fit (``cannot_fit``)."""
-        driver, name = self.deployer.driver, self.plan.name
+        driver, name = self.driver, self.plan.name
         try:
             await driver.apply(self.plan, emit=self.emit)  # cancelled, it removes what it made
         except CreateError as exc:
@@ -348,12 +344,12 @@ class _Run:
         """The old instances, looked at afresh; the last point where a cancellation leaves them
         untouched (and removes a started new instance)."""
         try:
-            found = await self.deployer.driver.find(old)
+            found = await self.driver.find(old)
             if before_drain is not None:
                 before_drain()  # no checkpoint from here until their drain has begun
             await anyio.lowlevel.checkpoint_if_cancelled()
         except anyio.get_cancelled_exc_class():
-            if await self.deployer._exists(self.plan.name):
+            if await workload_exists(self.driver, self.plan.name):
                 await self._roll_back(drain=True, reason="the replacement was interrupted")
             raise
         return found
@@ -364,7 +360,9 @@ class _Run:
         """Drain the old instances before the new one exists (recreate), their events handed
         to ``emit``; a failed drain raises and nothing is created."""
         summaries: list[DrainSummary] = []
-        drain = self.deployer._drain(found, grace_period_seconds, self.kill_now, keep_volumes=True)
+        drain = drain_stream(
+            self.driver, found, grace_period_seconds, self.kill_now, keep_volumes=True
+        )
         async with drain as events:
             async for event in events:
                 if isinstance(event, DrainFinished):
@@ -373,7 +371,7 @@ class _Run:
         return summaries
 
     async def _report_waiting(self, started: float) -> None:
-        driver, name = self.deployer.driver, self.plan.name
+        driver, name = self.driver, self.plan.name
         while True:
             await anyio.sleep(WAITING_EVERY)
             try:
@@ -396,8 +394,8 @@ class _Run:
         grace = self.plan.termination_grace_period_seconds if drain else 0
         with anyio.CancelScope(shield=True), anyio.move_on_after(grace + ROLL_BACK_MARGIN):
             try:
-                found = await self.deployer.driver.find([name])
-                async with self.deployer._drain(found, grace, self.kill_now) as events:
+                found = await self.driver.find([name])
+                async with drain_stream(self.driver, found, grace, self.kill_now) as events:
                     async for event in events:
                         self.emit(event)
             except AsyncDeployError:

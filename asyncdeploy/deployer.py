@@ -26,23 +26,20 @@ from __future__ import annotations
 import builtins
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import attrs
 from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy import _replace
-from asyncdeploy._event_stream import cancel_when_set, event_stream
+from asyncdeploy._event_stream import drain_stream, event_stream
 from asyncdeploy._log import log_event
 from asyncdeploy._names import current_name, current_plan, resolving
 from asyncdeploy._replace import OnEvent, Replacement, ReplaceOptions, ReplaceResult
-from asyncdeploy.drivers.base import Driver, Found
+from asyncdeploy.drivers.base import Driver
 from asyncdeploy.errors import (
-    DrainError,
-    DrainUnreachable,
     EngineTimeout,
-    WorkloadNotFound,
 )
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event, PullEvent
 from asyncdeploy.gating import expand_gates
@@ -268,7 +265,7 @@ class Deployer:
         from).
         """
         found = await resolving(self.driver, name, lambda n: self.driver.find([n]))
-        async with self._drain(found, grace_period_seconds, kill_now) as events:
+        async with drain_stream(self.driver, found, grace_period_seconds, kill_now) as events:
             yield events
 
     @asynccontextmanager
@@ -284,7 +281,7 @@ class Deployer:
         none matching yields no event. An invalid selector raises ``SelectorError`` before any
         call."""
         found = await self.driver.find_matching(as_selector(selector))
-        async with self._drain(found, grace_period_seconds, kill_now) as events:
+        async with drain_stream(self.driver, found, grace_period_seconds, kill_now) as events:
             yield events
 
     async def delete(self, name: str, *, grace_period_seconds: int | None = None) -> DrainSummary:
@@ -368,64 +365,7 @@ class Deployer:
             before_drain=before_drain,
             on_event=on_event,
         )
-        return _replace.replacing(self, plan, options)
-
-    async def _exists(self, name: str) -> bool:
-        try:
-            await self.driver.get(name)
-        except WorkloadNotFound:
-            return False
-        return True
-
-    @asynccontextmanager
-    async def _drain(
-        self,
-        found: Found,
-        grace_period_seconds: int | None,
-        kill_now: anyio.Event | None,
-        *,
-        keep_volumes: bool = False,
-    ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
-        summaries: builtins.list[DrainSummary] = []
-        unreachable: builtins.list[DrainUnreachable] = []
-
-        async def work(emit: Callable[[DrainEvent], None]) -> None:
-            def keep(event: DrainEvent) -> None:
-                # Summaries come from the events, not the return value: a drain cut short by
-                # kill_now (cancelled) returns nothing, but still finishes every workload.
-                if isinstance(event, DrainFinished):
-                    summaries.append(event.summary)
-                emit(event)
-
-            grace = grace_period_seconds
-            already = kill_now is not None and kill_now.is_set()
-            if already:
-                grace = 0  # "kill now" came before the drain: no container's drain exists yet
-            async with anyio.create_task_group() as tg:
-                if kill_now is not None and not already:
-                    tg.start_soon(cancel_when_set, kill_now, tg.cancel_scope)
-                try:
-                    if found.names:
-                        await self.driver.drain(  # a drain emits drain events only
-                            found,
-                            grace_period_seconds=grace,
-                            emit=cast(Emit, keep),
-                            # only when asked: drivers written before it need not know it
-                            **({"keep_volumes": True} if keep_volumes else {}),
-                        )
-                except DrainUnreachable as exc:
-                    unreachable.append(exc)  # raised once the consumer has every event
-                tg.cancel_scope.cancel()  # stop watching kill_now
-
-        async with event_stream(work, finish_on_error=True) as receive:
-            yield receive
-        if unreachable:
-            raise unreachable[0]
-        if any(c.outcome == "unreachable" for s in summaries for c in s.containers):
-            raise DrainUnreachable(summaries, engine=self.driver_name)  # cut short meanwhile
-        failed = [s for s in summaries if s.errors]
-        if failed:
-            raise DrainError(failed)
+        return _replace.replacing(self.driver, plan, options)
 
     async def aclose(self) -> None:
         await self.driver.aclose()
