@@ -27,7 +27,8 @@ def tests(session: nox.Session) -> None:
     ASYNCDEPLOY_REQUIRE_KUBERNETES=1 to fail when the cluster is.
     """
     install(session, "test")
-    session.run("pytest", *session.posargs)
+    # the slowest tests named at the end: where CI time goes, read off every run
+    session.run("pytest", "--durations=30", *session.posargs)
 
 
 @nox.session(default=False)
