@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from asyncdeploy.errors import PlanError
-from asyncdeploy.secrets import describe
+from asyncdeploy.masking import masked_repr
 
 __all__ = ["MAX_DOCUMENT_BYTES", "load_document", "read_document"]
 
@@ -39,7 +39,7 @@ class _StrictLoader(yaml.SafeLoader):
             if repeated:
                 line = key_node.start_mark.line + 1
                 raise PlanError(
-                    "", f"line {line}: the key {describe(key)} appears twice in one mapping"
+                    "", f"line {line}: the key {masked_repr(key)} appears twice in one mapping"
                 )
         return super().construct_mapping(node, deep=deep)
 

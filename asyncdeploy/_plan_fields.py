@@ -1,15 +1,23 @@
-"""Validators and converters for the plan's fields, and the hashable mapping it uses.
+"""The rules of the plan's fields: validators, converters, the words each field carries, and
+the hashable mappings a plan holds.
 
-attrs runs converters first, then validators; both raise ``PlanError`` named after the
-attribute, and ``plan.py`` prefixes the path when it builds a child from a mapping. Messages show
-a refused value through :func:`asyncdeploy.secrets.describe`: bounded, and masked.
+Every rule is keyed by the field it is attached to, never by a field's name: attrs hands each
+validator its attribute, so a refusal names the field it belongs to (``PlanError``, prefixed with
+the path when ``plan.py`` builds a child from a mapping). Converters only give a value its shape
+(a bare string becomes a one-item tuple, a mapping a frozen one) and never refuse: what does not
+take that shape is left as it came for the field's validator to refuse by name. Messages show a
+refused value through :func:`asyncdeploy.masking.masked_repr`: bounded, and masked.
+
+Each field's words for the reference page and its schema, where a plan file may write more than
+the stored type says, are the field's metadata (:func:`about`); :mod:`asyncdeploy.schema` reads
+them from there, so a new field cannot miss its words.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar, cast
 
 import attrs
@@ -17,8 +25,8 @@ import attrs
 from asyncdeploy._image_reference import image_reference_problem
 from asyncdeploy.errors import PlanError
 from asyncdeploy.labels import RESERVED_DOMAIN, is_reserved
+from asyncdeploy.masking import masked_repr
 from asyncdeploy.quantity import canonical_quantity, parse_quantity
-from asyncdeploy.secrets import describe
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*", re.ASCII)
@@ -88,42 +96,91 @@ class FrozenCounts(_FrozenMapping[int]):
     __slots__ = ()
 
 
+# --- the words of a field ---------------------------------------------------------------------
+
+ALL_ENGINES = "all"
+
+STRINGS_OR_LIST: Mapping[str, Any] = {
+    "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]
+}
+"""What a plan file may write where :func:`strings` converts: one string, or a list of them."""
+QUANTITY: Mapping[str, Any] = {"type": ["string", "number"]}
+"""What a plan file may write where a quantity converter converts: ``16Gi``, ``0.5``."""
+DNS_LABEL: Mapping[str, Any] = {
+    "type": "string",
+    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+    "maxLength": 63,
+}
+
+
+@attrs.frozen
+class FieldDoc:
+    """What a plan field means, where it is honoured, and what a plan file may write there."""
+
+    text: str
+    engines: str = ALL_ENGINES  # where it is honoured, in words: "all", "Docker, Podman", ...
+    schema: Mapping[str, Any] | None = None  # None: the schema follows the stored type
+
+
+def about(
+    text: str,
+    engines: str = ALL_ENGINES,
+    *,
+    schema: Mapping[str, Any] | None = None,
+    nested: type[Any] | None = None,
+    many: bool = False,
+    inline_keys: str | None = None,
+) -> dict[str, Any]:
+    """A plan field's metadata: its words (``doc``, read by :mod:`asyncdeploy.schema`), and how a
+    plan file writes it: ``nested``, a plan type (``many``: a list of them); ``inline_keys``, a
+    mapping whose ``<domain>/<name>`` entries a plan file writes beside the other fields."""
+    metadata: dict[str, Any] = {"doc": FieldDoc(text, engines, schema)}
+    if nested is not None:
+        metadata.update(nested=nested, many=many)
+    if inline_keys is not None:
+        metadata["inline_keys"] = inline_keys
+    return metadata
+
+
+# --- validators: each refuses by the attribute it is attached to --------------------------------
+
+
 def _fail(attribute: attrs.Attribute[Any], message: str) -> PlanError:
     return PlanError(attribute.name, message)
 
 
-def _dns_label(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def dns_label(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         raise _fail(
             attribute,
-            f"{describe(value)} is not a DNS-1123 label (lower-case letters, digits and '-', "
+            f"{masked_repr(value)} is not a DNS-1123 label (lower-case letters, digits and '-', "
             "starting and ending with a letter or digit, at most 63 characters)",
         )
 
 
-def _non_empty_str(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def non_empty_str(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or not value.strip() or value != value.strip():
         raise _fail(
             attribute,
-            f"must be a non-empty string without surrounding spaces, got {describe(value)}",
+            f"must be a non-empty string without surrounding spaces, got {masked_repr(value)}",
         )
 
 
 def image_reference(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     """An image reference as the engines and the kubelet parse it (``_image_reference.py``)."""
-    _non_empty_str(_, attribute, value)
+    non_empty_str(_, attribute, value)
     if (problem := image_reference_problem(value)) is not None:
         raise _fail(attribute, f"{value!r} is not a valid image reference: it {problem}")
 
 
-def _optional_str(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def optional_str(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and not isinstance(value, str):
-        raise _fail(attribute, f"must be a string, got {describe(value)}")
+        raise _fail(attribute, f"must be a string, got {masked_repr(value)}")
 
 
-def _string(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def string(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str):
-        raise _fail(attribute, f"must be a string, got {describe(value)}")
+        raise _fail(attribute, f"must be a string, got {masked_repr(value)}")
 
 
 def check_volume_name(value: Any, path: str = "source") -> None:
@@ -132,109 +189,76 @@ def check_volume_name(value: Any, path: str = "source") -> None:
     if not isinstance(value, str) or not _VOLUME_NAME.fullmatch(value):
         raise PlanError(
             path,
-            f"{describe(value)} is not a volume name (2-255 letters, digits, '_', '.' or '-', "
+            f"{masked_repr(value)} is not a volume name (2-255 letters, digits, '_', '.' or '-', "
             "starting with a letter or digit)",
         )
 
 
-def _grace(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def seconds(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """A duration of whole seconds, 0 allowed (a grace period, an initial delay)."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SECONDS:
         raise _fail(
-            attribute, f"must be a whole number of seconds 0-{MAX_SECONDS}, got {describe(value)}"
+            attribute,
+            f"must be a whole number of seconds 0-{MAX_SECONDS}, got {masked_repr(value)}",
         )
 
 
-def _positive_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def positive_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SECONDS:
-        raise _fail(attribute, f"must be a whole number 1-{MAX_SECONDS}, got {describe(value)}")
+        raise _fail(attribute, f"must be a whole number 1-{MAX_SECONDS}, got {masked_repr(value)}")
 
 
-def _port_number(_: Any, attribute: attrs.Attribute[Any], value: int | None) -> None:
-    if value is None and attribute.name != "container_port":
-        return
+def port_number(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-        raise _fail(attribute, f"must be a port number 1-65535, got {describe(value)}")
+        raise _fail(attribute, f"must be a port number 1-65535, got {masked_repr(value)}")
 
 
-def _one_of(*choices: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+optional_port_number = attrs.validators.optional(port_number)
+
+
+def one_of(*choices: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
     def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if not isinstance(value, str) or value not in choices:
-            raise _fail(attribute, f"must be one of {', '.join(choices)}; got {describe(value)}")
+            raise _fail(attribute, f"must be one of {', '.join(choices)}; got {masked_repr(value)}")
 
     return check
 
 
-def _strings(field: str, value: Sequence[str] | str | None) -> tuple[str, ...] | None:
-    """A command or argument list; a bare string is one argument, never split on spaces."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return (value,)
-    if not isinstance(value, list | tuple):
-        raise PlanError(field, f"must be a list of strings, got {describe(value)}")
-    return tuple(value)
+def string_list(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """What :func:`strings` could not give the shape of a list: refused by this field's name."""
+    if value is not None and not isinstance(value, tuple):
+        raise _fail(attribute, f"must be a list of strings, got {masked_repr(value)}")
 
 
-# Named converters, one per field, so that errors name the field (and mypy can read them).
-def _exec(value: Sequence[str] | str | None) -> tuple[str, ...] | None:
-    return _strings("exec", value)
-
-
-def _command(value: Sequence[str] | str | None) -> tuple[str, ...] | None:
-    return _strings("command", value)
-
-
-def _args(value: Sequence[str] | str | None) -> tuple[str, ...] | None:
-    return _strings("args", value)
-
-
-def _pre_stop(value: Sequence[str] | str | None) -> tuple[str, ...] | None:
-    return _strings("pre_stop", value)
-
-
-def _check_str_tuple(
-    _: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...] | None
-) -> None:
-    if value is None:
-        return
-    for i, item in enumerate(value):
+def string_items(_: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...] | None) -> None:
+    """A command or argument list: a list (see :func:`strings`) of strings only."""
+    string_list(_, attribute, value)
+    for i, item in enumerate(value or ()):
         if not isinstance(item, str):
-            raise PlanError(f"{attribute.name}[{i}]", f"must be a string, got {describe(item)}")
-    if attribute.name in ("command", "pre_stop", "exec") and not value:
+            raise PlanError(f"{attribute.name}[{i}]", f"must be a string, got {masked_repr(item)}")
+
+
+def non_empty(_: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...] | None) -> None:
+    """A command that is given must run something (``args`` may be empty, a command not)."""
+    if value is not None and not value:
         raise _fail(attribute, "must not be empty")
 
 
-def _frozen_map(value: Mapping[str, Any] | None, field: str = "") -> FrozenMap:
-    if isinstance(value, FrozenMap):
-        return value
-    if value is None:
-        return FrozenMap()
-    if not isinstance(value, Mapping):
-        raise PlanError(field, f"must be a mapping, got {type(value).__name__}")
-    return FrozenMap({str(k): v for k, v in value.items()})
-
-
-def _env(value: Mapping[str, Any] | None) -> FrozenMap:
-    return _frozen_map(value, "env")
-
-
-def _labels(value: Mapping[str, Any] | None) -> FrozenMap:
-    return _frozen_map(value, "labels")
-
-
-def _env_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:
+def env_map(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    mapping(_, attribute, value)
     for key, item in value.items():
         item = cast(Any, item)
         if not _ENV_NAME.fullmatch(key):
             raise PlanError(f"{attribute.name}.{key}", "is not a valid environment variable name")
         if not isinstance(item, str):
-            # describe() names only the type when the variable's name looks secret.
+            # masked_repr() names only the type when the variable's name looks secret.
             raise PlanError(
-                f"{attribute.name}.{key}", f"must be a string, got {describe(item, name=key)}"
+                f"{attribute.name}.{key}", f"must be a string, got {masked_repr(item, name=key)}"
             )
 
 
-def _label_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> None:
+def label_map(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    mapping(_, attribute, value)
     for key, item in value.items():
         item = cast(Any, item)  # plan files may carry any value
         if not _LABEL_KEY.fullmatch(key):
@@ -248,64 +272,62 @@ def _label_map(_: Any, attribute: attrs.Attribute[Any], value: FrozenMap) -> Non
             too_long = isinstance(item, str) and len(item) > LABEL_VALUE_MAX
             raise PlanError(
                 f"{attribute.name}.{key}",
-                f"is not a valid label value: {describe(item, name=key)}"
+                f"is not a valid label value: {masked_repr(item, name=key)}"
                 + (f" is {len(item)} characters" if too_long else "")
                 + f" (a label value: at most {LABEL_VALUE_MAX} characters of letters, digits, "
                 "'-', '_' and '.', starting and ending with a letter or digit, or empty)",
             )
 
 
-def _tuple_of(kind: type[T]) -> Callable[[Any, attrs.Attribute[Any], tuple[Any, ...]], None]:
+def mapping(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """What :func:`frozen_map` or :func:`extended_counts` could not take as a mapping."""
+    if not isinstance(value, FrozenMap | FrozenCounts):
+        raise _fail(attribute, f"must be a mapping, got {type(value).__name__}")
+
+
+def tuple_of(kind: type[T]) -> Callable[[Any, attrs.Attribute[Any], tuple[Any, ...]], None]:
     def check(_: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
         for i, item in enumerate(value):
             if not isinstance(item, kind):
                 raise PlanError(
-                    f"{attribute.name}[{i}]", f"must be a {kind.__name__}, got {describe(item)}"
+                    f"{attribute.name}[{i}]",
+                    f"must be a {kind.__name__}, got {masked_repr(item)}",
                 )
 
     return check
 
 
-def _quantity(field: str, kind: str, value: str | float | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        return canonical_quantity(value, kind=kind)
-    except ValueError as exc:
-        raise PlanError(field, str(exc)) from None
+def quantity_of(kind: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    """A ``cpu`` or ``memory`` quantity, which :func:`cpu_quantity` / :func:`memory_quantity`
+    have put in canonical form, or left as given for this to refuse."""
+
+    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is None:
+            return
+        try:
+            canonical_quantity(value, kind=kind)
+        except ValueError as exc:
+            raise _fail(attribute, str(exc)) from None
+
+    return check
 
 
-def _cpu(value: str | float | None) -> str | None:
-    return _quantity("cpu", "cpu", value)
-
-
-def _memory(value: str | float | None) -> str | None:
-    return _quantity("memory", "memory", value)
-
-
-def _shm_size(value: str | float | None) -> str | None:
-    return _quantity("shm_size", "memory", value)
-
-
-def _signal(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def signal_name(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and (not isinstance(value, str) or not _SIGNAL.fullmatch(value)):
-        raise _fail(attribute, f"is not a signal name like SIGTERM or a number: {describe(value)}")
+        raise _fail(
+            attribute, f"is not a signal name like SIGTERM or a number: {masked_repr(value)}"
+        )
 
 
-def _extended(value: Mapping[str, Any] | None) -> FrozenCounts:
-    """Extended resources (``nvidia.com/gpu: 1``): whole counts >= 0, like Kubernetes takes them."""
-    if isinstance(value, FrozenCounts):
-        return value
-    if value is None:
-        return FrozenCounts()
-    if not isinstance(value, Mapping):
-        raise PlanError("extended", f"must be a mapping, got {type(value).__name__}")
-    counts = {}
+def extended_names(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Extended resources (``nvidia.com/gpu: 1``): whole counts >= 0, like Kubernetes takes
+    them. Refused entries are named as a plan file writes them, beside ``cpu``."""
+    mapping(_, attribute, value)
     for key, item in value.items():
-        here = f"[{json.dumps(str(key))}]"
-        domain = str(key).partition("/")[0]
+        here = f"[{json.dumps(key)}]"
+        domain = key.partition("/")[0]
         if (
-            not _EXTENDED_NAME.fullmatch(str(key))
+            not _EXTENDED_NAME.fullmatch(key)
             or domain == "kubernetes.io"
             or domain.endswith(".kubernetes.io")
         ):
@@ -314,32 +336,17 @@ def _extended(value: Mapping[str, Any] | None) -> FrozenCounts:
                 "is not an extended resource name: use <vendor-domain>/<resource>, e.g. "
                 "nvidia.com/gpu (kubernetes.io names are reserved)",
             )
-        counts[str(key)] = _count(here, item)
-    return FrozenCounts(counts)
+        if whole_count(item) is None:
+            raise PlanError(
+                here,
+                "must be a whole number >= 0 (an extended resource is counted), "
+                f"got {cast(Any, item)!r}",
+            )
 
 
-def _count(field: str, value: Any) -> int:
-    problem = f"must be a whole number >= 0 (an extended resource is counted), got {value!r}"
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise PlanError(field, problem)
-    try:
-        number = parse_quantity(value)
-    except ValueError:
-        raise PlanError(field, problem) from None
-    if number != number.to_integral_value():
-        raise PlanError(field, problem)
-    return int(number)
-
-
-def _devices(value: Sequence[str] | str | None) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise PlanError("devices", f"must be a list of CDI device names, got {value!r}")
-    return tuple(value)
-
-
-def _cdi_names(_: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
+def cdi_names(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, tuple):
+        raise _fail(attribute, f"must be a list of CDI device names, got {value!r}")
     for i, item in enumerate(value):
         if not isinstance(item, str) or not _CDI_NAME.fullmatch(item):
             raise PlanError(
@@ -354,3 +361,83 @@ def _cdi_names(_: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) 
 def cdi_kind(name: str) -> str:
     """The kind (``vendor/class``) of a CDI device name: ``nvidia.com/gpu=0`` → ``nvidia.com/gpu``."""
     return name.partition("=")[0]
+
+
+# --- converters: the shape of a value, never a refusal ------------------------------------------
+
+
+def strings(value: Iterable[str] | str | None) -> tuple[str, ...] | None:
+    """A command or argument list; a bare string is one argument, never split on spaces."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return cast("tuple[str, ...]", value)  # not a list: refused by string_list, by its field
+
+
+def names(value: Iterable[str] | str | None) -> tuple[str, ...]:
+    """A list of names, one bare string being one name; none when unset."""
+    return () if value is None else strings(value) or ()
+
+
+def as_tuple(value: Iterable[Any]) -> tuple[Any, ...]:
+    """A list of plan values (ports, mounts, containers), kept as a tuple so plans stay hashable."""
+    return tuple(value)
+
+
+def frozen_map(value: Mapping[str, Any] | None) -> FrozenMap:
+    if isinstance(value, FrozenMap):
+        return value
+    if value is None:
+        return FrozenMap()
+    if isinstance(value, Mapping):
+        return FrozenMap({str(k): v for k, v in value.items()})
+    # A plan file may carry anything where a mapping belongs: the field's validator refuses it.
+    return cast(Any, value)  # type: ignore[unreachable]
+
+
+def _canonical_or_as_given(value: Any, kind: str) -> Any:
+    try:
+        return canonical_quantity(value, kind=kind)
+    except ValueError:
+        return value  # refused by quantity_of, by the field's name
+
+
+def cpu_quantity(value: str | float | None) -> str | None:
+    return None if value is None else cast(str, _canonical_or_as_given(value, "cpu"))
+
+
+def memory_quantity(value: str | float | None) -> str | None:
+    return None if value is None else cast(str, _canonical_or_as_given(value, "memory"))
+
+
+def extended_counts(value: Mapping[str, Any] | None) -> FrozenCounts:
+    if isinstance(value, FrozenCounts):
+        return value
+    if value is None:
+        return FrozenCounts()
+    if not isinstance(value, Mapping):
+        return cast(Any, value)  # type: ignore[unreachable]  # refused by extended_names
+    counts = {str(k): v if (n := whole_count(v)) is None else n for k, v in value.items()}
+    return FrozenCounts(counts)  # what is no count stays as given, for extended_names
+
+
+def whole_count(value: Any) -> int | None:
+    """A whole count >= 0 (``1``, ``"2"``) as an int; None when ``value`` is none."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    try:
+        number = parse_quantity(value)
+    except ValueError:
+        return None
+    return int(number) if number == number.to_integral_value() else None
+
+
+def device_names(value: Iterable[str] | str | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return cast("tuple[str, ...]", value)  # a bare string or anything else: refused by cdi_names

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy._event_stream import drain_stream
 from asyncdeploy.events import DrainEvent
 from asyncdeploy.results import WorkloadStatus
 from asyncdeploy.selectors import SelectorLike, as_selector
@@ -67,5 +68,5 @@ async def finishing(
 ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
     """Drain and remove these workloads from one look, under one deadline, with their events."""
     found = await deployer.driver.find(names)
-    async with deployer._drain(found, grace_period_seconds, kill_now) as events:
+    async with drain_stream(deployer.driver, found, grace_period_seconds, kill_now) as events:
         yield events

@@ -22,22 +22,22 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Literal, Protocol, cast
+from contextlib import asynccontextmanager
+from typing import Literal, cast
 
 import anyio
 import anyio.lowlevel
 import attrs
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy._event_stream import drain_stream, workload_exists
 from asyncdeploy._replace_lock import replace_lock
 from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import AsyncDeployError, CreateError, PlanError, WorkloadConflict
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, PullEvent
 from asyncdeploy.gating import expand_gates
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.pull_events import PullEvent
 from asyncdeploy.replace_events import (
     ReplaceDowntime,
     ReplaceEvent,
@@ -49,26 +49,14 @@ from asyncdeploy.replace_events import (
 )
 from asyncdeploy.results import WorkloadStatus
 
-
-class Deployer(Protocol):
-    """What a replace uses of :class:`asyncdeploy.deployer.Deployer` (a protocol, not an import:
-    the deployer imports this module, and no import goes back)."""
-
-    driver: Driver
-
-    async def _exists(self, name: str) -> bool: ...
-
-    def _drain(
-        self,
-        found: Found,
-        grace_period_seconds: int | None,
-        kill_now: anyio.Event | None,
-        *,
-        keep_volumes: bool = False,
-    ) -> AbstractAsyncContextManager[ObjectReceiveStream[DrainEvent]]: ...
-
-
-__all__ = ["OnEvent", "ReplaceResult", "Replacement", "fixed_host_ports", "replacing"]
+__all__ = [
+    "OnEvent",
+    "ReplaceOptions",
+    "ReplaceResult",
+    "Replacement",
+    "fixed_host_ports",
+    "replacing",
+]
 
 SCHEDULE_BOUND = 10.0  # Kubernetes auto: how long the scheduler may take to place the new Pod
 WAITING_EVERY = 2.0  # how often a ReplaceWaiting is reported
@@ -122,20 +110,32 @@ def _ignore(_: object) -> None:
     pass
 
 
+@attrs.frozen(kw_only=True)
+class ReplaceOptions:
+    """How one replacement goes: what :meth:`Deployer.replacing` was given, as one value.
+
+    ``old``: the instances to drain (default: the workload named ``plan.name`` and every earlier
+    instance of it); ``new_name``: the new instance's (default ``<plan.name>-<6 hex>``);
+    ``on_ready`` is awaited once the new one is ready, before any drain; ``kill_now`` cuts a
+    drain short; ``before_drain`` is called right before the old ones' drain begins;
+    ``on_event`` sees the replace events (and the drain events of a roll-back and of a
+    ``recreate``'s drain), and must not block.
+    """
+
+    old: Sequence[str] | None = None
+    new_name: str | None = None
+    ready_timeout: float = 60
+    grace_period_seconds: int | None = None
+    on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None = None
+    strategy: Strategy = "auto"
+    kill_now: anyio.Event | None = None
+    before_drain: Callable[[], None] | None = None
+    on_event: OnEvent | None = None
+
+
 @asynccontextmanager
 async def replacing(
-    deployer: Deployer,
-    plan: WorkloadPlan,
-    *,
-    old: Sequence[str] | None = None,
-    new_name: str | None = None,
-    ready_timeout: float = 60,
-    grace_period_seconds: int | None = None,
-    on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None = None,
-    strategy: Strategy = "auto",
-    kill_now: anyio.Event | None = None,
-    before_drain: Callable[[], None] | None = None,
-    on_event: OnEvent | None = None,
+    driver: Driver, plan: WorkloadPlan, options: ReplaceOptions
 ) -> AsyncIterator[Replacement]:
     """Replace the workload ``plan`` names by a new instance of it (see the module docstring).
 
@@ -153,66 +153,44 @@ async def replacing(
     ``on_event`` sees the replace events, and the drain events of a roll-back and of a
     ``recreate``'s drain of the old ones; it must not block.
     """
-    emit: OnEvent = on_event or _ignore
-    driver = deployer.driver
-    new_name = new_name or f"{plan.name[:56]}-{secrets.token_hex(3)}"
-    if await deployer._exists(new_name):
+    emit: OnEvent = options.on_event or _ignore
+    new_name = options.new_name or f"{plan.name[:56]}-{secrets.token_hex(3)}"
+    if await workload_exists(driver, new_name):
         raise WorkloadConflict(
             f"cannot start the replacement as {new_name!r}: a workload has that name",
             engine=driver.name,
             status=409,
         )
-    grace = max(plan.termination_grace_period_seconds, grace_period_seconds or 0)
-    bound = ready_timeout + 2 * grace + LOCK_MARGIN
+    grace = max(plan.termination_grace_period_seconds, options.grace_period_seconds or 0)
+    bound = options.ready_timeout + 2 * grace + LOCK_MARGIN
     lock = replace_lock(driver, plan.name, bound=bound, labels=dict(plan.labels))
     async with (
         lock,
-        _replacing_locked(
-            deployer,
-            plan,
-            old=old,
-            new_name=new_name,
-            ready_timeout=ready_timeout,
-            grace_period_seconds=grace_period_seconds,
-            on_ready=on_ready,
-            strategy=strategy,
-            kill_now=kill_now,
-            before_drain=before_drain,
-            emit=emit,
-        ) as replacement,
+        _replacing_locked(driver, plan, options, new_name, emit) as replacement,
     ):
         yield replacement
 
 
 @asynccontextmanager
 async def _replacing_locked(
-    deployer: Deployer,
-    plan: WorkloadPlan,
-    *,
-    old: Sequence[str] | None,
-    new_name: str,
-    ready_timeout: float,
-    grace_period_seconds: int | None,
-    on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None,
-    strategy: Strategy,
-    kill_now: anyio.Event | None,
-    before_drain: Callable[[], None] | None,
-    emit: OnEvent,
+    driver: Driver, plan: WorkloadPlan, options: ReplaceOptions, new_name: str, emit: OnEvent
 ) -> AsyncIterator[Replacement]:
-    driver = deployer.driver
+    grace_period_seconds, kill_now = options.grace_period_seconds, options.kill_now
+    on_ready, strategy, before_drain = options.on_ready, options.strategy, options.before_drain
+    old = options.old
     if old is None:
         instances = await driver.list({LABEL_INSTANCE_OF: plan.name})
-        named = [plan.name] if await deployer._exists(plan.name) else []
+        named = [plan.name] if await workload_exists(driver, plan.name) else []
         old = [*named, *(w.name for w in instances if w.name != plan.name)]
     else:
         await driver.find(old)  # a clear WorkloadNotFound before anything starts
     old = tuple(old)
     of = plan.instance_of or plan.name  # an instance's successor: an instance of the same plan
     new_plan = expand_gates(attrs.evolve(plan, name=new_name, instance_of=of))
-    held = await _held_host_ports(deployer, old) if driver.name != "kubernetes" else set()
+    held = await _held_host_ports(driver, old) if driver.name != "kubernetes" else set()
     chosen, reason = _choose(strategy, plan, old, driver.name, held)
     emit(ReplaceStrategy(workload=plan.name, strategy=chosen, reason=reason, new=new_name, old=old))
-    run = _Run(deployer, new_plan, ready_timeout, kill_now, emit)
+    run = _Run(driver, new_plan, options.ready_timeout, kill_now, emit)
     if chosen == "surge":
         bound = SCHEDULE_BOUND if strategy == "auto" and driver.name == "kubernetes" else None
         status = await run.start_new(on_ready, cannot_fit_within=bound)
@@ -229,7 +207,7 @@ async def _replacing_locked(
             )
         else:
             found = await run.old_found(old, before_drain)
-            async with deployer._drain(found, grace_period_seconds, kill_now) as events:
+            async with drain_stream(driver, found, grace_period_seconds, kill_now) as events:
                 yield Replacement(new=status, old=old, events=events)
             return
     # the images first: a pull that fails leaves the old instances serving
@@ -254,12 +232,12 @@ async def _replacing_locked(
         )
 
 
-async def _held_host_ports(deployer: Deployer, old: Sequence[str]) -> set[str]:
+async def _held_host_ports(driver: Driver, old: Sequence[str]) -> set[str]:
     """The host ports (``18000/tcp``) the old instances publish on Docker or Podman, read from
     the engine's own description of their containers (``HostConfig.PortBindings``)."""
     held: set[str] = set()
     for name in old:
-        details = await deployer.driver.inspect(name)
+        details = await driver.inspect(name)
         for container in (details.get("containers") or {}).values():
             bindings = ((container.get("HostConfig") or {}).get("PortBindings")) or {}
             for key, binds in bindings.items():
@@ -303,7 +281,7 @@ def _choose(
 class _Run:
     """One replacement's steps on the new instance, and the drain of the old ones."""
 
-    deployer: Deployer
+    driver: Driver
     plan: WorkloadPlan  # the new instance's
     ready_timeout: float
     kill_now: anyio.Event | None
@@ -318,7 +296,7 @@ class _Run:
     ) -> WorkloadStatus | None:
         """Create the new instance and wait until it is ready, reporting progress; on failure
         or cancellation remove it again and re-raise. None: it did not fit (``cannot_fit``)."""
-        driver, name = self.deployer.driver, self.plan.name
+        driver, name = self.driver, self.plan.name
         try:
             await driver.apply(self.plan, emit=self.emit)  # cancelled, it removes what it made
         except CreateError as exc:
@@ -367,12 +345,12 @@ class _Run:
         """The old instances, looked at afresh; the last point where a cancellation leaves them
         untouched (and removes a started new instance)."""
         try:
-            found = await self.deployer.driver.find(old)
+            found = await self.driver.find(old)
             if before_drain is not None:
                 before_drain()  # no checkpoint from here until their drain has begun
             await anyio.lowlevel.checkpoint_if_cancelled()
         except anyio.get_cancelled_exc_class():
-            if await self.deployer._exists(self.plan.name):
+            if await workload_exists(self.driver, self.plan.name):
                 await self._roll_back(drain=True, reason="the replacement was interrupted")
             raise
         return found
@@ -383,7 +361,9 @@ class _Run:
         """Drain the old instances before the new one exists (recreate), their events handed
         to ``emit``; a failed drain raises and nothing is created."""
         summaries: list[DrainSummary] = []
-        drain = self.deployer._drain(found, grace_period_seconds, self.kill_now, keep_volumes=True)
+        drain = drain_stream(
+            self.driver, found, grace_period_seconds, self.kill_now, keep_volumes=True
+        )
         async with drain as events:
             async for event in events:
                 if isinstance(event, DrainFinished):
@@ -392,7 +372,7 @@ class _Run:
         return summaries
 
     async def _report_waiting(self, started: float) -> None:
-        driver, name = self.deployer.driver, self.plan.name
+        driver, name = self.driver, self.plan.name
         while True:
             await anyio.sleep(WAITING_EVERY)
             try:
@@ -415,8 +395,8 @@ class _Run:
         grace = self.plan.termination_grace_period_seconds if drain else 0
         with anyio.CancelScope(shield=True), anyio.move_on_after(grace + ROLL_BACK_MARGIN):
             try:
-                found = await self.deployer.driver.find([name])
-                async with self.deployer._drain(found, grace, self.kill_now) as events:
+                found = await self.driver.find([name])
+                async with drain_stream(self.driver, found, grace, self.kill_now) as events:
                     async for event in events:
                         self.emit(event)
             except AsyncDeployError:

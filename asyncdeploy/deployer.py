@@ -24,30 +24,26 @@ opened under trio it raises :class:`~asyncdeploy.errors.UnsupportedEventLoop`. T
 from __future__ import annotations
 
 import builtins
-import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import anyio
 import attrs
 from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy import _replace
+from asyncdeploy._event_stream import drain_stream, event_stream
 from asyncdeploy._log import log_event
 from asyncdeploy._names import current_name, current_plan, resolving
-from asyncdeploy._replace import OnEvent, Replacement, ReplaceResult
-from asyncdeploy.drivers.base import Driver, Found
+from asyncdeploy._replace import OnEvent, Replacement, ReplaceOptions, ReplaceResult
+from asyncdeploy.drivers.base import Driver
 from asyncdeploy.errors import (
-    DrainError,
-    DrainUnreachable,
     EngineTimeout,
-    WorkloadNotFound,
 )
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event, PullEvent
 from asyncdeploy.gating import expand_gates
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.pull_events import PullEvent
 from asyncdeploy.replace_events import Strategy
 from asyncdeploy.results import ApplyResult, ExecResult, WorkloadEvent, WorkloadStatus
 from asyncdeploy.selectors import SelectorLike, as_selector
@@ -58,9 +54,6 @@ __all__ = [
     "ReplaceResult",
     "Replacement",
 ]
-
-
-E = TypeVar("E", bound=Event)
 
 
 class CreateEvents:
@@ -140,7 +133,7 @@ class Deployer:
             assert events is not None
             events._result = result
 
-        async with self._streaming(work, finish_on_error=False) as stream:
+        async with event_stream(work, finish_on_error=False) as stream:
             events = CreateEvents(stream)
             yield events
 
@@ -272,7 +265,7 @@ class Deployer:
         from).
         """
         found = await resolving(self.driver, name, lambda n: self.driver.find([n]))
-        async with self._drain(found, grace_period_seconds, kill_now) as events:
+        async with drain_stream(self.driver, found, grace_period_seconds, kill_now) as events:
             yield events
 
     @asynccontextmanager
@@ -288,7 +281,7 @@ class Deployer:
         none matching yields no event. An invalid selector raises ``SelectorError`` before any
         call."""
         found = await self.driver.find_matching(as_selector(selector))
-        async with self._drain(found, grace_period_seconds, kill_now) as events:
+        async with drain_stream(self.driver, found, grace_period_seconds, kill_now) as events:
             yield events
 
     async def delete(self, name: str, *, grace_period_seconds: int | None = None) -> DrainSummary:
@@ -361,9 +354,7 @@ class Deployer:
         fits); see :func:`asyncdeploy._replace.replacing`. Cancelled before the old ones' drain
         began, it removes the new instance and leaves the old ones serving; ``kill_now`` cuts
         a drain short (the old ones', or a roll-back's)."""
-        return _replace.replacing(
-            self,
-            plan,
+        options = ReplaceOptions(
             old=old,
             new_name=new_name,
             ready_timeout=ready_timeout,
@@ -374,127 +365,7 @@ class Deployer:
             before_drain=before_drain,
             on_event=on_event,
         )
-
-    async def _exists(self, name: str) -> bool:
-        try:
-            await self.driver.get(name)
-        except WorkloadNotFound:
-            return False
-        return True
-
-    @asynccontextmanager
-    async def _drain(
-        self,
-        found: Found,
-        grace_period_seconds: int | None,
-        kill_now: anyio.Event | None,
-        *,
-        keep_volumes: bool = False,
-    ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
-        summaries: builtins.list[DrainSummary] = []
-        unreachable: builtins.list[DrainUnreachable] = []
-
-        async def work(emit: Callable[[DrainEvent], None]) -> None:
-            def keep(event: DrainEvent) -> None:
-                # Summaries come from the events, not the return value: a drain cut short by
-                # kill_now (cancelled) returns nothing, but still finishes every workload.
-                if isinstance(event, DrainFinished):
-                    summaries.append(event.summary)
-                emit(event)
-
-            grace = grace_period_seconds
-            already = kill_now is not None and kill_now.is_set()
-            if already:
-                grace = 0  # "kill now" came before the drain: no container's drain exists yet
-            async with anyio.create_task_group() as tg:
-                if kill_now is not None and not already:
-                    tg.start_soon(_cancel_when_set, kill_now, tg.cancel_scope)
-                try:
-                    if found.names:
-                        await self.driver.drain(  # a drain emits drain events only
-                            found,
-                            grace_period_seconds=grace,
-                            emit=cast(Emit, keep),
-                            # only when asked: drivers written before it need not know it
-                            **({"keep_volumes": True} if keep_volumes else {}),
-                        )
-                except DrainUnreachable as exc:
-                    unreachable.append(exc)  # raised once the consumer has every event
-                tg.cancel_scope.cancel()  # stop watching kill_now
-
-        async with self._streaming(work, finish_on_error=True) as receive:
-            yield receive
-        if unreachable:
-            raise unreachable[0]
-        if any(c.outcome == "unreachable" for s in summaries for c in s.containers):
-            raise DrainUnreachable(summaries, engine=self.driver_name)  # cut short meanwhile
-        failed = [s for s in summaries if s.errors]
-        if failed:
-            raise DrainError(failed)
-
-    @asynccontextmanager
-    async def _streaming(
-        self, work: Callable[[Callable[[E], None]], Awaitable[None]], *, finish_on_error: bool
-    ) -> AsyncIterator[ObjectReceiveStream[E]]:
-        """Run ``work`` in a task group of its own; what it emits reaches the consumer through a
-        stream fed with ``send_nowait``, unbounded so that a slow consumer never delays the work
-        (the backlog is bounded by the work itself: a handful of events per container, at most
-        five progress events a second per image pulled).
-
-        When the consumer's block raises, ``finish_on_error`` lets the work run to its end
-        without it (its events dropped) before the exception propagates: a drain is never cut
-        short by its consumer. Otherwise, as for a cancellation, the work is cancelled."""
-        send, receive = anyio.create_memory_object_stream[E](math.inf)
-
-        def emit(event: E) -> None:
-            if not isinstance(event, PullEvent):
-                log_event(event)  # every drain step, through the one place events pass
-            try:
-                send.send_nowait(event)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass  # the consumer left; the work goes on without it
-
-        async def run() -> None:
-            with send:
-                await work(emit)
-
-        done = anyio.Event()
-
-        async def run_then_say() -> None:
-            try:
-                await run()
-            finally:
-                done.set()
-
-        try:
-            with receive:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(run_then_say)
-                    try:
-                        yield receive
-                    except Exception:
-                        if finish_on_error:
-                            receive.close()  # nobody reads on: the events are dropped
-                            await done.wait()  # a cancellation here cancels the work, as above
-                        raise
-        except BaseExceptionGroup as group:
-            raise _lone_error(group) from None
+        return _replace.replacing(self.driver, plan, options)
 
     async def aclose(self) -> None:
         await self.driver.aclose()
-
-
-async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()  # the drain's shielded cleanup kills the survivors and removes everything
-
-
-def _lone_error(group: BaseExceptionGroup) -> BaseException:
-    """The one real error of a task group (e.g. WorkloadNotFound before anything was touched),
-    or the group itself when there are several."""
-    errors = [e for e in group.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
-    if len(errors) == 1:
-        if isinstance(errors[0], BaseExceptionGroup):
-            return _lone_error(errors[0])
-        return errors[0]
-    return group

@@ -16,8 +16,9 @@
     │   │       └── ReplaceInProgress    another replace of the plan holds its lock
     │   └── EngineTimeout(TimeoutError)  a call did not answer in time
     ├── UnsupportedEventLoop(RuntimeError) the deployer runs on asyncio only (not trio)
-    ├── CreateError                      a create failed (init container, start, image); on Docker and
-    │                                    Podman it was rolled back, on Kubernetes the Pod is left to inspect
+    ├── CreateError                      a create failed (image, init container, start): on Docker and
+    │                                    Podman its call rolled back what it made; from wait_ready
+    │                                    (a container exited), nothing is removed (see the class)
     ├── DrainError                       a drain finished, but some steps failed; ``.summaries``
     │   └── DrainUnreachable             ... because the engine stopped answering (also an
     │                                    EngineUnavailable: the CLI exits 3); delete again later
@@ -169,7 +170,16 @@ class ExecInterrupted(EngineError):
 
 
 class CreateError(AsyncDeployError):
-    """Creating a workload failed; what had been created was removed again."""
+    """Creating a workload failed, or it will not start.
+
+    Raised by ``create`` on Docker and Podman (an image, an init container, a start), the call
+    has rolled back what it made; what the roll-back could not remove is named in the message.
+    Raised by ``wait_ready`` (a container exited or restarted before it was ready; on Kubernetes,
+    where the kubelet starts the Pod after the create call, this is where a start fails), nothing
+    is removed: the workload is left to inspect (``exit_code``, the last ``logs``). The CLI's
+    ``create --wait`` then drains and removes it when that create made it, unless
+    ``--keep-failed``.
+    """
 
     def __init__(self, message: str, *, exit_code: int | None = None, logs: str = "") -> None:
         self.exit_code = exit_code

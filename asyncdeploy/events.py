@@ -1,8 +1,14 @@
-"""Drain events: one frozen value per step of a drain, and the summary that ends it.
+"""What a deployer reports as it happens: one frozen value per step of a drain, the summary
+that ends it, and the image pulls of a create.
 
-Every event carries the ``workload`` it belongs to and ``elapsed``, the seconds since that
+Every drain event carries the ``workload`` it belongs to and ``elapsed``, the seconds since that
 workload's drain started. Events about one container also carry ``container`` and ``role``
 (``pause``, ``init``, ``run`` or ``autoheal``). Consumers ``match`` on :data:`DrainEvent`.
+
+Every pull event carries the ``workload`` and ``image`` it belongs to and ``elapsed``, the seconds
+since that workload's pulls started. An image is pulled once per create, however many containers
+use it. Pull events never carry credentials: the registry is named, the user and password are not.
+Consumers ``match`` on :data:`PullEvent`.
 """
 
 from __future__ import annotations
@@ -13,9 +19,9 @@ from typing import Any, Literal
 import attrs
 
 from asyncdeploy.labels import ContainerRole
-from asyncdeploy.pull_events import PullEvent
 
 __all__ = [
+    "ContainerEnd",
     "ContainerExited",
     "ContainerForceKilled",
     "ContainerOutcome",
@@ -26,10 +32,14 @@ __all__ = [
     "DrainSummary",
     "Emit",
     "Event",
-    "Outcome",
     "PauseRemoved",
     "PreStopFinished",
     "PreStopStarted",
+    "PullEvent",
+    "PullFailed",
+    "PullFinished",
+    "PullProgress",
+    "PullStarted",
     "Role",
     "SidecarRemoved",
     "SignalSent",
@@ -40,10 +50,16 @@ __all__ = [
 ]
 
 Role = ContainerRole
-Outcome = Literal["exited", "killed", "already-exited", "missing", "unreachable"]
+ContainerEnd = Literal["exited", "killed", "already-exited", "missing", "unreachable"]
 """How a container ended: ``unreachable`` when the engine stopped answering before its end was
 seen (a later delete finishes the job); ``missing`` when it went without its end being seen."""
-OUTCOMES: tuple[Outcome, ...] = ("exited", "killed", "already-exited", "missing", "unreachable")
+CONTAINER_ENDS: tuple[ContainerEnd, ...] = (
+    "exited",
+    "killed",
+    "already-exited",
+    "missing",
+    "unreachable",
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -166,7 +182,7 @@ class ContainerOutcome:
 
     name: str
     role: Role
-    outcome: Outcome
+    outcome: ContainerEnd
     exit_code: int | None
     seconds: float | None
 
@@ -181,7 +197,7 @@ class DrainSummary:
     containers: tuple[ContainerOutcome, ...]
     errors: tuple[str, ...] = ()
 
-    def count(self, outcome: Outcome) -> int:
+    def count(self, outcome: ContainerEnd) -> int:
         return sum(1 for c in self.containers if c.outcome == outcome)
 
     @property
@@ -214,6 +230,62 @@ DrainEvent = (
 )
 
 
+# --- image pulls ------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class PullStarted:
+    """The engine began pulling ``image`` from ``registry`` (``docker.io`` for Docker Hub)."""
+
+    workload: str
+    elapsed: float
+    image: str
+    registry: str
+    policy: str  # IfNotPresent (the image was absent) or Always
+
+
+@attrs.frozen(kw_only=True)
+class PullProgress:
+    """Bytes and layers downloaded so far.
+
+    ``bytes_total`` counts the layers whose size the engine has announced so far (Docker
+    announces a layer's size when its download starts); it is None, like ``bytes_done``, when the
+    engine reports no byte counts at all (Podman 4.3 reports finished layers only).
+    """
+
+    workload: str
+    elapsed: float
+    image: str
+    bytes_done: int | None
+    bytes_total: int | None
+    layers_done: int
+    layers_total: int
+
+
+@attrs.frozen(kw_only=True)
+class PullFinished:
+    """``image`` is on the engine; ``digest`` is its registry digest (``sha256:...``)."""
+
+    workload: str
+    elapsed: float
+    image: str
+    digest: str
+    seconds: float
+
+
+@attrs.frozen(kw_only=True)
+class PullFailed:
+    """The pull of ``image`` failed with the engine's or registry's ``reason``; nothing was created."""
+
+    workload: str
+    elapsed: float
+    image: str
+    reason: str
+
+
+PullEvent = PullStarted | PullProgress | PullFinished | PullFailed
+
+
 Event = DrainEvent | PullEvent
 """Everything a deployer reports as it happens: drains, and the image pulls of a create."""
 
@@ -241,7 +313,7 @@ def event_to_dict(event: Event) -> dict[str, Any]:
                 }
                 for c in summary.containers
             ],
-            totals={outcome: summary.count(outcome) for outcome in OUTCOMES},
+            totals={outcome: summary.count(outcome) for outcome in CONTAINER_ENDS},
             errors=list(summary.errors),
         )
         return out

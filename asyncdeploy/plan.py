@@ -3,59 +3,51 @@
 A plan is built in Python (``WorkloadPlan(name=..., containers=[...])``) or from a mapping or a
 YAML/JSON file whose keys are exactly the attribute names (``WorkloadPlan.from_file(path)``).
 Every invalid value raises :class:`~asyncdeploy.errors.PlanError` naming the field path, e.g.
-``containers[1].resources.memory``.
+``containers[1].resources.memory``. The values a container is made of live in
+``_plan_parts.py`` and are imported from here; the field rules in ``_plan_fields.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar
 
 import attrs
 
+from asyncdeploy import _plan_fields as rules
+from asyncdeploy._plan_fields import DNS_LABEL as DNS_LABEL_SCHEMA
 from asyncdeploy._plan_fields import (
-    EXTENDED_NAME_PATTERN,
     MAX_SECONDS,
+    QUANTITY,
+    STRINGS_OR_LIST,
     FrozenCounts,
     FrozenMap,
-    _args,
-    _cdi_names,
-    _check_str_tuple,
-    _command,
-    _cpu,
-    _devices,
-    _dns_label,
-    _env,
-    _env_map,
-    _exec,
-    _extended,
-    _fail,
-    _grace,
-    _label_map,
-    _labels,
-    _memory,
-    _non_empty_str,
-    _one_of,
-    _optional_str,
-    _port_number,
-    _positive_int,
-    _pre_stop,
-    _shm_size,
-    _signal,
-    _string,
-    _strings,
-    _tuple_of,
-    cdi_kind,
-    check_volume_name,
-    image_reference,
+    about,
+)
+from asyncdeploy._plan_mapping import plan_to_mapping, structure
+from asyncdeploy._plan_parts import (
+    DEFAULT_GATE_IMAGE,
+    Autoheal,
+    Checks,
+    Gate,
+    GateReady,
+    HTTPGet,
+    Mount,
+    Port,
+    Probe,
+    PullPolicy,
+    RegistryAuth,
+    Resources,
+    RestartPolicy,
+    Service,
+    ServicePort,
+    pull_policy,
 )
 from asyncdeploy.errors import PlanError
 from asyncdeploy.labels import PLAN_ROLES, PlanRole
-from asyncdeploy.secrets import describe
 
 __all__ = [
     "DEFAULT_GATE_IMAGE",
@@ -85,230 +77,131 @@ __all__ = [
 
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
-DEFAULT_GATE_IMAGE = "asyncdeploy-gate/gate:latest"  # built by ci/build-gate-image.sh
 
-T = TypeVar("T")
 Role = PlanRole
-RestartPolicy = Literal["no", "always", "on-failure", "unless-stopped"]
-PullPolicy = Literal["IfNotPresent", "Always", "Never"]
-_pull_policy = attrs.validators.optional(_one_of("IfNotPresent", "Always", "Never"))
-
-
-def _nested(kind: type[Any], *, many: bool = False) -> dict[str, Any]:
-    return {"nested": kind, "many": many}
-
-
-def _ports(value: Iterable[Port]) -> tuple[Port, ...]:
-    return tuple(value)
-
-
-def _mounts(value: Iterable[Mount]) -> tuple[Mount, ...]:
-    return tuple(value)
-
-
-def _container_tuple(value: Iterable[Container]) -> tuple[Container, ...]:
-    return tuple(value)
-
-
-# --- the value types -------------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class Port:
-    """A container port, published on the host through the pause container."""
-
-    container_port: int = attrs.field(validator=_port_number)
-    host_port: int | None = attrs.field(default=None, validator=_port_number)
-    protocol: str = attrs.field(default="tcp", validator=_one_of("tcp", "udp"))
-    host_ip: str = attrs.field(default="", validator=_string)
-    name: str | None = attrs.field(default=None, validator=_optional_str)
-
-
-@attrs.frozen(kw_only=True)
-class Mount:
-    """A bind mount (``source`` is a host path), a named volume, or a tmpfs."""
-
-    target: str = attrs.field(validator=_non_empty_str)
-    source: str | None = attrs.field(default=None, validator=_optional_str)
-    type: str = attrs.field(default="bind", validator=_one_of("bind", "volume", "tmpfs"))
-    read_only: bool = attrs.field(default=False)
-    keep: bool = attrs.field(default=False)  # a volume asyncdeploy creates is never removed
-
-    def __attrs_post_init__(self) -> None:
-        if self.keep and self.type != "volume":
-            raise PlanError("keep", f"only a volume can be kept, not a {self.type} mount")
-        if not self.target.startswith("/"):
-            raise PlanError("target", f"must be an absolute path, got {describe(self.target)}")
-        if self.type == "bind" and not (self.source or "").startswith("/"):
-            raise PlanError("source", "a bind mount needs an absolute host path")
-        if self.type == "volume":
-            if not self.source:
-                raise PlanError("source", "a volume mount needs a volume name")
-            check_volume_name(self.source)
-
-
-@attrs.frozen(kw_only=True)
-class Resources:
-    """CPU and memory as Kubernetes quantities, kept in canonical form (``0.5`` → ``500m``);
-    extended resources as whole counts (``nvidia.com/gpu: 1``, written beside ``cpu`` in a plan
-    file); ``devices`` pins devices by CDI name (``nvidia.com/gpu=0``, ``nvidia.com/gpu=all``).
-
-    A count asks the scheduler (Kubernetes) or the engine's GPU driver (Docker) for any N
-    devices; pinned devices say which ones. One kind takes one or the other, not both.
-    """
-
-    cpu: str | None = attrs.field(default=None, converter=_cpu)
-    memory: str | None = attrs.field(default=None, converter=_memory)
-    extended: FrozenCounts = attrs.field(
-        factory=FrozenCounts,
-        converter=_extended,
-        metadata={"inline_keys": EXTENDED_NAME_PATTERN},  # plan files write them beside cpu
-    )
-    devices: tuple[str, ...] = attrs.field(default=(), converter=_devices, validator=_cdi_names)
-
-    def __attrs_post_init__(self) -> None:
-        for i, device in enumerate(self.devices):
-            if cdi_kind(device) in self.extended:
-                raise PlanError(
-                    f"devices[{i}]",
-                    f"{device!r} pins a {cdi_kind(device)} while the resources also count "
-                    f"{self.extended[cdi_kind(device)]} of them: give a count or devices, not both",
-                )
-
-    @property
-    def accelerated(self) -> bool:
-        """Whether the container asks for any device or extended resource (a count above 0)."""
-        return bool(self.devices) or any(self.extended.values())
-
-    @staticmethod
-    def fold_mapping(data: Mapping[str, Any]) -> dict[str, Any]:
-        """Plan-file form → attribute form: ``vendor/resource`` keys go into ``extended``."""
-        folded = {k: v for k, v in data.items() if "/" not in str(k)}
-        extended = {k: v for k, v in data.items() if "/" in str(k)}
-        if extended:
-            folded["extended"] = {**(folded.get("extended") or {}), **extended}
-        return folded
-
-
-@attrs.frozen(kw_only=True)
-class HTTPGet:
-    path: str = attrs.field(default="/", validator=_string)
-    port: int = attrs.field(validator=_port_number)
-
-    def __attrs_post_init__(self) -> None:
-        if not self.path.startswith("/"):
-            raise PlanError("path", f"must start with '/', got {describe(self.path)}")
-
-
-@attrs.frozen(kw_only=True)
-class Probe:
-    """A health check: exactly one of ``exec``, ``http`` or ``tcp`` (a port)."""
-
-    exec: tuple[str, ...] | None = attrs.field(
-        default=None, converter=_exec, validator=_check_str_tuple
-    )
-    http: HTTPGet | None = attrs.field(default=None, metadata=_nested(HTTPGet))
-    tcp: int | None = attrs.field(default=None)
-    period_seconds: int = attrs.field(default=10, validator=_positive_int)
-    timeout_seconds: int = attrs.field(default=1, validator=_positive_int)
-    failure_threshold: int = attrs.field(default=3, validator=_positive_int)
-    initial_delay_seconds: int = attrs.field(default=0, validator=_grace)
-
-    def __attrs_post_init__(self) -> None:
-        given = [k for k in ("exec", "http", "tcp") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise PlanError("", f"needs exactly one of exec, http, tcp; got {given or 'none'}")
-        if self.tcp is not None:
-            _port_number(None, attrs.fields(Probe).tcp, self.tcp)
-
-
-@attrs.frozen(kw_only=True)
-class GateReady:
-    """The engine's own health path, which the gate checks before it reports ready."""
-
-    path: str = attrs.field(default="/health", validator=_string)
-
-    def __attrs_post_init__(self) -> None:
-        if not self.path.startswith("/"):
-            raise PlanError("path", f"must start with '/', got {describe(self.path)}")
-
-
-@attrs.frozen(kw_only=True)
-class Gate:
-    """A drain gate in front of this container's server (see ``asyncdeploy.gate``).
-
-    The container's first port is what clients reach: the gate listens there, in the same
-    network namespace, and passes requests on to ``upstream``, the engine's own port. The
-    engine's image needs nothing: its readiness is the gate's (``ready``: its own health path
-    answering, else a TCP connect to ``upstream``), and its drain the gate's, before it is
-    signalled. ``propagation_seconds``: the longest the drain goes on serving new requests while
-    traffic moves away (the kit's propagation window), before it refuses them.
-    """
-
-    upstream: int = attrs.field(validator=_port_number)
-    ready: GateReady | None = attrs.field(default=None, metadata=_nested(GateReady))
-    image: str = attrs.field(default=DEFAULT_GATE_IMAGE, validator=_non_empty_str)
-    propagation_seconds: int = attrs.field(default=10, validator=_grace)
-
-
-@attrs.frozen(kw_only=True)
-class Checks:
-    """Startup, readiness and liveness checks, kept apart as Kubernetes keeps them."""
-
-    startup: Probe | None = attrs.field(default=None, metadata=_nested(Probe))
-    readiness: Probe | None = attrs.field(default=None, metadata=_nested(Probe))
-    liveness: Probe | None = attrs.field(default=None, metadata=_nested(Probe))
-
-    def __attrs_post_init__(self) -> None:
-        # The engines' health check waits out the startup probe before liveness counts: the sum
-        # must fit their durations (int64 nanoseconds), so keep it within the plan's bound.
-        if self.liveness is not None and self.startup is not None:
-            startup = self.startup.period_seconds * self.startup.failure_threshold
-            if self.liveness.initial_delay_seconds + startup > MAX_SECONDS:
-                raise PlanError(
-                    "startup", f"period_seconds x failure_threshold exceeds {MAX_SECONDS} s"
-                )
 
 
 @attrs.frozen(kw_only=True)
 class Container:
     """One init or run container of a workload."""
 
-    name: str = attrs.field(validator=_dns_label)
-    image: str = attrs.field(validator=image_reference)
-    role: Role = attrs.field(default="run", validator=_one_of(*PLAN_ROLES))
+    summary: ClassVar[str] = "One init, sidecar or run container of the workload."
+
+    name: str = attrs.field(
+        validator=rules.dns_label,
+        metadata=about(
+            "The container's name within the workload: a DNS label.", schema=DNS_LABEL_SCHEMA
+        ),
+    )
+    image: str = attrs.field(
+        validator=rules.image_reference, metadata=about("The image reference.")
+    )
+    role: Role = attrs.field(
+        default="run",
+        validator=rules.one_of(*PLAN_ROLES),
+        metadata=about(
+            "`init` runs to completion before the `run` containers start; a `sidecar` (a proxy, an exporter) starts before them and is signalled only after they have exited."
+        ),
+    )
     command: tuple[str, ...] | None = attrs.field(
-        default=None, converter=_command, validator=_check_str_tuple
+        default=None,
+        converter=rules.strings,
+        validator=[rules.string_items, rules.non_empty],
+        metadata=about(
+            "Replaces the image's entrypoint (a list, or one string).", schema=STRINGS_OR_LIST
+        ),
     )
     args: tuple[str, ...] | None = attrs.field(
-        default=None, converter=_args, validator=_check_str_tuple
+        default=None,
+        converter=rules.strings,
+        validator=rules.string_items,
+        metadata=about(
+            "Replaces the image's command arguments (a list, or one string).",
+            schema=STRINGS_OR_LIST,
+        ),
     )
-    env: FrozenMap = attrs.field(factory=FrozenMap, converter=_env, validator=_env_map)
+    env: FrozenMap = attrs.field(
+        factory=FrozenMap,
+        converter=rules.frozen_map,
+        validator=rules.env_map,
+        metadata=about(
+            "Environment variables; values of secret-looking names are masked wherever printed."
+        ),
+    )
     ports: tuple[Port, ...] = attrs.field(
-        default=(), converter=_ports, validator=_tuple_of(Port), metadata=_nested(Port, many=True)
+        default=(),
+        converter=rules.as_tuple,
+        validator=rules.tuple_of(Port),
+        metadata=about(
+            "Ports to publish (on Kubernetes: container ports).", nested=Port, many=True
+        ),
     )
     mounts: tuple[Mount, ...] = attrs.field(
         default=(),
-        converter=_mounts,
-        validator=_tuple_of(Mount),
-        metadata=_nested(Mount, many=True),
+        converter=rules.as_tuple,
+        validator=rules.tuple_of(Mount),
+        metadata=about(
+            "Bind mounts, volumes and tmpfs (on Kubernetes, volumes are per-Pod emptyDirs).",
+            nested=Mount,
+            many=True,
+        ),
     )
-    resources: Resources = attrs.field(factory=Resources, metadata=_nested(Resources))
-    stop_signal: str | None = attrs.field(default=None, validator=_signal)
+    resources: Resources = attrs.field(
+        factory=Resources,
+        metadata=about(
+            "CPU and memory limits (on Kubernetes, requests = limits).", nested=Resources
+        ),
+    )
+    stop_signal: str | None = attrs.field(
+        default=None,
+        validator=rules.signal_name,
+        metadata=about("The signal a delete sends first (else the image's, else SIGTERM)."),
+    )
     pre_stop: tuple[str, ...] | None = attrs.field(
-        default=None, converter=_pre_stop, validator=_check_str_tuple
+        default=None,
+        converter=rules.strings,
+        validator=[rules.string_items, rules.non_empty],
+        metadata=about(
+            "A command run in the container before its stop signal, inside the deadline (for example `asyncdeploy drain --propagation-wait 10s`).",
+            schema=STRINGS_OR_LIST,
+        ),
     )
     # A GET the drain sends before the stop signal (Kubernetes' preStop httpGet): on Docker and
     # Podman the deployer sends it from the host to the workload's address, so the image needs
     # no tool for it.
-    pre_stop_http: HTTPGet | None = attrs.field(default=None, metadata=_nested(HTTPGet))
-    gate: Gate | None = attrs.field(default=None, metadata=_nested(Gate))
-    checks: Checks = attrs.field(factory=Checks, metadata=_nested(Checks))
+    pre_stop_http: HTTPGet | None = attrs.field(
+        default=None,
+        metadata=about(
+            "A GET sent before the stop signal, inside the deadline (Kubernetes: a preStop `httpGet`; Docker and Podman: sent by the deployer to the workload's address): nothing needs to be in the image.",
+            nested=HTTPGet,
+        ),
+    )
+    gate: Gate | None = attrs.field(
+        default=None,
+        metadata=about(
+            "Put a drain gate in front of this container: it becomes a sidecar that listens on the container's first port, passes requests on to `upstream` and drains before the container is signalled.",
+            nested=Gate,
+        ),
+    )
+    checks: Checks = attrs.field(
+        factory=Checks, metadata=about("Startup, readiness and liveness checks.", nested=Checks)
+    )
     restart_policy: RestartPolicy = attrs.field(
-        default="no", validator=_one_of("no", "always", "on-failure", "unless-stopped")
+        default="no",
+        validator=rules.one_of("no", "always", "on-failure", "unless-stopped"),
+        metadata=about(
+            "What the engine does when the container exits (Kubernetes: the Pod's policy).",
+            "Docker, Podman",
+        ),
     )
     # None: IfNotPresent on Docker and Podman, the cluster's own default on Kubernetes.
-    image_pull_policy: PullPolicy | None = attrs.field(default=None, validator=_pull_policy)
+    image_pull_policy: PullPolicy | None = attrs.field(
+        default=None,
+        validator=pull_policy,
+        metadata=about(
+            "When to pull the image: `IfNotPresent`, `Always`, `Never`. Unset: `IfNotPresent` on Docker and Podman (local `:latest` images keep working offline), the cluster's default on Kubernetes. Every image is pulled once, concurrently, before anything is created."
+        ),
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.role == "init" and self.restart_policy != "no":
@@ -334,78 +227,10 @@ class Container:
             raise PlanError("gate", "the gate drains this container: drop its pre_stop hook")
 
 
-@attrs.frozen(kw_only=True)
-class Autoheal:
-    """A sidecar that restarts unhealthy containers through the engine socket."""
-
-    image: str = attrs.field(validator=image_reference)
-    command: tuple[str, ...] | None = attrs.field(
-        default=None, converter=_command, validator=_check_str_tuple
-    )
-    interval_seconds: int = attrs.field(default=5, validator=_positive_int)
-
-
-@attrs.frozen(kw_only=True)
-class ServicePort:
-    """One port of the workload's Service: ``port`` on its cluster IP, sent to ``target_port``
-    of the Pod (default: the same number)."""
-
-    port: int = attrs.field(validator=_port_number)
-    target_port: int | None = attrs.field(default=None, validator=_port_number)
-    name: str | None = attrs.field(default=None, validator=_optional_str)
-
-
-def _service_ports(value: Iterable[ServicePort]) -> tuple[ServicePort, ...]:
-    return tuple(value)
-
-
-def _some_ports(_: Any, attribute: attrs.Attribute[Any], value: tuple[ServicePort, ...]) -> None:
-    _tuple_of(ServicePort)(None, attribute, value)
-    if not value:
-        raise _fail(attribute, "needs at least one port")
-    if len(value) > 1 and not all(p.name for p in value):
-        raise _fail(attribute, "name every port when there are several (the API requires it)")
-
-
-@attrs.frozen(kw_only=True)
-class Service:
-    """A ClusterIP Service for the workload (Kubernetes): a stable name in front of the plan's
-    Pod and of every instance ``replace`` starts for it."""
-
-    ports: tuple[ServicePort, ...] = attrs.field(
-        converter=_service_ports, validator=_some_ports, metadata=_nested(ServicePort, many=True)
-    )
-
-
-@attrs.frozen(kw_only=True)
-class RegistryAuth:
-    """Where the credentials for one registry are: a reference, never the secret itself.
-
-    ``auth_file`` is a Docker ``config.json`` or a Podman ``auth.json``; its ``auths`` entry for
-    ``registry`` is read when an image is pulled (Docker and Podman; on Kubernetes the kubelet
-    pulls, with the plan's ``image_pull_secrets``).
-    """
-
-    registry: str = attrs.field(validator=_non_empty_str)  # host[:port], as in image names
-    auth_file: str = attrs.field(validator=_non_empty_str)
-
-    def __attrs_post_init__(self) -> None:
-        if "/" in self.registry:
-            raise PlanError("registry", f"must be a host[:port], got {self.registry!r}")
-
-
-def _secret_names(value: Iterable[str] | str | None) -> tuple[str, ...]:
-    return _strings("image_pull_secrets", value) or ()  # type: ignore[arg-type]
-
-
-def _registry_auths(value: Iterable[RegistryAuth]) -> tuple[RegistryAuth, ...]:
-    return tuple(value)
-
-
 def _containers(_: Any, attribute: attrs.Attribute[Any], value: tuple[Container, ...]) -> None:
-    _tuple_of(Container)(None, attribute, value)
+    rules.tuple_of(Container)(None, attribute, value)
     if not any(c.role == "run" for c in value):
-        raise _fail(attribute, "needs at least one container with role 'run'")
+        raise PlanError(attribute.name, "needs at least one container with role 'run'")
     seen: set[str] = set()
     for i, container in enumerate(value):
         if container.name in seen:
@@ -430,40 +255,124 @@ def gate_name(container: str) -> str:
 class WorkloadPlan:
     """Everything asyncdeploy needs to create, replace and drain one workload."""
 
-    name: str = attrs.field(validator=_dns_label)
-    labels: FrozenMap = attrs.field(factory=FrozenMap, converter=_labels, validator=_label_map)
+    summary: ClassVar[str] = (
+        "Everything asyncdeploy needs to create, replace and drain one workload."
+    )
+
+    name: str = attrs.field(
+        validator=rules.dns_label,
+        metadata=about(
+            "The workload's name: a DNS label (lower-case letters, digits, '-'; at most 63).",
+            schema=DNS_LABEL_SCHEMA,
+        ),
+    )
+    labels: FrozenMap = attrs.field(
+        factory=FrozenMap,
+        converter=rules.frozen_map,
+        validator=rules.label_map,
+        metadata=about(
+            "Labels put on every container (or the Pod); selectors of `list` and `delete-all` match them."
+        ),
+    )
     containers: tuple[Container, ...] = attrs.field(
-        converter=_container_tuple, validator=_containers, metadata=_nested(Container, many=True)
+        converter=rules.as_tuple,
+        validator=_containers,
+        metadata=about(
+            "The init containers (run one after another to completion, in order) and run containers (started together); at least one `run`.",
+            nested=Container,
+            many=True,
+        ),
     )
     termination_grace_period_seconds: int = attrs.field(
-        default=DEFAULT_GRACE_PERIOD_SECONDS, validator=_grace
+        default=DEFAULT_GRACE_PERIOD_SECONDS,
+        validator=rules.seconds,
+        metadata=about(
+            "Seconds between the stop signal and SIGKILL on delete; one deadline for the whole workload. A delete's `grace_period_seconds` overrides it."
+        ),
     )
-    host_network: bool = attrs.field(default=False)
-    pid_shared: bool = attrs.field(default=True)
-    shm_size: str | None = attrs.field(default=None, converter=_shm_size)
-    pause_image: str = attrs.field(default=DEFAULT_PAUSE_IMAGE, validator=image_reference)
-    autoheal: Autoheal | None = attrs.field(default=None, metadata=_nested(Autoheal))
-    namespace: str | None = attrs.field(default=None, validator=_optional_str)
-    pause_image_pull_policy: PullPolicy | None = attrs.field(default=None, validator=_pull_policy)
+    host_network: bool = attrs.field(
+        default=False, metadata=about("Share the host's network namespace instead of a bridge.")
+    )
+    pid_shared: bool = attrs.field(
+        default=True,
+        metadata=about("Containers share one PID namespace (the pause container's, or the Pod's)."),
+    )
+    shm_size: str | None = attrs.field(
+        default=None,
+        converter=rules.memory_quantity,
+        validator=rules.quantity_of("memory"),
+        metadata=about(
+            "Size of /dev/shm shared by the containers (a memory quantity, e.g. `16Gi`): inference servers need it for tensor-parallel workers.",
+            schema=QUANTITY,
+        ),
+    )
+    pause_image: str = attrs.field(
+        default=DEFAULT_PAUSE_IMAGE,
+        validator=rules.image_reference,
+        metadata=about(
+            "The image of the pause container that holds the namespaces.",
+            "Docker, Podman (Kubernetes: ignored, the Pod sandbox is the pause)",
+        ),
+    )
+    autoheal: Autoheal | None = attrs.field(
+        default=None,
+        metadata=about(
+            "An optional sidecar restarting unhealthy containers; removed first on delete.",
+            "Docker, Podman (Kubernetes: ignored, liveness probes restart)",
+            nested=Autoheal,
+        ),
+    )
+    namespace: str | None = attrs.field(
+        default=None,
+        validator=rules.optional_str,
+        metadata=about(
+            "The Kubernetes namespace (else the context's, else `default`).", "Kubernetes"
+        ),
+    )
+    pause_image_pull_policy: PullPolicy | None = attrs.field(
+        default=None,
+        validator=pull_policy,
+        metadata=about(
+            "When to pull the pause image: `IfNotPresent` (unset), `Always`, `Never`.",
+            "Docker, Podman (Kubernetes: ignored, the Pod sandbox is the pause)",
+        ),
+    )
     registry_auth: tuple[RegistryAuth, ...] = attrs.field(
         default=(),
-        converter=_registry_auths,
-        validator=_tuple_of(RegistryAuth),
-        metadata=_nested(RegistryAuth, many=True),
+        converter=rules.as_tuple,
+        validator=rules.tuple_of(RegistryAuth),
+        metadata=about(
+            "Credentials files per registry, read when an image is pulled (before the engines' own `~/.docker/config.json`, `$REGISTRY_AUTH_FILE`); never printed.",
+            "Docker, Podman (Kubernetes: `image_pull_secrets`)",
+            nested=RegistryAuth,
+            many=True,
+        ),
     )
     image_pull_secrets: tuple[str, ...] = attrs.field(
         default=(),
-        converter=_secret_names,
-        validator=attrs.validators.deep_iterable(_dns_label),
+        converter=rules.names,
+        validator=[rules.string_list, attrs.validators.deep_iterable(rules.dns_label)],
+        metadata=about(
+            "Names of Secrets the kubelet pulls with (the Pod's `imagePullSecrets`).",
+            "Kubernetes",
+            schema=STRINGS_OR_LIST,
+        ),
     )
     instance_of: str | None = attrs.field(
         default=None,
-        validator=attrs.validators.optional(_dns_label),
+        validator=attrs.validators.optional(rules.dns_label),
         metadata={"internal": True},
     )
     """Set by ``Deployer.replace`` only (never by a plan file, so no plan can forge it): the plan
     name this workload is an instance of, written as ``LABEL_INSTANCE_OF``."""
-    service: Service | None = attrs.field(default=None, metadata=_nested(Service))
+    service: Service | None = attrs.field(
+        default=None,
+        metadata=about(
+            "A ClusterIP Service named after the plan, selecting its Pod and every instance `replace` starts for it (a stable name across replacements); created with the workload, deleted with the last of its instances. A drain reports when the Pod has left the Service's ready endpoints (`TrafficLeft`).",
+            "Kubernetes",
+            nested=Service,
+        ),
+    )
 
     @property
     def init_containers(self) -> tuple[Container, ...]:
@@ -481,7 +390,7 @@ class WorkloadPlan:
     def from_mapping(cls, data: Mapping[str, Any]) -> WorkloadPlan:
         """Build a plan from plain data whose keys are exactly the attribute names."""
         try:
-            return _structure(cls, data, "")
+            return structure(cls, data, "")
         except RecursionError:
             raise PlanError("", "the plan is nested too deeply") from None
 
@@ -494,76 +403,6 @@ class WorkloadPlan:
         from asyncdeploy._documents import read_document  # PyYAML: not for the server kit
 
         return cls.from_mapping(read_document(path))
-
-
-# --- mapping <-> plan ------------------------------------------------------------------------
-
-_BOOL_FIELDS = {"host_network", "pid_shared", "read_only", "keep"}
-
-
-def _structure(cls: type[T], data: Any, path: str) -> T:
-    """Build ``cls`` from ``data``, recursing into nested plan types, with field paths in errors."""
-    if not isinstance(data, Mapping):
-        raise PlanError(path, f"must be a mapping, got {type(data).__name__}")
-    if cls is Resources:
-        data = Resources.fold_mapping(data)
-    fields = {f.name: f for f in attrs.fields(cls) if not f.metadata.get("internal")}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - set(fields), key=str)
-    if unknown:
-        key = unknown[0]
-        where = _join(path, key) if isinstance(key, str) and key.isidentifier() else None
-        raise PlanError(where or f"{path}[{describe(key)}]", "unknown field")
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        field = fields[key]
-        nested = field.metadata.get("nested")
-        here = _join(path, key)
-        if value is None and field.default not in (None, attrs.NOTHING):
-            continue  # "checks:" left empty in YAML means the default, as if not written
-        if key in _BOOL_FIELDS and not isinstance(value, bool):
-            raise PlanError(here, f"must be true or false, got {describe(value)}")
-        if nested is not None and field.metadata.get("many"):
-            if not isinstance(value, list | tuple):
-                raise PlanError(here, f"must be a list, got {type(value).__name__}")
-            value = tuple(_structure(nested, item, f"{here}[{i}]") for i, item in enumerate(value))
-        elif nested is not None and value is not None:
-            value = _structure(nested, value, here)
-        kwargs[key] = value
-    try:
-        return cls(**kwargs)
-    except PlanError as exc:
-        raise exc.within(path) from None
-    except TypeError as exc:
-        missing = re.search(r"missing .*'(\w+)'", str(exc))
-        if missing is None:
-            raise PlanError(path, str(exc)) from None
-        raise PlanError(_join(path, missing.group(1)), "is required") from None
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def plan_to_mapping(plan: Any) -> Any:
-    """Plain data for a plan (or a part of one): the inverse of ``WorkloadPlan.from_mapping``."""
-    if attrs.has(type(plan)):
-        out = {}
-        for field in attrs.fields(type(plan)):
-            value = getattr(plan, field.name)
-            default = field.default
-            if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-                default = default.factory()
-            if default is not attrs.NOTHING and value == default:
-                continue
-            out[field.name] = plan_to_mapping(value)
-        if isinstance(plan, Resources):
-            out.update(out.pop("extended", {}))  # written beside cpu and memory, as in a plan file
-        return out
-    if isinstance(plan, Mapping):
-        return {k: plan_to_mapping(v) for k, v in plan.items()}
-    if isinstance(plan, tuple | list):
-        return [plan_to_mapping(v) for v in plan]
-    return plan
 
 
 def plan_digest(plan: WorkloadPlan) -> str:

@@ -1,7 +1,8 @@
 """The plan's JSON Schema and reference page, both generated from the attrs model.
 
-The types, defaults, enumerations and nesting come from :mod:`asyncdeploy.plan`; the words from
-:mod:`asyncdeploy.plan_docs`. ``asyncdeploy schema`` prints either; ``docs/plan.schema.json`` and
+The types, defaults, enumerations and nesting come from :mod:`asyncdeploy.plan`; the words, and
+the schema of a field whose converter takes more than its stored type says, from each field's
+metadata (``_plan_fields.about``) and each plan type's ``summary``. ``asyncdeploy schema`` prints either; ``docs/plan.schema.json`` and
 ``docs/plan-reference.md`` are their committed copies, checked against these functions by a test.
 The schema is for editors and quick feedback: the plan's own validation stays the authority (it
 also checks what a schema cannot say, such as quantity grammar or one probe kind per check).
@@ -16,30 +17,10 @@ from typing import Any, Literal
 
 import attrs
 
-from asyncdeploy import plan as plan_module
-from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.plan_docs import ALL_ENGINES, FIELD_DOCS, TYPE_DOCS
+from asyncdeploy._plan_fields import ALL_ENGINES, FieldDoc
+from asyncdeploy.plan import FrozenMap, WorkloadPlan, plan_to_mapping
 
 __all__ = ["plan_reference_markdown", "plan_schema", "plan_schema_json"]
-
-_STRINGS_OR_LIST = {
-    "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]
-}
-_QUANTITY = {"type": ["string", "number"]}
-# Fields whose converters take more than their stored type says (one string for a command, a
-# number for a quantity); the plan's own converters are the authority.
-_INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
-    "command": _STRINGS_OR_LIST,
-    "args": _STRINGS_OR_LIST,
-    "pre_stop": _STRINGS_OR_LIST,
-    "exec": _STRINGS_OR_LIST,
-    "image_pull_secrets": _STRINGS_OR_LIST,
-    "cpu": _QUANTITY,
-    "memory": _QUANTITY,
-    "shm_size": _QUANTITY,
-}
-_DNS_LABEL = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
-_NAME_OVERRIDES = {("WorkloadPlan", "name"): _DNS_LABEL, ("Container", "name"): _DNS_LABEL}
 
 
 def _plan_types() -> list[type[Any]]:
@@ -59,7 +40,15 @@ def _plan_types() -> list[type[Any]]:
 
 
 def _hints(kind: type[Any]) -> dict[str, Any]:
-    return typing.get_type_hints(kind, vars(plan_module))
+    return typing.get_type_hints(kind)
+
+
+def field_doc(field: attrs.Attribute[Any]) -> FieldDoc:
+    """A plan field's words (``_plan_fields.about``); a field a plan file writes has them."""
+    doc = field.metadata.get("doc")
+    if not isinstance(doc, FieldDoc):
+        raise LookupError(f"the plan field {field.name!r} has no words: give it about(...)")
+    return doc
 
 
 def _type_schema(hint: Any) -> dict[str, Any]:
@@ -75,7 +64,7 @@ def _type_schema(hint: Any) -> dict[str, Any]:
         return {"type": "array", "items": _type_schema(args[0])}
     if attrs.has(hint):
         return {"$ref": f"#/$defs/{hint.__name__}"}
-    if hint is plan_module.FrozenMap:
+    if hint is FrozenMap:
         return {"type": "object", "additionalProperties": {"type": "string"}}
     simple = {str: "string", int: "integer", bool: "boolean", float: "number"}
     return {"type": simple[hint]}
@@ -87,16 +76,12 @@ def _default(field: attrs.Attribute[Any]) -> Any:
         default = default.factory()
     if default is attrs.NOTHING:
         return attrs.NOTHING
-    return plan_module.plan_to_mapping(default)
+    return plan_to_mapping(default)
 
 
-def _field_schema(kind: type[Any], field: attrs.Attribute[Any], hint: Any) -> dict[str, Any]:
-    schema = dict(
-        _NAME_OVERRIDES.get((kind.__name__, field.name))
-        or _INPUT_OVERRIDES.get(field.name)
-        or _type_schema(hint)
-    )
-    doc = FIELD_DOCS[f"{kind.__name__}.{field.name}"]
+def _field_schema(field: attrs.Attribute[Any], hint: Any) -> dict[str, Any]:
+    doc = field_doc(field)
+    schema = dict(doc.schema if doc.schema is not None else _type_schema(hint))
     schema["description"] = doc.text
     default = _default(field)
     if default is not attrs.NOTHING and default not in ({}, [], None):
@@ -113,10 +98,10 @@ def plan_schema() -> dict[str, Any]:
         inline = [f for f in fields if "inline_keys" in f.metadata]
         defs[kind.__name__] = {
             "type": "object",
-            "description": TYPE_DOCS[kind.__name__],
+            "description": kind.summary,
             "additionalProperties": False,
             "properties": {
-                f.name: _field_schema(kind, f, hints[f.name]) for f in fields if f not in inline
+                f.name: _field_schema(f, hints[f.name]) for f in fields if f not in inline
             },
             "required": [f.name for f in fields if f.default is attrs.NOTHING],
         }
@@ -125,7 +110,7 @@ def plan_schema() -> dict[str, Any]:
                 f"^{f.metadata['inline_keys']}$": {
                     "title": f.name,
                     "type": ["integer", "string"],
-                    "description": FIELD_DOCS[f"{kind.__name__}.{f.name}"].text,
+                    "description": field_doc(f).text,
                 }
                 for f in inline
             }
@@ -165,6 +150,7 @@ def plan_reference_markdown() -> str:
     """The reference page: one table per plan type, every field with type, default and engines."""
     schema = plan_schema()
     sections = {"WorkloadPlan": schema, **schema["$defs"]}
+    kinds = {kind.__name__: attrs.fields_dict(kind) for kind in _plan_types()}
     lines = [
         "# Plan reference",
         "",
@@ -189,14 +175,14 @@ def plan_reference_markdown() -> str:
                 if "default" in prop
                 else "—"
             )
-            engines = FIELD_DOCS[f"{name}.{field}"].engines
+            engines = field_doc(kinds[name][field]).engines
             engines = "all" if engines == ALL_ENGINES else engines
             lines.append(
                 f"| `{field}` | {_type_words(prop)} | {default} | {engines} | "
                 f"{prop['description']} |"
             )
         for prop in (section.get("patternProperties") or {}).values():
-            engines = FIELD_DOCS[f"{name}.{prop['title']}"].engines
+            engines = field_doc(kinds[name][prop["title"]]).engines
             lines.append(
                 f"| `<vendor-domain>/<resource>` | integer | — | {engines} | "
                 f"{prop['description']} |"

@@ -18,7 +18,7 @@ import anyio
 import attrs
 
 from asyncdeploy import open_deployer
-from asyncdeploy.render import for_stream
+from asyncdeploy.cli.render import for_stream
 from asyncdeploy.verify import VerifyOptions, demo_plan, run_verify
 
 PAUSE_IMAGE = "asyncdeploy-test/pause:latest"  # built locally by ci/setup.sh: no registry here

@@ -23,11 +23,10 @@ from asyncdeploy.cli._common import (
     status_dict,
 )
 from asyncdeploy.cli._signals import Interrupts
+from asyncdeploy.cli.render import EventRenderer
 from asyncdeploy.cli.workloads import stream_drain
-from asyncdeploy.events import DrainEvent, event_to_dict
+from asyncdeploy.events import DrainEvent, PullEvent, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.pull_events import PullEvent
-from asyncdeploy.render import EventRenderer
 from asyncdeploy.replace_events import (
     ReplaceDowntime,
     ReplaceEvent,

@@ -25,9 +25,9 @@ from asyncdeploy.cli._common import (
     pass_settings,
     run,
 )
+from asyncdeploy.cli.render import EventRenderer
 from asyncdeploy.errors import CreateError
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.render import EventRenderer
 
 if TYPE_CHECKING:  # the verify package needs aiohttp: imported when the command runs
     from asyncdeploy.verify import VerifyOptions, VerifyReport

@@ -29,6 +29,7 @@ from asyncdeploy.cli._common import (
 )
 from asyncdeploy.cli._kube_options import all_namespaces_option
 from asyncdeploy.cli._signals import Interrupts
+from asyncdeploy.cli.render import EventRenderer, LiveView, PullView, for_stream
 from asyncdeploy.errors import AsyncDeployError, CreateError
 from asyncdeploy.events import (
     DrainEvent,
@@ -36,11 +37,13 @@ from asyncdeploy.events import (
     DrainStarted,
     DrainSummary,
     Event,
+    PullFailed,
+    PullFinished,
+    PullProgress,
+    PullStarted,
     event_to_dict,
 )
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.pull_events import PullFailed, PullFinished, PullProgress, PullStarted
-from asyncdeploy.render import EventRenderer, LiveView, PullView, for_stream
 from asyncdeploy.results import ApplyResult, WorkloadStatus
 from asyncdeploy.selectors import Selector
 

@@ -17,11 +17,11 @@ import anyio
 import attrs
 
 from asyncdeploy.events import (
+    ContainerEnd,
     ContainerOutcome,
     DrainFinished,
     DrainSummary,
     Emit,
-    Outcome,
     Role,
 )
 from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
@@ -43,7 +43,7 @@ class TrackedContainer:
 
     name: str
     role: Role
-    outcome: Outcome | None = None
+    outcome: ContainerEnd | None = None
     exit_code: int | None = None
     seconds: float | None = None
 
@@ -55,7 +55,7 @@ def summarize(
     containers: Iterable[TrackedContainer],
     errors: Sequence[str],
     *,
-    unknown: Outcome = "missing",
+    unknown: ContainerEnd = "missing",
 ) -> DrainSummary:
     """The summary of one drain; a container whose end was never seen counts as ``unknown``."""
     return DrainSummary(
@@ -107,7 +107,7 @@ class DrainBooks:
             self.errors.append(message)
 
     def finish(
-        self, containers: Iterable[TrackedContainer], *, unknown: Outcome = "missing"
+        self, containers: Iterable[TrackedContainer], *, unknown: ContainerEnd = "missing"
     ) -> DrainSummary:
         """Sum the drain up and emit ``DrainFinished``, its last event."""
         summary = summarize(

@@ -126,7 +126,7 @@ class Driver(Protocol):
         ...
 
     async def inspect(self, name: str) -> dict[str, Any]:
-        """Engine detail for people, masked by :mod:`asyncdeploy.secrets`."""
+        """Engine detail for people, masked by :mod:`asyncdeploy.masking`."""
         ...
 
     async def find(self, names: Sequence[str]) -> Found:

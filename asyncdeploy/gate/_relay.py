@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, cast
 
-from asyncdeploy.workload import Admission, DrainController, DrainState, Outcome
+from asyncdeploy.workload import Admission, DrainController, DrainState, RequestOutcome
 
 from ._http import (
     MAX_HEAD,
@@ -151,7 +151,7 @@ class ClientConnection(asyncio.Protocol):
         self._front.connections.discard(self)
         upstream, self.upstream = self.upstream, None
         if self.admission is not None:
-            self._release(Outcome.CLIENT_DISCONNECTED)
+            self._release(RequestOutcome.CLIENT_DISCONNECTED)
             if upstream is not None:
                 upstream.abort()
         elif upstream is not None:
@@ -292,7 +292,7 @@ class ClientConnection(asyncio.Protocol):
         if upstream is not None:
             upstream.abort()
         logger.warning("bad request body: %s", reason)
-        self._release(Outcome.FAILED)
+        self._release(RequestOutcome.FAILED)
         if answered:
             self.close()
         else:
@@ -338,7 +338,7 @@ class ClientConnection(asyncio.Protocol):
             self._connect()
             return
         logger.warning("engine failed %s %s: %s", head.method, head.path, reason)
-        self._release(Outcome.FAILED)
+        self._release(RequestOutcome.FAILED)
         if answered:
             self.close()
         else:
@@ -348,7 +348,7 @@ class ClientConnection(asyncio.Protocol):
         """The drain deadline passed with this exchange open: end it on both sides."""
         if self.admission is None:
             return
-        self._release(Outcome.CUT_AT_DEADLINE)
+        self._release(RequestOutcome.CUT_AT_DEADLINE)
         upstream, self.upstream = self.upstream, None
         if upstream is not None:
             upstream.abort()
@@ -363,7 +363,7 @@ class ClientConnection(asyncio.Protocol):
     def _finish(self) -> None:
         head = self.head
         assert head is not None
-        self._release(Outcome.COMPLETED)
+        self._release(RequestOutcome.COMPLETED)
         upstream = self.upstream
         if upstream is not None:
             upstream.client = None
@@ -384,7 +384,7 @@ class ClientConnection(asyncio.Protocol):
         if self._buffer or self._eof:
             self._next_request()
 
-    def _release(self, outcome: Outcome) -> None:
+    def _release(self, outcome: RequestOutcome) -> None:
         admission, self.admission = self.admission, None
         if admission is not None:
             admission.release(outcome)

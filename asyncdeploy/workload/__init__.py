@@ -23,10 +23,14 @@ from .state import (
     DrainFlag,
     DrainState,
     DrainStatistics,
-    Outcome,
+    RequestOutcome,
     StateChanged,
 )
 from .window import PropagationWindow, WindowClose
+
+Outcome = RequestOutcome
+"""The name :class:`RequestOutcome` had before it was told apart from the deployer's
+``ContainerEnd`` (how a container ended); kept for servers written against it."""
 
 __all__ = [
     "METRICS_CONTENT_TYPE",
@@ -45,6 +49,7 @@ __all__ = [
     "Outcome",
     "PropagationWindow",
     "RepeatedSigterm",
+    "RequestOutcome",
     "Sample",
     "SignalHandlers",
     "StateChanged",

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import attrs
 
-__all__ = ["DrainFlag", "DrainState", "DrainStatistics", "Outcome", "StateChanged"]
+__all__ = ["DrainFlag", "DrainState", "DrainStatistics", "RequestOutcome", "StateChanged"]
 
 
 class DrainState(enum.Enum):
@@ -19,7 +19,7 @@ class DrainState(enum.Enum):
     STOPPED = "stopped"
 
 
-class Outcome(enum.Enum):
+class RequestOutcome(enum.Enum):
     """How an admitted request ended."""
 
     COMPLETED = "completed"

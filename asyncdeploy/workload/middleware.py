@@ -31,7 +31,7 @@ from ._asgi import (
     send_response,
 )
 from .metrics import METRICS_CONTENT_TYPE, render_metrics
-from .state import Admission, DrainController, DrainState, Outcome
+from .state import Admission, DrainController, DrainState, RequestOutcome
 
 __all__ = ["DrainMiddleware", "HealthPaths", "sse_cut_frame"]
 
@@ -39,7 +39,7 @@ logger = logging.getLogger("asyncdeploy.workload")
 
 _CLOSE = (b"connection", b"close")
 # An app failing because of these (cancelled, or writing to a closed connection) is no error.
-_ENDED_BY_US = (Outcome.CLIENT_DISCONNECTED, Outcome.CUT_AT_DEADLINE)
+_ENDED_BY_US = (RequestOutcome.CLIENT_DISCONNECTED, RequestOutcome.CUT_AT_DEADLINE)
 
 
 @attrs.frozen(kw_only=True)
@@ -114,12 +114,12 @@ class _Socket:
         self.cut = False
         self.close_code: int | None = None
 
-    def outcome(self) -> Outcome:
+    def outcome(self) -> RequestOutcome:
         if self.cut:
-            return Outcome.CUT_AT_DEADLINE
+            return RequestOutcome.CUT_AT_DEADLINE
         if self.close_code in _WS_GONE:
-            return Outcome.CLIENT_DISCONNECTED
-        return Outcome.COMPLETED
+            return RequestOutcome.CLIENT_DISCONNECTED
+        return RequestOutcome.COMPLETED
 
 
 class DrainMiddleware:
@@ -183,7 +183,9 @@ class DrainMiddleware:
             # The app returned (or raised) without finishing its response; a client that left
             # while the app went on working (cancel_on_disconnect=False) is released only now.
             admission.release(
-                Outcome.CLIENT_DISCONNECTED if exchange.client_gone else Outcome.FAILED
+                RequestOutcome.CLIENT_DISCONNECTED
+                if exchange.client_gone
+                else RequestOutcome.FAILED
             )
 
     # -- admitted requests ---------------------------------------------------------------
@@ -219,7 +221,7 @@ class DrainMiddleware:
                 self._disconnected(ex, app_scope)
                 raise
             if ex.is_last_frame(message):
-                ex.admission.release(Outcome.COMPLETED)
+                ex.admission.release(RequestOutcome.COMPLETED)
 
         # to_app is closed by the pump, and here too in case the pump never got to run
         async with to_app, from_pump, anyio.create_task_group() as tg:
@@ -264,7 +266,7 @@ class DrainMiddleware:
         ex.client_gone = True
         logger.info("client disconnected: request_id=%s", ex.request_id)
         if self.cancel_on_disconnect:
-            ex.admission.release(Outcome.CLIENT_DISCONNECTED)
+            ex.admission.release(RequestOutcome.CLIENT_DISCONNECTED)
             app_scope.cancel()
         # else the app goes on, and stays in flight until it returns
 
@@ -286,7 +288,7 @@ class DrainMiddleware:
         """
         reason = ex.cut_reason or "drain-deadline"
         if ex.client_gone:  # the app was still working for a client that had left
-            ex.admission.release(Outcome.CLIENT_DISCONNECTED)
+            ex.admission.release(RequestOutcome.CLIENT_DISCONNECTED)
             return
         written = not ex.started or ex.is_sse
         with anyio.move_on_after(self.cut_send_timeout, shield=True) as timer:
@@ -317,7 +319,7 @@ class DrainMiddleware:
                 ex.is_sse,
                 "cut frame" if written else "unfinished",
             )
-            ex.admission.release(Outcome.CUT_AT_DEADLINE)
+            ex.admission.release(RequestOutcome.CUT_AT_DEADLINE)
 
     # -- websockets ----------------------------------------------------------------------
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -351,7 +353,7 @@ class DrainMiddleware:
                 socket.closed = True
 
         app_scope = anyio.CancelScope()
-        outcome = Outcome.FAILED
+        outcome = RequestOutcome.FAILED
         try:
             async with anyio.create_task_group() as tg:
 

@@ -24,7 +24,7 @@ import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._values import DrainFlag, DrainState, DrainStatistics, Outcome, StateChanged
+from ._values import DrainFlag, DrainState, DrainStatistics, RequestOutcome, StateChanged
 from .histogram import DRAIN_BUCKETS, REQUEST_BUCKETS, Histogram, HistogramSnapshot
 from .window import PropagationWindow, WindowClose, WindowTracker
 
@@ -34,7 +34,7 @@ __all__ = [
     "DrainFlag",
     "DrainState",
     "DrainStatistics",
-    "Outcome",
+    "RequestOutcome",
     "StateChanged",
 ]
 
@@ -50,18 +50,18 @@ class Admission:
 
     def __init__(self, controller: DrainController) -> None:
         self._controller = controller
-        self._outcome: Outcome | None = None
+        self._outcome: RequestOutcome | None = None
         self._admitted_at = time.monotonic()
 
     @property
-    def outcome(self) -> Outcome | None:
+    def outcome(self) -> RequestOutcome | None:
         return self._outcome
 
     @property
     def released(self) -> bool:
         return self._outcome is not None
 
-    def release(self, outcome: Outcome = Outcome.COMPLETED) -> bool:
+    def release(self, outcome: RequestOutcome = RequestOutcome.COMPLETED) -> bool:
         """Decrement in-flight and count ``outcome``; False if it was already released."""
         if self._outcome is not None:
             return False
@@ -93,7 +93,7 @@ class DrainController:
         self._last_release: float | None = None  # monotonic
         self._state = DrainState.STARTING
         self._in_flight = 0
-        self._counts = dict.fromkeys(Outcome, 0)
+        self._counts = dict.fromkeys(RequestOutcome, 0)
         self._admitted = 0
         self._rejected_draining = 0
         self._rejected_starting = 0
@@ -179,12 +179,12 @@ class DrainController:
             state=self._state,
             in_flight=self._in_flight,
             admitted=self._admitted,
-            completed=self._counts[Outcome.COMPLETED],
+            completed=self._counts[RequestOutcome.COMPLETED],
             rejected_while_draining=self._rejected_draining,
             rejected_while_starting=self._rejected_starting,
-            cut_at_deadline=self._counts[Outcome.CUT_AT_DEADLINE],
-            client_disconnected=self._counts[Outcome.CLIENT_DISCONNECTED],
-            failed=self._counts[Outcome.FAILED],
+            cut_at_deadline=self._counts[RequestOutcome.CUT_AT_DEADLINE],
+            client_disconnected=self._counts[RequestOutcome.CLIENT_DISCONNECTED],
+            failed=self._counts[RequestOutcome.FAILED],
             drain_started_at=self._drain_started_wall,
             drain_duration=duration,
             deadline_remaining=remaining,
@@ -320,7 +320,7 @@ class DrainController:
                 self._after_window_change(now)
         return ready
 
-    def _release(self, outcome: Outcome, seconds: float) -> None:
+    def _release(self, outcome: RequestOutcome, seconds: float) -> None:
         self._in_flight -= 1
         self._counts[outcome] += 1
         self._request_seconds.observe(seconds)

@@ -10,6 +10,7 @@ import pytest
 
 from asyncdeploy import Container, Port, PublishedPort, WorkloadEvent, WorkloadPlan
 from asyncdeploy.cli._describe import describe_workload
+from asyncdeploy.cli.render import event_line
 from asyncdeploy.cli.views import show_statuses, watch_workloads
 from asyncdeploy.drivers.engine._history import events_query, parse_events
 from asyncdeploy.drivers.engine._state import published_ports
@@ -18,7 +19,6 @@ from asyncdeploy.events import DrainStarted
 from asyncdeploy.labels import LABEL_CONTAINER, LABEL_WORKLOAD
 from asyncdeploy.lint import lint_plan
 from asyncdeploy.plan import Checks, HTTPGet, Probe
-from asyncdeploy.render import describe
 from asyncdeploy.results import ContainerStatus, WorkloadStatus
 
 DEMO = "asyncdeploy-demo/server:latest"
@@ -282,7 +282,7 @@ def test_pod_events_oldest_first_with_their_container() -> None:
 
 def test_the_drain_start_counts_no_pause() -> None:
     def started(*names: str) -> str:
-        return describe(
+        return event_line(
             DrainStarted(
                 workload="w", elapsed=0, grace_period_seconds=30, deadline=0, containers=names
             )

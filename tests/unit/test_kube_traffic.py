@@ -112,13 +112,13 @@ def test_the_service_selects_every_instance_of_the_plan() -> None:
 
 
 def test_the_traffic_events_are_rendered_logged_and_serialised() -> None:
+    from asyncdeploy.cli.render import event_line
     from asyncdeploy.events import TrafficLeft, TrafficStillRouted, event_to_dict
-    from asyncdeploy.render import describe
 
     left = TrafficLeft(workload="llm", elapsed=0.21, services=("llm", "llm-internal"))
     late = TrafficStillRouted(workload="llm", elapsed=10.0, services=("old",), window=10.0)
-    assert describe(left) == "out of the ready endpoints of llm, llm-internal: traffic has left"
-    assert describe(late) == "warning: still a ready endpoint of old 10 s into the drain"
+    assert event_line(left) == "out of the ready endpoints of llm, llm-internal: traffic has left"
+    assert event_line(late) == "warning: still a ready endpoint of old 10 s into the drain"
     assert event_to_dict(left) == {
         "event": "TrafficLeft",
         "workload": "llm",

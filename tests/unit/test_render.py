@@ -8,6 +8,7 @@ import time
 
 import attrs
 
+from asyncdeploy.cli.render import EventRenderer, LiveView, clip, for_stream
 from asyncdeploy.events import (
     ContainerExited,
     ContainerOutcome,
@@ -16,7 +17,6 @@ from asyncdeploy.events import (
     DrainSummary,
     SignalSent,
 )
-from asyncdeploy.render import EventRenderer, LiveView, clip, for_stream
 
 STARTED = DrainStarted(
     workload="w",

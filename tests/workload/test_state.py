@@ -13,8 +13,8 @@ from asyncdeploy.workload import (
     DrainController,
     DrainState,
     DrainStatistics,
-    Outcome,
     PropagationWindow,
+    RequestOutcome,
 )
 
 pytestmark = pytest.mark.anyio
@@ -35,8 +35,8 @@ async def test_begin_drain_is_idempotent_and_keeps_admitted_work(
     assert controller.in_flight == 1  # ...admitted work untouched
     assert not controller.is_drained
 
-    assert admitted.release(Outcome.COMPLETED) is True
-    assert admitted.release(Outcome.FAILED) is False  # released once only
+    assert admitted.release(RequestOutcome.COMPLETED) is True
+    assert admitted.release(RequestOutcome.FAILED) is False  # released once only
     stats = controller.statistics()
     assert (stats.in_flight, stats.admitted, stats.completed, stats.failed) == (0, 1, 1, 0)
     assert stats.rejected_while_draining == 1

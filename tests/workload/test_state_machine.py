@@ -6,7 +6,13 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from asyncdeploy.workload import Admission, DrainController, DrainState, Outcome, PropagationWindow
+from asyncdeploy.workload import (
+    Admission,
+    DrainController,
+    DrainState,
+    PropagationWindow,
+    RequestOutcome,
+)
 
 _ORDER = [DrainState.STARTING, DrainState.SERVING, DrainState.DRAINING, DrainState.STOPPED]
 
@@ -41,8 +47,8 @@ class ControllerMachine(RuleBasedStateMachine):
             self.open.append(admission)
 
     @precondition(lambda self: self.open)
-    @rule(index=st.integers(0, 100), outcome=st.sampled_from(Outcome))
-    def release(self, index: int, outcome: Outcome) -> None:
+    @rule(index=st.integers(0, 100), outcome=st.sampled_from(RequestOutcome))
+    def release(self, index: int, outcome: RequestOutcome) -> None:
         admission = self.open.pop(index % len(self.open))
         assert admission.release(outcome)
         assert not admission.release(outcome)  # exactly once

@@ -54,6 +54,7 @@ from asyncdeploy.labels import (
     LABEL_VOLUME_PLAN,
     LABEL_WORKLOAD,
 )
+from asyncdeploy.masking import mask_env_entry, mask_tree
 from asyncdeploy.plan import WorkloadPlan, plan_digest
 from asyncdeploy.results import (
     ApplyResult,
@@ -62,7 +63,6 @@ from asyncdeploy.results import (
     WorkloadEvent,
     WorkloadStatus,
 )
-from asyncdeploy.secrets import mask_env_entry, mask_tree
 from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
 __all__ = ["EngineAPIDriver", "EngineFound", "planned_state"]

@@ -19,8 +19,8 @@ from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch, first_e
 from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerOps, ContainerRef
 from asyncdeploy.errors import EngineError, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import (
+    ContainerEnd,
     ContainerExited,
-    Outcome,
     PreStopFinished,
     PreStopStarted,
     SignalSent,
@@ -242,7 +242,7 @@ class Pipelines:
     def _signalled(self, t: TrackedRef) -> None:
         self.books.emit(SignalSent(**self.books.at(t), signal=t.ref.stop_signal))
 
-    def _exited(self, t: TrackedRef, exit_code: int | None, outcome: Outcome) -> None:
+    def _exited(self, t: TrackedRef, exit_code: int | None, outcome: ContainerEnd) -> None:
         t.outcome, t.exit_code, t.seconds = outcome, exit_code, self.books.elapsed()
         self.books.emit(
             ContainerExited(**self.books.at(t), exit_code=exit_code, graceful=outcome != "killed")

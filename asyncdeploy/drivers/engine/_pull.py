@@ -25,9 +25,8 @@ import attrs
 from asyncdeploy.drivers.engine._auth import auth_header, find_credentials, registry_of
 from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.errors import AsyncDeployError, CreateError, EngineUnavailable, WorkloadNotFound
-from asyncdeploy.events import Emit
+from asyncdeploy.events import Emit, PullFailed, PullFinished, PullProgress, PullStarted
 from asyncdeploy.plan import PullPolicy, WorkloadPlan
-from asyncdeploy.pull_events import PullFailed, PullFinished, PullProgress, PullStarted
 
 __all__ = ["ImagePuller", "LayerProgress", "images_to_pull", "reference_params"]
 

@@ -53,13 +53,13 @@ from asyncdeploy.drivers.kubernetes._kubelet import (
     KubeletEvent,
 )
 from asyncdeploy.events import (
+    ContainerEnd,
     ContainerExited,
     ContainerForceKilled,
     ContainerRemoved,
     DrainStarted,
     DrainSummary,
     Emit,
-    Outcome,
     PauseRemoved,
     PreStopFinished,
     PreStopStarted,
@@ -333,7 +333,7 @@ class PodDrainReader:
     def _exited(self, c: _Tracked, ended: Mapping[str, Any]) -> None:
         code = ended.get("exitCode")
         exit_code = None if code is None else int(code)
-        outcome: Outcome = "exited"
+        outcome: ContainerEnd = "exited"
         if not self.deleting:
             outcome = "already-exited"  # it ended on its own before the delete took effect
         else:

@@ -16,8 +16,8 @@ from typing import Any
 from asyncdeploy.drivers._books import effective_grace
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.labels import LABEL_PLAN_DIGEST, LABEL_WORKLOAD, PlanRole, shown_labels
+from asyncdeploy.masking import mask_tree, mask_value
 from asyncdeploy.results import ContainerStatus, PublishedPort, WorkloadEvent, WorkloadStatus
-from asyncdeploy.secrets import mask_tree, mask_value
 
 __all__ = [
     "container_specs",
@@ -160,7 +160,7 @@ def pod_ready(pod: Mapping[str, Any]) -> bool:
 
 
 def masked_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy for people, managedFields dropped, masked by :mod:`asyncdeploy.secrets`: env values
+    """A copy for people, managedFields dropped, masked by :mod:`asyncdeploy.masking`: env values
     by their variable's name, and every string for the credentials inside it."""
     out = copy.deepcopy(dict(pod))
     (out.get("metadata") or {}).pop("managedFields", None)

@@ -23,12 +23,12 @@ from typing import Any
 __all__ = [
     "MASK",
     "SECRET_NAME",
-    "describe",
     "is_secret_name",
     "mask_env_entry",
     "mask_text",
     "mask_tree",
     "mask_value",
+    "masked_repr",
 ]
 
 MASK = "****"
@@ -96,7 +96,7 @@ _SHORT.maxstring = _SHORT.maxother = 60
 _SHORT.maxlong = 40
 
 
-def describe(value: Any, *, name: str = "") -> str:
+def masked_repr(value: Any, *, name: str = "") -> str:
     """A value for an error message: only its type when ``name`` looks secret, else a masked,
     bounded ``repr`` (a plan file may hold anything: deep, huge, or self-referencing)."""
     if is_secret_name(name):

@@ -19,19 +19,23 @@ from asyncdeploy.events import (
     PauseRemoved,
     PreStopFinished,
     PreStopStarted,
+    PullEvent,
+    PullFailed,
+    PullFinished,
+    PullProgress,
+    PullStarted,
     SidecarRemoved,
     SignalSent,
     TrafficLeft,
     TrafficStillRouted,
 )
-from asyncdeploy.pull_events import PullEvent, PullFailed, PullFinished, PullProgress, PullStarted
 
-__all__ = ["MIN_LIVE_WIDTH", "EventRenderer", "LiveView", "PullView", "describe", "for_stream"]
+__all__ = ["MIN_LIVE_WIDTH", "EventRenderer", "LiveView", "PullView", "event_line", "for_stream"]
 
 BAR_WIDTH = 24
 
 
-def describe(event: DrainEvent | PullEvent, started: DrainStarted | None = None) -> str:
+def event_line(event: DrainEvent | PullEvent, started: DrainStarted | None = None) -> str:
     """One line of text for an event; ``started``, the drain's start, tells a hook cut off at
     the deadline from one cut off early (a second Ctrl-C, ``kill_now``)."""
     match event:
@@ -113,7 +117,7 @@ class EventRenderer:
         if isinstance(event, DrainStarted):
             self._started[event.workload] = event
         line = f"[{event.elapsed:7.3f}s] {event.workload}: "
-        click.echo(line + describe(event, self._started.get(event.workload)), file=self.stream)
+        click.echo(line + event_line(event, self._started.get(event.workload)), file=self.stream)
 
     def note(self, message: str) -> None:
         """A line of the CLI's own (a signal's notice) between the events."""
@@ -273,7 +277,7 @@ class LiveView:
         if isinstance(event, DrainStarted):
             self._started[event.workload] = event
         started = self._started.get(event.workload)
-        line = f"[{event.elapsed:7.3f}s] {event.workload}: {describe(event, started)}"
+        line = f"[{event.elapsed:7.3f}s] {event.workload}: {event_line(event, started)}"
         self.update(event)
         if self._lines_only or width < MIN_LIVE_WIDTH:
             self._lines_only = True  # resized too narrow: stay with plain lines from now on

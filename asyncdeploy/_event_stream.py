@@ -1,0 +1,158 @@
+"""The one shape of every event stream the deployer yields: a channel under a task group; and
+the drain stream that ``delete``, ``replace`` and ``reconcile`` share.
+
+The work runs in a task group of its own and emits without ever waiting; the consumer reads a
+memory-object stream; the group's lone error is unwrapped (trio's ``as_safe_channel`` shape).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TypeVar, cast
+
+import anyio
+from anyio.abc import ObjectReceiveStream
+
+from asyncdeploy._log import log_event
+from asyncdeploy.drivers.base import Driver, Found
+from asyncdeploy.errors import DrainError, DrainUnreachable, WorkloadNotFound
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event, PullEvent
+
+__all__ = [
+    "cancel_when_set",
+    "drain_stream",
+    "event_stream",
+    "lone_error",
+    "workload_exists",
+]
+
+E = TypeVar("E", bound=Event)
+
+
+@asynccontextmanager
+async def event_stream(
+    work: Callable[[Callable[[E], None]], Awaitable[None]], *, finish_on_error: bool
+) -> AsyncIterator[ObjectReceiveStream[E]]:
+    """Run ``work`` in a task group of its own; what it emits reaches the consumer through a
+    stream fed with ``send_nowait``, unbounded so that a slow consumer never delays the work
+    (the backlog is bounded by the work itself: a handful of events per container, at most
+    five progress events a second per image pulled).
+
+    When the consumer's block raises, ``finish_on_error`` lets the work run to its end
+    without it (its events dropped) before the exception propagates: a drain is never cut
+    short by its consumer. Otherwise, as for a cancellation, the work is cancelled."""
+    send, receive = anyio.create_memory_object_stream[E](math.inf)
+
+    def emit(event: E) -> None:
+        if not isinstance(event, PullEvent):
+            log_event(event)  # every drain step, through the one place events pass
+        try:
+            send.send_nowait(event)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # the consumer left; the work goes on without it
+
+    async def run() -> None:
+        with send:
+            await work(emit)
+
+    done = anyio.Event()
+
+    async def run_then_say() -> None:
+        try:
+            await run()
+        finally:
+            done.set()
+
+    try:
+        with receive:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run_then_say)
+                try:
+                    yield receive
+                except Exception:
+                    if finish_on_error:
+                        receive.close()  # nobody reads on: the events are dropped
+                        await done.wait()  # a cancellation here cancels the work, as above
+                    raise
+    except BaseExceptionGroup as group:
+        raise lone_error(group) from None
+
+
+async def workload_exists(driver: Driver, name: str) -> bool:
+    try:
+        await driver.get(name)
+    except WorkloadNotFound:
+        return False
+    return True
+
+
+@asynccontextmanager
+async def drain_stream(
+    driver: Driver,
+    found: Found,
+    grace_period_seconds: int | None,
+    kill_now: anyio.Event | None,
+    *,
+    keep_volumes: bool = False,
+) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
+    """Drain what ``found`` holds, with its events; ``kill_now`` cuts it short (set before the
+    drain began: grace 0). Raises on exit, once the consumer has every event:
+    ``DrainUnreachable`` when the engine went away, ``DrainError`` when a step failed."""
+    summaries: list[DrainSummary] = []
+    unreachable: list[DrainUnreachable] = []
+
+    async def work(emit: Callable[[DrainEvent], None]) -> None:
+        def keep(event: DrainEvent) -> None:
+            # Summaries come from the events, not the return value: a drain cut short by
+            # kill_now (cancelled) returns nothing, but still finishes every workload.
+            if isinstance(event, DrainFinished):
+                summaries.append(event.summary)
+            emit(event)
+
+        grace = grace_period_seconds
+        already = kill_now is not None and kill_now.is_set()
+        if already:
+            grace = 0  # "kill now" came before the drain: no container's drain exists yet
+        async with anyio.create_task_group() as tg:
+            if kill_now is not None and not already:
+                tg.start_soon(cancel_when_set, kill_now, tg.cancel_scope)
+            try:
+                if found.names:
+                    await driver.drain(  # a drain emits drain events only
+                        found,
+                        grace_period_seconds=grace,
+                        emit=cast(Emit, keep),
+                        # only when asked: drivers written before it need not know it
+                        **({"keep_volumes": True} if keep_volumes else {}),
+                    )
+            except DrainUnreachable as exc:
+                unreachable.append(exc)  # raised once the consumer has every event
+            tg.cancel_scope.cancel()  # stop watching kill_now
+
+    async with event_stream(work, finish_on_error=True) as receive:
+        yield receive
+    if unreachable:
+        raise unreachable[0]
+    if any(c.outcome == "unreachable" for s in summaries for c in s.containers):
+        raise DrainUnreachable(summaries, engine=driver.name)  # cut short meanwhile
+    failed = [s for s in summaries if s.errors]
+    if failed:
+        raise DrainError(failed)
+
+
+async def cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()  # the drain's shielded cleanup kills the survivors and removes everything
+
+
+def lone_error(group: BaseExceptionGroup) -> BaseException:
+    """The one real error of a task group (e.g. WorkloadNotFound before anything was touched),
+    or the group itself when there are several."""
+    errors = [e for e in group.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
+    if len(errors) == 1:
+        if isinstance(errors[0], BaseExceptionGroup):
+            return lone_error(errors[0])
+        return errors[0]
+    return group

@@ -1,0 +1,115 @@
+"""Plan files ↔ plan values: a mapping whose keys are exactly the attribute names becomes the
+attrs value (recursing into the fields marked ``nested``, with field paths in errors), and back.
+
+Generic over the plan's attrs types: what a field needs is read from the field itself (its
+metadata from ``_plan_fields.about``, its type), never from its name.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import attrs
+
+from asyncdeploy.errors import PlanError
+from asyncdeploy.masking import masked_repr
+
+__all__ = ["plan_to_mapping", "structure"]
+
+T = TypeVar("T")
+_BOOL_FIELDS: dict[type[Any], frozenset[str]] = {}
+
+
+def _plan_fields(cls: type[Any]) -> dict[str, attrs.Attribute[Any]]:
+    """The fields a plan file may write (``internal`` ones are set by the library only)."""
+    return {f.name: f for f in attrs.fields(cls) if not f.metadata.get("internal")}
+
+
+def _fold_inline(cls: type[Any], data: Mapping[Any, Any]) -> Mapping[Any, Any]:
+    """Plan-file form → attribute form: the ``<domain>/<name>`` keys a plan file writes beside
+    the other fields (``nvidia.com/gpu: 1``) go into the field marked ``inline_keys``."""
+    inline = [f for f in attrs.fields(cls) if "inline_keys" in f.metadata]
+    if not inline:
+        return data
+    (field,) = inline
+    folded = {k: v for k, v in data.items() if "/" not in str(k)}
+    entries = {k: v for k, v in data.items() if "/" in str(k)}
+    if entries:
+        folded[field.name] = {**(folded.get(field.name) or {}), **entries}
+    return folded
+
+
+def _bool_fields(cls: type[Any]) -> frozenset[str]:
+    """The fields whose type is ``bool``: a plan file must write true or false there."""
+    if cls not in _BOOL_FIELDS:
+        hints = typing.get_type_hints(cls)
+        _BOOL_FIELDS[cls] = frozenset(name for name, hint in hints.items() if hint is bool)
+    return _BOOL_FIELDS[cls]
+
+
+def structure(cls: type[T], data: Any, path: str) -> T:
+    """Build ``cls`` from ``data``, recursing into nested plan types, with field paths in errors."""
+    if not isinstance(data, Mapping):
+        raise PlanError(path, f"must be a mapping, got {type(data).__name__}")
+    data = _fold_inline(cls, data)
+    fields = _plan_fields(cls)
+    unknown = sorted(set(data) - set(fields), key=str)
+    if unknown:
+        key = unknown[0]
+        where = _join(path, key) if isinstance(key, str) and key.isidentifier() else None
+        raise PlanError(where or f"{path}[{masked_repr(key)}]", "unknown field")
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        field = fields[key]
+        nested = field.metadata.get("nested")
+        here = _join(path, key)
+        if value is None and field.default not in (None, attrs.NOTHING):
+            continue  # "checks:" left empty in YAML means the default, as if not written
+        # Python code may pass any truthy value; a plan file says true or false.
+        if key in _bool_fields(cls) and not isinstance(value, bool):
+            raise PlanError(here, f"must be true or false, got {masked_repr(value)}")
+        if nested is not None and field.metadata.get("many"):
+            if not isinstance(value, list | tuple):
+                raise PlanError(here, f"must be a list, got {type(value).__name__}")
+            value = tuple(structure(nested, item, f"{here}[{i}]") for i, item in enumerate(value))
+        elif nested is not None and value is not None:
+            value = structure(nested, value, here)
+        kwargs[key] = value
+    missing = [
+        name for name, f in fields.items() if f.default is attrs.NOTHING and name not in kwargs
+    ]
+    if missing:  # the last, as Python's own "missing ... arguments" message ends with it
+        raise PlanError(_join(path, missing[-1]), "is required")
+    try:
+        return cls(**kwargs)
+    except PlanError as exc:
+        raise exc.within(path) from None
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def plan_to_mapping(plan: Any) -> Any:
+    """Plain data for a plan (or a part of one): the inverse of ``WorkloadPlan.from_mapping``."""
+    if attrs.has(type(plan)):
+        out = {}
+        for field in attrs.fields(type(plan)):
+            value = getattr(plan, field.name)
+            default = field.default
+            if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                default = default.factory()
+            if default is not attrs.NOTHING and value == default:
+                continue
+            out[field.name] = plan_to_mapping(value)
+        for field in attrs.fields(type(plan)):
+            if "inline_keys" in field.metadata:  # written beside the other fields, as in a file
+                out.update(out.pop(field.name, {}))
+        return out
+    if isinstance(plan, Mapping):
+        return {k: plan_to_mapping(v) for k, v in plan.items()}
+    if isinstance(plan, tuple | list):
+        return [plan_to_mapping(v) for v in plan]
+    return plan
