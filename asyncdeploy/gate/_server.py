@@ -35,7 +35,8 @@ from asyncdeploy.workload import (
 
 from ._http import HTTPParseError, RequestHead, parse_response_head
 from ._reader import Reader
-from ._relay import IDLE, ClientConnection, LocalAnswer, UpstreamConnection
+from ._relay import IDLE, ClientConnection, LocalAnswer
+from ._upstream import UpstreamConnection
 
 __all__ = ["GateConfig", "serve_gate"]
 

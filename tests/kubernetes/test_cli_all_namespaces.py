@@ -123,10 +123,10 @@ async def test_all_namespaces_with_a_namespace_is_a_usage_error(twins: dict[str,
     assert "choose one" in result.stderr
 
 
-async def test_the_readmes_all_namespaces_lines_as_written(
+async def test_the_readmes_all_namespaces_commands_as_written(
     fake: FakeApiServer, twins: dict[str, str]
 ) -> None:
-    """docs/pending/kube.md's snippet, word for word: ``asyncdeploy list -A`` and
+    """-A as a user types it (the README, docs/kubernetes.md): ``asyncdeploy list -A`` and
     ``asyncdeploy delete-all -A --selector team=ml`` (with the context's kubeconfig)."""
     result = await invoke_in_thread("list", "-A", env=twins)
     assert result.exit_code == 0, result.output
