@@ -83,11 +83,11 @@ async def _streams(base: str, stop: anyio.Event, results: list[str]) -> None:
             results.append("complete" if (tokens, done) == (20, True) else f"cut at {tokens}")
 
 
-async def _stop_one_under_traffic(tmp_path: Path, window: str) -> tuple[Counter[Any], list[str], dict[str, Any]]:  # fmt: skip
+async def _stop_one_under_traffic(tmp_path: Path, window: str, check_every_ms: int = 500) -> tuple[Counter[Any], list[str], dict[str, Any]]:  # fmt: skip
     async with (
         gated_engine(tmp_path / "a", window) as drained,
         gated_engine(tmp_path / "b", window) as survivor,
-        haproxy(tmp_path, [drained, survivor]) as base,  # type: ignore[list-item]
+        haproxy(tmp_path, [drained, survivor], check_every_ms) as base,  # type: ignore[list-item]
     ):
         statuses: Counter[Any] = Counter()
         streams: list[str] = []
@@ -133,7 +133,9 @@ async def test_a_stock_server_behind_its_gate_and_haproxy_shows_clients_no_503(
 
 async def test_refusing_at_once_behind_haproxy_shows_clients_503s(tmp_path: Path) -> None:
     """The negative control: no window, and HAProxy sends requests the gate refuses."""
-    statuses, streams, _ = await _stop_one_under_traffic(tmp_path, "0")
+    # checked every 2 s (a balancer's usual interval): what it sends to the refusing gate
+    # before its next check is certain to be seen even on a loaded machine
+    statuses, streams, _ = await _stop_one_under_traffic(tmp_path, "0", check_every_ms=2000)
     assert statuses[503] > 0, statuses
     # admitted streams still end whole; only new ones may be refused
     assert "complete" in streams and set(streams) <= {"complete", "status 503"}, streams

@@ -29,6 +29,7 @@ import pytest
 from anyio.abc import Process
 
 import asyncdeploy
+from tests.polling import until
 
 pytestmark = [
     pytest.mark.anyio,
@@ -136,11 +137,13 @@ async def _haproxy_servers_up(stats: Path) -> set[str]:
 
 
 @asynccontextmanager
-async def haproxy(directory: Path, demos: list[Demo]) -> AsyncIterator[str]:
+async def haproxy(
+    directory: Path, demos: list[Demo], check_every_ms: int = 500
+) -> AsyncIterator[str]:
     """A stock HAProxy in front of ``demos``; yields its URL once every server is UP."""
     port, stats = _free_port(), directory / "haproxy.sock"
     servers = "\n".join(
-        f"    server s{index} 127.0.0.1:{demo.port} check inter 500 fall 1 rise 1"
+        f"    server s{index} 127.0.0.1:{demo.port} check inter {check_every_ms} fall 1 rise 1"
         for index, demo in enumerate(demos)
     )
     config = directory / "haproxy.cfg"
@@ -198,12 +201,12 @@ async def _streams(base: str, stop: anyio.Event, results: list[str]) -> None:
 
 
 async def _drain_under_traffic(
-    tmp_path: Path, trigger: str, *flags: str
+    tmp_path: Path, trigger: str, *flags: str, check_every_ms: int = 500
 ) -> tuple[Counter[int | str], Demo]:
     async with (
         demo_server(_private_directory(tmp_path / "a"), *flags) as drained,
         demo_server(_private_directory(tmp_path / "b")) as survivor,
-        haproxy(tmp_path, [drained, survivor]) as base,
+        haproxy(tmp_path, [drained, survivor], check_every_ms) as base,
     ):
         statuses: Counter[int | str] = Counter()
         streams: list[str] = []
@@ -214,9 +217,9 @@ async def _drain_under_traffic(
                 tg.start_soon(_short_requests, base, stop, statuses)
             for _ in range(2):
                 tg.start_soon(_streams, base, stop, streams)
-            await anyio.sleep(2.5)  # the streams are open when the drain begins
+            await until(lambda: statuses[200] > 5, timeout=30)  # traffic flows (a loaded
+            await anyio.sleep(1.0)  # machine starts slowly); the streams are open at the drain
             before = statuses[200]
-            assert before > 5, statuses  # traffic flows (slowly on a loaded machine)
             if trigger == "sigterm":
                 drained.process.send_signal(signal.SIGTERM)
             else:  # the preStop hook, then the stop signal, as an engine runs them
@@ -275,6 +278,10 @@ async def test_prestop_drain_behind_haproxy_shows_clients_no_503(tmp_path: Path)
 async def test_refusing_at_once_behind_haproxy_shows_clients_503s(tmp_path: Path) -> None:
     """The negative control (what main did): --refuse-at-once behind a balancer that does not
     retry answers 503 to what HAProxy sends before its next check."""
-    statuses, drained = await _drain_under_traffic(tmp_path, "sigterm", "--refuse-at-once")
+    # checked every 2 s (a balancer's usual interval): what it sends to the refusing server
+    # before its next check is certain to be seen even on a loaded machine
+    statuses, drained = await _drain_under_traffic(
+        tmp_path, "sigterm", "--refuse-at-once", check_every_ms=2000
+    )
     assert statuses[503] > 0, statuses
     assert drained.exit_statistics()["rejected_while_draining"] > 0
