@@ -44,6 +44,8 @@ async def unfinished_workloads(
 
 def plan_of_finish(status: WorkloadStatus) -> list[str]:
     """What finishing it does, step by step, for ``--dry-run`` (pure)."""
+    if not status.containers:  # only named volumes are left (a create killed before its pause)
+        return ["remove its named volumes (no container of the plan is left to drain)"]
     steps = []
     for container in sorted(status.containers, key=lambda c: c.role == "pause"):
         if container.role == "pause":

@@ -65,6 +65,18 @@ async def test_a_volume_left_by_a_killed_create_is_listed_and_reconciled_away(
         assert shown is not None, "list does not show the volume the killed create left"
         assert str(shown["unfinished"]).startswith(f"half-made: volume {volume}"), shown
         assert shown["containers"] == []
+        dry = await invoke_in_thread(
+            "--driver",
+            deployer.driver_name,
+            "reconcile",
+            "--dry-run",
+            "-l",
+            f"{RUN_LABEL}={RUN_ID}",
+        )
+        assert dry.exit_code == 0, dry.output
+        assert f"would finish {plan}: half-made: volume {volume}" in dry.stderr, dry.stderr
+        assert "\n  remove its named volumes" in dry.stderr, "the dry run lists the step"
+        assert await volume_exists(client, volume), "a dry run touches nothing"
         result = await invoke_in_thread(
             "--driver", deployer.driver_name, "reconcile", "-l", f"{RUN_LABEL}={RUN_ID}"
         )
