@@ -175,8 +175,10 @@ async def test_a_delete_killed_mid_drain_is_marked_by_its_dead_claim_and_drained
     """The claim record names the dead owner: marked at once, while the app still drains; the
     reconcile takes the drain over and waits for the app's own end (no SIGKILL)."""
     app, driver = name("killclaim"), deployer.driver_name
+    # a 12 s drain: on a loaded machine the list and the reconcile's own start still come
+    # while the app drains (at 6 s it had sometimes exited first: "already-exited")
     await deployer.create(
-        plan(app, [graceful("drainer", 6, markers)], termination_grace_period_seconds=30)
+        plan(app, [graceful("drainer", 12, markers)], termination_grace_period_seconds=30)
     )
     await deployer.wait_ready(app, timeout=30)
     cli = await start_cli(driver, "delete", app, "-o", "json")
