@@ -79,10 +79,11 @@ async def test_sigterm_handler_completes(
 async def test_containers_drain_concurrently_under_one_deadline(
     deployer: Deployer, name: Callable[[str], str], markers: Path
 ) -> None:
-    """Three containers needing 2 s each, grace 5: all drain, in about 2 s rather than 6."""
+    """Three containers needing 3 s each, grace 8: all signalled at once and drained in about
+    3 s rather than 9 (the bounds are wide: a loaded machine must not fail them)."""
     workload = name("three")
-    containers = [graceful(f"r{i}", 2, markers) for i in range(3)]
-    await deployer.create(plan(workload, containers, termination_grace_period_seconds=5))
+    containers = [graceful(f"r{i}", 3, markers) for i in range(3)]
+    await deployer.create(plan(workload, containers, termination_grace_period_seconds=8))
     await deployer.wait_ready(workload, timeout=30)
     await started(markers, "r0", "r1", "r2")
     events, seconds = await drain_events(deployer, workload)
@@ -90,7 +91,11 @@ async def test_containers_drain_concurrently_under_one_deadline(
     assert sorted(m for m in read_markers(markers) if m[1] == "drained-ok") == [
         (f"r{i}", "drained-ok") for i in range(3)
     ]
-    assert 1.9 < seconds < 4.5, f"a concurrent drain of 2 s took {seconds:.2f} s (serial: 6 s)"
+    signalled = [e.elapsed for e in events if isinstance(e, SignalSent)]
+    assert len(signalled) == 3 and max(signalled) - min(signalled) < 2.0, (
+        signalled
+    )  # serial: 3 s apart
+    assert 2.9 < seconds < 7.5, f"a concurrent drain of 3 s took {seconds:.2f} s (serial: 9 s)"
 
 
 async def test_container_ignoring_sigterm_is_killed_at_the_deadline(
