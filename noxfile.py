@@ -18,17 +18,46 @@ def install(session: nox.Session, *groups: str) -> None:
         session.install(*nox.project.dependency_groups(PYPROJECT, group))
 
 
+# Two streams of the suite side by side, for time (each mostly waits on drains and grace
+# periods): Podman's engine tests with the real cluster's, and everything else (Docker's, the
+# engine-free suites). They share no engine, and every test names its workloads by its run.
+STREAMS = ("podman or cluster", "not (podman or cluster)")
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Every test: unit, workload kit, Kubernetes fake API server, real Docker and Podman, and
     a real Kubernetes cluster when ASYNCDEPLOY_TEST_KUBECONFIG names one (ci/setup.sh starts it).
 
     Set ASYNCDEPLOY_REQUIRE_ENGINES=docker,podman to fail (not skip) when an engine is missing,
-    ASYNCDEPLOY_REQUIRE_KUBERNETES=1 to fail when the cluster is.
+    ASYNCDEPLOY_REQUIRE_KUBERNETES=1 to fail when the cluster is. With no arguments the suite
+    runs as two streams side by side (STREAMS); with pytest arguments, as one run of them.
     """
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
     install(session, "test")
     # the slowest tests named at the end: where CI time goes, read off every run
-    session.run("pytest", "--durations=30", *session.posargs)
+    if session.posargs:
+        session.run("pytest", "--durations=30", *session.posargs)
+        return
+    env = {**os.environ, **session.env, "PATH": f"{session.bin}{os.pathsep}{os.environ['PATH']}"}
+    pytest = [f"{session.bin}/pytest", "--durations=15", "-p", "no:cacheprovider", "-m"]
+    with tempfile.TemporaryFile("w+") as log:
+        side = subprocess.Popen(
+            [*pytest, STREAMS[0]], stdout=log, stderr=subprocess.STDOUT, env=env
+        )
+        try:
+            here = subprocess.run([*pytest, STREAMS[1]], env=env, check=False).returncode
+        finally:
+            there = side.wait()  # a Ctrl-C reaches both: they are one process group
+            log.seek(0)
+            sys.stdout.write(f"\n===== the side stream: -m {STREAMS[0]!r} =====\n{log.read()}")
+            sys.stdout.flush()
+    if here or there:
+        session.error(f"pytest exited {here} (-m {STREAMS[1]!r}) and {there} (-m {STREAMS[0]!r})")
 
 
 @nox.session(default=False)
