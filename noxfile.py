@@ -43,7 +43,13 @@ def tests(session: nox.Session) -> None:
     if session.posargs:
         session.run("pytest", "--durations=30", *session.posargs)
         return
-    env = {**os.environ, **session.env, "PATH": f"{session.bin}{os.pathsep}{os.environ['PATH']}"}
+    env = dict(os.environ)
+    for key, value in session.env.items():  # nox's None means "unset"
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    env["PATH"] = f"{session.bin}{os.pathsep}{os.environ['PATH']}"
     pytest = [f"{session.bin}/pytest", "--durations=15", "-p", "no:cacheprovider", "-m"]
     with tempfile.TemporaryFile("w+") as log:
         side = subprocess.Popen(
