@@ -320,3 +320,30 @@ async def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(
     answer = await raw_exchange(gate, b"GET /short HTTP/1.1\r\nHost: g\r\n\r\n", until_closed=True)
     assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"ok":true}')
     assert 0.3 <= time.monotonic() - started < 20  # closed by the gate, not by the client
+
+
+async def test_an_engine_killed_mid_stream_is_a_visibly_cut_answer_counted_as_failed(
+    gate: Gate, engine: subprocess.Popen[bytes]
+) -> None:
+    """The engine dies (SIGKILL) while the gate relays its stream: the client sees the answer
+    end unfinished (no last chunk), never a complete-looking one; the exchange is counted
+    failed, nothing stays in flight, and the gate itself keeps answering."""
+    async with httpx.AsyncClient() as client:
+        await until_ready(client, gate)
+        tokens = 0
+
+        async def read_until_the_kill() -> None:
+            nonlocal tokens
+            async with client.stream("GET", f"{gate.url}/stream?tokens=100&ms=50") as response:
+                async for line in response.aiter_lines():
+                    if line.startswith("data: {"):
+                        tokens += 1
+                        if tokens == 3:
+                            engine.kill()
+
+        with pytest.raises(httpx.HTTPError):  # httpx: the chunked body ended before its end
+            await read_until_the_kill()
+        assert 3 <= tokens < 100
+        await until(lambda: gate.controller.in_flight == 0, timeout=10)
+        assert gate.controller.statistics().failed == 1
+        assert (await client.get(f"{gate.url}/live")).status_code == 200
