@@ -12,6 +12,7 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import k8s_contract
@@ -104,6 +105,28 @@ async def cleaning_driver(namespace: str) -> AsyncIterator[KubernetesDriver]:
                 pass  # gone in the meantime
             finally:
                 await opened.aclose()
+
+
+def namespace_fixtures(namespace: str) -> tuple[Any, Any]:
+    """A test module's ``cluster`` (its scratch namespace, deleted with what is left in it at
+    the module's end) and ``driver`` (a cleaning driver on it) fixtures:
+    ``cluster, driver = namespace_fixtures(NAMESPACE)``.
+
+    Module, not session: while an async fixture lives its event loop runs, and the anyio.run of
+    a later test (the CLI under CliRunner) would fail with "Already running asyncio in this
+    thread"."""
+
+    @pytest.fixture(scope="module")
+    async def cluster() -> AsyncIterator[str]:
+        async with scratch_namespace(namespace) as made:
+            yield made
+
+    @pytest.fixture
+    async def driver(cluster: str) -> AsyncIterator[KubernetesDriver]:
+        async with cleaning_driver(cluster) as opened:
+            yield opened
+
+    return cluster, driver
 
 
 def cli_kubeconfig(namespace: str, path: Path) -> Path:

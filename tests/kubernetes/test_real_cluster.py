@@ -38,9 +38,8 @@ from real_cluster import (
     DEMO_IMAGE,
     IMAGE,
     RUN_ID,
-    cleaning_driver,
     cli_kubeconfig,
-    scratch_namespace,
+    namespace_fixtures,
 )
 
 from asyncdeploy import Deployer, TrafficLeft, WorkloadNotFound, WorkloadPlan
@@ -55,19 +54,7 @@ NAMESPACE = f"asyncdeploy-test-{RUN_ID}"
 pytestmark = pytest.mark.anyio
 
 
-# Module, not session: while an async fixture lives its event loop runs, and the anyio.run of a
-# later test (the CLI under CliRunner) would fail with "Already running asyncio in this thread".
-@pytest.fixture(scope="module")
-async def cluster() -> AsyncIterator[str]:
-    """The run's namespace on the real cluster, deleted (with what is left in it) afterwards."""
-    async with scratch_namespace(NAMESPACE) as namespace:
-        yield namespace
-
-
-@pytest.fixture
-async def driver(cluster: str) -> AsyncIterator[KubernetesDriver]:
-    async with cleaning_driver(cluster) as opened:
-        yield opened
+cluster, driver = namespace_fixtures(NAMESPACE)
 
 
 @pytest.mark.parametrize("check", k8s_contract.CHECKS, ids=lambda c: c.__name__)

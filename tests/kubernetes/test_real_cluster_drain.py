@@ -10,7 +10,6 @@ is tested against the fake API server (``test_driver_fake.py``).
 from __future__ import annotations
 
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +23,8 @@ from real_cluster import (
     DEMO_IMAGE,
     IMAGE,
     RUN_ID,
-    cleaning_driver,
     cli_kubeconfig,
-    scratch_namespace,
+    namespace_fixtures,
 )
 
 from asyncdeploy import (
@@ -51,16 +49,7 @@ NAMESPACE = f"asyncdeploy-test-{RUN_ID}-drain"
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 
 
-@pytest.fixture(scope="module")
-async def cluster() -> AsyncIterator[str]:
-    async with scratch_namespace(NAMESPACE) as namespace:
-        yield namespace
-
-
-@pytest.fixture
-async def driver(cluster: str) -> AsyncIterator[KubernetesDriver]:
-    async with cleaning_driver(cluster) as opened:
-        yield opened
+cluster, driver = namespace_fixtures(NAMESPACE)
 
 
 def _plan(name: str, *, grace: int, drain: float) -> WorkloadPlan:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import k8s_contract
 import pytest
 from click.testing import CliRunner
 from kubernetes_asyncio.client import CoreV1Api
-from real_cluster import DEMO_IMAGE, RUN_ID, cleaning_driver, cli_kubeconfig, scratch_namespace
+from real_cluster import DEMO_IMAGE, RUN_ID, cli_kubeconfig, namespace_fixtures
 
 from asyncdeploy import Deployer, TrafficLeft, WorkloadPlan
 from asyncdeploy.cli import main
@@ -41,16 +40,7 @@ MIX = TrafficMix(
 SERVICE = Service(ports=(ServicePort(port=80, target_port=8080),))
 
 
-@pytest.fixture(scope="module")
-async def cluster() -> AsyncIterator[str]:
-    async with scratch_namespace(NAMESPACE) as namespace:
-        yield namespace
-
-
-@pytest.fixture
-async def driver(cluster: str) -> AsyncIterator[KubernetesDriver]:
-    async with cleaning_driver(cluster) as opened:
-        yield opened
+cluster, driver = namespace_fixtures(NAMESPACE)
 
 
 def _demo(name: str, **kw: Any) -> WorkloadPlan:
