@@ -114,7 +114,6 @@ class ServiceFront:
         self.target.ports[workload] = host_port
         with anyio.fail_after(ENDPOINT_TIMEOUT):
             while not _ready(self.target.endpoints, workload):
-                self._seen = anyio.Event()
                 await self._seen.wait()
 
     async def follow(self, session: aiohttp.ClientSession) -> None:
@@ -123,11 +122,14 @@ class ServiceFront:
     async def run(self) -> None:
         from asyncdeploy.drivers.kubernetes import follow_service
 
-        def changed(endpoints: dict[str, EndpointState]) -> None:
-            self.target.update(endpoints)
-            self._seen.set()
+        await follow_service(self.driver.api, self.driver.namespace, self.service, self.saw)
 
-        await follow_service(self.driver.api, self.driver.namespace, self.service, changed)
+    def saw(self, endpoints: dict[str, EndpointState]) -> None:
+        """The slices changed: route by them, and wake every ``add`` waiting (then a fresh
+        event for the next change: one replaced by each waiter would strand the others)."""
+        self.target.update(endpoints)
+        seen, self._seen = self._seen, anyio.Event()
+        seen.set()
 
     def states(self) -> tuple[ServerState, ...]:
         return tuple(self.target.states)

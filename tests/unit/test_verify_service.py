@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 
 from asyncdeploy.drivers.kubernetes._traffic import EndpointState, endpoint_states
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.verify.service import ServiceTarget, service_route
+from asyncdeploy.verify.service import ServiceFront, ServiceTarget, service_route
 
 
 def _slice(*endpoints: tuple[str, dict[str, Any]]) -> dict[str, Any]:
@@ -77,3 +78,24 @@ def test_the_plan_must_have_a_service_sending_to_the_traffic_port() -> None:
     with pytest.raises(ValueError, match="not to the traffic port 8080"):
         service_route(plan, 8080)
     assert service_route(plan, 9000) == "p"
+
+
+@pytest.mark.anyio
+async def test_two_adds_at_once_are_both_woken_by_the_change_that_makes_them_ready() -> None:
+    """Each ``add`` waits for its Pod to be a ready endpoint; one change listing both must end
+    both waits, whichever started waiting first."""
+    front = ServiceFront(None, "s", ServiceTarget(refused_url="http://127.0.0.1:9"))
+    ready = EndpointState(ready=True, serving=True, terminating=False)
+    done: list[str] = []
+
+    async def add(name: str, port: int) -> None:
+        await front.add(name, port)
+        done.append(name)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(add, "a", 1)
+            tg.start_soon(add, "b", 2)
+            await anyio.wait_all_tasks_blocked()
+            front.saw({"a": ready, "b": ready})
+    assert sorted(done) == ["a", "b"]
