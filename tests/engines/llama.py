@@ -37,7 +37,12 @@ import pytest
 
 from asyncdeploy import Deployer, DrainEvent, WorkloadPlan
 from asyncdeploy.events import DrainFinished, DrainStarted
-from asyncdeploy.verify.balancer import SERVED_BY_HEADER, BalancerOptions, ServerState, running_haproxy
+from asyncdeploy.verify.balancer import (
+    SERVED_BY_HEADER,
+    BalancerOptions,
+    ServerState,
+    running_haproxy,
+)
 from tests.engines.conftest import required_engines
 
 logger = logging.getLogger(__name__)

@@ -50,7 +50,7 @@ async def test_back_to_back_chat_completions_on_one_kept_alive_connection_throug
     60 calls (40 streamed, 20 short) on one connection to the gate: every one whole. On main's
     gate 2 to 5 in 40 calls answered ``502 {"error":"engine unreachable"}`` here."""
     require_image(deployer.driver_name)
-    (plan, port), = _plans(deployer, "llk", gated=True, count=1)
+    ((plan, port),) = _plans(deployer, "llk", gated=True, count=1)
     await deployer.create(plan)
     await deployer.wait_ready(plan.name, timeout=120)
     outcomes, ports = await back_to_back(f"http://127.0.0.1:{port}", 60)

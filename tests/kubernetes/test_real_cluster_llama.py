@@ -41,7 +41,9 @@ cluster, driver = namespace_fixtures(NAMESPACE)
 
 def _plans(tag: str, *, gated: bool, count: int) -> list[tuple[WorkloadPlan, int]]:
     if not LLAMA_IMAGE:
-        unavailable("ASYNCDEPLOY_TEST_K8S_LLAMA_IMAGE is not set: no llama-server image in the node")
+        unavailable(
+            "ASYNCDEPLOY_TEST_K8S_LLAMA_IMAGE is not set: no llama-server image in the node"
+        )
     require_model()
     made = []
     for letter in "abn"[:count]:
