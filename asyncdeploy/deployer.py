@@ -32,19 +32,19 @@ import anyio
 import attrs
 from anyio.abc import ObjectReceiveStream
 
-from asyncdeploy import _replace
 from asyncdeploy._event_stream import drain_stream, event_stream
 from asyncdeploy._log import log_event
-from asyncdeploy._names import current_name, current_plan, resolving
-from asyncdeploy._replace import OnEvent, Replacement, ReplaceOptions, ReplaceResult
 from asyncdeploy.drivers.base import Driver
 from asyncdeploy.errors import (
     EngineTimeout,
 )
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event, PullEvent
-from asyncdeploy.gating import expand_gates
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.replace_events import Strategy
+from asyncdeploy.plan.gating import expand_gates
+from asyncdeploy.replace import _run as _replace
+from asyncdeploy.replace._names import current_name, current_plan, resolving
+from asyncdeploy.replace._run import OnEvent, Replacement, ReplaceOptions, ReplaceResult
+from asyncdeploy.replace.events import Strategy
 from asyncdeploy.results import ApplyResult, ExecResult, WorkloadEvent, WorkloadStatus
 from asyncdeploy.selectors import SelectorLike, as_selector
 
@@ -351,7 +351,7 @@ class Deployer:
     ) -> AbstractAsyncContextManager[Replacement]:
         """Start ``plan`` as a new instance and drain the old ones: ``surge`` (the new one
         ready first), ``recreate`` (the old ones drained first) or ``auto`` (surge when it
-        fits); see :func:`asyncdeploy._replace.replacing`. Cancelled before the old ones' drain
+        fits); see :func:`asyncdeploy.replace._run.replacing`. Cancelled before the old ones' drain
         began, it removes the new instance and leaves the old ones serving; ``kill_now`` cuts
         a drain short (the old ones', or a roll-back's)."""
         options = ReplaceOptions(

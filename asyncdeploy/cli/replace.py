@@ -27,7 +27,7 @@ from asyncdeploy.cli.render import EventRenderer
 from asyncdeploy.cli.workloads import stream_drain
 from asyncdeploy.events import DrainEvent, PullEvent, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.replace_events import (
+from asyncdeploy.replace.events import (
     ReplaceDowntime,
     ReplaceEvent,
     ReplaceReady,

@@ -213,7 +213,7 @@ def delete(
                 )
             finally:
                 if timeline_file is not None and seen:
-                    from asyncdeploy.verify.html import timeline_html
+                    from asyncdeploy.timeline import timeline_html
 
                     await anyio.Path(timeline_file).write_text(timeline_html(seen))
             interrupts.settled = True  # drained: a late signal must not claim a kill

@@ -31,14 +31,14 @@ import attrs
 from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy._event_stream import drain_stream, workload_exists
-from asyncdeploy._replace_lock import replace_lock
 from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import AsyncDeployError, CreateError, PlanError, WorkloadConflict
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, PullEvent
-from asyncdeploy.gating import expand_gates
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.replace_events import (
+from asyncdeploy.plan.gating import expand_gates
+from asyncdeploy.replace._lock import replace_lock
+from asyncdeploy.replace.events import (
     ReplaceDowntime,
     ReplaceEvent,
     ReplaceReady,
