@@ -56,6 +56,18 @@ _FULL_UPSTREAM = 1  # the upstream's write buffer is full (request body flow con
 _FULL_BUFFER = 2  # pipelined bytes past MAX_HEAD wait for the exchange in flight
 
 
+REPLAY_MAX = 256 * 1024
+"""The largest request (head and body) sent on a reused upstream connection: what the gate
+keeps to send again if the engine closed that connection instead of answering. A larger one,
+or a chunked one, gets a fresh connection."""
+
+
+def _replayable(head: RequestHead) -> bool:
+    if head.body is BodyKind.NONE:
+        return True
+    return head.body is BodyKind.LENGTH and len(head.raw) + head.length <= REPLAY_MAX
+
+
 class Front(Protocol):
     """What the protocols need of the gate (``_server._Gate``)."""
 
@@ -83,9 +95,9 @@ class ClientConnection(asyncio.Protocol):
         "_finishing",
         "_front",
         "_keep",
-        "_retried",
+        "_kept",
+        "_replay",
         "_reusable",
-        "_reused",
         "_write_paused",
         "admission",
         "closed",
@@ -109,8 +121,10 @@ class ClientConnection(asyncio.Protocol):
         self._body_left = 0
         self._body_scanner: ChunkedScanner | None = None
         self._close_after = False
-        self._reused = False
-        self._retried = False
+        # The request's bytes as sent on a reused upstream connection, until the engine
+        # answers: sent again on a fresh connection if the engine closed the old one instead.
+        self._kept: list[bytes] | None = None
+        self._replay: list[bytes] | None = None
         self._keep = False
         self._reusable = False
         self._finishing = False
@@ -213,9 +227,12 @@ class ClientConnection(asyncio.Protocol):
         self.request_done = head.body is BodyKind.NONE
         self._body_left = head.length
         self._body_scanner = ChunkedScanner() if head.body is BodyKind.CHUNKED else None
-        self._retried = False
+        self._kept = self._replay = None
         upstream = self.upstream
-        if upstream is not None and upstream.closed:
+        if upstream is not None and (upstream.closed or not _replayable(head)):
+            # Closed by the engine while idle, or a request too large to keep for a replay:
+            # a fresh connection (a request is sent on a reused one only if it can be resent).
+            upstream.close()
             upstream = self.upstream = None
         if upstream is None:
             self._connect()
@@ -241,9 +258,10 @@ class ClientConnection(asyncio.Protocol):
     def _send(self, upstream: UpstreamConnection, *, reused: bool) -> None:
         head = self.head
         assert head is not None
-        self._reused = reused
         upstream.start(self, head.method)
-        upstream.write(head.raw)
+        replay, self._replay = self._replay, None
+        upstream.write(b"".join(replay) if replay is not None else head.raw)
+        self._kept = [head.raw] if reused else None
         if self.request_done:
             self.phase = _WAIT
             return
@@ -274,6 +292,8 @@ class ClientConnection(asyncio.Protocol):
         upstream = self.upstream
         if upstream is not None:
             upstream.write(data)
+        if self._kept is not None:  # bounded: only a replayable request is kept
+            self._kept.append(data)
         if done:
             self.request_done = True
             self.phase = _WAIT
@@ -310,6 +330,7 @@ class ClientConnection(asyncio.Protocol):
         while draining the answer carries ``Connection: close``)."""
         head = self.head
         assert head is not None
+        self._kept = None  # the engine answers: this request is never sent again
         self._keep = head.keep_alive and response.keep_alive and not self._close_after
         return self._keep
 
@@ -327,10 +348,13 @@ class ClientConnection(asyncio.Protocol):
         head = self.head
         if self.admission is None or head is None or self.closed:
             return
-        if untouched and self._reused and head.body is BodyKind.NONE and not self._retried:
-            # A kept-alive connection the engine closed while idle: once more on a new one
-            # (nothing of this request reached the engine's app, nothing reached the client).
-            self._retried = True
+        if untouched and self._kept is not None:
+            # A kept-alive connection the engine closed as the request reached it, without a
+            # byte of answer (llama-server closes after every stream): the request once more,
+            # whole, on a fresh connection. Only a reused connection's request is kept, so
+            # one that fails on a fresh connection is not sent again.
+            self._replay, self._kept = self._kept, None
+            self._unblock(_FULL_UPSTREAM)
             self._connect()
             return
         logger.warning("engine failed %s %s: %s", head.method, head.path, reason)
