@@ -18,6 +18,7 @@ a 502, a 503, a reset, a truncated stream or a timeout is a loss, whoever answer
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -158,6 +159,25 @@ def llama_plan(
             **(extra or {}),
         }
     )
+
+
+def listening_on(pid: int, port: int) -> set[str]:
+    """The addresses a TCP port listens on in the network namespace of process ``pid`` (read
+    from the host's /proc: nothing is needed inside the container)."""
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, _, hex_port = local.partition(":")
+            if state != "0A" or int(hex_port, 16) != port:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(address)
+            if table == "tcp":
+                found.add(str(ipaddress.IPv4Address(raw[::-1])))
+            else:  # four little-endian 32-bit words
+                words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
+                found.add(str(ipaddress.IPv6Address(words)))
+    return found
 
 
 # --- the clients ------------------------------------------------------------------------------

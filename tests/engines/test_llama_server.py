@@ -10,18 +10,29 @@ requests: the test can see a loss. ``tests/engines/llama.py`` has the clients an
 
 from __future__ import annotations
 
+import httpx
 import pytest
+import yaml
 
-from asyncdeploy import Deployer
+from asyncdeploy import Deployer, WorkloadPlan
+from asyncdeploy.drivers.engine._netcheck import tcp_open, workload_address
 from asyncdeploy.verify._ports import free_port
 from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL
 from tests.engines.llama import (
+    ENGINE_PORT,
+    GATE_IMAGE,
+    GATE_PORT,
+    IMAGE,
+    MODEL,
+    REPO,
     assert_nothing_lost,
     back_to_back,
+    listening_on,
     llama_plan,
     require_image,
     serve_and_disrupt,
 )
+from tests.engines.test_example_plans import for_this_run
 
 pytestmark = pytest.mark.anyio
 
@@ -91,3 +102,57 @@ async def test_without_the_gate_the_same_delete_loses_requests(deployer: Deploye
     assert any(e.server == served.drained and e.ended > served.drain_started for e in lost), (
         served.report()
     )
+
+
+# --- the example plan: the engine's own port on the workload's loopback (issue 22 item 7) ------
+
+EXAMPLE = REPO / "examples" / "plans" / "llama-server.yaml"
+
+
+def _example(driver: str, host: str | None) -> WorkloadPlan:
+    """examples/plans/llama-server.yaml as written, but for the image (the same llama-server,
+    built locally: the public one cannot be pulled here), the model (the cached GGUF for the
+    example's /srv/models/model.gguf) and what a shared engine needs (a unique name, the run's
+    label, an engine-chosen host port); ``host`` replaces the example's ``--host``."""
+    name = f"t{RUN_ID}-ex-llama-{driver[:3]}-{host or 'lo'}".replace(".", "")
+    document = for_this_run(yaml.safe_load(EXAMPLE.read_text()), name)
+    (engine,) = document["containers"]
+    engine["image"] = IMAGE
+    engine["gate"]["image"] = GATE_IMAGE
+    engine["mounts"] = [{"source": str(MODEL.parent), "target": "/models", "read_only": True}]
+    args = engine["args"]
+    args[args.index("-m") + 1] = f"/models/{MODEL.name}"
+    if host is not None:
+        args[args.index("--host") + 1] = host
+    return WorkloadPlan.from_mapping(document)
+
+
+@pytest.mark.parametrize("host", [None, "0.0.0.0"], ids=["as-written", "control-0.0.0.0"])
+async def test_the_llama_server_example_keeps_the_engine_port_off_the_workloads_address(
+    deployer: Deployer, host: str | None
+) -> None:
+    """The gated example as written: the gate serves on the published port, and llama-server's
+    own port listens on the workload's loopback only, so a client that reaches the workload's
+    address finds the gate (8000) and nothing on 8001. The control (``--host 0.0.0.0``, what the
+    published image does without the flag) shows the check sees an engine port left open."""
+    require_image(deployer.driver_name)
+    plan = _example(deployer.driver_name, host)
+    await deployer.create(plan)
+    status = await deployer.wait_ready(plan.name, timeout=120)
+    [published] = [p.host_port for p in status.ports if p.container_port == GATE_PORT]
+    async with httpx.AsyncClient(timeout=30) as client:
+        answer = await client.post(
+            f"http://127.0.0.1:{published}/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2},
+        )
+    assert answer.status_code == 200 and answer.json()["object"] == "chat.completion"
+    inspected = await deployer.inspect(plan.name)
+    address = workload_address(inspected["containers"]["pause"])
+    assert address is not None, inspected["containers"]["pause"].get("NetworkSettings")
+    pid = inspected["containers"]["engine"]["State"]["Pid"]
+    assert await tcp_open(address, GATE_PORT, 5), f"the gate on {address}:{GATE_PORT}"
+    listens, reached = listening_on(pid, ENGINE_PORT), await tcp_open(address, ENGINE_PORT, 5)
+    if host is None:
+        assert (listens, reached) == ({"127.0.0.1"}, False), f"{address}:{ENGINE_PORT}"
+    else:
+        assert (listens, reached) == ({"0.0.0.0"}, True), f"{address}:{ENGINE_PORT}"
