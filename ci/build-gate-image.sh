@@ -18,10 +18,11 @@
 # engine whose image has the current hash is left alone, FORCE=1 rebuilds. Prints the image
 # names on stdout, logs on stderr. Environment (all optional):
 #   ENGINES="docker podman"  FORCE=0  DOCKER_SOCK=/var/run/docker.sock
+#   GATE_IMAGE=asyncdeploy-gate/gate:latest (another tag: a branch's gate beside main's)
 #   IMAGE_CACHE_DIR=/var/cache/asyncdeploy-test-images  PIP="python3 -m pip"
 set -euo pipefail
 
-GATE=asyncdeploy-gate/gate:latest
+GATE=${GATE_IMAGE:-asyncdeploy-gate/gate:latest}
 STOCK=asyncdeploy-test/stock-engine:latest
 BASE=asyncdeploy-test/python:latest
 LABEL=io.asyncdeploy.gate.source-hash

@@ -5,9 +5,9 @@ by the kit's :class:`~asyncdeploy.workload.DrainController` from its head until 
 answer was written (or the client left, or the drain deadline cut it). The engine's own health
 path is checked in the background: the gate is ready only while the kit says SERVING *and* the
 engine answers it, and the first answer is what marks the gate started (the model is loaded).
-``GET /-/drain`` is the preStop hook: it starts the drain, waits until the kit's propagation
-window closed (new requests are served through it, then refused) and nothing is in flight, and
-answers with the kit's statistics (the propagation observed among them).
+The drain and every other control are on the admin port (:mod:`._admin`); the data port answers
+the health paths and the metrics, read-only, refuses the kit's ``/-/`` control paths and relays
+everything else.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
-from urllib.parse import parse_qs
 
 import anyio
 import attrs
@@ -29,10 +28,10 @@ from asyncdeploy.workload import (
     DrainController,
     DrainState,
     HealthPaths,
-    parse_duration,
     render_metrics,
 )
 
+from ._admin import CONTROL_PREFIX, AdminFront
 from ._http import HTTPParseError, RequestHead, parse_response_head
 from ._reader import Reader
 from ._relay import IDLE, ClientConnection, LocalAnswer
@@ -42,8 +41,9 @@ __all__ = ["GateConfig", "serve_gate"]
 
 logger = logging.getLogger("asyncdeploy.gate")
 
-_REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 502: b"Bad Gateway"}
-_REASONS |= {503: b"Service Unavailable", 504: b"Gateway Timeout"}
+_REASONS = {200: b"OK", 400: b"Bad Request", 403: b"Forbidden", 404: b"Not Found"}
+_REASONS |= {405: b"Method Not Allowed", 502: b"Bad Gateway", 503: b"Service Unavailable"}
+_REASONS |= {504: b"Gateway Timeout"}
 
 
 @attrs.frozen(kw_only=True)
@@ -65,8 +65,13 @@ class GateConfig:
     propagation_wait: float = 10.0
     retry_after: int = 5
     paths: HealthPaths = attrs.field(factory=HealthPaths)
-    drain_path: str = "/-/drain"
     metrics_path: str | None = "/-/metrics"
+    #: The admin port (the drain hook, the kit's control commands); None: no admin port.
+    admin_port: int | None = None
+    #: The token every admin request must carry; None: the admin port listens on loopback only.
+    admin_token: str | None = None
+    #: Where the admin port listens (default: every address with a token, else 127.0.0.1).
+    admin_host: str | None = None
     #: A keep-alive connection idle this long between requests is closed.
     idle_timeout: float = 300.0
 
@@ -80,6 +85,7 @@ class _Gate:
         self.upstream_healthy = False
         self.connections: set[ClientConnection] = set()
         self._task_group: TaskGroup | None = None
+        self._admin_connections: set[ClientConnection] = set()
         paths = config.paths
         self._local: dict[bytes, Callable[[RequestHead], LocalAnswer]] = {
             p.encode(): handler
@@ -87,7 +93,6 @@ class _Gate:
                 (paths.ready, self._ready),
                 (paths.live, self._live),
                 (paths.startup, self._startup),
-                (config.drain_path, self._drain),
                 (config.metrics_path, self._metrics),
             )
             if p is not None
@@ -96,7 +101,12 @@ class _Gate:
     # --- what the relay needs (``_relay.Front``) -----------------------------------------------
     def local(self, head: RequestHead) -> LocalAnswer | None:
         handler = self._local.get(head.path)
-        if handler is None or head.method not in (b"GET", b"HEAD", b"POST"):
+        if handler is None:
+            if head.path.startswith(CONTROL_PREFIX):  # the kit's controls: the admin port's
+                body = {"error": "control paths are served on the gate's admin port only"}
+                return self.answer(403, body, close=not head.keep_alive, method=head.method)
+            return None
+        if head.method not in (b"GET", b"HEAD", b"POST"):
             return None
         return handler(head)
 
@@ -120,7 +130,9 @@ class _Gate:
         close: bool = False,
         content_type: bytes = b"application/json",
         extra: bytes = b"",
+        method: bytes = b"GET",
     ) -> bytes:
+        """A whole answer (for a HEAD, its head alone: the length of the GET's body)."""
         data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
         head = b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n%s%s\r\n" % (
             status,
@@ -130,7 +142,7 @@ class _Gate:
             extra,
             b"connection: close\r\n" if close else b"",
         )
-        return head + data
+        return head if method == b"HEAD" else head + data
 
     def refusal(self) -> bytes:
         state = self.controller.state.value
@@ -139,8 +151,9 @@ class _Gate:
         return self.answer(503, body, close=True, extra=retry)
 
     # --- the gate's own tasks -------------------------------------------------------------------
-    async def run(self, task_group: TaskGroup) -> None:
+    async def run(self, task_group: TaskGroup, admin: set[ClientConnection]) -> None:
         self._task_group = task_group
+        self._admin_connections = admin
         task_group.start_soon(self.watch_upstream)
         task_group.start_soon(self.watch_cut)
         task_group.start_soon(self.watch_idle)
@@ -190,12 +203,12 @@ class _Gate:
         while True:
             await anyio.sleep(min(max(timeout / 10, 0.01), 10.0))
             now = time.monotonic()
-            for connection in list(self.connections):
+            for connection in [*self.connections, *self._admin_connections]:
                 if connection.phase == IDLE and now - connection.idle_since > timeout:
                     connection.close()
 
-    def close_all(self) -> None:
-        for connection in list(self.connections):
+    def close_all(self, admin: set[ClientConnection]) -> None:
+        for connection in [*self.connections, *admin]:
             upstream = connection.upstream
             if upstream is not None:
                 upstream.abort()
@@ -213,7 +226,10 @@ class _Gate:
         }
 
     def _probe(self, head: RequestHead, ok: bool) -> bytes:
-        return self.answer(200 if ok else 503, self._probe_body(ok), close=not head.keep_alive)
+        status = 200 if ok else 503
+        return self.answer(
+            status, self._probe_body(ok), close=not head.keep_alive, method=head.method
+        )
 
     def _ready(self, head: RequestHead) -> bytes:
         # check_ready() also tells the kit a balancer saw the drain (the window may close)
@@ -228,39 +244,13 @@ class _Gate:
 
     def _metrics(self, head: RequestHead) -> bytes:
         text = render_metrics(self.controller).encode()
-        return self.answer(200, text, content_type=METRICS_CONTENT_TYPE)
-
-    def _drain(self, head: RequestHead) -> LocalAnswer:
-        """The preStop hook: drain; answer once the window closed and nothing is in flight."""
-        try:
-            query = parse_qs(head.query.decode("latin-1"), strict_parsing=False)
-            wait = _seconds(query, "propagation_wait", None)
-            timeout = _seconds(query, "timeout", None)
-        except ValueError as exc:
-            return self.answer(400, {"error": str(exc)}, close=True)
-
-        async def drain() -> bytes:
-            started = time.monotonic()
-            # The kit serves new requests through the propagation window (at most ``wait``:
-            # this hook's own bound), then refuses them; drained = window closed and nothing
-            # in flight.
-            self.controller.begin_drain(timeout=self.config.drain_timeout, propagation=wait)
-            drained = await self.controller.wait_drained(timeout)
-            report = {
-                "drained": drained,
-                "seconds": round(time.monotonic() - started, 3),
-                "statistics": self.controller.statistics().to_dict(),
-            }
-            return self.answer(200 if drained else 504, report, close=not head.keep_alive)
-
-        return drain
-
-
-def _seconds(query: dict[str, list[str]], key: str, default: float | None) -> float | None:
-    values = query.get(key)
-    if not values:
-        return default
-    return parse_duration(values[-1])
+        return self.answer(
+            200,
+            text,
+            content_type=METRICS_CONTENT_TYPE,
+            close=not head.keep_alive,
+            method=head.method,
+        )
 
 
 async def serve_gate(
@@ -276,14 +266,23 @@ async def serve_gate(
     """
     gate = _Gate(config, controller)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(
-        lambda: ClientConnection(gate), config.listen_host, config.listen_port, backlog=1024
-    )
+    servers = [
+        await loop.create_server(
+            lambda: ClientConnection(gate), config.listen_host, config.listen_port, backlog=1024
+        )
+    ]
+    admin = AdminFront(gate, config.admin_token)
     try:
+        if config.admin_port is not None:
+            host = config.admin_host or ("0.0.0.0" if config.admin_token else "127.0.0.1")
+            servers.append(
+                await loop.create_server(lambda: ClientConnection(admin), host, config.admin_port)
+            )
         async with anyio.create_task_group() as tg:
-            await gate.run(tg)
-            task_status.started(server.sockets[0].getsockname()[1])
+            await gate.run(tg, admin.connections)
+            task_status.started(servers[0].sockets[0].getsockname()[1])
             await anyio.sleep_forever()
     finally:
-        server.close()
-        gate.close_all()
+        for server in servers:
+            server.close()
+        gate.close_all(admin.connections)

@@ -62,8 +62,10 @@ def engine() -> Iterator[subprocess.Popen[bytes]]:
 
 
 class Gate:
-    def __init__(self, port: int, controller: DrainController) -> None:
+    def __init__(self, port: int, admin_port: int, controller: DrainController) -> None:
         self.url = f"http://127.0.0.1:{port}"
+        self.admin_port = admin_port
+        self.admin_url = f"http://127.0.0.1:{admin_port}"
         self.controller = controller
 
 
@@ -77,16 +79,18 @@ async def gate(engine: subprocess.Popen[bytes], idle_timeout: float) -> AsyncIte
     controller = DrainController(
         drain_timeout=10, propagation=PropagationWindow(max_seconds=0.5, quiet_seconds=0.2)
     )
+    admin_port = free_port()
     config = GateConfig(
         listen_port=0,
         listen_host="127.0.0.1",
         upstream_port=engine.port,  # type: ignore[attr-defined]
         check_interval=0.1,
         idle_timeout=idle_timeout,
+        admin_port=admin_port,
     )
     async with anyio.create_task_group() as tg:
         port = await tg.start(serve_gate, config, controller)
-        yield Gate(port, controller)
+        yield Gate(port, admin_port, controller)
         tg.cancel_scope.cancel()
 
 
@@ -195,7 +199,8 @@ async def test_the_drain_serves_through_the_window_then_refuses_and_waits_for_st
         drain: list[httpx.Response] = []
 
         async def call_drain() -> None:
-            drain.append(await client.get(f"{gate.url}/-/drain?propagation_wait=1s&timeout=20s"))
+            url = f"{gate.admin_url}/-/drain?propagation_wait=1s&timeout=20s"
+            drain.append(await client.get(url))
 
         tg.start_soon(call_drain)
         await anyio.sleep(0.1)
@@ -230,17 +235,16 @@ async def test_an_engine_that_is_gone_is_a_502_counted_as_failed(
 async def test_the_drain_command_drains_a_running_gate(
     gate: Gate, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`python3 -m asyncdeploy.gate drain --port P` (for an exec hook): exit 0 once drained,
-    the report on stdout; 2 when no gate answers."""
+    """`python3 -m asyncdeploy.gate drain --port ADMIN` (for an exec hook): exit 0 once
+    drained, the report on stdout; 2 when no gate answers."""
     from asyncdeploy.gate.__main__ import _drain
 
     async with httpx.AsyncClient() as client:
         await until_ready(client, gate)
-    port = int(gate.url.rsplit(":", 1)[1])
-    assert await _drain(port, "0.2s", 10.0) == 0
+    assert await _drain(gate.admin_port, "0.2s", 10.0, None) == 0
     assert '"drained":true' in capsys.readouterr().out
     assert gate.controller.state is DrainState.DRAINING
-    assert await _drain(free_port(), None, 2.0) == 2
+    assert await _drain(free_port(), None, 2.0, None) == 2
 
 
 async def raw_exchange(gate: Gate, data: bytes, *, until_closed: bool = False) -> bytes:
