@@ -20,7 +20,8 @@ import anyio
 
 from asyncdeploy.workload import DrainController, PropagationWindow, parse_duration
 
-from ._http import parse_response_head
+from ._http import status_of
+from ._limits import HEADER_TIMEOUT, IDLE_TIMEOUT, Limits, default_max_connections
 from ._reader import Reader
 from ._server import GateConfig, serve_gate
 
@@ -72,6 +73,24 @@ def _parser() -> argparse.ArgumentParser:
         default="auto",
         help="the event loop: uvloop when installed (auto, the gate image has it), or asyncio's",
     )
+    parser.add_argument(
+        "--header-timeout",
+        type=parse_duration,
+        default=HEADER_TIMEOUT,
+        help="a request head not received this long after its first byte gets 408 (default 10s)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=parse_duration,
+        default=IDLE_TIMEOUT,
+        help="a kept-alive connection with no request this long is closed (default 120s)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        help="client connections held at once, past it 503 (default: half the descriptor limit)",
+    )
     parser.add_argument("--log-level", default="INFO")
     sub = parser.add_subparsers(dest="command")
     drain = sub.add_parser("drain", help="drain the gate whose admin port is --port")
@@ -111,18 +130,21 @@ async def _drain(port: int, wait: str | None, timeout: float | None, token: str 
             raw = await reader.head()
             if raw is None:
                 raise OSError("the gate closed the connection")
-            head = parse_response_head(raw)
-            body = reader.take(head.length)
-            while len(body) < head.length:
-                body += await reader.some(head.length - len(body))
+            status = status_of(raw)
+            body = reader.take(1 << 20)
+            while True:  # Connection: close: the answer ends with the connection
+                try:
+                    body += await reader.some()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    break
     except (OSError, anyio.EndOfStream, anyio.BrokenResourceError, ValueError) as exc:
         sys.stderr.write(f"drain: gate on port {port}: {exc}\n")
         return 2
-    if head.status == 403:
+    if status == 403:
         sys.stderr.write(f"drain: gate on port {port} refused the admin token\n")
         return 2
     sys.stdout.write(body.decode("utf-8", "replace") + "\n")
-    return 0 if head.status == 200 else 1
+    return 0 if status == 200 else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -145,6 +167,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         admin_port=args.admin_port,
         admin_host=args.admin_host,
         admin_token=token,
+        limits=Limits(
+            header_timeout=args.header_timeout,
+            idle_timeout=args.idle_timeout,
+            max_connections=args.max_connections or default_max_connections(),
+        ),
     )
     try:
         options = loop_options(args.loop)

@@ -30,8 +30,9 @@ from urllib.parse import parse_qsl
 from asyncdeploy.workload import DrainController, parse_duration
 from asyncdeploy.workload.control import execute_command
 
-from ._http import RequestHead
-from ._relay import ClientConnection, LocalAnswer
+from ._client import ClientConnection, LocalAnswer
+from ._exchange import Exchange
+from ._limits import Limits
 from ._upstream import UpstreamConnection
 
 __all__ = ["CONTROL_PREFIX", "DRAIN_PATH", "AdminFront"]
@@ -50,32 +51,31 @@ class Gate(Protocol):
     def answer(
         self, status: int, body: object, *, close: bool = False, method: bytes = b"GET"
     ) -> bytes: ...
-    def refusal(self) -> bytes: ...
+    def refusal(self, *, close: bool) -> bytes: ...
     def spawn(self, function: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None: ...
 
 
 class AdminFront:
     """What the admin port's connections answer (``_relay.Front``): only local answers."""
 
-    def __init__(self, gate: Gate, token: str | None) -> None:
+    def __init__(self, gate: Gate, token: str | None, limits: Limits) -> None:
         self._gate = gate
         self._token = token.encode() if token else None
+        self.limits = limits
         self.connections: set[ClientConnection] = set()
 
     @property
     def controller(self) -> DrainController:
         return self._gate.controller
 
-    def local(self, head: RequestHead) -> LocalAnswer:
+    def local(self, head: Exchange) -> LocalAnswer:
         gate = self._gate
         close = not head.keep_alive
         if head.method not in (b"GET", b"POST", b"HEAD"):
-            return gate.answer(405, {"error": "GET or POST"}, close=True, method=head.method)
+            return self._closing(head, 405, {"error": "GET or POST"})
         query = parse_qsl(head.query.decode("latin-1"), keep_blank_values=True)
         if not self._authorized(head, query):
-            return gate.answer(
-                403, {"error": "no valid admin token"}, close=True, method=head.method
-            )
+            return self._closing(head, 403, {"error": "no valid admin token"})
         arguments = [(k, v) for k, v in query if k != "token"]
         if head.path == DRAIN_PATH:
             return self._drain(head, dict(arguments))
@@ -87,22 +87,26 @@ class AdminFront:
         status = 200 if reply.get("ok") else 400
         return gate.answer(status, reply, close=close, method=head.method)
 
-    def _authorized(self, head: RequestHead, query: list[tuple[str, str]]) -> bool:
+    def _closing(self, exchange: Exchange, status: int, body: object) -> bytes:
+        exchange.keep_alive = False  # the connection ends with this answer
+        return self._gate.answer(status, body, close=True, method=exchange.method)
+
+    def _authorized(self, head: Exchange, query: list[tuple[str, str]]) -> bool:
         expected = self._token
         if expected is None:
             return True  # loopback only: see serve_gate
         offered = [v.encode("latin-1") for k, v in query if k == "token"]
-        offered += [v for k, v in head.headers if k == TOKEN_HEADER]
+        offered += [v for k, v in head.headers if k.lower() == TOKEN_HEADER]
         return any(hmac.compare_digest(expected, value) for value in offered)
 
-    def _drain(self, head: RequestHead, arguments: dict[str, str]) -> LocalAnswer:
+    def _drain(self, head: Exchange, arguments: dict[str, str]) -> LocalAnswer:
         """The preStop hook: drain; answer once the window closed and nothing is in flight."""
         gate = self._gate
         try:
             wait = _seconds(arguments.get("propagation_wait"))
             timeout = _seconds(arguments.get("timeout"))
         except ValueError as exc:
-            return gate.answer(400, {"error": str(exc)}, close=True, method=head.method)
+            return self._closing(head, 400, {"error": str(exc)})
         controller = self.controller
 
         async def drain() -> bytes:
@@ -123,11 +127,8 @@ class AdminFront:
         return drain
 
     # --- the rest of ``_relay.Front``: never relayed, so never an upstream ---------------------
-    def answer(self, status: int, body: object, *, close: bool = False) -> bytes:
-        return self._gate.answer(status, body, close=close)
-
-    def refusal(self) -> bytes:
-        return self._gate.refusal()
+    def refusal(self, *, close: bool) -> bytes:
+        return self._gate.refusal(close=close)
 
     def spawn(self, function: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
         self._gate.spawn(function, *args)
