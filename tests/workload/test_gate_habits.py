@@ -16,7 +16,7 @@ import anyio
 import h11
 import httpx
 import pytest
-from websockets.asyncio.client import connect
+from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
@@ -28,7 +28,6 @@ from tests.workload.test_gate_proxy import (
     Gate,
     anyio_backend,
     engine,
-    free_port,
     raw_exchange,
     until_ready,
 )
@@ -216,8 +215,11 @@ async def test_a_websocket_open_at_the_drain_deadline_is_closed_visibly(
         assert await websocket.recv() == "before"
         controller.begin_drain()  # deadline 1 s
         with anyio.fail_after(5), pytest.raises(ConnectionClosed):
-            while True:
-                await websocket.recv()
+            await read_until_closed(websocket)
     assert controller.statistics().cut_at_deadline == 1
     assert controller.in_flight == 0
-    free_port()  # (the port helper is shared; nothing listens on what it returns)
+
+
+async def read_until_closed(websocket: ClientConnection) -> None:
+    while True:
+        await websocket.recv()
