@@ -30,8 +30,9 @@ import httptools
 from asyncdeploy.workload import DrainController, DrainState, RequestOutcome
 
 from ._exchange import Exchange, Phase
-from ._http import MAX_HEAD, answer
+from ._http import answer
 from ._limits import Limits
+from ._reading import RequestReader
 from ._upstream import WRITE_HIGH, UpstreamConnection
 
 __all__ = ["MAX_HELD", "MAX_QUEUED", "ClientConnection", "Front", "LocalAnswer"]
@@ -77,8 +78,7 @@ class ClientConnection(asyncio.Protocol):
         "_broken",
         "_eof",
         "_front",
-        "_parser",
-        "_parsing",
+        "_reader",
         "_reusable",
         "_served",
         "_write_paused",
@@ -93,9 +93,8 @@ class ClientConnection(asyncio.Protocol):
     def __init__(self, front: Front) -> None:
         self._front = front
         self.transport: asyncio.Transport | None = None
-        self._parser = httptools.HttpRequestParser(self)
         self.queue: deque[Exchange] = deque()
-        self._parsing: Exchange | None = None  # the request llhttp is reading
+        self._reader = RequestReader(self.queue, self._body)
         self._backlog = b""  # input held unparsed while the queue is full
         self.upstream: UpstreamConnection | None = None
         self.tunnel = False
@@ -173,64 +172,15 @@ class ClientConnection(asyncio.Protocol):
             self.upstream.resume()
         self._advance()
 
-    # --- llhttp's callbacks ---------------------------------------------------------------------
-    def on_message_begin(self) -> None:
-        self._parsing = Exchange(time.monotonic())
-
-    def on_url(self, url: bytes) -> None:
-        exchange = cast(Exchange, self._parsing)
-        exchange.target += url
-        exchange.head_size += len(url)
-        if exchange.head_size > MAX_HEAD:
-            exchange.error = (431, f"request head longer than {MAX_HEAD} bytes")
-            raise ValueError(exchange.error[1])
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        exchange = cast(Exchange, self._parsing)
-        exchange.head_size += len(name) + len(value) + 4
-        if exchange.head_size > MAX_HEAD:
-            exchange.error = (431, f"request head longer than {MAX_HEAD} bytes")
-            raise ValueError(exchange.error[1])
-        if exchange.phase is Phase.PARSING:
-            exchange.headers.append((name, value))
-        else:
-            exchange.trailers.append((name, value))
-
-    def on_headers_complete(self) -> None:
-        exchange = cast(Exchange, self._parsing)
-        parser = self._parser
-        exchange.head_complete(
-            parser.get_method(),
-            parser.get_http_version(),
-            parser.should_keep_alive(),
-            parser.should_upgrade(),
-        )
-        self.queue.append(exchange)
-
-    def on_body(self, body: bytes) -> None:
-        exchange = cast(Exchange, self._parsing)
-        phase = exchange.phase
-        if phase is Phase.RELAYING and self.upstream is not None:
-            data = exchange.frame(body)
+    def _body(self, exchange: Exchange, data: bytes) -> None:
+        """A piece of a request's body, framed as it goes to the engine (``_reading``)."""
+        if exchange.phase is Phase.RELAYING and self.upstream is not None:
             self.upstream.write(data)
             if exchange.kept is not None:
                 exchange.kept.append(data)
-        elif phase <= Phase.OPENING:  # not sent on yet: it waits (bounded, see _holding)
-            exchange.wait_with(exchange.frame(body))
+        elif exchange.phase <= Phase.OPENING:  # not sent on yet: it waits (see _holding)
+            exchange.wait_with(data)
         # an answered (local, refused) request's body is read and dropped
-
-    def on_message_complete(self) -> None:
-        exchange = cast(Exchange, self._parsing)
-        self._parsing = None
-        exchange.received = True
-        end = exchange.end()
-        if exchange.phase is Phase.RELAYING and self.upstream is not None:
-            if end:
-                self.upstream.write(end)
-                if exchange.kept is not None:
-                    exchange.kept.append(end)
-        elif exchange.phase <= Phase.OPENING:
-            exchange.wait_with(end)
 
     # --- parsing and taking requests ----------------------------------------------------------
     def _holding(self) -> bool:
@@ -253,7 +203,7 @@ class ClientConnection(asyncio.Protocol):
             piece = view[:_SLICE] if self.queue else view
             view = view[len(piece) :]
             try:
-                self._parser.feed_data(piece)
+                self._reader.feed(piece)
             except httptools.HttpParserUpgrade as upgrade:
                 # the last request asked for an upgrade: what follows waits for its answer
                 upgraded = self.queue[-1]
@@ -270,12 +220,12 @@ class ClientConnection(asyncio.Protocol):
         its turn; nothing after it is read."""
         self._broken = True
         self._backlog = b""
-        exchange = self._parsing
+        exchange = self._reader.parsing
         if exchange is None:
             exchange = Exchange(time.monotonic())
         if exchange.error is None:
             exchange.error = (400, f"malformed request: {reason}"[:200])
-        self._parsing = None
+        self._reader.parsing = None
         if exchange.phase is Phase.PARSING:
             exchange.phase = Phase.QUEUED
             self.queue.append(exchange)
@@ -318,7 +268,7 @@ class ClientConnection(asyncio.Protocol):
             if admission is None:
                 # The drain's window closed: each request held gets its 503, the last one
                 # with Connection: close.
-                last = len(queue) == 1 and self._parsing is None and not self._backlog
+                last = len(queue) == 1 and self._reader.parsing is None and not self._backlog
                 self._write(front.refusal(close=last))
                 self._done_locally(exchange, close=last)
                 continue
@@ -410,7 +360,7 @@ class ClientConnection(asyncio.Protocol):
         exchange.kept = None  # the engine answers: this request is never sent again
         keep = exchange.keep_alive and keep_alive and not self._eof
         if keep and self._front.controller.state is not DrainState.SERVING:
-            keep = len(self.queue) > 1 or self._parsing is not None or bool(self._backlog)
+            keep = len(self.queue) > 1 or self._reader.parsing is not None or bool(self._backlog)
         if not keep:
             exchange.keep_alive = False
         return keep
@@ -497,7 +447,7 @@ class ClientConnection(asyncio.Protocol):
         keep-alive connection idle past ``idle_timeout`` is closed."""
         if self.closed or self.queue:
             return  # an exchange in flight: its own time is the engine's
-        exchange = self._parsing
+        exchange = self._reader.parsing
         if exchange is not None or not self._served:
             started = exchange.started if exchange is not None else self.idle_since
             if now - started > limits.header_timeout:
