@@ -48,6 +48,7 @@ from asyncdeploy.plan._fields import (
 
 __all__ = [
     "DEFAULT_GATE_IMAGE",
+    "GATE_TOKEN_ENV",
     "Autoheal",
     "Checks",
     "Gate",
@@ -65,6 +66,9 @@ __all__ = [
 ]
 
 DEFAULT_GATE_IMAGE = "asyncdeploy-gate/gate:latest"  # built by ci/build-gate-image.sh
+#: The environment variable that hands a gate its admin token (``plan.gating`` draws a fresh
+#: one per expansion; ``plan_digest`` covers where it goes, not its value).
+GATE_TOKEN_ENV = "ASYNCDEPLOY_GATE_TOKEN"
 
 RestartPolicy = Literal["no", "always", "on-failure", "unless-stopped"]
 PullPolicy = Literal["IfNotPresent", "Always", "Never"]
@@ -316,6 +320,17 @@ class Gate:
             "The longest the drain goes on serving new requests while traffic moves away (the kit's propagation window; it closes earlier once a readiness probe saw the drain and requests stopped), before it refuses them with 503."
         ),
     )
+    admin_port: int = attrs.field(
+        default=9901,
+        validator=port_number,
+        metadata=about(
+            "The gate's admin port: its drain, reached by the container's pre-stop hook with a per-workload token (never published, never in a Service; keep it off every port clients reach)."
+        ),
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.admin_port == self.upstream:
+            raise PlanError("admin_port", f"{self.admin_port} is the engine's own port")
 
 
 @attrs.frozen(kw_only=True)
