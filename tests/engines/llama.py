@@ -69,7 +69,9 @@ GATE_PORT = 8000  # the gate: what the balancer reaches
 # own defaults (2 s, 3) are issue 23's (the window rule at defaults), not this test's subject.
 CHECKS = BalancerOptions(check_interval=0.5, fall=2, check_timeout=3.0)
 PROPAGATION_SECONDS = 5  # the gate serves this long after its drain began (then refuses)
-STREAM_TOKENS = 32  # short answers: ~0.5 s alone, 1-3 s beside the others on 2 shared cores
+# Short answers: ~0.3 s alone. On this 2-core machine shared by other runs (load 15-25) an engine
+# got 6 % of a core and 32-token streams outlasted a 15 s drain deadline: keep them short.
+STREAM_TOKENS = 16
 STREAMS = 4  # concurrent streamed chat completions, one pooled client
 SHORTS = 2  # concurrent short (non-streamed, 2-token) chat completions, one pooled session
 
@@ -154,7 +156,9 @@ def llama_plan(
         {
             "name": name,
             "labels": labels,
-            "termination_grace_period_seconds": 20 if gated else 8,
+            # gated: the gate's drain may take up to 25 s (streams in flight on a loaded machine);
+            # it ends as soon as nothing is in flight
+            "termination_grace_period_seconds": 30 if gated else 8,
             "containers": [engine],
             **(extra or {}),
         }
@@ -209,6 +213,21 @@ class ChatClients:
     base_url: str
     stop: anyio.Event = attrs.field(factory=anyio.Event)
     exchanges: list[Exchange] = attrs.field(factory=list)
+    # the server of each stream answering now (its head arrived, its end not yet)
+    streaming: dict[int, str] = attrs.field(factory=dict)
+    _stream_began: anyio.Event = attrs.field(factory=anyio.Event)
+
+    async def streaming_on(self, server: str, timeout: float = 60) -> None:
+        """Return once a stream is being answered by ``server``: a drain begun then has one
+        to hold to its last byte."""
+        with anyio.fail_after(timeout):
+            while server not in self.streaming.values():
+                await self._stream_began.wait()
+
+    def _begin_stream(self, key: int, server: str) -> None:
+        self.streaming[key] = server
+        self._stream_began.set()
+        self._stream_began = anyio.Event()
 
     def failures(self) -> list[Exchange]:
         return [e for e in self.exchanges if not e.ok]
@@ -230,11 +249,15 @@ class ChatClients:
                     body = (await response.aread())[:120].decode(errors="replace")
                     self._record("stream", started, False, server, f"{response.status_code} {body}")
                     return
-                async for line in response.aiter_lines():
-                    if line == "data: [DONE]":
-                        done = True
-                    elif line.startswith("data: {"):
-                        chunks += 1
+                self._begin_stream(id(response), server)
+                try:
+                    async for line in response.aiter_lines():
+                        if line == "data: [DONE]":
+                            done = True
+                        elif line.startswith("data: {"):
+                            chunks += 1
+                finally:
+                    del self.streaming[id(response)]
         except httpx.HTTPError as exc:
             self._record("stream", started, False, server, f"after {chunks} chunks: {exc!r}")
             return
@@ -399,6 +422,7 @@ async def serve_and_disrupt(
                 tg.start_soon(traffic)
                 await anyio.sleep(warmup)  # connections kept alive and reused before the drain
                 if successor is None:
+                    await clients.streaming_on(drained)
                     async with deployer.terminate(drained) as stream:
                         events.extend([e async for e in stream])
                 else:
@@ -406,6 +430,7 @@ async def serve_and_disrupt(
 
                     async def route_to_new(_: object) -> None:
                         await haproxy.enable(new.name, timeout=60)
+                        await clients.streaming_on(drained)  # the old one's drain begins next
 
                     async with deployer.replacing(
                         new,
