@@ -278,8 +278,11 @@ class ChatClients:
                     detail = f"{response.status} {body[:120].decode(errors='replace')}"
                     self._record("short", started, False, server, detail)
                     return
-                answer = json.loads(body)
-                assert answer["choices"][0]["message"]["role"] == "assistant", answer
+                if json.loads(body).get("object") != "chat.completion":
+                    self._record(
+                        "short", started, False, server, f"not a chat completion: {body!r}"
+                    )
+                    return
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             self._record("short", started, False, server, repr(exc))
             return
