@@ -5,7 +5,8 @@ read-only) in two gated workloads behind a stock HAProxy that does not retry, wi
 OpenAI SDK users have (keep-alive pools, HTTP/1.1, streamed and short
 ``POST /v1/chat/completions``): one workload deleted or replaced loses nothing, and every stream
 ends with ``data: [DONE]``. The control, the same engine published without its gate, loses
-requests: the test can see a loss. ``tests/engines/llama.py`` has the clients and the run.
+requests: the test can see a loss. ``tests/engines/chat_clients.py`` has the clients and the run,
+``tests/engines/llama.py`` the server.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import yaml
 from asyncdeploy import Deployer, WorkloadPlan
 from asyncdeploy.drivers.engine._netcheck import tcp_open, workload_address
 from asyncdeploy.verify._ports import free_port
+from tests.engines.chat_clients import assert_nothing_lost, back_to_back, serve_and_disrupt
 from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL
 from tests.engines.llama import (
     ENGINE_PORT,
@@ -25,12 +27,9 @@ from tests.engines.llama import (
     IMAGE,
     MODEL,
     REPO,
-    assert_nothing_lost,
-    back_to_back,
     listening_on,
     llama_plan,
     require_image,
-    serve_and_disrupt,
 )
 from tests.engines.test_example_plans import for_this_run
 
@@ -139,10 +138,13 @@ async def test_the_llama_server_example_keeps_the_engine_port_off_the_workloads_
     plan = _example(deployer.driver_name, host)
     await deployer.create(plan)
     status = await deployer.wait_ready(plan.name, timeout=120)
-    [published] = [p.host_port for p in status.ports if p.container_port == GATE_PORT]
+    # the IPv4 one: Docker may give the IPv6 binding another host port
+    [published_port] = [
+        p.host_port for p in status.ports if p.container_port == GATE_PORT and ":" not in p.host_ip
+    ]
     async with httpx.AsyncClient(timeout=30) as client:
         answer = await client.post(
-            f"http://127.0.0.1:{published}/v1/chat/completions",
+            f"http://127.0.0.1:{published_port}/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2},
         )
     assert answer.status_code == 200 and answer.json()["object"] == "chat.completion"

@@ -3,8 +3,8 @@
 the model a read-only hostPath), behind a stock HAProxy (no retry) that reaches each Pod at the
 loopback host port its plan publishes, as verify's HAProxy does; OpenAI-style keep-alive
 clients. One Pod deleted or replaced loses nothing; the same engine without its gate loses
-requests. The clients and the run are ``tests/engines/llama.py``'s, shared with Docker and
-Podman.
+requests. The server, the clients and the run are ``tests/engines/llama.py``'s and
+``chat_clients.py``'s, shared with Docker and Podman.
 
 The image is the node's copy of ``asyncdeploy-test/llama-server`` (``ci/start-kube.sh`` imports
 it when Docker has it and prints ``ASYNCDEPLOY_TEST_K8S_LLAMA_IMAGE``); the model is read from
@@ -22,13 +22,8 @@ from real_cluster import RUN_ID, namespace_fixtures
 from asyncdeploy import Deployer, WorkloadPlan
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
 from asyncdeploy.verify._ports import free_port
-from tests.engines.llama import (
-    assert_nothing_lost,
-    llama_plan,
-    require_model,
-    serve_and_disrupt,
-    unavailable,
-)
+from tests.engines.chat_clients import assert_nothing_lost, serve_and_disrupt
+from tests.engines.llama import llama_plan, require_model, unavailable
 
 NAMESPACE = f"asyncdeploy-test-{RUN_ID}-llama"
 LLAMA_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_LLAMA_IMAGE", "")
