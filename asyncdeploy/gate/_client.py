@@ -187,33 +187,44 @@ class ClientConnection(asyncio.Protocol):
         """Whether input waits unparsed: the queue is full, or an upgrade request is in flight
         (what follows it is the tunnel's, or the next request's: its answer tells)."""
         queue = self.queue
-        if self._broken or len(queue) >= MAX_QUEUED:
+        if not queue:  # the common case, on every read: nothing held
+            return self._broken
+        if self._broken or len(queue) >= MAX_QUEUED or queue[-1].upgrade:
             return True
-        if queue and queue[-1].upgrade:
-            return True
+        if len(queue) == 1:
+            return queue[0].pending_size > MAX_HELD
         return sum(e.pending_size for e in queue) > MAX_HELD
 
     def _feed(self, data: bytes) -> None:
+        if len(data) <= _SLICE and not self.queue:  # the common case: one request, idle
+            self._feed_piece(data, b"")
+            return
         view = memoryview(data)
         while view:
             if self._holding():
                 self._backlog = bytes(view)
                 self._block(_HELD)
                 return
-            piece = view[:_SLICE] if self.queue else view
+            piece = view[:_SLICE]
             view = view[len(piece) :]
-            try:
-                self._reader.feed(piece)
-            except httptools.HttpParserUpgrade as upgrade:
-                # the last request asked for an upgrade: what follows waits for its answer
-                upgraded = self.queue[-1]
-                upgraded.upgrade_rest = bytes(piece[upgrade.args[0] :]) + bytes(view)
+            if self._feed_piece(piece, view):
                 return
-            except httptools.HttpParserError as exc:
-                self._malformed(str(exc.__cause__ or exc.__context__ or exc))
-                return
-            if self.queue:
+            if view and self.queue:
                 self._advance()
+
+    def _feed_piece(self, piece: bytes | memoryview, rest: bytes | memoryview) -> bool:
+        """Parse ``piece`` (``rest`` follows it); True when parsing stops here."""
+        try:
+            self._reader.feed(piece)
+        except httptools.HttpParserUpgrade as upgrade:
+            # the last request asked for an upgrade: what follows waits for its answer
+            upgraded = self.queue[-1]
+            upgraded.upgrade_rest = bytes(piece[upgrade.args[0] :]) + bytes(rest)
+            return True
+        except httptools.HttpParserError as exc:
+            self._malformed(str(exc.__cause__ or exc.__context__ or exc))
+            return True
+        return False
 
     def _malformed(self, reason: str) -> None:
         """llhttp refused the input: the request it was reading gets 400 (431: too large) in
@@ -237,7 +248,7 @@ class ClientConnection(asyncio.Protocol):
         if self._backlog and not self._holding():
             backlog, self._backlog = self._backlog, b""
             self._feed(backlog)
-        if not self._backlog and not self._holding():
+        if self._blocks & _HELD and not self._backlog and not self._holding():
             self._unblock(_HELD)
 
     def _advance(self) -> None:
@@ -329,10 +340,13 @@ class ClientConnection(asyncio.Protocol):
         replay: list[bytes] | None,
     ) -> None:
         upstream.start(self, exchange.method)
-        parts = replay if replay is not None else [exchange.head_bytes()]
-        parts += exchange.pending
-        exchange.pending, exchange.pending_size = [], 0
-        data = b"".join(parts)
+        if replay is None and not exchange.pending:
+            data = exchange.head_bytes()
+        else:
+            parts = replay if replay is not None else [exchange.head_bytes()]
+            parts += exchange.pending
+            exchange.pending, exchange.pending_size = [], 0
+            data = b"".join(parts)
         upstream.write(data)
         exchange.kept = [data] if reused else None
         exchange.phase = Phase.RELAYING

@@ -51,6 +51,7 @@ class Exchange:
 
     __slots__ = (
         "admission",
+        "declared",
         "error",
         "framing",
         "head_size",
@@ -80,6 +81,7 @@ class Exchange:
         self.headers: Headers = []
         self.trailers: Headers = []
         self.head_size = 0
+        self.declared = False  # a Content-Length or Transfer-Encoding field came
         self.framing = Framing.NONE
         self.length = 0
         self.keep_alive = True
@@ -114,7 +116,8 @@ class Exchange:
     def head_complete(self, method: bytes, version: str, keep_alive: bool, upgrade: bool) -> None:
         self.method, self.version = method, version
         self.keep_alive, self.upgrade = keep_alive, upgrade
-        self.framing, self.length = framing_of(self.headers, response=False)
+        if self.declared:
+            self.framing, self.length = framing_of(self.headers, response=False)
         self.phase = Phase.QUEUED
 
     def head_bytes(self) -> bytes:

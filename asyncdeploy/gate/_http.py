@@ -62,12 +62,12 @@ def framing_of(headers: Headers, *, response: bool) -> tuple[Framing, int]:
     lengths, so what is left is unambiguous."""
     length = -1
     for name, value in headers:
-        lower = name.lower()
-        if lower == b"transfer-encoding":
+        size = len(name)  # compared first: most fields are neither (measured, per request)
+        if size == 17 and name.lower() == b"transfer-encoding":
             if value.rsplit(b",", 1)[-1].strip().lower() == b"chunked":
                 return Framing.CHUNKED, 0
             return Framing.UNTIL_CLOSE, 0  # a response coding without chunked: until close
-        if lower == b"content-length":
+        if size == 14 and name.lower() == b"content-length":
             length = int(value.split(b",", 1)[0])
     if length > 0:
         return Framing.LENGTH, length

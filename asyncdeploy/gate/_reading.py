@@ -20,6 +20,8 @@ from ._http import MAX_HEAD
 
 __all__ = ["RequestReader"]
 
+_FRAMING_SIZES = frozenset((len(b"content-length"), len(b"transfer-encoding")))
+
 
 class RequestReader:
     """The parser of one client connection and the request it is reading (``parsing``)."""
@@ -55,6 +57,8 @@ class RequestReader:
             _too_large(exchange)
         if exchange.phase is Phase.PARSING:
             exchange.headers.append((name, value))
+            if len(name) in _FRAMING_SIZES:  # Content-Length, Transfer-Encoding (framing_of)
+                exchange.declared = True
         else:
             exchange.trailers.append((name, value))
 
