@@ -121,6 +121,8 @@ class Exchange:
         self.phase = Phase.QUEUED
 
     def head_bytes(self) -> bytes:
+        """The head as the engine gets it: rebuilt, in one canonical form (llhttp accepts a
+        request line with two spaces, which h11 refuses: the engine never sees that)."""
         return request_head(self.method, self.target, self.version, self.headers)
 
     def frame(self, body: bytes) -> bytes:

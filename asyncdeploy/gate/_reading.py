@@ -40,11 +40,10 @@ class RequestReader:
         self._parser.feed_data(data)
 
     # --- llhttp's callbacks ---------------------------------------------------------------------
-    def on_message_begin(self) -> None:
-        self.parsing = Exchange(time.monotonic())
-
     def on_url(self, url: bytes) -> None:
-        exchange = cast(Exchange, self.parsing)
+        exchange = self.parsing
+        if exchange is None:  # a request's first callback (on_message_begin would cost a call)
+            exchange = self.parsing = Exchange(time.monotonic())
         exchange.target += url
         exchange.head_size += len(url)
         if exchange.head_size > MAX_HEAD:

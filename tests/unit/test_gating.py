@@ -21,7 +21,15 @@ from asyncdeploy.labels import (
     LABEL_READINESS_NET,
     LABEL_ROLE,
 )
-from asyncdeploy.plan import DEFAULT_GATE_IMAGE, GATE_TOKEN_ENV, HTTPGet, WorkloadPlan, plan_digest
+from asyncdeploy.masking import mask_tree
+from asyncdeploy.plan import (
+    DEFAULT_GATE_IMAGE,
+    GATE_TOKEN_ENV,
+    HTTPGet,
+    WorkloadPlan,
+    plan_digest,
+    plan_to_mapping,
+)
 from asyncdeploy.plan.gating import expand_gates
 from asyncdeploy.plan.schema import plan_schema
 
@@ -100,6 +108,7 @@ def test_each_expansion_draws_its_own_token_and_the_digest_does_not_see_it() -> 
         hook = plan.containers[1].pre_stop_http
         assert hook is not None and hook.path.endswith(f"&token={token}")
     assert plan_digest(first) == plan_digest(second)
+    assert tokens[0] not in str(mask_tree(plan_to_mapping(first)))  # printed: masked
     other = expand_gates(acceptance_plan(termination_grace_period_seconds=90))
     assert plan_digest(other) != plan_digest(first)  # anything else still counts
 
