@@ -14,6 +14,10 @@ round, the rounds one after the other: a change of the machine's load falls on a
 * **haproxy**: Debian's HAProxy, one thread, keep-alive to the server (its defaults);
 * **nginx**: Debian's nginx, one worker, upstream keep-alive, ``proxy_buffering off`` (what
   SSE needs through nginx);
+* **relay-floor**: the least any Python proxy on uvloop does: bytes from the client to the
+  server and back in protocol callbacks, nothing parsed, counted or checked (not a proxy: one
+  client connection, one server connection, no HTTP); what the gate costs above it is its
+  HTTP work;
 * **uvicorn** (on demand): an ASGI proxy under uvicorn with ``httpx``: the obvious
   alternative, measured once to choose the gate's stack.
 
@@ -133,6 +137,31 @@ async def app(scope, receive, send):
 """
 
 
+_RELAY_FLOOR = r"""
+import asyncio, sys, uvloop
+UPSTREAM = int(sys.argv[2])
+class Upstream(asyncio.Protocol):
+    def __init__(self, client): self.client = client
+    def connection_made(self, transport): self.transport = transport
+    def data_received(self, data): self.client.transport.write(data)
+class Client(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport, self.upstream, self.early = transport, None, []
+        asyncio.get_running_loop().create_task(self.open())
+    async def open(self):
+        loop = asyncio.get_running_loop()
+        _, self.upstream = await loop.create_connection(lambda: Upstream(self), "127.0.0.1", UPSTREAM)
+        for data in self.early: self.upstream.transport.write(data)
+    def data_received(self, data):
+        if self.upstream is None: self.early.append(data)
+        else: self.upstream.transport.write(data)
+async def main():
+    server = await asyncio.get_running_loop().create_server(Client, "127.0.0.1", int(sys.argv[1]))
+    await server.serve_forever()
+uvloop.run(main())
+"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -238,6 +267,8 @@ def start_stack(stack: str, upstream: int, scratch: Path) -> tuple[subprocess.Po
         config = scratch / "nginx.conf"
         config.write_text(NGINX_CONFIG.format(port=port, upstream=upstream, dir=scratch))
         argv = ["nginx", "-c", str(config), "-e", str(scratch / "error.log")]
+    elif stack == "relay-floor":
+        argv = [sys.executable, "-c", _RELAY_FLOOR, str(port), str(upstream)]
     elif stack in GATE_LOOPS:
         argv = [sys.executable, "-m", "asyncdeploy.gate", "--listen", str(port),
                 "--listen-host", "127.0.0.1", "--upstream", str(upstream), "--log-level", "WARNING",
@@ -285,7 +316,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--streams", type=int, default=128)
     parser.add_argument("--tokens", type=int, default=60, help="per stream (20/s: 3 s)")
-    parser.add_argument("--stacks", default="gate,gate-asyncio,haproxy,nginx")
+    parser.add_argument("--stacks", default="gate,gate-asyncio,haproxy,nginx,relay-floor")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out", default=str(REPO / "bench-results" / "bench-gate.json"))
