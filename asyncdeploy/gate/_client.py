@@ -1,19 +1,14 @@
-"""The gate's hot path, client side: an asyncio protocol per connection, llhttp's framing.
+"""The gate's hot path, client side: an asyncio protocol per connection.
 
-Every byte a client sends is fed to ``httptools.HttpRequestParser`` (llhttp); its callbacks make
-one :class:`~._exchange.Exchange` per request, kept in order. The first one is in flight: it is
-answered by the gate (``Front.local``), refused (a 503 once the drain's window closed), or
-admitted by the kit's state machine and relayed: its head rebuilt from what llhttp parsed and
-its body framed as declared (:mod:`._http`), written to the engine connection
-(:mod:`._upstream`) as it arrives, with no task or future per chunk. Pipelined requests wait
-behind it (at most ``MAX_QUEUED`` parsed, ``MAX_HELD`` bytes of bodies and unparsed input: then
-reading pauses). Flow control instead of buffering, for relayed and local answers alike: a
-transport past ``WRITE_HIGH`` unsent pauses the side that feeds it, and the gate takes no
-further request while the client does not read its answers.
-
-An exchange is in flight (counted by the kit) from its admission until the client's transport
-took the last byte of the answer, the client left, or the drain deadline cut it. After a
-``101 Switching Protocols`` the connection is a tunnel, in flight until either side closes.
+:mod:`._reading` turns every byte into :class:`~._exchange.Exchange` values, kept in order; the
+first is in flight: answered by the gate (``Front.local``), refused (503 once the drain's
+window closed), or admitted by the kit and relayed to :mod:`._upstream`, its head rebuilt and
+its body sent as it arrives, with no task or future per chunk. Pipelined requests wait behind
+it (at most ``MAX_QUEUED``, ``MAX_HELD`` bytes: then reading pauses). Flow control, not
+buffering, for relayed and local answers alike: a transport past ``WRITE_HIGH`` unsent pauses
+the side that feeds it. An exchange is in flight until the client's transport took the last
+byte of its answer, the client left, or the drain deadline cut it; after a ``101`` the
+connection is a tunnel, in flight until either side closes.
 """
 
 from __future__ import annotations
@@ -23,13 +18,14 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import httptools
 
-from asyncdeploy.workload import DrainController, DrainState, RequestOutcome
+from asyncdeploy.workload import DrainState, RequestOutcome
 
 from ._exchange import Exchange, Phase
+from ._front import Front, LocalAnswer
 from ._http import answer
 from ._limits import Limits
 from ._reading import RequestReader
@@ -38,9 +34,6 @@ from ._upstream import WRITE_HIGH, UpstreamConnection
 __all__ = ["MAX_HELD", "MAX_QUEUED", "ClientConnection", "Front", "LocalAnswer"]
 
 logger = logging.getLogger("asyncdeploy.gate")
-
-LocalAnswer = bytes | Callable[[], Coroutine[Any, Any, bytes]]
-"""What the gate answers itself: the bytes now, or a coroutine function that makes them."""
 
 MAX_QUEUED = 16
 """Parsed requests a connection holds (the one in flight and those pipelined behind it)."""
@@ -52,21 +45,6 @@ _SLICE = 8 * 1024  # pipelined input is parsed this much at a time, so the bound
 # Why a client connection does not read (a bit mask: reading resumes once none is left).
 _FULL_UPSTREAM = 1  # the engine's write buffer is full (request body flow control)
 _HELD = 2  # MAX_QUEUED requests or MAX_HELD bytes wait for the exchange in flight
-
-
-class Front(Protocol):
-    """What a client connection needs of the gate (``_server._Gate``, ``_admin.AdminFront``)."""
-
-    @property
-    def controller(self) -> DrainController: ...
-    @property
-    def connections(self) -> set[ClientConnection]: ...
-    @property
-    def limits(self) -> Limits: ...
-    def local(self, exchange: Exchange) -> LocalAnswer | None: ...
-    def refusal(self, *, close: bool) -> bytes: ...
-    def spawn(self, function: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None: ...
-    async def connect_upstream(self) -> UpstreamConnection: ...
 
 
 class ClientConnection(asyncio.Protocol):
