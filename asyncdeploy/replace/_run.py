@@ -159,7 +159,6 @@ async def replacing(
         raise WorkloadConflict(
             f"cannot start the replacement as {new_name!r}: a workload has that name",
             engine=driver.name,
-            status=409,
         )
     grace = max(plan.termination_grace_period_seconds, options.grace_period_seconds or 0)
     bound = options.ready_timeout + 2 * grace + LOCK_MARGIN

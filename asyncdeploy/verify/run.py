@@ -205,7 +205,6 @@ async def _refuse_taken(deployer: Deployer, names: Sequence[str]) -> None:
                 f"a workload named {name!r} already exists; verify creates and removes its own "
                 "workloads and will not touch it: choose another plan name",
                 engine=deployer.driver_name,
-                status=409,
             )
 
 

@@ -933,9 +933,11 @@ async def test_api_errors_map_to_asyncdeploy_errors(
         call = driver.list()
     with pytest.raises(error) as caught:
         await call
-    assert isinstance(caught.value, EngineAPIError) and caught.value.status == status
-    assert caught.value.engine == "kubernetes"
-    assert str(status) in str(caught.value)
+    failure = caught.value
+    assert type(failure) is error
+    assert isinstance(failure, (EngineAPIError, WorkloadNotFound, WorkloadConflict))
+    assert failure.status == status and failure.engine == "kubernetes"
+    assert str(status) in str(failure)
 
 
 async def test_a_422_names_the_invalid_field(driver: KubernetesDriver, fake: FakeApiServer) -> None:

@@ -81,9 +81,7 @@ class EngineContainerOps:
         while True:
             look = await self.look(ref)
             if look is None:
-                raise WorkloadNotFound(
-                    f"{ref.name} is gone", engine=self.session.engine, status=404
-                )
+                raise WorkloadNotFound(f"{ref.name} is gone", engine=self.session.engine)
             if not look.running:
                 return look.exit_code
             await anyio.sleep(pause)

@@ -48,8 +48,9 @@ from asyncdeploy.drivers.kubernetes._pod_states import (
 from asyncdeploy.drivers.kubernetes._traffic import TrafficWatch
 from asyncdeploy.drivers.kubernetes._watch import KubeletEvents, PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
+    ENGINE_FAILURES,
     EngineAPIError,
-    EngineError,
+    EngineFailure,
     EngineTimeout,
     EngineUnavailable,
     WorkloadConflict,
@@ -105,7 +106,6 @@ async def find_pods(
         raise WorkloadNotFound(
             f"no workload named {', '.join(map(repr, missing))} in namespace {namespace}",
             engine=ENGINE,
-            status=404,
         )
     return PodsFound(
         names=tuple(names),
@@ -285,7 +285,7 @@ async def remove_unused_services(api: PodAPI, found: PodsFound) -> None:
                 await api.delete_service(found.namespace, metadata["name"], uid=metadata["uid"])
         except (WorkloadNotFound, WorkloadConflict):
             pass  # gone, or replaced by someone else's meanwhile
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             _log.warning("the Service %s/%s was not removed: %s", found.namespace, name, exc)
 
 
@@ -328,7 +328,7 @@ async def _delete_and_follow(
         tg.cancel_scope.cancel()  # every drain is done: no delete is worth retrying
 
 
-def _retryable(exc: EngineError) -> bool:
+def _retryable(exc: EngineFailure) -> bool:
     """Worth sending again: a lost connection, a timeout, a 429 (too many requests) or a 5xx."""
     if isinstance(exc, EngineUnavailable | EngineTimeout):
         return True
@@ -353,7 +353,7 @@ async def _delete_one(
             return
         except (WorkloadNotFound, WorkloadConflict):
             return  # already gone, or replaced by a successor: the watch sees our uid is gone
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             wait = exc.after if isinstance(exc, RetryLater) else pause
             left = give_up - anyio.current_time()
             if _retryable(exc) and left > 0:
@@ -418,7 +418,7 @@ async def _watch_until_gone(
         latest = max(d.give_up for d in drains)
         with anyio.move_on_at(latest + max(d.margin for d in drains)):
             await follower.run(handle, resource_version=version, poll=poll)
-    except EngineError as exc:  # watching is refused (403, ...): the Pods cannot be followed
+    except ENGINE_FAILURES as exc:  # watching is refused (403, ...): the Pods cannot be followed
         for drain in drains:
             drain.fail(f"cannot follow pod {drain.pod_name}: {exc.message}")
     for drain in drains:
