@@ -17,7 +17,8 @@ __version__ = "0.1.0"
 # tests/unit/test_public_table.py (``python tests/unit/test_public_table.py`` rewrites it).
 _PUBLIC: dict[str, tuple[str, ...]] = {
     "asyncdeploy._opening": ("open_deployer",),
-    "asyncdeploy.deployer": ("CreateEvents", "Deployer", "ReplaceResult", "Replacement"),
+    "asyncdeploy._operations": ("CreateEvents", "Drain", "Operation", "Replacement"),
+    "asyncdeploy.deployer": ("Deployer", "ReplaceResult"),
     "asyncdeploy.drivers": ("DRIVER_NAMES", "DriverName"),
     "asyncdeploy.drivers.base": ("Driver", "Found"),
     "asyncdeploy.errors": (
@@ -109,9 +110,11 @@ __all__ = sorted(_HOMES)  # noqa: PLE0605 - made from the table, as the view bel
 
 if TYPE_CHECKING:  # the type checkers' view, written from _PUBLIC
     from asyncdeploy._opening import open_deployer as open_deployer
-    from asyncdeploy.deployer import CreateEvents as CreateEvents
+    from asyncdeploy._operations import CreateEvents as CreateEvents
+    from asyncdeploy._operations import Drain as Drain
+    from asyncdeploy._operations import Operation as Operation
+    from asyncdeploy._operations import Replacement as Replacement
     from asyncdeploy.deployer import Deployer as Deployer
-    from asyncdeploy.deployer import Replacement as Replacement
     from asyncdeploy.deployer import ReplaceResult as ReplaceResult
     from asyncdeploy.drivers import DRIVER_NAMES as DRIVER_NAMES
     from asyncdeploy.drivers import DriverName as DriverName

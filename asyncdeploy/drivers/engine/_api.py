@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Self, cast
 import anyio
 import attrs
 
+from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
@@ -410,7 +411,7 @@ class EngineAPIDriver:
         plan: WorkloadPlan,
         *,
         emit: Emit | None = None,
-        kill_now: anyio.Event | None = None,
+        kill: KillSwitch | None = None,
     ) -> ApplyResult:
         """Create the workload; unchanged → no call that writes; changed → drain, then create
         (a failed drain raises ``DrainError`` and creates nothing; a cancellation lets a begun
@@ -454,7 +455,7 @@ class EngineAPIDriver:
                     plan.name,
                     lambda watch: self.drain(found, grace_period_seconds=None, emit=watch),
                     emit or ignore_events,
-                    kill_now,
+                    kill,
                 )
         items = await CreateAttempt(self.session, self.ops, plan).run()
         return ApplyResult(

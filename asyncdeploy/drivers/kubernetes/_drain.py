@@ -17,7 +17,7 @@ For the workloads of one ``drain`` call:
    list whenever it ends (:mod:`._watch`), under a deadline of each Pod's grace plus its margin
    (:func:`._pod_states.teardown_margin`).
 
-Cancelled (a second Ctrl-C reaches here as a cancellation: ``kill_now``), the drain is finished
+Cancelled (a second Ctrl-C reaches here as a cancellation: the kill switch), the drain is finished
 shielded: a grace-0 delete of every Pod still there (uid-guarded, retried the same way), the
 watch until they are gone (``KILL_WAIT``), ``DrainFinished`` for each; then the cancellation
 goes on. What the watches show is handed to :class:`._pod_states.PodDrainReader`, which turns

@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import anyio
 from kubernetes_asyncio.client import ApiClient
 
+from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import READY_SETTLE_SECONDS, Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
@@ -417,7 +418,7 @@ class KubernetesDriver:
         plan: WorkloadPlan,
         *,
         emit: Emit | None = None,
-        kill_now: anyio.Event | None = None,
+        kill: KillSwitch | None = None,
     ) -> ApplyResult:
         """Create; unchanged digest → no write at all; changed → drain (events), then create
         (a failed drain raises ``DrainError`` and creates nothing; a cancellation lets a begun
@@ -447,7 +448,7 @@ class KubernetesDriver:
                         margin=self.watch_margin,
                     ),
                     emit or ignore_events,
-                    kill_now,
+                    kill,
                 )
         created = await self.api.create(namespace, manifest)
         if plan.service is not None:
