@@ -34,6 +34,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "EngineUnavailable",
         "ExecInterrupted",
         "NoDriverInstalled",
+        "OperationTimeout",
         "PlanError",
         "ReplaceInProgress",
         "SelectorError",
@@ -132,6 +133,7 @@ if TYPE_CHECKING:  # the type checkers' view, written from _PUBLIC
     from asyncdeploy.errors import EngineUnavailable as EngineUnavailable
     from asyncdeploy.errors import ExecInterrupted as ExecInterrupted
     from asyncdeploy.errors import NoDriverInstalled as NoDriverInstalled
+    from asyncdeploy.errors import OperationTimeout as OperationTimeout
     from asyncdeploy.errors import PlanError as PlanError
     from asyncdeploy.errors import ReplaceInProgress as ReplaceInProgress
     from asyncdeploy.errors import SelectorError as SelectorError

@@ -19,6 +19,8 @@
     │   │                                same ``.engine`` and ``.status`` (409, Podman's 500s)
     │   └── ReplaceInProgress            another replace of the plan holds its lock (no status)
     ├── UnsupportedEventLoop(RuntimeError) the deployer runs on asyncio only (not trio)
+    ├── OperationTimeout(TimeoutError)   an operation passed its own deadline (a replace: its
+    │                                    lock's bound; a verify run: its phases' sum)
     ├── CreateError                      a create failed (image, init container, start): on Docker and
     │                                    Podman its call rolled back what it made; from wait_ready
     │                                    (a container exited), nothing is removed (see the class)
@@ -55,6 +57,7 @@ __all__ = [
     "EngineUnavailable",
     "ExecInterrupted",
     "NoDriverInstalled",
+    "OperationTimeout",
     "PlanError",
     "ReplaceInProgress",
     "SelectorError",
@@ -132,6 +135,12 @@ class UnsupportedEventLoop(AsyncDeployError, RuntimeError):
 
     The server kit (:mod:`asyncdeploy.workload`) runs on both asyncio and trio.
     """
+
+
+class OperationTimeout(AsyncDeployError, TimeoutError):
+    """An operation did not end by its own deadline (what it made was cleaned, bounded, as on a
+    cancellation). Its steps each wait on something outside this process (an engine, a
+    balancer): a deadline turns one that never answers into this error instead of a hang."""
 
 
 class EngineError(AsyncDeployError):

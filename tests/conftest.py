@@ -37,6 +37,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
 VIRTUAL_TIME = (
     "unit/test_engine_drain.py",
     "unit/test_deployer_events.py",
+    "unit/test_deadlines.py",
     "kubernetes/test_driver_fake.py",
     "kubernetes/test_drain_events_fake.py",
 )

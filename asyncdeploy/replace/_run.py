@@ -22,8 +22,8 @@ short (``Replacement.kill()``).
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Literal, cast
 
 import anyio
@@ -34,7 +34,13 @@ from anyio.abc import ObjectReceiveStream
 from asyncdeploy._event_stream import drain_stream, workload_exists
 from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers.base import Driver, Found
-from asyncdeploy.errors import AsyncDeployError, CreateError, PlanError, WorkloadConflict
+from asyncdeploy.errors import (
+    AsyncDeployError,
+    CreateError,
+    OperationTimeout,
+    PlanError,
+    WorkloadConflict,
+)
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, PullEvent
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
@@ -165,11 +171,33 @@ async def replacing(
     grace = max(plan.termination_grace_period_seconds, options.grace_period_seconds or 0)
     bound = options.ready_timeout + 2 * grace + LOCK_MARGIN
     lock = replace_lock(driver, plan.name, bound=bound, labels=dict(plan.labels))
+    deadline = _Deadline(anyio.current_time() + bound, f"replace of {plan.name}", bound)
     async with (
         lock,
-        _replacing_locked(driver, plan, options, new_name, emit, kill) as replacement,
+        _replacing_locked(driver, plan, options, new_name, emit, kill, deadline) as replacement,
     ):
         yield replacement
+
+
+@attrs.frozen
+class _Deadline:
+    """The replace's own deadline: its lock's bound (past it the lock is stale, and another
+    replace may take over). Every wait before the old ones' drain is held to it."""
+
+    at: float
+    what: str
+    seconds: float
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        try:
+            with anyio.fail_at(self.at):
+                yield
+        except TimeoutError:
+            raise OperationTimeout(
+                f"the {self.what} did not finish within {self.seconds:g} s, its lock's bound "
+                "(what it had started was removed again)"
+            ) from None
 
 
 @asynccontextmanager
@@ -180,9 +208,45 @@ async def _replacing_locked(
     new_name: str,
     emit: OnEvent,
     kill: KillSwitch,
+    deadline: _Deadline,
 ) -> AsyncIterator[Replaced]:
-    grace_period_seconds = options.grace_period_seconds
-    on_ready, strategy, before_drain = options.on_ready, options.strategy, options.before_drain
+    with deadline.held():
+        run, old, status = await _start(driver, plan, options, new_name, emit, kill)
+        found = None
+        if status is not None:  # surge: the new one is ready; the old ones are drained after
+            found = await run.old_found(old, options.before_drain)
+    if found is not None:
+        assert status is not None
+        drain = drain_stream(driver, found, options.grace_period_seconds, kill)
+        async with drain as events:  # bounded by each driver (the grace, then a kill)
+            yield Replaced(new=status, old=old, events=events)
+        return
+    with deadline.held():
+        status, drained, downtime = await _recreate(driver, plan, options, run, old, emit)
+    send, receive = anyio.create_memory_object_stream[DrainEvent](0)
+    send.close()
+    with receive:
+        yield Replaced(
+            new=status,
+            old=old,
+            events=receive,
+            strategy="recreate",
+            drained=tuple(drained),
+            downtime=downtime,
+        )
+
+
+async def _start(
+    driver: Driver,
+    plan: WorkloadPlan,
+    options: ReplaceOptions,
+    new_name: str,
+    emit: OnEvent,
+    kill: KillSwitch,
+) -> tuple[_Run, tuple[str, ...], WorkloadStatus | None]:
+    """The strategy chosen (and said) and its run; with surge the new instance started and
+    ready (None: recreate, chosen or because the scheduler cannot place it beside the old)."""
+    on_ready, strategy = options.on_ready, options.strategy
     old = options.old
     if old is None:
         instances = await driver.list({LABEL_INSTANCE_OF: plan.name})
@@ -200,42 +264,41 @@ async def _replacing_locked(
     if chosen == "surge":
         bound = SCHEDULE_BOUND if strategy == "auto" and driver.name == "kubernetes" else None
         status = await run.start_new(on_ready, cannot_fit_within=bound)
-        if status is None:  # auto on Kubernetes: the scheduler cannot place both
-            chosen = "recreate"
-            emit(
-                ReplaceStrategy(
-                    workload=plan.name,
-                    strategy=chosen,
-                    reason=f"the new Pod cannot be scheduled beside the old one ({run.cannot_fit})",
-                    new=new_name,
-                    old=old,
-                )
+        if status is not None:
+            return run, old, status
+        chosen = "recreate"  # auto on Kubernetes: the scheduler cannot place both
+        emit(
+            ReplaceStrategy(
+                workload=plan.name,
+                strategy=chosen,
+                reason=f"the new Pod cannot be scheduled beside the old one ({run.cannot_fit})",
+                new=new_name,
+                old=old,
             )
-        else:
-            found = await run.old_found(old, before_drain)
-            async with drain_stream(driver, found, grace_period_seconds, kill) as events:
-                yield Replaced(new=status, old=old, events=events)
-            return
+        )
+    return run, old, None
+
+
+async def _recreate(
+    driver: Driver,
+    plan: WorkloadPlan,
+    options: ReplaceOptions,
+    run: _Run,
+    old: tuple[str, ...],
+    emit: OnEvent,
+) -> tuple[WorkloadStatus, list[DrainSummary], float]:
+    """The old ones drained first, then the new one started: its status, the old ones'
+    summaries and the seconds without an instance."""
     # the images first: a pull that fails leaves the old instances serving
-    await driver.pull(new_plan, emit=cast(Emit, emit))
-    found = await run.old_found(old, before_drain)
+    await driver.pull(run.plan, emit=cast(Emit, emit))
+    found = await run.old_found(old, options.before_drain)
     started = anyio.current_time()
-    drained = await run.drain_forwarding(found, grace_period_seconds)
-    status = await run.start_new(on_ready, cannot_fit_within=None)
+    drained = await run.drain_forwarding(found, options.grace_period_seconds)
+    status = await run.start_new(options.on_ready, cannot_fit_within=None)
     assert status is not None
     downtime = anyio.current_time() - started if old else 0.0
     emit(ReplaceDowntime(workload=plan.name, seconds=downtime))
-    send, receive = anyio.create_memory_object_stream[DrainEvent](0)
-    send.close()
-    with receive:
-        yield Replaced(
-            new=status,
-            old=old,
-            events=receive,
-            strategy="recreate",
-            drained=tuple(drained),
-            downtime=downtime,
-        )
+    return status, drained, downtime
 
 
 async def _held_host_ports(driver: Driver, old: Sequence[str]) -> set[str]:
