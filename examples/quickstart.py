@@ -33,7 +33,7 @@ async def main() -> None:
         async with deployer.terminate("llm") as drain:
             async for event in drain:  # DrainStarted, PreStopFinished, SignalSent, ...
                 print(event)  # drain.kill() would SIGKILL what is left now
-        print(drain.summaries)  # or just: summary = await deployer.delete("llm")
+        # drain.summaries: what it did; or just: summary = await deployer.delete("llm")
 
 
 anyio.run(main)

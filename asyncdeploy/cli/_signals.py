@@ -206,7 +206,7 @@ FIRST_PHASE: dict[str, Phase] = {
 }
 
 
-class Operation(Protocol):
+class Killable(Protocol):
     """What a signal acts on: the operation's handle (``Drain``, ``CreateEvents``, ...)."""
 
     def kill(self) -> None: ...
@@ -223,14 +223,14 @@ class Interrupts:
     notice: Callable[[str], None] | None = None
     _cut_by: signal.Signals | None = None  # the signal that cancelled or killed
     _ended_in: Phase | None = None  # the phase the outcome settled in
-    _operation: Operation | None = None
+    _operation: Killable | None = None
     _kill_asked: bool = False
     _work: anyio.CancelScope | None = None
 
     def __attrs_post_init__(self) -> None:
         self.phase = FIRST_PHASE[self.mode]
 
-    def attach(self, operation: Operation) -> None:
+    def attach(self, operation: Killable) -> None:
         """The operation signals act on from now (a kill asked before reaches it at once)."""
         self._operation = operation
         if self._kill_asked:

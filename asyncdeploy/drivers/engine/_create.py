@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import anyio
 import attrs
 
+from asyncdeploy._backoff import ENGINE_CALL
 from asyncdeploy._owner import Owner
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
@@ -301,13 +302,12 @@ class CreateAttempt:
 async def _retried(call: Callable[[], Awaitable[T]]) -> T:
     """``call()``, tried again with backoff while the engine is unreachable (bounded by the
     caller's timeout)."""
-    pause = 0.05
+    pauses = ENGINE_CALL.pauses()
     while True:
         try:
             return await call()
         except EngineUnavailable:
-            await anyio.sleep(pause)
-            pause = min(pause * 2, 1.0)
+            await anyio.sleep(next(pauses))
 
 
 def _socket_path(url: str) -> str:

@@ -35,6 +35,7 @@ from typing import Any
 import anyio
 import attrs
 
+from asyncdeploy._backoff import POD_DELETE
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
@@ -71,7 +72,6 @@ __all__ = [
     "remove_unused_services",
 ]
 
-RETRY_FIRST, RETRY_MAX = 0.05, 1.0  # backoff between tries of a delete (as the engine drain's)
 _log = logging.getLogger(__name__)
 GIVE_UP_AFTER = 5.0  # past a Pod's deadline: how long its delete is tried again
 
@@ -298,7 +298,7 @@ async def _kill(api: PodAPI, namespace: str, selector: str, drains: list[PodDrai
         drain.kill()
     left = [d for d in drains if not d.done]
     if left:
-        with anyio.move_on_after(KILL_WAIT + RETRY_MAX):  # a bound for the shielded part
+        with anyio.move_on_after(KILL_WAIT + POD_DELETE.longest):  # the shielded part's bound
             await _delete_and_follow(api, namespace, selector, None, left, 0)
     for drain in left:
         drain.fail(drain.stuck())
@@ -344,7 +344,7 @@ async def _delete_one(
 ) -> None:
     """Delete the drain's Pod, only if its uid still matches; retried until ``GIVE_UP_AFTER``
     past its deadline (or its give-up time, when killing), honouring ``Retry-After``."""
-    pause, tries = RETRY_FIRST, 0
+    pauses, tries = POD_DELETE.pauses(), 0
     give_up = drain.give_up if drain.killing else drain.books.deadline + GIVE_UP_AFTER
     while True:
         tries += 1
@@ -354,11 +354,11 @@ async def _delete_one(
         except (WorkloadNotFound, WorkloadConflict):
             return  # already gone, or replaced by a successor: the watch sees our uid is gone
         except ENGINE_FAILURES as exc:
+            pause = next(pauses)
             wait = exc.after if isinstance(exc, RetryLater) else pause
             left = give_up - anyio.current_time()
             if _retryable(exc) and left > 0:
                 await anyio.sleep(min(wait, left))  # the last try comes at the give-up time
-                pause = min(pause * 2, RETRY_MAX)
                 continue
             if drain.killing:
                 drain.fail(

@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 import attrs
 
+from asyncdeploy._backoff import WATCH
 from asyncdeploy.drivers.kubernetes._api import PodAPI, Resource
 from asyncdeploy.drivers.kubernetes._errors import status_error
 from asyncdeploy.drivers.kubernetes._kubelet import KubeletEvent, read_event
@@ -155,7 +156,7 @@ class PodFollower:
     async def _failed(self, exc: EngineFailure) -> None:
         self._failures += 1
         self.last_error = exc.message
-        pause = min(0.1 * 2 ** (self._failures - 1), 2.0)
+        pause = WATCH.after(self._failures)
         _log.debug("%s; retrying in %.1f s", exc.message, pause)
         await anyio.sleep(pause)
 
