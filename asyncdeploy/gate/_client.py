@@ -1,7 +1,7 @@
 """The gate's hot path, client side: an asyncio protocol per connection.
 
 :mod:`._reading` turns every byte into :class:`~._exchange.Exchange` values, kept in order; the
-first is in flight: answered by the gate (``Front.local``), refused (503 once the drain's
+first is in flight: answered by the gate (``RelayHost.local``), refused (503 once the drain's
 window closed), or admitted by the kit and relayed to :mod:`._upstream`, its head rebuilt and
 its body sent as it arrives, with no task or future per chunk. Pipelined requests wait behind
 it (at most ``MAX_QUEUED``, ``MAX_HELD`` bytes: then reading pauses). Flow control, not
@@ -25,13 +25,13 @@ import httptools
 from asyncdeploy.workload import DrainState, RequestOutcome
 
 from ._exchange import Exchange, Phase
-from ._front import Front, LocalAnswer
+from ._host import LocalAnswer, RelayHost
 from ._http import answer
 from ._limits import Limits
 from ._reading import RequestReader
 from ._upstream import WRITE_HIGH, UpstreamConnection
 
-__all__ = ["MAX_HELD", "MAX_QUEUED", "ClientConnection", "Front", "LocalAnswer"]
+__all__ = ["MAX_HELD", "MAX_QUEUED", "ClientConnection", "LocalAnswer", "RelayHost"]
 
 logger = logging.getLogger("asyncdeploy.gate")
 
@@ -55,7 +55,7 @@ class ClientConnection(asyncio.Protocol):
         "_blocks",
         "_broken",
         "_eof",
-        "_front",
+        "_host",
         "_reader",
         "_reusable",
         "_served",
@@ -68,8 +68,8 @@ class ClientConnection(asyncio.Protocol):
         "upstream",
     )
 
-    def __init__(self, front: Front) -> None:
-        self._front = front
+    def __init__(self, host: RelayHost) -> None:
+        self._host = host
         self.transport: asyncio.Transport | None = None
         self.queue: deque[Exchange] = deque()
         self._reader = RequestReader(self.queue, self._body)
@@ -90,14 +90,14 @@ class ClientConnection(asyncio.Protocol):
         # uvloop's transports have asyncio.Transport's methods without deriving from it
         self.transport = transport = cast(asyncio.Transport, transport)
         transport.set_write_buffer_limits(high=WRITE_HIGH)
-        front = self._front
-        if len(front.connections) >= front.limits.max_connections:
+        host = self._host
+        if len(host.connections) >= host.limits.max_connections:
             # the excess is answered at once; the connections held are served on
             self.closed = True
-            transport.write(front.refusal(close=True))
+            transport.write(host.refusal(close=True))
             transport.close()
             return
-        front.connections.add(self)
+        host.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
         if self.tunnel:
@@ -120,7 +120,7 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._front.connections.discard(self)
+        self._host.connections.discard(self)
         upstream, self.upstream = self.upstream, None
         exchange = self.queue[0] if self.queue else None
         if exchange is not None and exchange.admission is not None:
@@ -232,7 +232,7 @@ class ClientConnection(asyncio.Protocol):
     def _advance(self) -> None:
         """Start the exchange at the head of the queue, and those after it that the gate
         answers at once, while the client takes its answers."""
-        front = self._front
+        host = self._host
         queue = self.queue
         while queue and not self.closed and not self._write_paused:
             exchange = queue[0]
@@ -244,21 +244,21 @@ class ClientConnection(asyncio.Protocol):
                 exchange.phase = Phase.DONE
                 self.close()
                 return
-            local = front.local(exchange)
+            local = host.local(exchange)
             if local is not None:
                 if not isinstance(local, bytes):
                     exchange.phase = Phase.LOCAL
-                    front.spawn(self._local, exchange, local)
+                    host.spawn(self._local, exchange, local)
                     return
                 self._write(local)
                 self._done_locally(exchange)
                 continue
-            admission = front.controller.try_admit()
+            admission = host.controller.try_admit()
             if admission is None:
                 # The drain's window closed: each request held gets its 503, the last one
                 # with Connection: close.
                 last = len(queue) == 1 and self._reader.parsing is None and not self._backlog
-                self._write(front.refusal(close=last))
+                self._write(host.refusal(close=last))
                 self._done_locally(exchange, close=last)
                 continue
             exchange.admission = admission
@@ -293,13 +293,13 @@ class ClientConnection(asyncio.Protocol):
             upstream.close()
             upstream = self.upstream = None
         if upstream is None:
-            self._front.spawn(self._open_upstream, exchange, replay)
+            self._host.spawn(self._open_upstream, exchange, replay)
         else:
             self._send(exchange, upstream, reused=True, replay=None)
 
     async def _open_upstream(self, exchange: Exchange, replay: list[bytes] | None) -> None:
         try:
-            upstream = await self._front.connect_upstream()
+            upstream = await self._host.connect_upstream()
         except OSError as exc:
             self.upstream_failed(f"cannot connect: {exc}", answered=False, untouched=False)
             return
@@ -351,7 +351,7 @@ class ClientConnection(asyncio.Protocol):
         exchange = self.queue[0]
         exchange.kept = None  # the engine answers: this request is never sent again
         keep = exchange.keep_alive and keep_alive and not self._eof
-        if keep and self._front.controller.state is not DrainState.SERVING:
+        if keep and self._host.controller.state is not DrainState.SERVING:
             keep = len(self.queue) > 1 or self._reader.parsing is not None or bool(self._backlog)
         if not keep:
             exchange.keep_alive = False

@@ -25,7 +25,7 @@ import enum
 
 from asyncdeploy.workload import Admission, RequestOutcome
 
-from ._http import Framing, Headers, chunk, framing_of, last_chunk, request_head
+from ._http import Framing, HeaderFields, chunk, framing_of, last_chunk, request_head
 
 __all__ = ["REPLAY_MAX", "Exchange", "Phase"]
 
@@ -78,8 +78,8 @@ class Exchange:
         self.method = b""
         self.target = b""
         self.version = "1.1"
-        self.headers: Headers = []
-        self.trailers: Headers = []
+        self.headers: HeaderFields = []
+        self.trailers: HeaderFields = []
         self.head_size = 0
         self.declared = False  # a Content-Length or Transfer-Encoding field came
         self.framing = Framing.NONE

@@ -17,7 +17,7 @@ from typing import Protocol, cast
 
 import httptools
 
-from ._http import Framing, Headers, chunk, framing_of, last_chunk, response_head
+from ._http import Framing, HeaderFields, chunk, framing_of, last_chunk, response_head
 
 __all__ = ["WRITE_HIGH", "Client", "UpstreamConnection"]
 
@@ -72,13 +72,13 @@ class UpstreamConnection(asyncio.Protocol):
         self.answered = False  # the answer's head went to the client
         self._parser = httptools.HttpResponseParser(self)
         self._method = b"GET"
-        self._headers: Headers = []
-        self._trailers: Headers = []
+        self._headers: HeaderFields = []
+        self._trailers: HeaderFields = []
         self._reason = b""
         self._framing = Framing.NONE
         self._declared = False  # the answer's head has a Content-Length or Transfer-Encoding
         #: this read's parts: body bytes, a head to build (tuple), the last chunk's trailers
-        self._out: list[bytes | tuple[str, int, bytes, Headers, bool] | Headers] = []
+        self._out: list[bytes | tuple[str, int, bytes, HeaderFields, bool] | HeaderFields] = []
         self._verbatim = True  # this read goes on as it came
         self._in_head = False  # the parser is inside a head (its first part came already)
         self._received = False  # the engine sent a byte of this answer

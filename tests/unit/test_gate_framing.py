@@ -28,7 +28,7 @@ from asyncdeploy.gate._upstream import UpstreamConnection
 from asyncdeploy.workload import DrainController
 
 
-class HeldFront:
+class HeldHost:
     """Admits every request and never opens the upstream: what would be sent stays queued."""
 
     def __init__(self) -> None:
@@ -53,7 +53,7 @@ class HeldFront:
 def gate_frames(raw: bytes, pieces: int = 1) -> tuple[list[bytes], list[str]]:
     """What the gate would send to the engine for each request in ``raw`` (fed in ``pieces``
     parts), and the errors it would answer instead."""
-    connection = ClientConnection(HeldFront())  # type: ignore[arg-type]
+    connection = ClientConnection(HeldHost())  # type: ignore[arg-type]
     size = max(1, len(raw) // pieces)
     for start in range(0, len(raw), size):
         if connection.queue and connection.queue[-1].error is not None:

@@ -1,6 +1,6 @@
 """What a client connection needs of the gate it belongs to: the data port's or the admin's.
 
-Split from :mod:`._client` so the fronts (``_server._Gate``, ``_admin.AdminFront``) and the
+Split from :mod:`._client` so the hosts (``_server._Gate``, ``_admin.AdminHost``) and the
 protocol meet through this contract, not each other's classes.
 """
 
@@ -15,14 +15,14 @@ from ._exchange import Exchange
 from ._limits import Limits
 from ._upstream import UpstreamConnection
 
-__all__ = ["Front", "LocalAnswer"]
+__all__ = ["LocalAnswer", "RelayHost"]
 
 LocalAnswer = bytes | Callable[[], Coroutine[Any, Any, bytes]]
 """What the gate answers itself: the bytes now, or a coroutine function that makes them."""
 
 
-class Front(Protocol):
-    """What a client connection needs of the gate (``_server._Gate``, ``_admin.AdminFront``)."""
+class RelayHost(Protocol):
+    """What a client connection needs of the gate (``_server._Gate``, ``_admin.AdminHost``)."""
 
     @property
     def controller(self) -> DrainController: ...
