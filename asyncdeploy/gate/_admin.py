@@ -35,7 +35,7 @@ from ._exchange import Exchange
 from ._limits import Limits
 from ._upstream import UpstreamConnection
 
-__all__ = ["CONTROL_PREFIX", "DRAIN_PATH", "AdminFront"]
+__all__ = ["CONTROL_PREFIX", "DRAIN_PATH", "AdminHost"]
 
 CONTROL_PREFIX = b"/-/"
 DRAIN_PATH = b"/-/drain"
@@ -55,8 +55,8 @@ class Gate(Protocol):
     def spawn(self, function: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None: ...
 
 
-class AdminFront:
-    """What the admin port's connections answer (``_relay.Front``): only local answers."""
+class AdminHost:
+    """What the admin port's connections answer (``_relay.RelayHost``): only local answers."""
 
     def __init__(self, gate: Gate, token: str | None, limits: Limits) -> None:
         self._gate = gate
@@ -126,7 +126,7 @@ class AdminFront:
 
         return drain
 
-    # --- the rest of ``_relay.Front``: never relayed, so never an upstream ---------------------
+    # --- the rest of ``_relay.RelayHost``: never relayed, so never an upstream ---------------------
     def refusal(self, *, close: bool) -> bytes:
         return self._gate.refusal(close=close)
 

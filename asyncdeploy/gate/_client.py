@@ -1,19 +1,14 @@
-"""The gate's hot path, client side: an asyncio protocol per connection, llhttp's framing.
+"""The gate's hot path, client side: an asyncio protocol per connection.
 
-Every byte a client sends is fed to ``httptools.HttpRequestParser`` (llhttp); its callbacks make
-one :class:`~._exchange.Exchange` per request, kept in order. The first one is in flight: it is
-answered by the gate (``Front.local``), refused (a 503 once the drain's window closed), or
-admitted by the kit's state machine and relayed: its head rebuilt from what llhttp parsed and
-its body framed as declared (:mod:`._http`), written to the engine connection
-(:mod:`._upstream`) as it arrives, with no task or future per chunk. Pipelined requests wait
-behind it (at most ``MAX_QUEUED`` parsed, ``MAX_HELD`` bytes of bodies and unparsed input: then
-reading pauses). Flow control instead of buffering, for relayed and local answers alike: a
-transport past ``WRITE_HIGH`` unsent pauses the side that feeds it, and the gate takes no
-further request while the client does not read its answers.
-
-An exchange is in flight (counted by the kit) from its admission until the client's transport
-took the last byte of the answer, the client left, or the drain deadline cut it. After a
-``101 Switching Protocols`` the connection is a tunnel, in flight until either side closes.
+:mod:`._reading` turns every byte into :class:`~._exchange.Exchange` values, kept in order; the
+first is in flight: answered by the gate (``RelayHost.local``), refused (503 once the drain's
+window closed), or admitted by the kit and relayed to :mod:`._upstream`, its head rebuilt and
+its body sent as it arrives, with no task or future per chunk. Pipelined requests wait behind
+it (at most ``MAX_QUEUED``, ``MAX_HELD`` bytes: then reading pauses). Flow control, not
+buffering, for relayed and local answers alike: a transport past ``WRITE_HIGH`` unsent pauses
+the side that feeds it. An exchange is in flight until the client's transport took the last
+byte of its answer, the client left, or the drain deadline cut it; after a ``101`` the
+connection is a tunnel, in flight until either side closes.
 """
 
 from __future__ import annotations
@@ -23,24 +18,22 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import httptools
 
-from asyncdeploy.workload import DrainController, DrainState, RequestOutcome
+from asyncdeploy.workload import DrainState, RequestOutcome
 
 from ._exchange import Exchange, Phase
+from ._host import LocalAnswer, RelayHost
 from ._http import answer
 from ._limits import Limits
 from ._reading import RequestReader
 from ._upstream import WRITE_HIGH, UpstreamConnection
 
-__all__ = ["MAX_HELD", "MAX_QUEUED", "ClientConnection", "Front", "LocalAnswer"]
+__all__ = ["MAX_HELD", "MAX_QUEUED", "ClientConnection", "LocalAnswer", "RelayHost"]
 
 logger = logging.getLogger("asyncdeploy.gate")
-
-LocalAnswer = bytes | Callable[[], Coroutine[Any, Any, bytes]]
-"""What the gate answers itself: the bytes now, or a coroutine function that makes them."""
 
 MAX_QUEUED = 16
 """Parsed requests a connection holds (the one in flight and those pipelined behind it)."""
@@ -54,21 +47,6 @@ _FULL_UPSTREAM = 1  # the engine's write buffer is full (request body flow contr
 _HELD = 2  # MAX_QUEUED requests or MAX_HELD bytes wait for the exchange in flight
 
 
-class Front(Protocol):
-    """What a client connection needs of the gate (``_server._Gate``, ``_admin.AdminFront``)."""
-
-    @property
-    def controller(self) -> DrainController: ...
-    @property
-    def connections(self) -> set[ClientConnection]: ...
-    @property
-    def limits(self) -> Limits: ...
-    def local(self, exchange: Exchange) -> LocalAnswer | None: ...
-    def refusal(self, *, close: bool) -> bytes: ...
-    def spawn(self, function: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None: ...
-    async def connect_upstream(self) -> UpstreamConnection: ...
-
-
 class ClientConnection(asyncio.Protocol):
     """One client connection: its requests in order, each relayed to the engine or answered."""
 
@@ -77,7 +55,7 @@ class ClientConnection(asyncio.Protocol):
         "_blocks",
         "_broken",
         "_eof",
-        "_front",
+        "_host",
         "_reader",
         "_reusable",
         "_served",
@@ -90,8 +68,8 @@ class ClientConnection(asyncio.Protocol):
         "upstream",
     )
 
-    def __init__(self, front: Front) -> None:
-        self._front = front
+    def __init__(self, host: RelayHost) -> None:
+        self._host = host
         self.transport: asyncio.Transport | None = None
         self.queue: deque[Exchange] = deque()
         self._reader = RequestReader(self.queue, self._body)
@@ -112,14 +90,14 @@ class ClientConnection(asyncio.Protocol):
         # uvloop's transports have asyncio.Transport's methods without deriving from it
         self.transport = transport = cast(asyncio.Transport, transport)
         transport.set_write_buffer_limits(high=WRITE_HIGH)
-        front = self._front
-        if len(front.connections) >= front.limits.max_connections:
+        host = self._host
+        if len(host.connections) >= host.limits.max_connections:
             # the excess is answered at once; the connections held are served on
             self.closed = True
-            transport.write(front.refusal(close=True))
+            transport.write(host.refusal(close=True))
             transport.close()
             return
-        front.connections.add(self)
+        host.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
         if self.tunnel:
@@ -142,7 +120,7 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._front.connections.discard(self)
+        self._host.connections.discard(self)
         upstream, self.upstream = self.upstream, None
         exchange = self.queue[0] if self.queue else None
         if exchange is not None and exchange.admission is not None:
@@ -187,33 +165,44 @@ class ClientConnection(asyncio.Protocol):
         """Whether input waits unparsed: the queue is full, or an upgrade request is in flight
         (what follows it is the tunnel's, or the next request's: its answer tells)."""
         queue = self.queue
-        if self._broken or len(queue) >= MAX_QUEUED:
+        if not queue:  # the common case, on every read: nothing held
+            return self._broken
+        if self._broken or len(queue) >= MAX_QUEUED or queue[-1].upgrade:
             return True
-        if queue and queue[-1].upgrade:
-            return True
+        if len(queue) == 1:
+            return queue[0].pending_size > MAX_HELD
         return sum(e.pending_size for e in queue) > MAX_HELD
 
     def _feed(self, data: bytes) -> None:
+        if len(data) <= _SLICE and not self.queue:  # the common case: one request, idle
+            self._feed_piece(data, b"")
+            return
         view = memoryview(data)
         while view:
             if self._holding():
                 self._backlog = bytes(view)
                 self._block(_HELD)
                 return
-            piece = view[:_SLICE] if self.queue else view
+            piece = view[:_SLICE]
             view = view[len(piece) :]
-            try:
-                self._reader.feed(piece)
-            except httptools.HttpParserUpgrade as upgrade:
-                # the last request asked for an upgrade: what follows waits for its answer
-                upgraded = self.queue[-1]
-                upgraded.upgrade_rest = bytes(piece[upgrade.args[0] :]) + bytes(view)
+            if self._feed_piece(piece, view):
                 return
-            except httptools.HttpParserError as exc:
-                self._malformed(str(exc.__cause__ or exc.__context__ or exc))
-                return
-            if self.queue:
+            if view and self.queue:
                 self._advance()
+
+    def _feed_piece(self, piece: bytes | memoryview, rest: bytes | memoryview) -> bool:
+        """Parse ``piece`` (``rest`` follows it); True when parsing stops here."""
+        try:
+            self._reader.feed(piece)
+        except httptools.HttpParserUpgrade as upgrade:
+            # the last request asked for an upgrade: what follows waits for its answer
+            upgraded = self.queue[-1]
+            upgraded.upgrade_rest = bytes(piece[upgrade.args[0] :]) + bytes(rest)
+            return True
+        except httptools.HttpParserError as exc:
+            self._malformed(str(exc.__cause__ or exc.__context__ or exc))
+            return True
+        return False
 
     def _malformed(self, reason: str) -> None:
         """llhttp refused the input: the request it was reading gets 400 (431: too large) in
@@ -237,13 +226,13 @@ class ClientConnection(asyncio.Protocol):
         if self._backlog and not self._holding():
             backlog, self._backlog = self._backlog, b""
             self._feed(backlog)
-        if not self._backlog and not self._holding():
+        if self._blocks & _HELD and not self._backlog and not self._holding():
             self._unblock(_HELD)
 
     def _advance(self) -> None:
         """Start the exchange at the head of the queue, and those after it that the gate
         answers at once, while the client takes its answers."""
-        front = self._front
+        host = self._host
         queue = self.queue
         while queue and not self.closed and not self._write_paused:
             exchange = queue[0]
@@ -255,21 +244,21 @@ class ClientConnection(asyncio.Protocol):
                 exchange.phase = Phase.DONE
                 self.close()
                 return
-            local = front.local(exchange)
+            local = host.local(exchange)
             if local is not None:
                 if not isinstance(local, bytes):
                     exchange.phase = Phase.LOCAL
-                    front.spawn(self._local, exchange, local)
+                    host.spawn(self._local, exchange, local)
                     return
                 self._write(local)
                 self._done_locally(exchange)
                 continue
-            admission = front.controller.try_admit()
+            admission = host.controller.try_admit()
             if admission is None:
                 # The drain's window closed: each request held gets its 503, the last one
                 # with Connection: close.
                 last = len(queue) == 1 and self._reader.parsing is None and not self._backlog
-                self._write(front.refusal(close=last))
+                self._write(host.refusal(close=last))
                 self._done_locally(exchange, close=last)
                 continue
             exchange.admission = admission
@@ -304,13 +293,13 @@ class ClientConnection(asyncio.Protocol):
             upstream.close()
             upstream = self.upstream = None
         if upstream is None:
-            self._front.spawn(self._open_upstream, exchange, replay)
+            self._host.spawn(self._open_upstream, exchange, replay)
         else:
             self._send(exchange, upstream, reused=True, replay=None)
 
     async def _open_upstream(self, exchange: Exchange, replay: list[bytes] | None) -> None:
         try:
-            upstream = await self._front.connect_upstream()
+            upstream = await self._host.connect_upstream()
         except OSError as exc:
             self.upstream_failed(f"cannot connect: {exc}", answered=False, untouched=False)
             return
@@ -329,10 +318,13 @@ class ClientConnection(asyncio.Protocol):
         replay: list[bytes] | None,
     ) -> None:
         upstream.start(self, exchange.method)
-        parts = replay if replay is not None else [exchange.head_bytes()]
-        parts += exchange.pending
-        exchange.pending, exchange.pending_size = [], 0
-        data = b"".join(parts)
+        if replay is None and not exchange.pending:
+            data = exchange.head_bytes()
+        else:
+            parts = replay if replay is not None else [exchange.head_bytes()]
+            parts += exchange.pending
+            exchange.pending, exchange.pending_size = [], 0
+            data = b"".join(parts)
         upstream.write(data)
         exchange.kept = [data] if reused else None
         exchange.phase = Phase.RELAYING
@@ -359,7 +351,7 @@ class ClientConnection(asyncio.Protocol):
         exchange = self.queue[0]
         exchange.kept = None  # the engine answers: this request is never sent again
         keep = exchange.keep_alive and keep_alive and not self._eof
-        if keep and self._front.controller.state is not DrainState.SERVING:
+        if keep and self._host.controller.state is not DrainState.SERVING:
             keep = len(self.queue) > 1 or self._reader.parsing is not None or bool(self._backlog)
         if not keep:
             exchange.keep_alive = False

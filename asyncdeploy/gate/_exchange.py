@@ -25,7 +25,7 @@ import enum
 
 from asyncdeploy.workload import Admission, RequestOutcome
 
-from ._http import Framing, Headers, chunk, framing_of, last_chunk, request_head
+from ._http import Framing, HeaderFields, chunk, framing_of, last_chunk, request_head
 
 __all__ = ["REPLAY_MAX", "Exchange", "Phase"]
 
@@ -51,6 +51,7 @@ class Exchange:
 
     __slots__ = (
         "admission",
+        "declared",
         "error",
         "framing",
         "head_size",
@@ -77,9 +78,10 @@ class Exchange:
         self.method = b""
         self.target = b""
         self.version = "1.1"
-        self.headers: Headers = []
-        self.trailers: Headers = []
+        self.headers: HeaderFields = []
+        self.trailers: HeaderFields = []
         self.head_size = 0
+        self.declared = False  # a Content-Length or Transfer-Encoding field came
         self.framing = Framing.NONE
         self.length = 0
         self.keep_alive = True
@@ -114,10 +116,13 @@ class Exchange:
     def head_complete(self, method: bytes, version: str, keep_alive: bool, upgrade: bool) -> None:
         self.method, self.version = method, version
         self.keep_alive, self.upgrade = keep_alive, upgrade
-        self.framing, self.length = framing_of(self.headers, response=False)
+        if self.declared:
+            self.framing, self.length = framing_of(self.headers, response=False)
         self.phase = Phase.QUEUED
 
     def head_bytes(self) -> bytes:
+        """The head as the engine gets it: rebuilt, in one canonical form (llhttp accepts a
+        request line with two spaces, which h11 refuses: the engine never sees that)."""
         return request_head(self.method, self.target, self.version, self.headers)
 
     def frame(self, body: bytes) -> bytes:

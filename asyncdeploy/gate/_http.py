@@ -18,7 +18,7 @@ __all__ = [
     "MAX_HEAD",
     "REASONS",
     "Framing",
-    "Headers",
+    "HeaderFields",
     "answer",
     "chunk",
     "framing_of",
@@ -44,7 +44,7 @@ REASONS = {
     504: b"Gateway Timeout",
 }
 
-Headers = list[tuple[bytes, bytes]]  # (name as received, value), in order
+HeaderFields = list[tuple[bytes, bytes]]  # (name as received, value), in order
 
 
 class Framing(enum.IntEnum):
@@ -56,18 +56,18 @@ class Framing(enum.IntEnum):
     UNTIL_CLOSE = 3  # a response without a length: its end is the connection's
 
 
-def framing_of(headers: Headers, *, response: bool) -> tuple[Framing, int]:
+def framing_of(headers: HeaderFields, *, response: bool) -> tuple[Framing, int]:
     """The framing llhttp accepted for these headers: it refuses both ``Transfer-Encoding``
     and ``Content-Length``, a request coding that does not end with chunked, and conflicting
     lengths, so what is left is unambiguous."""
     length = -1
     for name, value in headers:
-        lower = name.lower()
-        if lower == b"transfer-encoding":
+        size = len(name)  # compared first: most fields are neither (measured, per request)
+        if size == 17 and name.lower() == b"transfer-encoding":
             if value.rsplit(b",", 1)[-1].strip().lower() == b"chunked":
                 return Framing.CHUNKED, 0
             return Framing.UNTIL_CLOSE, 0  # a response coding without chunked: until close
-        if lower == b"content-length":
+        if size == 14 and name.lower() == b"content-length":
             length = int(value.split(b",", 1)[0])
     if length > 0:
         return Framing.LENGTH, length
@@ -76,7 +76,7 @@ def framing_of(headers: Headers, *, response: bool) -> tuple[Framing, int]:
     return Framing.UNTIL_CLOSE, 0
 
 
-def request_head(method: bytes, target: bytes, version: str, headers: Headers) -> bytes:
+def request_head(method: bytes, target: bytes, version: str, headers: HeaderFields) -> bytes:
     lines = [b"%s %s HTTP/%s\r\n" % (method, target, version.encode())]
     lines += [b"%s: %s\r\n" % field for field in headers]
     lines.append(b"\r\n")
@@ -84,7 +84,7 @@ def request_head(method: bytes, target: bytes, version: str, headers: Headers) -
 
 
 def response_head(
-    version: str, status: int, reason: bytes, headers: Headers, *, close: bool
+    version: str, status: int, reason: bytes, headers: HeaderFields, *, close: bool
 ) -> bytes:
     """The engine's head as the client gets it (``close``: ``Connection: close`` in place of
     any Connection field, so a keep-alive client reconnects, to another replica)."""
@@ -102,7 +102,7 @@ def chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-def last_chunk(trailers: Headers) -> bytes:
+def last_chunk(trailers: HeaderFields) -> bytes:
     return b"0\r\n" + b"".join(b"%s: %s\r\n" % field for field in trailers) + b"\r\n"
 
 

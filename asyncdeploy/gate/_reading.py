@@ -20,6 +20,8 @@ from ._http import MAX_HEAD
 
 __all__ = ["RequestReader"]
 
+_FRAMING_SIZES = frozenset((len(b"content-length"), len(b"transfer-encoding")))
+
 
 class RequestReader:
     """The parser of one client connection and the request it is reading (``parsing``)."""
@@ -38,11 +40,10 @@ class RequestReader:
         self._parser.feed_data(data)
 
     # --- llhttp's callbacks ---------------------------------------------------------------------
-    def on_message_begin(self) -> None:
-        self.parsing = Exchange(time.monotonic())
-
     def on_url(self, url: bytes) -> None:
-        exchange = cast(Exchange, self.parsing)
+        exchange = self.parsing
+        if exchange is None:  # a request's first callback (on_message_begin would cost a call)
+            exchange = self.parsing = Exchange(time.monotonic())
         exchange.target += url
         exchange.head_size += len(url)
         if exchange.head_size > MAX_HEAD:
@@ -55,6 +56,8 @@ class RequestReader:
             _too_large(exchange)
         if exchange.phase is Phase.PARSING:
             exchange.headers.append((name, value))
+            if len(name) in _FRAMING_SIZES:  # Content-Length, Transfer-Encoding (framing_of)
+                exchange.declared = True
         else:
             exchange.trailers.append((name, value))
 

@@ -30,7 +30,7 @@ from asyncdeploy.workload import (
     render_metrics,
 )
 
-from ._admin import CONTROL_PREFIX, AdminFront
+from ._admin import CONTROL_PREFIX, AdminHost
 from ._client import ClientConnection, LocalAnswer
 from ._exchange import Exchange
 from ._http import answer, status_of
@@ -96,7 +96,7 @@ class _Gate:
             if p is not None
         }
 
-    # --- what the relay needs (``_client.Front``) ----------------------------------------------
+    # --- what the relay needs (``_client.RelayHost``) ----------------------------------------------
     def local(self, exchange: Exchange) -> LocalAnswer | None:
         path = exchange.path
         handler = self._local.get(path)
@@ -250,7 +250,7 @@ async def serve_gate(
         )
     ]
     admin_limits = attrs.evolve(config.limits, max_connections=ADMIN_CONNECTIONS)
-    admin = AdminFront(gate, config.admin_token, admin_limits)
+    admin = AdminHost(gate, config.admin_token, admin_limits)
     try:
         if config.admin_port is not None:
             host = config.admin_host or ("0.0.0.0" if config.admin_token else "127.0.0.1")

@@ -2,10 +2,12 @@
 
 Split from :mod:`._client` (the client side); the two meet through :class:`Client`, what an
 answer needs of the connection it goes back to, so neither module imports the other's class.
-Every byte from the engine is fed to ``httptools.HttpResponseParser``; what goes to the client
-is rebuilt from what it parsed (:mod:`._http`): the head (with ``Connection: close`` when the
-client connection ends after it), the body as it came (re-chunked when chunked), collected per
-read and written once. Bytes past the end of an answer mean the connection is not used again.
+Every byte from the engine is fed to ``httptools.HttpResponseParser``. A read whose every byte
+goes on unchanged (body bytes, whole heads that keep their Connection field) is written as it
+came; otherwise what goes to the client is rebuilt from what llhttp parsed (:mod:`._http`): the
+head (with ``Connection: close`` when the client connection ends after it), the body (re-chunked
+when chunked), the trailers. One write per read. Bytes past the end of an answer are never
+passed on, and the connection is not used again.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from typing import Protocol, cast
 
 import httptools
 
-from ._http import Framing, Headers, chunk, framing_of, last_chunk, response_head
+from ._http import Framing, HeaderFields, chunk, framing_of, last_chunk, response_head
 
 __all__ = ["WRITE_HIGH", "Client", "UpstreamConnection"]
 
 WRITE_HIGH = 64 * 1024
 """A transport holding more than this unsent pauses the side that feeds it."""
+_FRAMING_SIZES = frozenset((len(b"content-length"), len(b"transfer-encoding")))
 
 
 class Client(Protocol):
@@ -40,8 +43,10 @@ class UpstreamConnection(asyncio.Protocol):
 
     __slots__ = (
         "_complete",
+        "_declared",
         "_framing",
         "_headers",
+        "_in_head",
         "_interim",
         "_keep_alive",
         "_method",
@@ -53,6 +58,7 @@ class UpstreamConnection(asyncio.Protocol):
         "_stray",
         "_trailers",
         "_tunnel",
+        "_verbatim",
         "answered",
         "client",
         "closed",
@@ -66,11 +72,15 @@ class UpstreamConnection(asyncio.Protocol):
         self.answered = False  # the answer's head went to the client
         self._parser = httptools.HttpResponseParser(self)
         self._method = b"GET"
-        self._headers: Headers = []
-        self._trailers: Headers = []
+        self._headers: HeaderFields = []
+        self._trailers: HeaderFields = []
         self._reason = b""
         self._framing = Framing.NONE
-        self._out: list[bytes] = []
+        self._declared = False  # the answer's head has a Content-Length or Transfer-Encoding
+        #: this read's parts: body bytes, a head to build (tuple), the last chunk's trailers
+        self._out: list[bytes | tuple[str, int, bytes, HeaderFields, bool] | HeaderFields] = []
+        self._verbatim = True  # this read goes on as it came
+        self._in_head = False  # the parser is inside a head (its first part came already)
         self._received = False  # the engine sent a byte of this answer
         self._interim = False  # the message being parsed is a 1xx before the answer
         self._complete = False
@@ -104,19 +114,22 @@ class UpstreamConnection(asyncio.Protocol):
             client.write_answer(data)
             return
         self._received = True
+        self._verbatim = not self._in_head  # a read that starts inside a head is rebuilt
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade as upgrade:
-            self._flush(client)
-            self._tunnel = client.switched(data[upgrade.args[0] :])
+            offset = upgrade.args[0]
+            self._flush(client, data[:offset])
+            self._tunnel = client.switched(data[offset:])
             if not self._tunnel:
                 self._fail(client, "a 101 answer to a request that asked for no upgrade")
             return
         except httptools.HttpParserError as exc:
-            self._flush(client)
+            self._verbatim = False  # what llhttp parsed before the error, not the rest
+            self._flush(client, data)
             self._fail(client, f"bad answer: {exc}")
             return
-        self._flush(client)
+        self._flush(client, data)
         if self._complete and self.client is client:
             self._complete = False
             reusable = (
@@ -160,8 +173,10 @@ class UpstreamConnection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         if self.answered and not self._interim:
             self._stray = True  # a second message after the answer: nobody asked for it
+            self._verbatim = False
         self._headers, self._trailers, self._reason = [], [], b""
-        self._interim = False
+        self._interim = self._declared = False
+        self._in_head = True
 
     def on_status(self, reason: bytes) -> None:
         self._reason += reason
@@ -173,8 +188,11 @@ class UpstreamConnection(asyncio.Protocol):
             self._trailers.append((name, value))
         else:
             self._headers.append((name, value))
+            if len(name) in _FRAMING_SIZES:
+                self._declared = True
 
     def on_headers_complete(self) -> None:
+        self._in_head = False
         client = self.client
         if self._stray or client is None:
             return
@@ -183,28 +201,29 @@ class UpstreamConnection(asyncio.Protocol):
         version = parser.get_http_version()
         if 100 <= status < 200 and status != 101:  # 100 Continue, 103 Early Hints: passed on
             self._interim = True
-            self._out.append(
-                response_head(version, status, self._reason, self._headers, close=False)
-            )
+            self._out.append((version, status, self._reason, self._headers, False))
             return
         if status == 101 or self._method == b"HEAD" or status in (204, 304):
             self._framing = Framing.NONE
-        else:
+        elif self._declared:
             self._framing = framing_of(self._headers, response=True)[0]
+        else:
+            self._framing = Framing.UNTIL_CLOSE
         keep = status == 101 or client.keep_for(
             parser.should_keep_alive() and self._framing is not Framing.UNTIL_CLOSE
         )
-        self._out.append(
-            response_head(version, status, self._reason, self._headers, close=not keep)
-        )
+        self._out.append((version, status, self._reason, self._headers, not keep))
+        if not keep:
+            self._verbatim = False  # the head gets Connection: close
         self.answered = True
         if self._method == b"HEAD" and status != 101:
             self._complete = True  # llhttp would wait for the GET's body: the answer ends here
 
     def on_body(self, body: bytes) -> None:
         if self._stray or (self._complete and self._method == b"HEAD"):
+            self._verbatim = False  # (a body after a HEAD's answer: never passed on)
             return
-        self._out.append(chunk(body) if self._framing is Framing.CHUNKED else body)
+        self._out.append(body)
 
     def on_message_complete(self) -> None:
         if self._stray:
@@ -214,16 +233,33 @@ class UpstreamConnection(asyncio.Protocol):
             self.answered = False
             return
         if self._framing is Framing.CHUNKED:
-            self._out.append(last_chunk(self._trailers))
+            self._out.append(self._trailers)
         self._keep_alive = self._parser.should_keep_alive()
         self._complete = True
 
     # --- internals ---------------------------------------------------------------------------
-    def _flush(self, client: Client) -> None:
+    def _flush(self, client: Client, data: bytes) -> None:
+        """Write this read on: as it came, or rebuilt from its parts."""
         out = self._out
-        if out:
-            client.write_answer(out[0] if len(out) == 1 else b"".join(out))
-            out.clear()
+        if not out:
+            return
+        # Only where body bytes are the bytes on the wire: a chunked body is always re-chunked,
+        # so a read rebuilt after one sent as it came never splits a chunk's framing.
+        if self._verbatim and not self._in_head and self._framing is not Framing.CHUNKED:
+            client.write_answer(data)
+        else:
+            chunked = self._framing is Framing.CHUNKED
+            parts = []
+            for part in out:
+                if isinstance(part, bytes):
+                    parts.append(chunk(part) if chunked else part)
+                elif isinstance(part, tuple):
+                    version, status, reason, headers, close = part
+                    parts.append(response_head(version, status, reason, headers, close=close))
+                else:
+                    parts.append(last_chunk(part))
+            client.write_answer(b"".join(parts))
+        out.clear()
 
     def _fail(self, client: Client, reason: str) -> None:
         answered = self.answered

@@ -81,8 +81,6 @@ __all__ = [
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
-Role = PlanRole
-
 
 @attrs.frozen(kw_only=True)
 class Container:
@@ -99,7 +97,7 @@ class Container:
     image: str = attrs.field(
         validator=rules.image_reference, metadata=about("The image reference.")
     )
-    role: Role = attrs.field(
+    role: PlanRole = attrs.field(
         default="run",
         validator=rules.one_of(*PLAN_ROLES),
         metadata=about(

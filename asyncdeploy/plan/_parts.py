@@ -328,6 +328,28 @@ class Gate:
         ),
     )
 
+    header_timeout_seconds: int = attrs.field(
+        default=10,
+        validator=positive_int,
+        metadata=about(
+            "From a request head's first byte (a new connection's opening) to its end: past it the client gets 408 and the connection closes (HAProxy's `timeout http-request`)."
+        ),
+    )
+    idle_timeout_seconds: int = attrs.field(
+        default=120,
+        validator=positive_int,
+        metadata=about(
+            "A kept-alive client connection with no request for this long is closed (keep it above your balancer's idle time for its connections to the gate)."
+        ),
+    )
+    max_connections: int | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(positive_int),
+        metadata=about(
+            "Client connections the gate holds at once; past it a newcomer gets 503 and is closed (default: half the gate's descriptor limit less a reserve)."
+        ),
+    )
+
     def __attrs_post_init__(self) -> None:
         if self.admin_port == self.upstream:
             raise PlanError("admin_port", f"{self.admin_port} is the engine's own port")

@@ -67,7 +67,11 @@ def gate_sidecar(plan: WorkloadPlan, container: Container, gate: Gate, token: st
         "--drain-timeout", f"{_cut_after(plan)}s",
         "--propagation-wait", f"{gate.propagation_seconds}s",
         "--check-interval", "1s",
+        "--header-timeout", f"{gate.header_timeout_seconds}s",
+        "--idle-timeout", f"{gate.idle_timeout_seconds}s",
     ]  # fmt: skip
+    if gate.max_connections is not None:
+        args += ["--max-connections", str(gate.max_connections)]
     ready = Probe(http=HTTPGet(path="/ready", port=listen), period_seconds=1, failure_threshold=1)
     return Container(
         name=gate_name(container.name),

@@ -28,7 +28,7 @@ from asyncdeploy.gate._upstream import UpstreamConnection
 from asyncdeploy.workload import DrainController
 
 
-class HeldFront:
+class HeldHost:
     """Admits every request and never opens the upstream: what would be sent stays queued."""
 
     def __init__(self) -> None:
@@ -53,7 +53,7 @@ class HeldFront:
 def gate_frames(raw: bytes, pieces: int = 1) -> tuple[list[bytes], list[str]]:
     """What the gate would send to the engine for each request in ``raw`` (fed in ``pieces``
     parts), and the errors it would answer instead."""
-    connection = ClientConnection(HeldFront())  # type: ignore[arg-type]
+    connection = ClientConnection(HeldHost())  # type: ignore[arg-type]
     size = max(1, len(raw) // pieces)
     for start in range(0, len(raw), size):
         if connection.queue and connection.queue[-1].error is not None:
@@ -299,3 +299,147 @@ def test_splits_do_not_matter() -> None:
     raw = SMUGGLING[48] + SMUGGLING[49]
     results = {tuple(gate_frames(raw, n)[0]) for n in itertools.chain(range(1, 12), [40, 97])}
     assert len(results) == 1
+
+
+# --- the answer's side: what the engine sends, as the client gets it --------------------------
+class Collecting:
+    """The client side of an answer (``_upstream.Client``), keeping what it is sent."""
+
+    def __init__(self, *, keep: bool = True) -> None:
+        self.data = b""
+        self.keep = keep
+        self.complete: list[bool] = []
+        self.failed: list[str] = []
+
+    def keep_for(self, keep_alive: bool) -> bool:
+        return self.keep and keep_alive
+
+    def write_answer(self, data: bytes) -> None:
+        self.data += data
+
+    def response_complete(self, *, reusable: bool) -> None:
+        self.complete.append(reusable)
+
+    def upstream_failed(self, reason: str, *, answered: bool, untouched: bool) -> None:
+        self.failed.append(reason)
+
+    def upstream_full(self, full: bool) -> None:
+        pass
+
+    def switched(self, rest: bytes) -> bool:
+        return False
+
+    def tunnel_closed(self) -> None:
+        pass
+
+
+class NoTransport:
+    def set_write_buffer_limits(self, high: int) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def relay_answer(
+    answer: bytes, pieces: int, *, method: bytes = b"GET", keep: bool = True
+) -> Collecting:
+    upstream = UpstreamConnection()
+    upstream.connection_made(NoTransport())  # type: ignore[arg-type]
+    client = Collecting(keep=keep)
+    upstream.start(client, method)
+    size = max(1, len(answer) // pieces)
+    for start in range(0, len(answer), size):
+        if upstream.client is None:
+            break
+        upstream.data_received(answer[start : start + size])
+    return client
+
+
+def h11_answer(
+    data: bytes, method: bytes = b"GET"
+) -> tuple[int, list[tuple[bytes, bytes]], bytes, list[tuple[bytes, bytes]]]:
+    client = h11.Connection(h11.CLIENT)
+    client.send(h11.Request(method=method, target="/", headers=[("host", "g")]))
+    client.send(h11.EndOfMessage())
+    client.receive_data(data)
+    status, headers, body, trailers = 0, [], b"", []
+    while True:
+        event = client.next_event()
+        assert event is not h11.NEED_DATA
+        if isinstance(event, h11.Response):
+            status, headers = event.status_code, list(event.headers)
+        elif isinstance(event, h11.Data):
+            body += event.data
+        elif isinstance(event, h11.EndOfMessage):
+            trailers = list(event.headers)
+            assert not client.trailing_data[0]
+            return status, headers, body, trailers
+
+
+@st.composite
+def answers(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """An answer the engine might send, and the body it carries."""
+    status = draw(st.sampled_from([200, 201, 404, 500]))
+    headers = [(k, v) for k, v in draw(st.lists(st.tuples(TOKEN, VALUE), max_size=4))]
+    headers = [(k, v) for k, v in headers if k.lower() not in FRAMING]
+    head = f"HTTP/1.1 {status} Reason Here\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers)
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n" if draw(st.booleans()) else b""
+    if draw(st.booleans()):
+        body = draw(st.binary(max_size=300))
+        return interim + (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body, body
+    pieces = draw(st.lists(st.binary(min_size=1, max_size=200), max_size=5))
+    extensions = draw(st.lists(TOKEN, max_size=2))
+    trailers = [
+        (k, v)
+        for k, v in draw(st.lists(st.tuples(TOKEN, VALUE), max_size=2))
+        if k.lower() not in FRAMING
+    ]
+    wire = (head + "Transfer-Encoding: chunked\r\n\r\n").encode()
+    return interim + wire + chunked(pieces, extensions, trailers), b"".join(pieces)
+
+
+@settings(max_examples=150, deadline=None)
+@given(answers(), st.integers(min_value=1, max_value=30), st.booleans())
+def test_any_answer_reaches_the_client_as_llhttp_read_it(
+    answer: tuple[bytes, bytes], pieces: int, keep: bool
+) -> None:
+    """Sized or chunked (extensions, trailers), after a 100 Continue or not, in any pieces,
+    kept alive or closed by the gate: the client reads the status, the fields and the body the
+    engine sent, and one answer only."""
+    wire, body = answer
+    client = relay_answer(wire, pieces, keep=keep)
+    assert client.complete == [True] and not client.failed  # the engine's connection: reusable
+    data = client.data
+    if data.startswith(b"HTTP/1.1 100 "):
+        data = data.split(b"\r\n\r\n", 1)[1]
+    status, headers, read, _ = h11_answer(data)
+    assert read == body and status in (200, 201, 404, 500)
+    assert ((b"connection", b"close") in headers) is not keep
+
+
+def test_a_head_answer_ends_at_its_head_and_its_connection_is_not_reused() -> None:
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n"
+    client = relay_answer(answer, 2, method=b"HEAD")
+    assert client.complete == [False]
+    assert h11_answer(client.data, b"HEAD")[2] == b""
+
+
+def test_bytes_past_the_answer_are_never_passed_on() -> None:
+    """An engine that sends more than its answer: the client gets the answer alone, and the
+    connection is not used again."""
+    for answer in (
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nbad",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nHTTP/1.1 500 X\r\n\r\n",
+    ):
+        for pieces in (1, 3, 7):
+            client = relay_answer(answer, pieces)
+            assert client.complete == [False], (answer, pieces)
+            assert h11_answer(client.data)[2] == b"ok"
+            assert b"bad" not in client.data and b" 500 " not in client.data

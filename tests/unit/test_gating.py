@@ -21,7 +21,15 @@ from asyncdeploy.labels import (
     LABEL_READINESS_NET,
     LABEL_ROLE,
 )
-from asyncdeploy.plan import DEFAULT_GATE_IMAGE, GATE_TOKEN_ENV, HTTPGet, WorkloadPlan, plan_digest
+from asyncdeploy.masking import mask_tree
+from asyncdeploy.plan import (
+    DEFAULT_GATE_IMAGE,
+    GATE_TOKEN_ENV,
+    HTTPGet,
+    WorkloadPlan,
+    plan_digest,
+    plan_to_mapping,
+)
 from asyncdeploy.plan.gating import expand_gates
 from asyncdeploy.plan.schema import plan_schema
 
@@ -71,6 +79,8 @@ def test_the_gate_becomes_a_sidecar_before_the_engine_with_its_ports_and_readine
     assert args["--upstream"] == "8001"
     assert args["--ready-path"] == "/health"
     assert args["--drain-timeout"] == "55s"  # the grace less the engine's own exit
+    assert (args["--header-timeout"], args["--idle-timeout"]) == ("10s", "120s")
+    assert "--max-connections" not in args  # the gate's own default: from its descriptors
     assert sidecar.ports == ()  # the Pod's host ports are mapped from its main containers
     assert sidecar.checks.readiness is not None
     assert sidecar.checks.readiness.http == HTTPGet(path="/ready", port=8000)
@@ -98,6 +108,7 @@ def test_each_expansion_draws_its_own_token_and_the_digest_does_not_see_it() -> 
         hook = plan.containers[1].pre_stop_http
         assert hook is not None and hook.path.endswith(f"&token={token}")
     assert plan_digest(first) == plan_digest(second)
+    assert tokens[0] not in str(mask_tree(plan_to_mapping(first)))  # printed: masked
     other = expand_gates(acceptance_plan(termination_grace_period_seconds=90))
     assert plan_digest(other) != plan_digest(first)  # anything else still counts
 
@@ -107,6 +118,23 @@ def test_expansion_is_idempotent_and_leaves_plans_without_a_gate_alone() -> None
     assert expand_gates(once) == once
     plain = WorkloadPlan.from_mapping({"name": "a", "containers": [{"name": "b", "image": "i"}]})
     assert expand_gates(plain) is plain
+
+
+def test_the_gates_limits_come_from_the_plan() -> None:
+    document = acceptance_document()
+    document["containers"][0]["gate"] |= {
+        "header_timeout_seconds": 3,
+        "idle_timeout_seconds": 30,
+        "max_connections": 500,
+    }
+    sidecar = expand_gates(WorkloadPlan.from_mapping(document)).containers[0]
+    args = dict(zip(sidecar.args[::2], sidecar.args[1::2], strict=True))  # type: ignore[index]
+    assert (args["--header-timeout"], args["--idle-timeout"]) == ("3s", "30s")
+    assert args["--max-connections"] == "500"
+    for bad in ({"header_timeout_seconds": 0}, {"max_connections": 0}):
+        document["containers"][0]["gate"] = {"upstream": 8001, **bad}
+        with pytest.raises(PlanError, match=next(iter(bad))):
+            WorkloadPlan.from_mapping(document)
 
 
 def test_a_gate_without_ready_checks_the_engine_by_tcp() -> None:
