@@ -43,7 +43,7 @@ TOKEN_HEADER = b"x-asyncdeploy-token"
 _VERB = re.compile(rb"[a-z][a-z0-9_-]{0,31}")
 
 
-class Gate(Protocol):
+class GateAnswers(Protocol):
     """What the admin port needs of the gate (``_server._Gate``)."""
 
     @property
@@ -58,7 +58,7 @@ class Gate(Protocol):
 class AdminHost:
     """What the admin port's connections answer (``_relay.RelayHost``): only local answers."""
 
-    def __init__(self, gate: Gate, token: str | None, limits: Limits) -> None:
+    def __init__(self, gate: GateAnswers, token: str | None, limits: Limits) -> None:
         self._gate = gate
         self._token = token.encode() if token else None
         self.limits = limits
