@@ -56,7 +56,7 @@ class GateAnswers(Protocol):
 
 
 class AdminHost:
-    """What the admin port's connections answer (``_relay.RelayHost``): only local answers."""
+    """What the admin port's connections answer (``_host.RelayHost``): only local answers."""
 
     def __init__(self, gate: GateAnswers, token: str | None, limits: Limits) -> None:
         self._gate = gate
@@ -126,7 +126,7 @@ class AdminHost:
 
         return drain
 
-    # --- the rest of ``_relay.RelayHost``: never relayed, so never an upstream ---------------------
+    # --- the rest of ``_host.RelayHost``: never relayed, so never an upstream ---------------------
     def refusal(self, *, close: bool) -> bytes:
         return self._gate.refusal(close=close)
 
