@@ -51,6 +51,7 @@ fi
 #     haproxy` starts Debian's haproxy as its own child process (never as a service: apt_install
 #     blocks the package's init script), wrk drives load, chromium renders verify's HTML report
 apt_install haproxy wrk chromium
+apt_install nginx
 
 # 4. images, built locally (the demo image takes wheels that pip downloads on the host)
 bash "$here/build-test-image.sh" >/dev/null
