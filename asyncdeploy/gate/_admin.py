@@ -43,7 +43,7 @@ TOKEN_HEADER = b"x-asyncdeploy-token"
 _VERB = re.compile(rb"[a-z][a-z0-9_-]{0,31}")
 
 
-class Gate(Protocol):
+class GateAnswers(Protocol):
     """What the admin port needs of the gate (``_server._Gate``)."""
 
     @property
@@ -56,9 +56,9 @@ class Gate(Protocol):
 
 
 class AdminHost:
-    """What the admin port's connections answer (``_relay.RelayHost``): only local answers."""
+    """What the admin port's connections answer (``_host.RelayHost``): only local answers."""
 
-    def __init__(self, gate: Gate, token: str | None, limits: Limits) -> None:
+    def __init__(self, gate: GateAnswers, token: str | None, limits: Limits) -> None:
         self._gate = gate
         self._token = token.encode() if token else None
         self.limits = limits
@@ -126,7 +126,7 @@ class AdminHost:
 
         return drain
 
-    # --- the rest of ``_relay.RelayHost``: never relayed, so never an upstream ---------------------
+    # --- the rest of ``_host.RelayHost``: never relayed, so never an upstream ---------------------
     def refusal(self, *, close: bool) -> bytes:
         return self._gate.refusal(close=close)
 

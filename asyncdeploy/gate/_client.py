@@ -24,7 +24,7 @@ import httptools
 
 from asyncdeploy.workload import DrainState, RequestOutcome
 
-from ._exchange import Exchange, Phase
+from ._exchange import Exchange, ExchangePhase
 from ._host import LocalAnswer, RelayHost
 from ._http import answer
 from ._limits import Limits
@@ -134,7 +134,7 @@ class ClientConnection(asyncio.Protocol):
         elif upstream is not None:
             upstream.close()
         for waiting in self.queue:
-            waiting.phase = Phase.DONE
+            waiting.phase = ExchangePhase.DONE
         self.queue.clear()
 
     def pause_writing(self) -> None:
@@ -144,7 +144,7 @@ class ClientConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        if self.queue and self.queue[0].phase is Phase.CLOSING:
+        if self.queue and self.queue[0].phase is ExchangePhase.CLOSING:
             self._finish(self.queue[0])
         elif self.upstream is not None:
             self.upstream.resume()
@@ -152,11 +152,11 @@ class ClientConnection(asyncio.Protocol):
 
     def _body(self, exchange: Exchange, data: bytes) -> None:
         """A piece of a request's body, framed as it goes to the engine (``_reading``)."""
-        if exchange.phase is Phase.RELAYING and self.upstream is not None:
+        if exchange.phase is ExchangePhase.RELAYING and self.upstream is not None:
             self.upstream.write(data)
             if exchange.kept is not None:
                 exchange.kept.append(data)
-        elif exchange.phase <= Phase.OPENING:  # not sent on yet: it waits (see _holding)
+        elif exchange.phase <= ExchangePhase.OPENING:  # not sent on yet: it waits (see _holding)
             exchange.wait_with(data)
         # an answered (local, refused) request's body is read and dropped
 
@@ -215,10 +215,13 @@ class ClientConnection(asyncio.Protocol):
         if exchange.error is None:
             exchange.error = (400, f"malformed request: {reason}"[:200])
         self._reader.parsing = None
-        if exchange.phase is Phase.PARSING:
-            exchange.phase = Phase.QUEUED
+        if exchange.phase is ExchangePhase.PARSING:
+            exchange.phase = ExchangePhase.QUEUED
             self.queue.append(exchange)
-        elif exchange.phase in (Phase.OPENING, Phase.RELAYING) and exchange is self.queue[0]:
+        elif (
+            exchange.phase in (ExchangePhase.OPENING, ExchangePhase.RELAYING)
+            and exchange is self.queue[0]
+        ):
             self._bad_body(exchange)
 
     def _resume_input(self) -> None:
@@ -236,18 +239,18 @@ class ClientConnection(asyncio.Protocol):
         queue = self.queue
         while queue and not self.closed and not self._write_paused:
             exchange = queue[0]
-            if exchange.phase is not Phase.QUEUED:
+            if exchange.phase is not ExchangePhase.QUEUED:
                 return
             if exchange.error is not None:
                 status, reason = exchange.error
                 self._write(answer(status, {"error": reason}, close=True, method=exchange.method))
-                exchange.phase = Phase.DONE
+                exchange.phase = ExchangePhase.DONE
                 self.close()
                 return
             local = host.local(exchange)
             if local is not None:
                 if not isinstance(local, bytes):
-                    exchange.phase = Phase.LOCAL
+                    exchange.phase = ExchangePhase.LOCAL
                     host.spawn(self._local, exchange, local)
                     return
                 self._write(local)
@@ -265,7 +268,7 @@ class ClientConnection(asyncio.Protocol):
             self._relay(exchange)
 
     def _done_locally(self, exchange: Exchange, *, close: bool = False) -> None:
-        exchange.phase = Phase.DONE
+        exchange.phase = ExchangePhase.DONE
         self.queue.popleft()
         self._served += 1
         if close or not exchange.keep_alive:
@@ -285,7 +288,7 @@ class ClientConnection(asyncio.Protocol):
 
     # --- relaying -------------------------------------------------------------------------------
     def _relay(self, exchange: Exchange, replay: list[bytes] | None = None) -> None:
-        exchange.phase = Phase.OPENING
+        exchange.phase = ExchangePhase.OPENING
         upstream = self.upstream
         if upstream is not None and (upstream.closed or replay or not exchange.replayable):
             # Closed by the engine while idle, a replay, or a request too large to keep for
@@ -327,7 +330,7 @@ class ClientConnection(asyncio.Protocol):
             data = b"".join(parts)
         upstream.write(data)
         exchange.kept = [data] if reused else None
-        exchange.phase = Phase.RELAYING
+        exchange.phase = ExchangePhase.RELAYING
         self._resume_input()
 
     def _bad_body(self, exchange: Exchange) -> None:
@@ -364,7 +367,7 @@ class ClientConnection(asyncio.Protocol):
         """The engine sent the answer's last byte; the exchange ends once the client took it."""
         self._reusable = reusable
         exchange = self.queue[0]
-        exchange.phase = Phase.CLOSING
+        exchange.phase = ExchangePhase.CLOSING
         if not self._write_paused:
             self._finish(exchange)
             self._advance()
@@ -388,7 +391,7 @@ class ClientConnection(asyncio.Protocol):
             return
         logger.warning("engine failed %s %s: %s", exchange.method, exchange.path, reason)
         exchange.release(RequestOutcome.FAILED)
-        exchange.phase = Phase.DONE
+        exchange.phase = ExchangePhase.DONE
         if not answered:
             self._write(answer(502, {"error": "engine unreachable"}, close=True))
         self.close()
@@ -404,7 +407,7 @@ class ClientConnection(asyncio.Protocol):
         exchange = self.queue[0]
         if not exchange.upgrade or self.upstream is None:
             return False
-        exchange.phase = Phase.TUNNEL
+        exchange.phase = ExchangePhase.TUNNEL
         self.tunnel = True
         if rest:
             self._write(rest)
@@ -455,7 +458,7 @@ class ClientConnection(asyncio.Protocol):
     # --- internals -----------------------------------------------------------------------------
     def _finish(self, exchange: Exchange) -> None:
         exchange.release(RequestOutcome.COMPLETED)
-        exchange.phase = Phase.DONE
+        exchange.phase = ExchangePhase.DONE
         self.queue.popleft()
         self._served += 1
         upstream = self.upstream

@@ -1,7 +1,7 @@
 """One request and its answer on a client connection: the gate's per-exchange state, one value.
 
 A client connection holds its exchanges in order (pipelined ones wait behind the one in
-flight); each moves through :class:`Phase` once. What a phase means:
+flight); each moves through :class:`ExchangePhase` once. What a phase means:
 
 ======== ===================================================================================
 PARSING  its head is being read (llhttp has seen its first byte)
@@ -27,7 +27,7 @@ from asyncdeploy.workload import Admission, RequestOutcome
 
 from ._http import Framing, HeaderFields, chunk, framing_of, last_chunk, request_head
 
-__all__ = ["REPLAY_MAX", "Exchange", "Phase"]
+__all__ = ["REPLAY_MAX", "Exchange", "ExchangePhase"]
 
 REPLAY_MAX = 256 * 1024
 """The largest request (head and body) sent on a reused upstream connection: what the gate
@@ -35,7 +35,7 @@ keeps to send again if the engine closed that connection instead of answering. A
 or a chunked one, gets a fresh connection."""
 
 
-class Phase(enum.IntEnum):
+class ExchangePhase(enum.IntEnum):
     PARSING = 0
     QUEUED = 1
     OPENING = 2
@@ -73,7 +73,7 @@ class Exchange:
     )
 
     def __init__(self, started: float) -> None:
-        self.phase = Phase.PARSING
+        self.phase = ExchangePhase.PARSING
         self.started = started  # its first byte: the header timeout runs from here
         self.method = b""
         self.target = b""
@@ -118,7 +118,7 @@ class Exchange:
         self.keep_alive, self.upgrade = keep_alive, upgrade
         if self.declared:
             self.framing, self.length = framing_of(self.headers, response=False)
-        self.phase = Phase.QUEUED
+        self.phase = ExchangePhase.QUEUED
 
     def head_bytes(self) -> bytes:
         """The head as the engine gets it: rebuilt, in one canonical form (llhttp accepts a

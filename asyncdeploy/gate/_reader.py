@@ -1,7 +1,7 @@
 """A receive buffer over an anyio byte stream: the gate's health check and ``drain`` command.
 
 Neither is on the hot path (one request a check interval, one a drain), so they use anyio's
-streams; the relay itself is :mod:`._relay`'s protocols.
+streams; the relay itself is :mod:`._client`'s and :mod:`._upstream`'s protocols.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import cast
 
 import httptools
 
-from ._exchange import Exchange, Phase
+from ._exchange import Exchange, ExchangePhase
 from ._http import MAX_HEAD
 
 __all__ = ["RequestReader"]
@@ -54,7 +54,7 @@ class RequestReader:
         exchange.head_size += len(name) + len(value) + 4
         if exchange.head_size > MAX_HEAD:
             _too_large(exchange)
-        if exchange.phase is Phase.PARSING:
+        if exchange.phase is ExchangePhase.PARSING:
             exchange.headers.append((name, value))
             if len(name) in _FRAMING_SIZES:  # Content-Length, Transfer-Encoding (framing_of)
                 exchange.declared = True

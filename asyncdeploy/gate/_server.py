@@ -96,7 +96,7 @@ class _Gate:
             if p is not None
         }
 
-    # --- what the relay needs (``_client.RelayHost``) ----------------------------------------------
+    # --- what the relay needs (``_host.RelayHost``) --------------------------------------------
     def local(self, exchange: Exchange) -> LocalAnswer | None:
         path = exchange.path
         handler = self._local.get(path)

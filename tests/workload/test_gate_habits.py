@@ -137,6 +137,21 @@ async def test_three_pipelined_requests_inside_the_window_are_all_answered(
     assert gate.controller.state is DrainState.DRAINING
 
 
+async def test_an_upgrade_the_engine_refuses_leaves_the_connection_http(gate: Gate) -> None:
+    """An Upgrade request answered without 101 (the stock engine knows no WebSocket): what the
+    client sent after it is read as the next request, and answered."""
+    async with httpx.AsyncClient() as client:
+        await until_ready(client, gate)
+    upgrade = (
+        b"GET /short HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    answers = await raw_exchange(gate, upgrade + b"GET /short HTTP/1.1\r\nHost: g\r\n\r\n")
+    assert re.findall(rb"HTTP/1\.1 (\d{3}) ", answers) == [b"200", b"200"]
+    assert answers.count(b'{"ok":true}') == 2
+    assert gate.controller.in_flight == 0
+
+
 @pytest.mark.parametrize("max_connections", [3])
 async def test_past_the_cap_a_newcomer_gets_503_and_those_held_are_served(gate: Gate) -> None:
     async with httpx.AsyncClient() as client:
