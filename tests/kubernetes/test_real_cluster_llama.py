@@ -34,14 +34,6 @@ pytestmark = pytest.mark.anyio
 cluster, driver = namespace_fixtures(NAMESPACE)
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """The module-scoped ``cluster`` fixture needs a backend of its scope at least (since
-    tests/conftest.py's became per test, every real-cluster module fails its set-up with
-    ScopeMismatch without one)."""
-    return "asyncio"
-
-
 def _plans(tag: str, *, gated: bool, count: int) -> list[tuple[WorkloadPlan, int]]:
     if not LLAMA_IMAGE:
         unavailable(
