@@ -9,13 +9,13 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import anyio
 import attrs
 import click
 
-from asyncdeploy import Deployer, DriverName, open_deployer
+from asyncdeploy.drivers.registry import DriverName
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import (
     AsyncDeployError,
@@ -31,6 +31,9 @@ from asyncdeploy.namespaces import workload_namespace
 from asyncdeploy.plan import MAX_SECONDS, WorkloadPlan
 from asyncdeploy.results import WorkloadStatus
 from asyncdeploy.selectors import Selector, parse_selector
+
+if TYPE_CHECKING:
+    from asyncdeploy.deployer import Deployer
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -94,6 +97,8 @@ class Settings:
 
     def open_deployer(self) -> AbstractAsyncContextManager[Deployer]:
         """The deployer these settings name; Kubernetes options choose Kubernetes."""
+        from asyncdeploy._opening import open_deployer  # on use: a command's --help needs none
+
         kube = {"namespace": self.namespace, "context": self.context, "kubeconfig": self.kubeconfig}
         given = {k: v for k, v in kube.items() if v is not None}
         namespace = self.namespace or self.plan_namespace

@@ -27,7 +27,6 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import anyio
-from kubernetes_asyncio.client import ApiClient
 
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import READY_SETTLE_SECONDS, Found
@@ -45,6 +44,7 @@ from asyncdeploy.drivers.kubernetes._drain import (
 )
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.drivers.kubernetes._kubelet import StartupFailure, startup_failure
+from asyncdeploy.drivers.kubernetes._library import ApiClient
 from asyncdeploy.drivers.kubernetes._manifest import (
     apply_decision,
     pod_manifest,
