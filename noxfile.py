@@ -108,8 +108,9 @@ def demo(session: nox.Session) -> None:
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """Benchmark the drain on Docker and Podman: raw Engine API, the peer, asyncdeploy; then
-    image pulls from the local registry, asyncdeploy beside `docker pull` / `podman pull`; then
-    the drain gate's cost beside the same server reached directly (bench-results/bench-gate.json).
+    the CLI's start (`list` beside `docker ps` / `podman ps`, bench-results/bench-start.json);
+    then image pulls from the local registry, asyncdeploy beside `docker pull` / `podman pull`;
+    then the drain gate's cost beside the same server reached directly (bench-results/bench-gate.json).
 
     Prints a table per engine and writes bench-results/bench-<engine>.json (about 20 minutes;
     `nox -s bench -- --quick` is a smoke run, `-- --engines docker --runs 5` and `--no-peer`
@@ -143,6 +144,10 @@ def bench(session: nox.Session) -> None:
         except nox.command.CommandFailed as exc:
             args += ["--peer-unavailable", f"pip install gpustack-runtime failed ({exc.reason})"]
     session.run("python", "benchmarks/bench.py", *args, *session.posargs)
+    # the CLI's start: `asyncdeploy --driver docker list` beside `docker ps` (and Podman's pair)
+    session.run(
+        "python", "benchmarks/start.py", *(["--quick"] if "--quick" in session.posargs else [])
+    )
     # the pull benchmark (local registry of ci/start-registry.sh): asyncdeploy beside docker/podman pull
     session.run(
         "python", "benchmarks/pull.py", *(["--smoke"] if "--quick" in session.posargs else [])
