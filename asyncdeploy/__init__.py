@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         PullStarted,
         SidecarRemoved,
         SignalSent,
+        TeardownPending,
         TrafficLeft,
         TrafficStillRouted,
     )
@@ -129,6 +130,7 @@ _HOMES: dict[str, str] = {
     "PreStopStarted": "asyncdeploy.events",
     "SidecarRemoved": "asyncdeploy.events",
     "SignalSent": "asyncdeploy.events",
+    "TeardownPending": "asyncdeploy.events",
     "TrafficLeft": "asyncdeploy.events",
     "TrafficStillRouted": "asyncdeploy.events",
     "Autoheal": "asyncdeploy.plan",
@@ -214,6 +216,7 @@ __all__ = [
     "SelectorError",
     "SidecarRemoved",
     "SignalSent",
+    "TeardownPending",
     "TrafficLeft",
     "TrafficStillRouted",
     "UnsupportedEventLoop",

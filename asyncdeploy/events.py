@@ -43,6 +43,7 @@ __all__ = [
     "Role",
     "SidecarRemoved",
     "SignalSent",
+    "TeardownPending",
     "TrafficLeft",
     "TrafficStillRouted",
     "event_to_dict",
@@ -177,6 +178,19 @@ class TrafficStillRouted:
 
 
 @attrs.frozen(kw_only=True)
+class TeardownPending:
+    """Kubernetes: every container of the workload ended, but its Pod was still there when the
+    wait for it ended, ``timeout`` seconds into the drain (the caller's ``--timeout``, else the
+    grace period plus the teardown margin): the kubelet is still tearing it down (volumes,
+    devices, the sandbox) and the Pod keeps its name until then. Not a failed drain: the summary
+    says ``tearing_down`` and carries no error; the CLI exits 4."""
+
+    workload: str
+    elapsed: float
+    timeout: float
+
+
+@attrs.frozen(kw_only=True)
 class ContainerOutcome:
     """How one container ended: ``seconds`` from the start of the drain to its exit."""
 
@@ -196,6 +210,7 @@ class DrainSummary:
     seconds: float
     containers: tuple[ContainerOutcome, ...]
     errors: tuple[str, ...] = ()
+    tearing_down: bool = False  # every container ended; the Pod was still going (TeardownPending)
 
     def count(self, outcome: ContainerEnd) -> int:
         return sum(1 for c in self.containers if c.outcome == outcome)
@@ -226,6 +241,7 @@ DrainEvent = (
     | PauseRemoved
     | TrafficLeft
     | TrafficStillRouted
+    | TeardownPending
     | DrainFinished
 )
 
@@ -315,6 +331,7 @@ def event_to_dict(event: Event) -> dict[str, Any]:
             ],
             totals={outcome: summary.count(outcome) for outcome in CONTAINER_ENDS},
             errors=list(summary.errors),
+            tearing_down=summary.tearing_down,
         )
         return out
     for key, value in attrs.asdict(event, recurse=False).items():

@@ -16,8 +16,10 @@ import click
 from asyncdeploy import Deployer
 from asyncdeploy.cli._common import (
     DURATION,
+    EXIT_TEARING_DOWN,
     WORKLOAD_NAME,
     Settings,
+    drain_timeout_option,
     echo_out,
     emit_json,
     grace_option,
@@ -182,6 +184,7 @@ async def _wait(
 @click.command()
 @click.argument("name", type=WORKLOAD_NAME)
 @grace_option
+@drain_timeout_option
 @click.option(
     "--timeline",
     "timeline_file",
@@ -201,14 +204,14 @@ def delete(
 
     interrupts = Interrupts("drain", f"delete of {name!r}")
 
-    async def impl() -> None:
+    async def impl() -> list[DrainSummary]:
         async with settings.open_deployer() as deployer:
             drain = deployer.terminate(
                 name, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
             )
             seen: list[DrainEvent] = []
             try:
-                await stream_drain(
+                summaries = await stream_drain(
                     _recorded(drain, seen) if timeline_file else drain, output, interrupts
                 )
             finally:
@@ -217,14 +220,16 @@ def delete(
 
                     await anyio.Path(timeline_file).write_text(timeline_html(seen))
             interrupts.settled = True  # drained: a late signal must not claim a kill
+            return summaries
 
-    run(interrupts.guard, impl)
+    _exit_if_tearing_down(run(interrupts.guard, impl))
 
 
 @click.command("delete-all")
 @selector_option
 @click.option("--all", "everything", is_flag=True, help="Every workload (instead of --selector).")
 @grace_option
+@drain_timeout_option
 @output_option
 @all_namespaces_option
 @pass_settings
@@ -245,16 +250,30 @@ def delete_all(
         raise click.UsageError("delete-all needs exactly one of --selector and --all")
     interrupts = Interrupts("drain", "delete-all")
 
-    async def impl() -> None:
+    async def impl() -> list[DrainSummary]:
         async with settings.open_deployer() as deployer:
             drain = deployer.terminate_all(
                 selector, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
             )
-            if not await stream_drain(drain, output, interrupts):
+            summaries = await stream_drain(drain, output, interrupts)
+            if not summaries:
                 click.echo("No resources found", err=True)  # as kubectl: exit 0
             interrupts.settled = True  # drained: a late signal must not claim a kill
+            return summaries
 
-    run(interrupts.guard, impl)
+    _exit_if_tearing_down(run(interrupts.guard, impl))
+
+
+def _exit_if_tearing_down(summaries: list[DrainSummary]) -> None:
+    """Exit 4 when a drain succeeded but left a Pod still being torn down at the timeout."""
+    left = [s.workload for s in summaries if s.tearing_down]
+    if left:
+        click.echo(
+            f"{', '.join(left)}: every container ended, but the Pod was still being torn down "
+            "when the wait ended (it keeps its name until it goes; --timeout waits longer)",
+            err=True,
+        )
+        raise click.exceptions.Exit(EXIT_TEARING_DOWN)
 
 
 @contextlib.asynccontextmanager

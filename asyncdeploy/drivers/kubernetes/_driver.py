@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import anyio
+import attrs
 
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import READY_SETTLE_SECONDS, Found
@@ -55,6 +56,7 @@ from asyncdeploy.drivers.kubernetes._pod_states import WATCH_MARGIN
 from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
     CreateError,
+    DrainError,
     EngineError,
     EngineTimeout,
     EngineUnavailable,
@@ -93,11 +95,13 @@ class KubernetesDriver:
         request_timeout: float = 30.0,
         watch_margin: float = WATCH_MARGIN,
         all_namespaces: bool = False,
+        drain_timeout: float | None = None,
     ) -> None:
         self.api = PodAPI(client, request_timeout=request_timeout)
         self.namespace = namespace
         self.watch_margin = watch_margin
         self.all_namespaces = all_namespaces
+        self.drain_timeout = drain_timeout
 
     # --- life cycle --------------------------------------------------------------------------
 
@@ -110,9 +114,14 @@ class KubernetesDriver:
         namespace: str | None = None,
         request_timeout: float = 30.0,
         all_namespaces: bool = False,
+        drain_timeout: float | None = None,
     ) -> KubernetesDriver:
         """Open the cluster the kubeconfig (or the in-cluster account) names, and ping it;
-        ``all_namespaces``: list and drain across every namespace (see the module docstring)."""
+        ``all_namespaces``: list and drain across every namespace (see the module docstring);
+        ``drain_timeout``: how long a drain waits for its Pods to be gone, from its start, as
+        kubectl's ``delete --timeout`` (default: each Pod's grace period plus its teardown
+        margin). A Pod still there then whose containers all ended is reported tearing down
+        (``TeardownPending``, the summary's ``tearing_down``), not as a failed drain."""
         found = await load_cluster_config(
             kubeconfig=kubeconfig, context=context, namespace=namespace
         )
@@ -121,6 +130,7 @@ class KubernetesDriver:
             namespace=found.namespace,
             request_timeout=request_timeout,
             all_namespaces=all_namespaces,
+            drain_timeout=drain_timeout,
         )
         try:
             await driver.ping()
@@ -408,6 +418,7 @@ class KubernetesDriver:
                 emit=emit,
                 margin=self.watch_margin,
                 qualified=qualified,
+                timeout=self.drain_timeout,
             )
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(SERVICE_CLEANUP_TIMEOUT):
@@ -449,10 +460,14 @@ class KubernetesDriver:
                         grace_period_seconds=None,
                         emit=watch,
                         margin=self.watch_margin,
+                        timeout=self.drain_timeout,
                     ),
                     emit or ignore_events,
                     kill_now,
                 )
+                if replaced.tearing_down:  # the old Pod still holds the name: no create
+                    held = "its Pod was still being torn down, holding the name"
+                    raise DrainError([attrs.evolve(replaced, errors=(*replaced.errors, held))])
         created = await self.api.create(namespace, manifest)
         if plan.service is not None:
             try:
