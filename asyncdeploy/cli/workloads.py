@@ -69,6 +69,14 @@ _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
     help="With --wait: how long it may take.",
 )
 @click.option(
+    "--settle",
+    type=DURATION,
+    default=None,
+    help="With --wait, for a container without a readiness check: how long past its start "
+    "it must keep running (no exit, no restart) to count as ready [default: 2s; 0: running "
+    "is enough].",
+)
+@click.option(
     "--keep-failed",
     is_flag=True,
     help="With --wait: keep a workload that will not start, to look at it (logs, get, "
@@ -77,7 +85,13 @@ _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
 @output_option
 @pass_settings
 def create(
-    settings: Settings, plan_file: str, wait: bool, timeout: float, keep_failed: bool, output: str
+    settings: Settings,
+    plan_file: str,
+    wait: bool,
+    timeout: float,
+    settle: float | None,
+    keep_failed: bool,
+    output: str,
 ) -> None:
     """Create a workload from a YAML or JSON plan (a no-op when it is unchanged).
 
@@ -94,9 +108,8 @@ def create(
                 return  # a signal stopped it: the guard says how
             interrupts.made = True
             if wait:
-                result = attrs.evolve(
-                    result, status=await _wait(deployer, plan, result, timeout, keep_failed)
-                )
+                waited = await _wait(deployer, plan, result, timeout, settle, keep_failed)
+                result = attrs.evolve(result, status=waited)
             interrupts.settled = True  # created: a signal from now on must not claim otherwise
         if output == "json":
             emit_json({"action": result.action, "workload": status_dict(result.status)})
@@ -155,14 +168,19 @@ async def _create_showing_events(
 
 
 async def _wait(
-    deployer: Deployer, plan: WorkloadPlan, result: ApplyResult, timeout: float, keep: bool
+    deployer: Deployer,
+    plan: WorkloadPlan,
+    result: ApplyResult,
+    timeout: float,
+    settle: float | None,
+    keep: bool,
 ) -> WorkloadStatus:
     """Wait until ``plan``'s workload is ready. One that will not start is removed only when this
     create made it (and ``keep`` is not asked), and then drained like any delete (its own
     grace): a wait never deletes what it did not create, and never kills without a drain. Its
     exit code and last log lines are in the ``CreateError``, read before the removal."""
     try:
-        return await deployer.wait_ready(plan.name, timeout=timeout)
+        return await deployer.wait_ready(plan.name, timeout=timeout, settle_seconds=settle)
     except CreateError:
         if result.action == "unchanged":
             click.echo(f"{plan.name} was left as it was: this create did not make it", err=True)

@@ -1050,3 +1050,40 @@ async def _no_watches(fake: FakeApiServer) -> bool:
 async def _expire_once_watched(fake: FakeApiServer) -> None:
     await until(lambda: fake.open_watches() > 0)
     fake.expire_watches()
+
+
+# --- the settle wait (issue 25 item 5, issue 27's failure) -------------------------------------
+
+
+async def test_a_crash_the_kubelet_reports_late_still_fails_the_wait(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """A container without a probe that ends 1 s after its start, its end shown 1.5 s later
+    (as a loaded kubelet reports it: 0.7-1.9 s measured at load 9-11), fails ``wait_ready``
+    with its exit code. The window read 2 s after the sighting (before) answered ready."""
+    fake.scripts["server"] = ContainerScript(exit_after=1.0, exit_code=3)
+    fake.exit_report_delay = 1.5
+    await driver.apply(plan(grace=1))
+    with pytest.raises(CreateError) as caught:
+        await driver.wait_ready("demo", timeout=20)
+    assert caught.value.exit_code == 3
+    assert "container exited: server of 'demo'" in str(caught.value)
+
+
+async def test_the_settle_time_is_the_callers(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """``settle_seconds`` 0: running is enough, at once; a longer one catches a later crash that
+    the default window (2 s and the report delay) lets through."""
+    fake.scripts["server"] = ContainerScript(exit_after=5.0, exit_code=3)
+    await driver.apply(plan("zero", grace=1))
+    started = anyio.current_time()
+    status = await driver.wait_ready("zero", timeout=20, settle_seconds=0)
+    assert anyio.current_time() - started < 2.5 and status.state == "running"
+    await driver.apply(plan("default", grace=1))
+    status = await driver.wait_ready("default", timeout=20)  # ready at ~3 s, before the crash
+    assert status.state == "running"
+    await driver.apply(plan("long", grace=1))
+    with pytest.raises(CreateError) as caught:
+        await driver.wait_ready("long", timeout=20, settle_seconds=7)
+    assert caught.value.exit_code == 3
