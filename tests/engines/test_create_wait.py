@@ -157,3 +157,17 @@ async def test_a_container_running_longer_than_the_settle_time_is_ready_at_the_f
     await deployer.wait_ready(workload, timeout=TIMEOUT, settle_seconds=3)
     assert time.monotonic() - began < 2.0  # the first look: a few engine calls
     await deployer.delete(workload, grace_period_seconds=1)
+
+
+async def test_create_wait_takes_the_settle_time(
+    deployer: Deployer, name: Any, tmp_path: Path
+) -> None:
+    """``create --wait --settle 9s`` catches the crash 6 s into the run (exit 1, its code)."""
+    workload = name("clisettle")
+    path = plan_file(tmp_path, workload, {"image": BUSYBOX, "command": LATE_CRASH})
+    code, out, err, _ = await cli(
+        deployer.driver_name, "create", "-f", path, "--wait", "--settle", "9s"
+    )
+    assert code == 1, out + err
+    assert "exited before it was ready (exit code 3)" in err, err
+    assert await left(deployer, workload) == []
