@@ -109,6 +109,7 @@ def demo(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmark the drain on Docker and Podman: raw Engine API, the peer, asyncdeploy; then
     the CLI's start (`list` beside `docker ps` / `podman ps`, bench-results/bench-start.json);
+    create -> ready -> delete with and without the settle wait (bench-results/bench-ready.json);
     then image pulls from the local registry, asyncdeploy beside `docker pull` / `podman pull`;
     then the drain gate's cost beside the same server reached directly (bench-results/bench-gate.json).
 
@@ -147,6 +148,10 @@ def bench(session: nox.Session) -> None:
     # the CLI's start: `asyncdeploy --driver docker list` beside `docker ps` (and Podman's pair)
     session.run(
         "python", "benchmarks/start.py", *(["--quick"] if "--quick" in session.posargs else [])
+    )
+    # create -> ready -> delete: the settle wait's cost (default, 0, a readiness check)
+    session.run(
+        "python", "benchmarks/ready.py", *(["--quick"] if "--quick" in session.posargs else [])
     )
     # the pull benchmark (local registry of ci/start-registry.sh): asyncdeploy beside docker/podman pull
     session.run(
