@@ -26,7 +26,6 @@ import shutil
 import statistics
 import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -105,8 +104,9 @@ async def main() -> None:
             median = statistics.median(values)
             print(f"  {label:40} {median:7.3f} s  {median / floor:5.1f}x the CLI")
         result["engines"][engine] = {k: statistics.median(v) for k, v in rows.items()}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    out = anyio.Path(args.out)
+    await out.parent.mkdir(parents=True, exist_ok=True)
+    await out.write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":
