@@ -40,7 +40,6 @@ __all__ = [
     "PullFinished",
     "PullProgress",
     "PullStarted",
-    "Role",
     "SidecarRemoved",
     "SignalSent",
     "TeardownPending",
@@ -50,7 +49,6 @@ __all__ = [
     "ignore_events",
 ]
 
-Role = ContainerRole
 ContainerEnd = Literal["exited", "killed", "already-exited", "missing", "unreachable"]
 """How a container ended: ``unreachable`` when the engine stopped answering before its end was
 seen (a later delete finishes the job); ``missing`` when it went without its end being seen."""
@@ -81,7 +79,7 @@ class SidecarRemoved:
     workload: str
     elapsed: float
     container: str
-    role: Role = "autoheal"
+    role: ContainerRole = "autoheal"
 
 
 @attrs.frozen(kw_only=True)
@@ -89,7 +87,7 @@ class PreStopStarted:
     workload: str
     elapsed: float
     container: str
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -101,7 +99,7 @@ class PreStopFinished:
     container: str
     exit_code: int | None
     timed_out: bool
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -110,7 +108,7 @@ class SignalSent:
     elapsed: float
     container: str
     signal: str
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -122,7 +120,7 @@ class ContainerExited:
     container: str
     exit_code: int | None
     graceful: bool
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -133,7 +131,7 @@ class ContainerForceKilled:
     elapsed: float
     container: str
     reason: str = "deadline"
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -141,7 +139,7 @@ class ContainerRemoved:
     workload: str
     elapsed: float
     container: str
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -151,7 +149,7 @@ class PauseRemoved:
     workload: str
     elapsed: float
     container: str
-    role: Role = "pause"
+    role: ContainerRole = "pause"
 
 
 @attrs.frozen(kw_only=True)
@@ -195,7 +193,7 @@ class ContainerOutcome:
     """How one container ended: ``seconds`` from the start of the drain to its exit."""
 
     name: str
-    role: Role
+    role: ContainerRole
     outcome: ContainerEnd
     exit_code: int | None
     seconds: float | None

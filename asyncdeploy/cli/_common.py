@@ -18,11 +18,11 @@ import click
 from asyncdeploy.drivers.registry import DriverName
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import (
+    ENGINE_FAILURES,
     AsyncDeployError,
     CreateError,
     DrainError,
     DriverNotFound,
-    EngineError,
     EngineUnavailable,
     PlanError,
     SelectorError,
@@ -77,7 +77,7 @@ def error_dict(error: BaseException, exit_code: int, message: str) -> dict[str, 
         data.update(container_exit_code=error.exit_code, logs=error.logs)
     if isinstance(error, PlanError):
         data["path"] = error.path
-    if isinstance(error, EngineError):
+    if isinstance(error, ENGINE_FAILURES):
         data["engine"] = error.engine
     return data
 

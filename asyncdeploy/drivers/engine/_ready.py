@@ -5,8 +5,8 @@ container without a readiness check must run and keep running with no restart fo
 time (the caller's, else :data:`~asyncdeploy.drivers.base.READY_SETTLE_SECONDS`) past its start
 as the engine recorded it (``State.StartedAt``), the same rule as on Kubernetes: one that started
 longer ago is settled at the first look, and the engine's own state (no report delay here) is
-read every 0.25 s meanwhile. A run container that exits (or restarts) first fails the wait at once with a
-:class:`~asyncdeploy.errors.CreateError` carrying its exit code and its last log lines, read
+read every 0.25 s meanwhile. A run container that exits (or restarts) first fails the wait at
+once with a :class:`~asyncdeploy.errors.CreateError` carrying its exit code and its last log lines, read
 before anything is removed. An exec racing the container's exit (Podman: 500 "can only create
 exec sessions on running containers", Docker: 409 "is not running") or one that hangs on a
 dying container (bounded) is not an answer: the next look at the container's state is.
@@ -29,7 +29,12 @@ from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._netcheck import probe_from_here
 from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.drivers.engine._state import workload_status
-from asyncdeploy.errors import CreateError, EngineError, EngineTimeout, WorkloadNotFound
+from asyncdeploy.errors import (
+    ENGINE_FAILURES,
+    CreateError,
+    EngineTimeout,
+    WorkloadNotFound,
+)
 from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_READINESS,
@@ -65,9 +70,7 @@ async def wait_until_ready(
             while True:
                 items = await session.containers({LABEL_WORKLOAD: name})
                 if not items:
-                    raise WorkloadNotFound(
-                        f"no workload named {name!r}", engine=session.engine, status=404
-                    )
+                    raise WorkloadNotFound(f"no workload named {name!r}", engine=session.engine)
                 runs = [i for i in items if i["Labels"].get(LABEL_ROLE) in ("run", "sidecar")]
                 if await _all_ready(ops, name, runs, items, seen, settle):
                     restarts = await session.restarts([str(i["Id"]) for i in items])
@@ -127,7 +130,7 @@ async def _check(session: EngineSession, name: str, ident: str, command: list[st
         with anyio.move_on_after(EXEC_BOUND_SECONDS):
             result = await session.exec(ident, command, f"readiness of {name}")
             return result.exit_code == 0
-    except EngineError:
+    except ENGINE_FAILURES:
         return False  # it exited under the exec (or is restarting): the next look says which
     return False
 
@@ -182,7 +185,7 @@ async def exited_error(
             data = await session.show(ident)
             exit_code = (data.get("State") or {}).get("ExitCode")
             lines = await session.logs(ident, stdout=True, stderr=True, tail=str(LOG_LINES))
-    except (EngineError, TimeoutError):
+    except (*ENGINE_FAILURES, TimeoutError):
         pass  # best effort: the error is about the exit; it says so without the logs
     what = "restarted" if restarted else "exited"
     return CreateError(

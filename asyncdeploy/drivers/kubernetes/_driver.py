@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import anyio
 import attrs
 
+from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import READY_SETTLE_SECONDS, Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
@@ -53,8 +54,8 @@ from asyncdeploy.drivers.kubernetes._markers import ConfigMapMarkers
 from asyncdeploy.drivers.kubernetes._pod_states import WATCH_MARGIN
 from asyncdeploy.drivers.kubernetes._ready import wait_until_ready
 from asyncdeploy.errors import (
+    ENGINE_FAILURES,
     DrainError,
-    EngineError,
     EngineUnavailable,
     WorkloadConflict,
     WorkloadNotFound,
@@ -156,7 +157,7 @@ class KubernetesDriver:
                 version = await self.api.version()
         except TimeoutError as exc:
             raise EngineUnavailable(f"{host} did not answer in time", engine=ENGINE) from exc
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             raise EngineUnavailable(
                 f"no Kubernetes API server answers at {host}: {exc.message}", engine=ENGINE
             ) from exc
@@ -173,7 +174,6 @@ class KubernetesDriver:
             raise WorkloadNotFound(
                 f"pod {self.namespace}/{name} is not an asyncdeploy workload",
                 engine=ENGINE,
-                status=404,
             )
         return pod
 
@@ -273,9 +273,7 @@ class KubernetesDriver:
         if any(spec["name"] == container for _, spec in specs):
             return container
         name = pod_status.workload_name(pod)
-        raise WorkloadNotFound(
-            f"workload {name!r} has no container {container!r}", engine=ENGINE, status=404
-        )
+        raise WorkloadNotFound(f"workload {name!r} has no container {container!r}", engine=ENGINE)
 
     # --- drain -------------------------------------------------------------------------------
 
@@ -323,7 +321,7 @@ class KubernetesDriver:
         plan: WorkloadPlan,
         *,
         emit: Emit | None = None,
-        kill_now: anyio.Event | None = None,
+        kill: KillSwitch | None = None,
     ) -> ApplyResult:
         """Create; unchanged digest → no write at all; changed → drain (events), then create
         (a failed drain raises ``DrainError`` and creates nothing; a cancellation lets a begun
@@ -354,7 +352,7 @@ class KubernetesDriver:
                         timeout=self.drain_timeout,
                     ),
                     emit or ignore_events,
-                    kill_now,
+                    kill,
                 )
                 if replaced.tearing_down:  # the old Pod still holds the name: no create
                     held = "its Pod was still being torn down, holding the name"

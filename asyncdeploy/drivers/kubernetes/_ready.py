@@ -26,7 +26,7 @@ from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.drivers.kubernetes._kubelet import StartupFailure, startup_failure
 from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
-from asyncdeploy.errors import CreateError, EngineError, EngineTimeout, WorkloadNotFound
+from asyncdeploy.errors import ENGINE_FAILURES, CreateError, EngineTimeout, WorkloadNotFound
 from asyncdeploy.labels import LABEL_WORKLOAD
 
 __all__ = ["REPORT_CAP", "REPORT_FLOOR", "settled_at", "startup_error", "wait_until_ready"]
@@ -140,11 +140,10 @@ async def _until_ready(api: PodAPI, namespace: str, name: str, *, timeout: float
                 raise WorkloadNotFound(
                     f"no workload named {name!r} in namespace {namespace}",
                     engine=ENGINE,
-                    status=404,
                 )
             return check(event.pods[0])
         if event.type == "DELETED":
-            raise WorkloadNotFound(f"pod {name} was deleted", engine=ENGINE, status=404)
+            raise WorkloadNotFound(f"pod {name} was deleted", engine=ENGINE)
         return check(event.pod)
 
     follower = PodFollower(
@@ -179,7 +178,7 @@ async def startup_error(
         async with api.log_lines(namespace, name, container=failure.container, follow=False) as out:
             async for line in out:
                 lines.append(line)
-    except EngineError:
+    except ENGINE_FAILURES:
         pass  # best effort: the error is about the exit, not the logs
     return CreateError(message, exit_code=failure.exit_code, logs="".join(lines))
 
