@@ -53,7 +53,7 @@ EXEC_BOUND_SECONDS = 10.0  # one readiness exec; a dying container may never ans
 
 @attrs.define
 class _Seen:
-    since: float  # when it started (the engine's StartedAt, on this wait's monotonic clock)
+    since: float  # when it started (the engine's StartedAt, on the event loop's clock)
     restarts: int
 
 
@@ -112,7 +112,7 @@ async def _all_ready(
             ready = await probe_from_here(address, json.loads(target)) and ready
         elif readiness is not None:
             ready = await _check(session, name, ident, json.loads(readiness)) and ready
-        elif time.monotonic() - seen[ident].since < settle:
+        elif anyio.current_time() - seen[ident].since < settle:
             ready = False
         elif await _restarts(session, ident) != seen[ident].restarts:
             raise await exited_error(session, name, item, restarted=True)
@@ -136,16 +136,16 @@ async def _check(session: EngineSession, name: str, ident: str, command: list[st
 
 
 async def _first_look(session: EngineSession, ident: str) -> _Seen:
-    """When it started, on the monotonic clock (now when the engine does not say, or says a
+    """When it started, on the event loop's clock (now when the engine does not say, or says a
     time still to come: another clock), and its restart count."""
     try:
         with session.errors(f"inspect {ident[:12]}"):
             data = await session.show(ident)
     except WorkloadNotFound:
-        return _Seen(since=time.monotonic(), restarts=-1)
+        return _Seen(since=anyio.current_time(), restarts=-1)
     started = engine_time((data.get("State") or {}).get("StartedAt"))
     age = 0.0 if started is None else max(0.0, time.time() - started)
-    return _Seen(since=time.monotonic() - age, restarts=int(data.get("RestartCount") or 0))
+    return _Seen(since=anyio.current_time() - age, restarts=int(data.get("RestartCount") or 0))
 
 
 _ENGINE_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)")

@@ -61,7 +61,7 @@ def settled_at(
 
 @attrs.frozen
 class _Seen:
-    settled: float  # Unix time (settled_at)
+    settled: float  # on the event loop's clock (settled_at converted at the first sight)
     restarts: int
 
 
@@ -80,7 +80,7 @@ async def wait_until_ready(
             raise EngineTimeout(
                 f"workload {name!r} was not ready within {timeout:g} s", engine=ENGINE
             ) from None
-        now = time.time()
+        now, wall = anyio.current_time(), time.time()  # the loop's clock; the cluster's times
         statuses = pod_status.container_statuses(pod)
         unchecked = [
             spec["name"]
@@ -96,12 +96,12 @@ async def wait_until_ready(
                 running = (entry.get("state") or {}).get("running") or {}
                 started = pod_status.timestamp(running.get("startedAt")) or None
                 written = pod_status.kubelet_wrote(pod)
-                settled = settled_at(started=started, written=written, seen=now, settle=settle)
-                seen[container] = _Seen(settled, restarts)
+                settled = settled_at(started=started, written=written, seen=wall, settle=settle)
+                seen[container] = _Seen(now + settled - wall, restarts)
         wait = max((seen[c].settled - now for c in unchecked), default=0.0)
         if wait <= 0:
             return pod
-        if anyio.current_time() + wait > deadline:
+        if now + wait > deadline:
             raise EngineTimeout(
                 f"workload {name!r} was not ready within {timeout:g} s", engine=ENGINE
             )
