@@ -46,7 +46,10 @@ def timed(command: list[str], cwd: Path | None = None) -> tuple[float, float]:
     """Wall and CPU (user+sys) seconds of one process, run to its exit (it must succeed)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, cwd=cwd, check=False)
+    try:
+        done = subprocess.run(command, capture_output=True, cwd=cwd, check=False, timeout=120)
+    except subprocess.TimeoutExpired as exc:  # an engine that stopped answering
+        raise RuntimeError(f"{command[:5]} did not end in 120 s") from exc
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
