@@ -108,8 +108,10 @@ def demo(session: nox.Session) -> None:
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """Benchmark the drain on Docker and Podman: raw Engine API, the peer, asyncdeploy; then
-    image pulls from the local registry, asyncdeploy beside `docker pull` / `podman pull`; then
-    the drain gate's cost beside HAProxy and nginx in front of the same server
+    the CLI's start (`list` beside `docker ps` / `podman ps`, bench-results/bench-start.json);
+    create -> ready -> delete with and without the settle wait (bench-results/bench-ready.json);
+    then image pulls from the local registry, asyncdeploy beside `docker pull` / `podman pull`;
+    then the drain gate's cost beside HAProxy and nginx in front of the same server
     (bench-results/bench-gate.json).
 
     Prints a table per engine and writes bench-results/bench-<engine>.json (about 20 minutes;
@@ -144,6 +146,14 @@ def bench(session: nox.Session) -> None:
         except nox.command.CommandFailed as exc:
             args += ["--peer-unavailable", f"pip install gpustack-runtime failed ({exc.reason})"]
     session.run("python", "benchmarks/bench.py", *args, *session.posargs)
+    # the CLI's start: `asyncdeploy --driver docker list` beside `docker ps` (and Podman's pair)
+    session.run(
+        "python", "benchmarks/start.py", *(["--quick"] if "--quick" in session.posargs else [])
+    )
+    # create -> ready -> delete: the settle wait's cost (default, 0, a readiness check)
+    session.run(
+        "python", "benchmarks/ready.py", *(["--quick"] if "--quick" in session.posargs else [])
+    )
     # the pull benchmark (local registry of ci/start-registry.sh): asyncdeploy beside docker/podman pull
     session.run(
         "python", "benchmarks/pull.py", *(["--smoke"] if "--quick" in session.posargs else [])

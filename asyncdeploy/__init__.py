@@ -63,6 +63,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "PullStarted",
         "SidecarRemoved",
         "SignalSent",
+        "TeardownPending",
         "TrafficLeft",
         "TrafficStillRouted",
         "event_to_dict",
@@ -160,6 +161,7 @@ if TYPE_CHECKING:  # the type checkers' view, written from _PUBLIC
     from asyncdeploy.events import PullStarted as PullStarted
     from asyncdeploy.events import SidecarRemoved as SidecarRemoved
     from asyncdeploy.events import SignalSent as SignalSent
+    from asyncdeploy.events import TeardownPending as TeardownPending
     from asyncdeploy.events import TrafficLeft as TrafficLeft
     from asyncdeploy.events import TrafficStillRouted as TrafficStillRouted
     from asyncdeploy.events import event_to_dict as event_to_dict

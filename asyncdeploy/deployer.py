@@ -136,9 +136,17 @@ class Deployer:
         """The TCP ports a local image ``EXPOSE``s (None: absent, or not visible to this driver)."""
         return await self.driver.image_ports(image)
 
-    async def wait_ready(self, name: str, *, timeout: float = 60) -> WorkloadStatus:
+    async def wait_ready(
+        self, name: str, *, timeout: float = 60, settle_seconds: float | None = None
+    ) -> WorkloadStatus:
+        """Every run container ready: its readiness check passes, or, without one, it runs and
+        has kept running with no restart ``settle_seconds`` past its start (default 2 s: a
+        server that dies in its first seconds fails the wait with ``CreateError``; 0: running
+        is enough). ``EngineTimeout`` after ``timeout`` s."""
         return await resolving(
-            self.driver, name, lambda n: self.driver.wait_ready(n, timeout=timeout)
+            self.driver,
+            name,
+            lambda n: self.driver.wait_ready(n, timeout=timeout, settle_seconds=settle_seconds),
         )
 
     def logs(

@@ -42,6 +42,7 @@ __all__ = [
     "PullStarted",
     "SidecarRemoved",
     "SignalSent",
+    "TeardownPending",
     "TrafficLeft",
     "TrafficStillRouted",
     "event_to_dict",
@@ -175,6 +176,19 @@ class TrafficStillRouted:
 
 
 @attrs.frozen(kw_only=True)
+class TeardownPending:
+    """Kubernetes: every container of the workload ended, but its Pod was still there when the
+    wait for it ended, ``timeout`` seconds into the drain (the caller's ``--timeout``, else the
+    grace period plus the teardown margin): the kubelet is still tearing it down (volumes,
+    devices, the sandbox) and the Pod keeps its name until then. Not a failed drain: the summary
+    says ``tearing_down`` and carries no error; the CLI exits 4."""
+
+    workload: str
+    elapsed: float
+    timeout: float
+
+
+@attrs.frozen(kw_only=True)
 class ContainerOutcome:
     """How one container ended: ``seconds`` from the start of the drain to its exit."""
 
@@ -194,6 +208,7 @@ class DrainSummary:
     seconds: float
     containers: tuple[ContainerOutcome, ...]
     errors: tuple[str, ...] = ()
+    tearing_down: bool = False  # every container ended; the Pod was still going (TeardownPending)
 
     def count(self, outcome: ContainerEnd) -> int:
         return sum(1 for c in self.containers if c.outcome == outcome)
@@ -224,6 +239,7 @@ DrainEvent = (
     | PauseRemoved
     | TrafficLeft
     | TrafficStillRouted
+    | TeardownPending
     | DrainFinished
 )
 
@@ -313,6 +329,7 @@ def event_to_dict(event: Event) -> dict[str, Any]:
             ],
             totals={outcome: summary.count(outcome) for outcome in CONTAINER_ENDS},
             errors=list(summary.errors),
+            tearing_down=summary.tearing_down,
         )
         return out
     for key, value in attrs.asdict(event, recurse=False).items():

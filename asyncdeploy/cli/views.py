@@ -7,7 +7,6 @@ from typing import Any
 
 import anyio
 import click
-import yaml
 
 from asyncdeploy.cli._common import (
     EXIT_INTERRUPTED,
@@ -79,6 +78,8 @@ def show_statuses(
     if output == "json":
         emit_json([status_dict(s) for s in found])
     elif output == "yaml":
+        import yaml  # on use: the other formats start without it
+
         click.echo(yaml.safe_dump([status_dict(s) for s in found], sort_keys=False), nl=False)
     elif output == "name":
         for status in found:

@@ -15,8 +15,10 @@ import click
 from asyncdeploy import Deployer
 from asyncdeploy.cli._common import (
     DURATION,
+    EXIT_TEARING_DOWN,
     WORKLOAD_NAME,
     Settings,
+    drain_timeout_option,
     echo_out,
     emit_json,
     grace_option,
@@ -65,6 +67,14 @@ _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
     help="With --wait: how long it may take.",
 )
 @click.option(
+    "--settle",
+    type=DURATION,
+    default=None,
+    help="With --wait, for a container without a readiness check: how long past its start "
+    "it must keep running (no exit, no restart) to count as ready [default: 2s; 0: running "
+    "is enough].",
+)
+@click.option(
     "--keep-failed",
     is_flag=True,
     help="With --wait: keep a workload that will not start, to look at it (logs, get, "
@@ -73,7 +83,13 @@ _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
 @output_option
 @pass_settings
 def create(
-    settings: Settings, plan_file: str, wait: bool, timeout: float, keep_failed: bool, output: str
+    settings: Settings,
+    plan_file: str,
+    wait: bool,
+    timeout: float,
+    settle: float | None,
+    keep_failed: bool,
+    output: str,
 ) -> None:
     """Create a workload from a YAML or JSON plan (a no-op when it is unchanged).
 
@@ -90,9 +106,8 @@ def create(
                 return  # a signal stopped it: the guard says how
             interrupts.made()
             if wait:
-                result = attrs.evolve(
-                    result, status=await _wait(deployer, plan, result, timeout, keep_failed)
-                )
+                waited = await _wait(deployer, plan, result, timeout, settle, keep_failed)
+                result = attrs.evolve(result, status=waited)
             interrupts.settled()  # created: a signal from now on must not claim otherwise
         if output == "json":
             emit_json({"action": result.action, "workload": status_dict(result.status)})
@@ -131,14 +146,19 @@ async def _create_showing_events(
 
 
 async def _wait(
-    deployer: Deployer, plan: WorkloadPlan, result: ApplyResult, timeout: float, keep: bool
+    deployer: Deployer,
+    plan: WorkloadPlan,
+    result: ApplyResult,
+    timeout: float,
+    settle: float | None,
+    keep: bool,
 ) -> WorkloadStatus:
     """Wait until ``plan``'s workload is ready. One that will not start is removed only when this
     create made it (and ``keep`` is not asked), and then drained like any delete (its own
     grace): a wait never deletes what it did not create, and never kills without a drain. Its
     exit code and last log lines are in the ``CreateError``, read before the removal."""
     try:
-        return await deployer.wait_ready(plan.name, timeout=timeout)
+        return await deployer.wait_ready(plan.name, timeout=timeout, settle_seconds=settle)
     except CreateError:
         if result.action == "unchanged":
             click.echo(f"{plan.name} was left as it was: this create did not make it", err=True)
@@ -160,6 +180,7 @@ async def _wait(
 @click.command()
 @click.argument("name", type=WORKLOAD_NAME)
 @grace_option
+@drain_timeout_option
 @click.option(
     "--timeline",
     "timeline_file",
@@ -179,13 +200,13 @@ def delete(
 
     interrupts = Interrupts("drain", f"delete of {name!r}")
 
-    async def impl() -> None:
+    async def impl() -> list[DrainSummary]:
         async with settings.open_deployer() as deployer:
             drain = deployer.terminate(name, grace_period_seconds=grace_period_seconds)
             interrupts.attach(drain)
             seen: list[DrainEvent] = []
             try:
-                await stream_drain(
+                summaries = await stream_drain(
                     _recorded(drain, seen) if timeline_file else drain, output, interrupts
                 )
             finally:
@@ -194,14 +215,16 @@ def delete(
 
                     await anyio.Path(timeline_file).write_text(timeline_html(seen))
             interrupts.settled()  # drained: a late signal must not claim a kill
+            return summaries
 
-    run(interrupts.guard, impl)
+    _exit_if_tearing_down(run(interrupts.guard, impl))
 
 
 @click.command("delete-all")
 @selector_option
 @click.option("--all", "everything", is_flag=True, help="Every workload (instead of --selector).")
 @grace_option
+@drain_timeout_option
 @output_option
 @all_namespaces_option
 @pass_settings
@@ -222,15 +245,29 @@ def delete_all(
         raise click.UsageError("delete-all needs exactly one of --selector and --all")
     interrupts = Interrupts("drain", "delete-all")
 
-    async def impl() -> None:
+    async def impl() -> list[DrainSummary]:
         async with settings.open_deployer() as deployer:
             drain = deployer.terminate_all(selector, grace_period_seconds=grace_period_seconds)
             interrupts.attach(drain)
-            if not await stream_drain(drain, output, interrupts):
+            summaries = await stream_drain(drain, output, interrupts)
+            if not summaries:
                 click.echo("No resources found", err=True)  # as kubectl: exit 0
             interrupts.settled()  # drained: a late signal must not claim a kill
+            return summaries
 
-    run(interrupts.guard, impl)
+    _exit_if_tearing_down(run(interrupts.guard, impl))
+
+
+def _exit_if_tearing_down(summaries: list[DrainSummary]) -> None:
+    """Exit 4 when a drain succeeded but left a Pod still being torn down at the timeout."""
+    left = [s.workload for s in summaries if s.tearing_down]
+    if left:
+        click.echo(
+            f"{', '.join(left)}: every container ended, but the Pod was still being torn down "
+            "when the wait ended (it keeps its name until it goes; --timeout waits longer)",
+            err=True,
+        )
+        raise click.exceptions.Exit(EXIT_TEARING_DOWN)
 
 
 @contextlib.asynccontextmanager

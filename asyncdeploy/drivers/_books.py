@@ -107,11 +107,18 @@ class DrainBooks:
             self.errors.append(message)
 
     def finish(
-        self, containers: Iterable[TrackedContainer], *, unknown: ContainerEnd = "missing"
+        self,
+        containers: Iterable[TrackedContainer],
+        *,
+        unknown: ContainerEnd = "missing",
+        tearing_down: bool = False,
     ) -> DrainSummary:
-        """Sum the drain up and emit ``DrainFinished``, its last event."""
+        """Sum the drain up and emit ``DrainFinished``, its last event (``tearing_down``: the
+        containers all ended, the workload was still going when the wait ended)."""
         summary = summarize(
             self.workload, self.grace, self.elapsed(), containers, self.errors, unknown=unknown
         )
+        if tearing_down:
+            summary = attrs.evolve(summary, tearing_down=True)
         self.emit(DrainFinished(**self.at(), summary=summary))
         return summary

@@ -25,9 +25,17 @@ __all__ = [
 ]
 
 READY_SETTLE_SECONDS = 2.0
-"""Without a readiness check, "ready" is running and still running (no restart) this long
-after it was first seen running: one rule for Docker, Podman and Kubernetes, so that a server
-that dies a second after its start fails ``wait_ready`` everywhere."""
+"""The default settle time of ``wait_ready`` (the caller's ``settle_seconds`` overrides it).
+
+Without a readiness check, "ready" is: running, and still running with no restart this long
+after its start as the engine recorded it (Docker's and Podman's ``State.StartedAt``, the
+kubelet's ``startedAt``): one rule for Docker, Podman and Kubernetes, so that a server that
+dies a second after its start fails ``wait_ready`` everywhere. A container that started longer
+ago than that is settled at once (an unchanged workload waits for nothing). On Kubernetes the
+API shows an exit only once the kubelet has seen it and written the Pod's status, so the
+window is lengthened by that report delay (``_kubelet.settled_at``). ``settle_seconds=0``:
+running is enough (no crash is caught after the first look). A container with a readiness
+check never settles: its check decides."""
 
 # Labels that identify what asyncdeploy created (container labels, Pod labels and annotations).
 
@@ -92,10 +100,15 @@ class Driver(Protocol):
         cannot tell (Kubernetes: the node pulls, the API cannot see images)."""
         ...
 
-    async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
-        """Wait until every run container passes its readiness check (or runs, without one).
+    async def wait_ready(
+        self, name: str, *, timeout: float, settle_seconds: float | None = None
+    ) -> WorkloadStatus:
+        """Wait until every run container passes its readiness check, or, without one, runs
+        and has kept running with no restart ``settle_seconds`` past its start (default
+        :data:`READY_SETTLE_SECONDS`; see there).
 
-        Raise ``EngineTimeout`` when ``timeout`` seconds pass first.
+        Raise ``CreateError`` (its exit code, its last log lines) when a run container ends or
+        restarts first, ``EngineTimeout`` when ``timeout`` seconds pass first.
         """
         ...
 

@@ -343,10 +343,12 @@ class EngineAPIDriver:
             if proto in ("", "tcp") and port.isdigit()
         )
 
-    async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
+    async def wait_ready(
+        self, name: str, *, timeout: float, settle_seconds: float | None = None
+    ) -> WorkloadStatus:
         """Every run container ready, or ``CreateError`` with the exit code and the logs of one
         that ended first (``_ready.py``)."""
-        return await wait_until_ready(self.ops, name, timeout=timeout)
+        return await wait_until_ready(self.ops, name, timeout=timeout, settle=settle_seconds)
 
     # --- the drain (its engine calls: _container_ops.py) -------------------------------------
 

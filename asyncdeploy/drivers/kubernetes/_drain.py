@@ -15,7 +15,8 @@ For the workloads of one ``drain`` call:
    never lengthens the first);
 3. one watch over all of them, beside the deletes, until every Pod is gone, resumed from a fresh
    list whenever it ends (:mod:`._watch`), under a deadline of each Pod's grace plus its margin
-   (:func:`._pod_states.teardown_margin`).
+   (:func:`._pod_states.teardown_margin`), or until the caller's ``timeout`` from the start;
+   a Pod still there then whose containers all ended is reported tearing down, not failed.
 
 Cancelled (a second Ctrl-C reaches here as a cancellation: the kill switch), the drain is finished
 shielded: a grace-0 delete of every Pod still there (uid-guarded, retried the same way), the
@@ -163,9 +164,12 @@ async def drain_pods(
     margin: float = WATCH_MARGIN,
     started: float | None = None,
     qualified: bool = False,
+    timeout: float | None = None,
 ) -> list[DrainSummary]:
     """Drain the Pods ``found`` concurrently, all timed from one start (``started``, else now);
-    one summary each. ``qualified``: the events name each workload ``namespace/name``."""
+    one summary each. ``qualified``: the events name each workload ``namespace/name``;
+    ``timeout``: how long from the start to wait for the Pods to go (default: each one's
+    deadline plus its teardown margin)."""
     if not found.names:
         return []
     namespace, selector = found.namespace, _named(found.names)
@@ -179,6 +183,7 @@ async def drain_pods(
             margin=margin,
             emit=emit,
             workload=f"{namespace}/{name}" if qualified else None,
+            timeout=timeout,
         )
         for name, pod in zip(found.names, found.pods, strict=True)
     ]
@@ -216,9 +221,10 @@ async def drain_namespaces(
     emit: Emit,
     margin: float = WATCH_MARGIN,
     qualified: bool = False,
+    timeout: float | None = None,
 ) -> list[DrainSummary]:
     """Drain the Pods of one or more namespaces (``-A``) side by side, timed from one start (one
-    deadline); the summaries in the order of ``parts``. A lone exception of the namespaces'
+    deadline, one ``timeout``); the summaries in the order of ``parts``. A lone exception of the namespaces'
     drains (a cancellation: each finishes shielded first) is raised as itself."""
     started = anyio.current_time()
     drained: dict[int, list[DrainSummary]] = {}
@@ -232,6 +238,7 @@ async def drain_namespaces(
             margin=margin,
             started=started,
             qualified=qualified,
+            timeout=timeout,
         )
 
     if len(parts) == 1:
@@ -405,7 +412,7 @@ async def _watch_until_gone(
         now = anyio.current_time()
         for drain in drains:
             if not drain.done and now >= drain.give_up:
-                drain.fail(drain.stuck(follower.last_error))
+                drain.ran_out(follower.last_error)
         return all(d.done for d in drains)
 
     def poll() -> float:
@@ -422,4 +429,4 @@ async def _watch_until_gone(
         for drain in drains:
             drain.fail(f"cannot follow pod {drain.pod_name}: {exc.message}")
     for drain in drains:
-        drain.fail(drain.stuck(follower.last_error))
+        drain.ran_out(follower.last_error)

@@ -27,9 +27,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio.client.exceptions import ApiException
-from kubernetes_asyncio.config import ConfigException
 
+from asyncdeploy.drivers.kubernetes._library import ApiException, ConfigException
 from asyncdeploy.errors import (
     ENGINE_FAILURES,
     EngineAPIError,
