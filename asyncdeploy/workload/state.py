@@ -236,7 +236,7 @@ class DrainController:
                 self._pulse_drain()
             if propagation is not None and self._window is not None:
                 self._window.shorten(propagation)
-            self._after_window_change(now)
+            self._window_moved(now)
             return False
         window = self._propagation
         if propagation is not None:
@@ -317,7 +317,7 @@ class DrainController:
             if self._window.is_open and self._window.first_failed_probe is None:
                 self._window.note_failed_probe(now)
                 logger.info("readiness probe answered not ready: the balancer saw the drain")
-                self._after_window_change(now)
+                self._window_moved(now)
         return ready
 
     def _release(self, outcome: RequestOutcome, seconds: float) -> None:
@@ -358,6 +358,12 @@ class DrainController:
         self._after_window_change(window.closed_at)
         self._pulse_load()
         self._pulse_drain()
+
+    def _window_moved(self, now: float) -> None:
+        """The window's end may have moved forward: close it if due, and wake every waiter
+        (each sleeps until the end it computed, which may now be too late)."""
+        self._after_window_change(now)
+        self._pulse_load()
 
     def _after_window_change(self, now: float) -> None:
         """Record the drain's end once the window is closed and nothing is in flight."""
