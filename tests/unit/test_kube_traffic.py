@@ -12,6 +12,7 @@ from asyncdeploy.drivers.kubernetes._traffic import (
     propagation_window,
     ready_in,
     routing_services,
+    traffic_left_commands,
 )
 from asyncdeploy.gating import expand_gates
 from asyncdeploy.labels import LABEL_SERVICE
@@ -125,3 +126,56 @@ def test_the_traffic_events_are_rendered_logged_and_serialised() -> None:
         "elapsed": 0.21,
         "services": ["llm", "llm-internal"],
     }
+
+
+def test_the_kits_drain_hooks_are_told_that_traffic_left() -> None:
+    """On TrafficLeft the driver runs the kit's own drain program in each container whose
+    preStop hook is it, with its socket and --traffic-left; any other hook is left alone."""
+
+    def container(name: str, command: list[str] | None, http: bool = False) -> dict[str, Any]:
+        hook: dict[str, Any] = {}
+        if command is not None:
+            hook = {"preStop": {"exec": {"command": command}}}
+        if http:
+            hook = {"preStop": {"httpGet": {"path": "/-/drain", "port": 8000}}}
+        return {"name": name, "lifecycle": hook}
+
+    pod = {
+        "spec": {
+            "containers": [
+                container(
+                    "kit",
+                    [
+                        "python3",
+                        "-m",
+                        "asyncdeploy.workload.drain_cmd",
+                        "--socket",
+                        "/run/a/c.sock",
+                        "--propagation-wait",
+                        "10s",
+                    ],
+                ),
+                container("cli", ["/usr/local/bin/asyncdeploy", "drain", "--socket=/s.sock"]),
+                container("default-socket", ["asyncdeploy", "drain", "--timeout", "20s"]),
+                container("shell", ["sh", "-c", "asyncdeploy drain"]),
+                container("sleep", ["sleep", "5"]),
+                container("gate", None, http=True),
+                container("none", None),
+            ]
+        }
+    }
+    assert traffic_left_commands(pod) == [
+        (
+            "kit",
+            [
+                "python3",
+                "-m",
+                "asyncdeploy.workload.drain_cmd",
+                "--socket",
+                "/run/a/c.sock",
+                "--traffic-left",
+            ],
+        ),
+        ("cli", ["/usr/local/bin/asyncdeploy", "drain", "--socket=/s.sock", "--traffic-left"]),
+        ("default-socket", ["asyncdeploy", "drain", "--traffic-left"]),
+    ]
