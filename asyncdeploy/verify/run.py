@@ -23,7 +23,14 @@ from asyncdeploy.verify.disruptions import DISRUPTIONS, Disruption, DrainStream,
 from asyncdeploy.verify.front import Front, opened_front
 from asyncdeploy.verify.report import VerifyReport
 from asyncdeploy.verify.requests import RequestSpec
-from asyncdeploy.verify.traffic import RequestRecord, TrafficMix, send_traffic
+from asyncdeploy.verify.traffic import (
+    Clients,
+    Connection,
+    RequestRecord,
+    TrafficMix,
+    opened_clients,
+    send_traffic,
+)
 from asyncdeploy.verify.wrk import WrkResult, run_wrk
 
 __all__ = [
@@ -58,6 +65,9 @@ class VerifyOptions:
     )
     balancer: Balancer | None = None  # None: verify's own router (which retries refusals)
     balancer_options: BalancerOptions = attrs.field(factory=BalancerOptions)
+    # the clients' habit: a kept-alive pool per kind of request (the SDKs'), or a fresh
+    # connection per request
+    connection: Connection = "keep-alive"
     # how many copies of the plan take the traffic; None: two behind a balancer (one is
     # disrupted, the other keeps serving) and for delete-all, else one
     instances: int | None = attrs.field(
@@ -103,10 +113,13 @@ def demo_plan(
     propagation_wait: str = "2s",
     ignore_sigterm: bool = False,
     extra_containers: Sequence[Container] = (),
+    balancer_check: BalancerOptions | None = None,
 ) -> WorkloadPlan:
     """The demo inference server as a workload: readiness check, pre_stop drain, one port.
 
     With ``ignore_sigterm`` it is the negative control: no drain hook, SIGTERM ignored.
+    ``balancer_check``: the check of the balancer in front, declared to the drain (its window
+    may then close once that check has certainly taken the server out).
     """
     drain_timeout = max(1, grace_period_seconds - 5)
     command = [
@@ -135,6 +148,13 @@ def demo_plan(
             "--timeout",
             str(drain_timeout),
         ]
+        if balancer_check is not None:
+            pre_stop += [
+                "--balancer-interval",
+                f"{balancer_check.check_interval:g}s",
+                "--balancer-fall",
+                str(balancer_check.fall),
+            ]
     server = Container(
         name="server",
         image=image,
@@ -235,12 +255,12 @@ async def run_verify(
     await _refuse_taken(deployer, [p.name for p, _ in declared])
     try:
         async with verify.opened(plan, ready_path(plan, options.port), declared) as (
-            session,
+            clients,
             front,
         ):
             await verify.deploy(instances, front)
             scene = verify.scene(names, successor, front)
-            await verify.disrupt_under_traffic(session, scene, disruption)
+            await verify.disrupt_under_traffic(clients, scene, disruption)
             states = front.states()
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(60):
@@ -266,16 +286,15 @@ class _Run:
     @asynccontextmanager
     async def opened(
         self, plan: WorkloadPlan, ready_path: str, declared: Sequence[tuple[WorkloadPlan, int]]
-    ) -> AsyncIterator[tuple[aiohttp.ClientSession, Front]]:
-        """The clients' session and the front (the router, or a balancer that knows of every
-        server ``declared``, checking ``ready_path`` unless told another)."""
+    ) -> AsyncIterator[tuple[Clients, Front]]:
+        """The clients and the front (the router, or a balancer that knows of every server
+        ``declared``, checking ``ready_path`` unless told another)."""
         balancer_options = self.options.balancer_options
         if balancer_options.check_path is None:
             balancer_options = attrs.evolve(balancer_options, check_path=ready_path)
         servers = [(p.name, port) for p, port in declared]
-        connector = aiohttp.TCPConnector(force_close=True)  # a fresh connection per request
         async with (
-            aiohttp.ClientSession(connector=connector) as session,
+            opened_clients(self.requests, self.options.connection) as clients,
             opened_front(
                 self.options.balancer,
                 servers,
@@ -286,7 +305,7 @@ class _Run:
                 driver=self.deployer.driver,
             ) as front,
         ):
-            yield session, front
+            yield clients, front
 
     def scene(
         self, names: Sequence[str], successor: tuple[WorkloadPlan, int], front: Front
@@ -310,16 +329,16 @@ class _Run:
             await front.add(instance.name, host_port)
 
     async def disrupt_under_traffic(
-        self, session: aiohttp.ClientSession, scene: Scene, disruption: Disruption
+        self, clients: Clients, scene: Scene, disruption: Disruption
     ) -> None:
         """Traffic (and the front following readiness) from before the disruption until every
         request it sent has ended."""
         options, front = self.options, scene.front
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(front.follow, session)
+        async with aiohttp.ClientSession() as polls, anyio.create_task_group() as tg:
+            tg.start_soon(front.follow, polls)
 
             async def traffic() -> None:
-                await self.load(session, front)
+                await self.load(clients, front)
                 tg.cancel_scope.cancel()  # every request ended: stop following
 
             tg.start_soon(traffic)
@@ -335,13 +354,13 @@ class _Run:
             self.stop.set()
             self.say("waiting for the last requests to end")
 
-    async def load(self, session: aiohttp.ClientSession, front: Front) -> None:
+    async def load(self, clients: Clients, front: Front) -> None:
         """verify's clients, and wrk beside them when asked, until ``stop``."""
         async with anyio.create_task_group() as load:
             load.start_soon(
                 functools.partial(
                     send_traffic,
-                    session,
+                    clients,
                     front.target,
                     self.requests,
                     self.options.mix,
