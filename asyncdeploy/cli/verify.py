@@ -104,6 +104,7 @@ class _Given:
     rise: int
     check_timeout: float | None
     connection: str
+    nginx_config: str
     instances: int | None
     wrk_connections: int
 
@@ -113,7 +114,9 @@ class _Given:
             raise CommandFailed(
                 "--wrk: wrk is not installed (Debian: apt-get install wrk)", EXIT_USAGE
             )
-        if self.balancer == "haproxy" and shutil.which(self.balancer) is None:
+        if self.balancer in ("haproxy", "nginx") and not (
+            shutil.which(self.balancer) or shutil.which(self.balancer, path="/usr/sbin:/sbin")
+        ):
             raise CommandFailed(
                 f"--balancer {self.balancer}: {self.balancer} is not installed "
                 f"(Debian: apt-get install {self.balancer})",
@@ -146,6 +149,7 @@ class _Given:
                 instances=self.instances,
                 wrk_connections=self.wrk_connections,
                 connection=self.connection,  # type: ignore[arg-type]
+                nginx_config=self.nginx_config,  # type: ignore[arg-type]
             )
         except ValueError as exc:
             raise CommandFailed(str(exc), EXIT_USAGE) from None
@@ -242,12 +246,21 @@ class _Given:
 )
 @click.option(
     "--balancer",
-    type=click.Choice(["haproxy", "service"]),
+    type=click.Choice(["haproxy", "nginx", "service"]),
     default=None,
-    help="Send the traffic through a real load balancer that verify starts (stock settings, no "
-    "retry), or (Kubernetes) through the plan's Service, each request routed to its ready "
-    "endpoints as kube-proxy does: every 503 a client sees is a failure [default: verify's own "
-    "router].",
+    help="Send the traffic through a real load balancer that verify starts (HAProxy at its "
+    "default check settings, no retry; nginx as --nginx-config says), or (Kubernetes) through "
+    "the plan's Service, each request routed to its ready endpoints as kube-proxy does: every "
+    "503 a client sees is a failure [default: verify's own router].",
+)
+@click.option(
+    "--nginx-config",
+    type=click.Choice(["lossless", "stock"]),
+    default="lossless",
+    show_default=True,
+    help="With --balancer nginx: the configuration docs/server-kit.md recommends for lossless "
+    "drains (proxy_next_upstream error timeout http_503 non_idempotent, max_fails=1 "
+    "fail_timeout=10s, kept-alive upstream connections), or nginx's own defaults.",
 )
 @click.option(
     "--check-interval",

@@ -2,13 +2,15 @@
 
 ``delete`` drains the first instance, ``replace`` starts a successor (``<plan>-next``) and drains
 the first instance once the successor is ready and routed to, ``delete-all`` drains every
-instance of the run at once. Each is a :class:`Disruption` in :data:`DISRUPTIONS`: the drain as
+instance of the run at once. Each drain begins once a request is in flight on what it drains
+(waited for a while: sparse traffic may leave an instance idle for seconds), or the run would
+test nothing of a drain. Each is a :class:`Disruption` in :data:`DISRUPTIONS`: the drain as
 one event stream, and what the run must prepare and expect around it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Literal
 
@@ -41,6 +43,8 @@ class Scene:
     grace_period_seconds: int | None
     ready_timeout: float
     say: Callable[[str], None]
+    #: Returns once a request is in flight on one of the named workloads (or after a while).
+    in_flight_on: Callable[[Sequence[str]], Awaitable[None]]
 
 
 @attrs.frozen
@@ -54,15 +58,30 @@ class Disruption:
     leaves_serving: Callable[[int], bool]  # given the number of instances
 
 
+@asynccontextmanager
+async def _once_in_flight(
+    scene: Scene, names: Sequence[str], drain: Callable[[], DrainStream]
+) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
+    await scene.in_flight_on(names)
+    scene.say(f"draining {', '.join(names)} with requests in flight")
+    async with drain() as stream:
+        yield stream
+
+
 def _delete_first(scene: Scene) -> DrainStream:
-    scene.say(f"draining {scene.names[0]} with requests in flight")
-    return scene.deployer.terminate(scene.names[0], grace_period_seconds=scene.grace_period_seconds)
+    first = scene.names[0]
+    grace = scene.grace_period_seconds
+    return _once_in_flight(
+        scene, [first], lambda: scene.deployer.terminate(first, grace_period_seconds=grace)
+    )
 
 
 def _delete_every(scene: Scene) -> DrainStream:
-    scene.say(f"draining {', '.join(scene.names)} with requests in flight")
-    return scene.deployer.terminate_all(
-        scene.selector, grace_period_seconds=scene.grace_period_seconds
+    grace = scene.grace_period_seconds
+    return _once_in_flight(
+        scene,
+        scene.names,
+        lambda: scene.deployer.terminate_all(scene.selector, grace_period_seconds=grace),
     )
 
 
@@ -74,6 +93,7 @@ def _replace_first(scene: Scene) -> DrainStream:
         await scene.front.add(new.name, new_port)
         if scene.front.name is None:
             await anyio.sleep(1)  # the router follows readiness: let it see it
+        await scene.in_flight_on([old])
         scene.say(f"{new.name} ready; draining {old} with requests in flight")
 
     scene.say(f"replacing {old} by {new.name} (Deployer.replacing)")

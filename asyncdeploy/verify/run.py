@@ -21,6 +21,7 @@ from asyncdeploy.verify._ports import free_port
 from asyncdeploy.verify.balancer import BalancerOptions, ServerState
 from asyncdeploy.verify.disruptions import DISRUPTIONS, Disruption, DrainStream, Mode, Scene
 from asyncdeploy.verify.front import Front, opened_front
+from asyncdeploy.verify.nginx import NginxConfig
 from asyncdeploy.verify.report import VerifyReport
 from asyncdeploy.verify.requests import RequestSpec
 from asyncdeploy.verify.traffic import (
@@ -47,8 +48,11 @@ __all__ = [
 DEMO_IMAGE = "asyncdeploy-demo/server:latest"
 VERIFY_LABEL = "asyncdeploy-verify"
 CONTROL_SOCKET = "/run/asyncdeploy/control.sock"
-Balancer = Literal["haproxy", "service"]  # service: Kubernetes, routed as kube-proxy does
+# service: Kubernetes, routed as kube-proxy does
+Balancer = Literal["haproxy", "nginx", "service"]
+PROXIES = ("haproxy", "nginx")  # a real balancer verify starts, with one address
 MAX_INSTANCES = 9
+IN_FLIGHT_WAIT = 15.0  # seconds past the warm-up for a request in flight on what is drained
 
 
 @attrs.frozen(kw_only=True)
@@ -68,6 +72,8 @@ class VerifyOptions:
     # the clients' habit: a kept-alive pool per kind of request (the SDKs'), or a fresh
     # connection per request
     connection: Connection = "keep-alive"
+    # nginx's configuration: the one the docs recommend for lossless drains, or its defaults
+    nginx_config: NginxConfig = "lossless"
     # how many copies of the plan take the traffic; None: two behind a balancer (one is
     # disrupted, the other keeps serving) and for delete-all, else one
     instances: int | None = attrs.field(
@@ -84,9 +90,10 @@ class VerifyOptions:
     )
 
     def __attrs_post_init__(self) -> None:
-        if self.wrk_connections and self.balancer != "haproxy":
+        if self.wrk_connections and self.balancer not in PROXIES:
             raise ValueError(
-                "wrk needs one address to load: use it with a balancer (--balancer haproxy)"
+                "wrk needs one address to load: use it with a balancer (--balancer haproxy "
+                "or nginx)"
             )
         if self.balancer is not None and self.mode == "delete-all":
             raise ValueError(
@@ -303,6 +310,7 @@ class _Run:
                 plan=plan,
                 port=self.options.port,
                 driver=self.deployer.driver,
+                nginx_config=self.options.nginx_config,
             ) as front,
         ):
             yield clients, front
@@ -319,7 +327,19 @@ class _Run:
             grace_period_seconds=self.options.grace_period_seconds,
             ready_timeout=self.options.ready_timeout,
             say=self.say,
+            in_flight_on=self.in_flight_on,
         )
+
+    async def in_flight_on(self, names: Sequence[str]) -> None:
+        """Return once a request is in flight on one of ``names`` (answering, or sent to it
+        and not answered yet), or after ``IN_FLIGHT_WAIT`` s (the report then says the run
+        tested nothing)."""
+        wanted = set(names)
+        with anyio.move_on_after(IN_FLIGHT_WAIT):
+            while True:  # the records change under the clients' tasks: looked at, not awaited
+                if any(r.ended is None and {r.instance, r.endpoint} & wanted for r in self.records):
+                    return
+                await anyio.sleep(0.05)
 
     async def deploy(self, instances: Sequence[tuple[WorkloadPlan, int]], front: Front) -> None:
         for instance, host_port in instances:
