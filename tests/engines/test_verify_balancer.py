@@ -46,15 +46,14 @@ pytestmark = pytest.mark.anyio
 
 DEMO = os.environ.get("ASYNCDEPLOY_TEST_DEMO_IMAGE", DEMO_IMAGE)
 # The sparse traffic of an inference server (issue 23: at most 1 request/s per workload): short
-# requests, 6 s streams and 8 s requests, about 1.5 requests/s for two workloads, so that each
-# sees gaps of seconds (the old window ended in one) and several requests are in flight on the
-# drained one when its drain begins.
+# requests 0.8/s for two workloads, so that each sees a new one about every 2.5 s (the old
+# window ended after 2 s without one, while HAProxy at its defaults still sent for seconds), and
+# a 10 s stream every 10 s, in flight on a workload when its drain begins (verify waits for it).
 SPARSE = TrafficMix(
     short_per_second=0.8,
-    long_per_second=0.2,
-    stream_per_second=0.5,
-    long_seconds=8,
-    stream_tokens=60,
+    long_per_second=0,
+    stream_per_second=0.1,
+    stream_tokens=100,
     stream_pace=0.1,
 )
 # the issue-15 set-up, scaled to a shared 2-core machine: many short requests, streams throughout
@@ -129,7 +128,7 @@ async def test_behind_stock_haproxy_a_disruption_loses_nothing(
     served = {r.instance for r in report.records if r.outcome == "completed"}
     assert len(served) >= 2, "both instances served"
     streams = [r for r in report.records if r.kind == "stream"]
-    assert len(streams) >= 4 and all(r.done_frame for r in streams if r.outcome == "completed")
+    assert len(streams) >= 2 and all(r.done_frame for r in streams if r.outcome == "completed")
     if mode == "replace":
         new = next(s.server for s in report.balancer_states if s.server.endswith("-next"))
         assert new in served, "the replacement took traffic"
@@ -187,16 +186,17 @@ def stock_plan(name: str, *, gate: str) -> tuple[WorkloadPlan, int]:
     return made, port
 
 
-# The same sparse traffic for the stock engine's own paths (about 1.5 requests/s for two).
+# The same sparse traffic for the stock engine's own paths (0.9 requests/s for two; streams
+# and streamed completions of 10 s; POSTs among them).
 SPARSE_STOCK_REQUESTS = tuple(
     parse_request(line)
     for line in (
-        "GET /short name=short rate=0.6",
-        "GET '/stream?tokens=120&ms=50' name=stream stream until='data: [DONE]' rate=0.4",
-        """POST /v1/completions name=completion body='{"max_tokens": 8}' rate=0.3""",
+        "GET /short name=short rate=0.7",
+        "GET '/stream?tokens=200&ms=50' name=stream stream until='data: [DONE]' rate=0.1",
+        """POST /v1/completions name=completion body='{"max_tokens": 8}' rate=0.05""",
         (
             "POST /v1/completions name=completion-stream stream until='data: [DONE]' "
-            """body='{"max_tokens": 120, "stream": true}' rate=0.3"""
+            """body='{"max_tokens": 200, "stream": true}' rate=0.05"""
         ),
     )
 )
@@ -247,7 +247,7 @@ async def test_behind_stock_haproxy_an_unmodified_server_behind_its_gate_loses_n
     counts = report.counts()
     assert set(counts) == {"short", "stream", "completion", "completion-stream"}
     for kind, row in counts.items():
-        assert row["completed"] >= 2, (kind, report.text())
+        assert row["completed"] >= 1, (kind, report.text())
     drained = report.summaries[0]
     # the engine's drain ran in its gate (the HTTP pre-stop) and nothing was killed
     assert drained.count("killed") == 0, report.text()
