@@ -124,3 +124,27 @@ async def test_the_cli_verifies_the_demo_through_a_service_on_a_real_cluster(
     assert result.exit_code == 2, (result.stdout, result.stderr)
     assert "needs a plan with a `service:`" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+async def test_the_kit_behind_a_service_is_told_that_traffic_left(
+    driver: KubernetesDriver,
+) -> None:
+    """Issue 23: one failed probe no longer closes the kit's window (HAProxy needs three), so on
+    Kubernetes the evidence is the deployer's: on TrafficLeft the driver runs the Pod's drain
+    command with --traffic-left in its container, and the window (10 s at most here) closes
+    2 s later once no request came; the whole drain then takes a few seconds, not the 10 s
+    window plus the exit. (The demo image must be this branch's kit: an older one answers the
+    command with an error and runs its window to the end.)"""
+    plan = _demo("s-told", grace_period_seconds=30, propagation_wait="10s")
+    await driver.apply(plan)
+    await driver.wait_ready(plan.name, timeout=180)
+    started = anyio.current_time()
+    async with Deployer(driver).terminate(plan.name) as stream:
+        events = [e async for e in stream]
+    took = anyio.current_time() - started
+    [left] = [e for e in events if isinstance(e, TrafficLeft)]
+    summary = events[-1].summary  # type: ignore[union-attr]
+    assert summary.ok, events
+    # TrafficLeft within a second, the exec, + 2 s for kube-proxy, then the demo's exit (seen:
+    # 7.2 s in all); a window run to its end takes 10 s before the exit (seen: 14.2 s)
+    assert left.elapsed < 5 and took < 9.5, (left.elapsed, took, summary)
