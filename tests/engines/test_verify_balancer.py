@@ -46,14 +46,15 @@ pytestmark = pytest.mark.anyio
 
 DEMO = os.environ.get("ASYNCDEPLOY_TEST_DEMO_IMAGE", DEMO_IMAGE)
 # The sparse traffic of an inference server (issue 23: at most 1 request/s per workload): short
-# requests 0.8/s for two workloads, so that each sees a new one about every 2.5 s (the old
-# window ended after 2 s without one, while HAProxy at its defaults still sent for seconds), and
-# a 10 s stream every 10 s, in flight on a workload when its drain begins (verify waits for it).
+# requests and 6 s streams, 0.9 requests/s for two workloads, so that each sees a new one about
+# every 2.2 s (the old window ended after 2 s without one, while HAProxy at its defaults still
+# sent for seconds), with a stream in flight on a workload most of the time (verify begins a
+# drain once one is).
 SPARSE = TrafficMix(
-    short_per_second=0.8,
+    short_per_second=0.6,
     long_per_second=0,
-    stream_per_second=0.1,
-    stream_tokens=100,
+    stream_per_second=0.3,
+    stream_tokens=60,
     stream_pace=0.1,
 )
 # the issue-15 set-up, scaled to a shared 2-core machine: many short requests, streams throughout
@@ -71,6 +72,10 @@ GATED = ("refused", "unavailable", "truncated", "lost", "failed", "duplicated")
 # check, so its window closes once HAProxy has certainly taken it out (3 x 2 s + 1 s).
 CHECKS = BalancerOptions()
 WINDOW = "10s"
+# Tuned tighter, for dense load: a check may take 3 s (on a loaded machine /ready can answer
+# slower than the interval, and the *surviving* workload would flap DOWN: HAProxy's own 503
+# "no server available"), a workload leaves after 2 failed ones.
+TUNED = BalancerOptions(check_interval=0.5, fall=2, check_timeout=3.0)
 
 
 @pytest.fixture(autouse=True)
@@ -186,17 +191,17 @@ def stock_plan(name: str, *, gate: str) -> tuple[WorkloadPlan, int]:
     return made, port
 
 
-# The same sparse traffic for the stock engine's own paths (0.9 requests/s for two; streams
-# and streamed completions of 10 s; POSTs among them).
+# The same sparse traffic for the stock engine's own paths (0.85 requests/s for two; streams
+# and streamed completions of 6 s; POSTs among them).
 SPARSE_STOCK_REQUESTS = tuple(
     parse_request(line)
     for line in (
-        "GET /short name=short rate=0.7",
-        "GET '/stream?tokens=200&ms=50' name=stream stream until='data: [DONE]' rate=0.1",
+        "GET /short name=short rate=0.5",
+        "GET '/stream?tokens=120&ms=50' name=stream stream until='data: [DONE]' rate=0.2",
         """POST /v1/completions name=completion body='{"max_tokens": 8}' rate=0.05""",
         (
             "POST /v1/completions name=completion-stream stream until='data: [DONE]' "
-            """body='{"max_tokens": 200, "stream": true}' rate=0.05"""
+            """body='{"max_tokens": 120, "stream": true}' rate=0.1"""
         ),
     )
 )
@@ -294,12 +299,12 @@ async def test_wrk_beside_the_clients_sees_no_failure(deployer: Deployer) -> Non
         pytest.fail("wrk is required with haproxy (apt-get install wrk)")
     report = await run_verify(
         deployer,
-        plan("hb-wrk", grace_period_seconds=30, propagation_wait=WINDOW, balancer_check=CHECKS),
+        plan("hb-wrk", grace_period_seconds=30, propagation_wait="5s", balancer_check=TUNED),
         VerifyOptions(
             mix=MIX,
             balancer="haproxy",
             wrk_connections=2,
-            balancer_options=CHECKS,
+            balancer_options=TUNED,
         ),
     )
     assert report.wrk is not None and report.wrk.requests > 200, report.text()
@@ -352,18 +357,18 @@ def nginx_installed() -> None:
 
 
 @pytest.mark.usefixtures("nginx_installed")
-@pytest.mark.parametrize("mode", ["delete", "replace"])
-async def test_behind_nginx_configured_as_documented_a_disruption_loses_nothing(
-    deployer: Deployer, mode: str
+async def test_behind_nginx_configured_as_documented_a_delete_loses_nothing(
+    deployer: Deployer,
 ) -> None:
     """Issue 23: nginx (no active check) with the configuration docs/server-kit.md recommends
     (a 503 is a failed attempt tried on another server, POSTs included; max_fails=1
     fail_timeout=10s; kept-alive upstream connections), sparse traffic from keep-alive clients:
-    deleting (or replacing) one of two kit workloads loses nothing."""
+    deleting one of two kit workloads loses nothing. (nginx's defaults lose requests:
+    tests/workload/test_nginx.py, no engine needed.)"""
     report = await run_verify(
         deployer,
-        plan(f"nx-{mode[:3]}", grace_period_seconds=30, propagation_wait=WINDOW),
-        VerifyOptions(mode=mode, mix=SPARSE, balancer="nginx"),  # type: ignore[arg-type]
+        plan("nx-del", grace_period_seconds=30, propagation_wait=WINDOW),
+        VerifyOptions(mix=SPARSE, balancer="nginx"),
     )
     assert report.balancer == "nginx"
     assert report.in_flight_on_disrupted > 0, "the drain must begin with requests in flight"
@@ -374,29 +379,17 @@ async def test_behind_nginx_configured_as_documented_a_disruption_loses_nothing(
 
 
 @pytest.mark.usefixtures("nginx_installed")
-async def test_behind_nginx_configured_as_documented_an_unmodified_server_loses_nothing(
+async def test_behind_nginx_configured_as_documented_a_gated_server_replaced_loses_nothing(
     deployer: Deployer,
 ) -> None:
-    """The same through nginx for a stock server behind its gate: nothing lost, POSTs and
-    streams included."""
-    report = await _verify_stock(deployer, "nx-gate", "delete", gate="window", balancer="nginx")
+    """The same through nginx for a stock server behind its gate, replaced: nothing lost, POSTs
+    and streams included, and the successor took traffic."""
+    report = await _verify_stock(deployer, "nx-gate", "replace", gate="window", balancer="nginx")
     assert report.in_flight_on_disrupted > 0, report.text()
     assert _lost(report) == dict.fromkeys(GATED, 0), report.text()
     assert report.passed, report.text()
-
-
-@pytest.mark.usefixtures("nginx_installed")
-async def test_behind_nginx_at_its_defaults_a_drain_loses_requests(deployer: Deployer) -> None:
-    """The control: nginx's own defaults retry a connection error only, so every request it
-    still sends to the draining server once its window closed (nginx never stops: it has no
-    check) is a 503 the client keeps, while what is in flight holds the server up."""
-    report = await run_verify(
-        deployer,
-        plan("nx-stock", grace_period_seconds=30, propagation_wait=WINDOW),
-        VerifyOptions(mix=SPARSE, balancer="nginx", nginx_config="stock"),
-    )
-    assert report.in_flight_on_disrupted > 0, report.text()
-    assert _lost(report)["refused"] >= 1 and not report.passed, report.text()
+    served = {r.instance for r in report.records if r.outcome == "completed"}
+    assert any(name.endswith("-next") for name in served), served
 
 
 def test_the_nginx_configurations_say_what_a_lossless_drain_needs() -> None:
