@@ -260,7 +260,8 @@ class _Given:
     show_default=True,
     help="With --balancer nginx: the configuration docs/server-kit.md recommends for lossless "
     "drains (proxy_next_upstream error timeout http_503 non_idempotent, max_fails=1 "
-    "fail_timeout=10s, kept-alive upstream connections), or nginx's own defaults.",
+    "fail_timeout=10s, kept-alive upstream connections idle at most 4 s), or nginx's own "
+    "defaults.",
 )
 @click.option(
     "--check-interval",

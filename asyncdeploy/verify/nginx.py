@@ -12,7 +12,10 @@ otherwise. Two configurations:
   tried on another server, POSTs included: a refused request was never processed),
   ``max_fails=1 fail_timeout=10s`` (one refusal takes the server out for 10 s), and kept-alive
   HTTP/1.1 connections to the servers (``keepalive``, ``proxy_http_version 1.1``, an empty
-  ``Connection`` header), with streaming unbuffered;
+  ``Connection`` header), idle ones closed after 4 s (``keepalive_timeout``: before the
+  server's own idle timeout, uvicorn's 5 s, closes them: a request nginx sends on a connection
+  the server just closed is an error that counts against ``max_fails``, and took a healthy
+  server out while the other drained: 502 "no live upstreams"), with streaming unbuffered;
 - ``stock``: nginx's own defaults (HTTP/1.0 to the servers, a connection each, retries of
   connection errors only), the control that shows what they lose.
 
@@ -49,7 +52,7 @@ NGINX_CONFIGS: tuple[NginxConfig, ...] = ("lossless", "stock")
 #: What a lossless drain needs of nginx: each line of the recommended ``upstream`` server and
 #: ``location``, the ones docs/server-kit.md shows.
 LOSSLESS_SERVER = "max_fails=1 fail_timeout=10s"
-LOSSLESS_UPSTREAM = ("keepalive 32;",)
+LOSSLESS_UPSTREAM = ("keepalive 32;", "keepalive_timeout 4s;")
 LOSSLESS_LOCATION = (
     "proxy_next_upstream error timeout http_503 non_idempotent;",
     "proxy_http_version 1.1;",

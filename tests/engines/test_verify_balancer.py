@@ -402,6 +402,7 @@ def test_the_nginx_configurations_say_what_a_lossless_drain_needs() -> None:
         "server 127.0.0.1:2 max_fails=1 fail_timeout=10s;",
         "server 127.0.0.1:3 max_fails=1 fail_timeout=10s;",
         "keepalive 32;",
+        "keepalive_timeout 4s;",
         "proxy_next_upstream error timeout http_503 non_idempotent;",
         "proxy_http_version 1.1;",
         'proxy_set_header Connection "";',
