@@ -40,7 +40,7 @@ from .errors import ControlSocketError, ControlSocketInUse
 from .state import DrainController
 from .window import BalancerCheck
 
-__all__ = ["serve_control_socket"]
+__all__ = ["execute_command", "serve_control_socket"]
 
 logger = logging.getLogger("asyncdeploy.workload")
 
@@ -230,6 +230,12 @@ def _drain_arguments(words: list[str]) -> tuple[float | None, BalancerCheck | No
     elif "balancer-fall" in given:
         raise ValueError("balancer-fall needs balancer-interval")
     return propagation, check
+
+
+def execute_command(controller: DrainController, command: str) -> dict[str, Any]:
+    """Carry out one command line of this socket's protocol and return its JSON reply, for
+    other transports: the drain gate's admin port speaks the same commands."""
+    return _execute(controller, command)
 
 
 def _execute(controller: DrainController, command: str) -> dict[str, Any]:

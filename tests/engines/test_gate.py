@@ -37,7 +37,6 @@ from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL
 pytestmark = pytest.mark.anyio
 logger = logging.getLogger(__name__)
 
-# a branch may test its own build of the gate (the kit inside it) beside others on shared engines
 GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_GATE_IMAGE", "asyncdeploy-gate/gate:latest")
 STOCK_IMAGE = "asyncdeploy-test/stock-engine:latest"
 TOKENS = 30  # a stream: 30 tokens at 20/s, 1.5 s

@@ -14,9 +14,9 @@ from asyncdeploy.drivers.kubernetes._traffic import (
     routing_services,
     traffic_left_commands,
 )
-from asyncdeploy.gating import expand_gates
 from asyncdeploy.labels import LABEL_SERVICE
 from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.plan.gating import expand_gates
 
 POD = {"metadata": {"uid": "u1", "labels": {"app": "a", "tier": "web"}}}
 

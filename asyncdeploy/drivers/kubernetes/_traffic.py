@@ -36,7 +36,7 @@ from asyncdeploy.drivers.kubernetes._api import PodAPI, Resource
 from asyncdeploy.drivers.kubernetes._pod_states import PodDrainReader
 from asyncdeploy.drivers.kubernetes._watch import MAX_WATCH_SECONDS, PodEvent, PodFollower, Resync
 from asyncdeploy.durations import parse_duration
-from asyncdeploy.errors import EngineError
+from asyncdeploy.errors import ENGINE_FAILURES
 from asyncdeploy.events import TrafficLeft, TrafficStillRouted
 
 __all__ = [
@@ -183,7 +183,7 @@ class TrafficWatch:
         async def read(resource: Resource) -> None:
             try:
                 lists[resource] = await self.api.list_pods(self.namespace, resource=resource)
-            except EngineError as exc:
+            except ENGINE_FAILURES as exc:
                 _log.debug("%s cannot be read (%s)", resource, exc)
 
         async with anyio.create_task_group() as tg:  # both lists at once
@@ -241,7 +241,7 @@ class TrafficWatch:
                     code, output = await self.api.exec(
                         self.namespace, routed.drain.pod_name, container=container, command=command
                     )
-                except EngineError as exc:
+                except ENGINE_FAILURES as exc:
                     _log.debug("telling %s that traffic left failed: %s", container, exc)
                     continue
                 _log.debug("told %s that traffic left: exit %s %s", container, code, output[:200])
@@ -282,7 +282,7 @@ class TrafficWatch:
 
         try:
             await follower.run(handle, resource_version=self.version, poll=self._poll)
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             _log.debug("following the EndpointSlices stopped (%s)", exc)
 
 

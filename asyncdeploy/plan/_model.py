@@ -4,22 +4,25 @@ A plan is built in Python (``WorkloadPlan(name=..., containers=[...])``) or from
 YAML/JSON file whose keys are exactly the attribute names (``WorkloadPlan.from_file(path)``).
 Every invalid value raises :class:`~asyncdeploy.errors.PlanError` naming the field path, e.g.
 ``containers[1].resources.memory``. The values a container is made of live in
-``_plan_parts.py`` and are imported from here; the field rules in ``_plan_fields.py``.
+``_parts.py`` and are imported from here; the field rules in ``_fields.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
 
-from asyncdeploy import _plan_fields as rules
-from asyncdeploy._plan_fields import DNS_LABEL as DNS_LABEL_SCHEMA
-from asyncdeploy._plan_fields import (
+from asyncdeploy.errors import PlanError
+from asyncdeploy.labels import PLAN_ROLES, PlanRole
+from asyncdeploy.plan import _fields as rules
+from asyncdeploy.plan._fields import DNS_LABEL as DNS_LABEL_SCHEMA
+from asyncdeploy.plan._fields import (
     MAX_SECONDS,
     QUANTITY,
     STRINGS_OR_LIST,
@@ -27,9 +30,10 @@ from asyncdeploy._plan_fields import (
     FrozenMap,
     about,
 )
-from asyncdeploy._plan_mapping import plan_to_mapping, structure
-from asyncdeploy._plan_parts import (
+from asyncdeploy.plan._mapping import plan_to_mapping, structure
+from asyncdeploy.plan._parts import (
     DEFAULT_GATE_IMAGE,
+    GATE_TOKEN_ENV,
     Autoheal,
     Checks,
     Gate,
@@ -46,13 +50,12 @@ from asyncdeploy._plan_parts import (
     ServicePort,
     pull_policy,
 )
-from asyncdeploy.errors import PlanError
-from asyncdeploy.labels import PLAN_ROLES, PlanRole
 
 __all__ = [
     "DEFAULT_GATE_IMAGE",
     "DEFAULT_GRACE_PERIOD_SECONDS",
     "DEFAULT_PAUSE_IMAGE",
+    "GATE_TOKEN_ENV",
     "MAX_SECONDS",
     "Autoheal",
     "Checks",
@@ -78,8 +81,6 @@ __all__ = [
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
-Role = PlanRole
-
 
 @attrs.frozen(kw_only=True)
 class Container:
@@ -96,7 +97,7 @@ class Container:
     image: str = attrs.field(
         validator=rules.image_reference, metadata=about("The image reference.")
     )
-    role: Role = attrs.field(
+    role: PlanRole = attrs.field(
         default="run",
         validator=rules.one_of(*PLAN_ROLES),
         metadata=about(
@@ -219,6 +220,11 @@ class Container:
         tcp = [p for p in self.ports if p.protocol == "tcp"]
         if not tcp:
             raise PlanError("gate", "needs a tcp port in ports: the one the gate listens on")
+        if any(p.container_port == gate.admin_port for p in self.ports):
+            raise PlanError(
+                "gate.admin_port",
+                f"{gate.admin_port} is in ports: the admin port must not be one clients reach",
+            )
         if any(p.container_port == gate.upstream for p in self.ports):
             raise PlanError(
                 "gate.upstream", f"{gate.upstream} is a port the gate would listen on itself"
@@ -400,12 +406,28 @@ class WorkloadPlan:
 
         A key given twice in one mapping is refused, not silently overwritten.
         """
-        from asyncdeploy._documents import read_document  # PyYAML: not for the server kit
+        from asyncdeploy.plan._documents import read_document  # PyYAML: not for the server kit
 
         return cls.from_mapping(read_document(path))
 
 
+_HOOK_TOKEN = re.compile(r"([?&]token=)[^&]*")
+
+
 def plan_digest(plan: WorkloadPlan) -> str:
-    """A short hash of everything the plan declares; equal plans have equal digests."""
-    text = json.dumps(plan_to_mapping(plan), sort_keys=True, separators=(",", ":"))
+    """A short hash of everything the plan declares; equal plans have equal digests.
+
+    A gate's admin token is drawn fresh each time a plan is expanded (``plan.gating``): the
+    digest covers where it goes (the gate's environment, the drain hook's query), not its
+    value, so the same plan applied again is unchanged and keeps the token it runs with.
+    """
+    mapping = plan_to_mapping(plan)
+    for container in mapping.get("containers", ()):
+        env = container.get("env")
+        if env and GATE_TOKEN_ENV in env:
+            env[GATE_TOKEN_ENV] = "*"
+        hook = container.get("pre_stop_http")
+        if hook:
+            hook["path"] = _HOOK_TOKEN.sub(r"\1*", hook["path"])
+    text = json.dumps(mapping, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
