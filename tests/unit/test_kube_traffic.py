@@ -9,6 +9,7 @@ import attrs
 from asyncdeploy.drivers.kubernetes._manifest import pod_manifest, service_manifest
 from asyncdeploy.drivers.kubernetes._traffic import (
     PROPAGATION_WINDOW,
+    gate_traffic_left,
     propagation_window,
     ready_in,
     routing_services,
@@ -178,4 +179,31 @@ def test_the_kits_drain_hooks_are_told_that_traffic_left() -> None:
         ),
         ("cli", ["/usr/local/bin/asyncdeploy", "drain", "--socket=/s.sock", "--traffic-left"]),
         ("default-socket", ["asyncdeploy", "drain", "--traffic-left"]),
+    ]
+
+
+def test_the_gates_are_told_that_traffic_left_on_their_admin_port() -> None:
+    """On TrafficLeft the driver sends a drain gate's admin port ``/-/traffic-left`` with the
+    token of its preStop hook (through the API server's pod proxy); other hooks are left alone."""
+
+    def container(name: str, hook: dict[str, Any]) -> dict[str, Any]:
+        return {"name": name, "lifecycle": {"preStop": hook}}
+
+    pod = {
+        "spec": {
+            "containers": [
+                container(
+                    "gated",
+                    {"httpGet": {"path": "/-/drain?timeout=25s&token=s3cret", "port": 9901}},
+                ),
+                container("no-token", {"httpGet": {"path": "/-/drain", "port": 9902}}),
+                container("other", {"httpGet": {"path": "/shutdown", "port": 8080}}),
+                container("named-port", {"httpGet": {"path": "/-/drain", "port": "admin"}}),
+                container("exec", {"exec": {"command": ["asyncdeploy", "drain"]}}),
+            ]
+        }
+    }
+    assert gate_traffic_left(pod) == [
+        (9901, "/-/traffic-left", {"X-Asyncdeploy-Token": "s3cret"}),
+        (9902, "/-/traffic-left", {}),
     ]

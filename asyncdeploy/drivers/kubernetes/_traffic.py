@@ -15,7 +15,9 @@ grace period. When Services or slices cannot be read (RBAC), the drain goes on w
 kube-proxy follows the same slices): for each container whose preStop hook is the kit's drain
 command (``python3 -m asyncdeploy.workload.drain_cmd`` or ``asyncdeploy drain``, exec form), the
 same program is run in the container with ``--traffic-left`` (pods/exec), which tells the server
-on its control socket. Without that right, or for any other hook, the window runs as it would.
+on its control socket; for each whose hook is a drain gate's (``httpGet`` of ``/-/drain`` on its
+admin port), ``/-/traffic-left`` with the hook's token is sent to that port through the API
+server (pods/proxy). Without those rights, or for any other hook, the window runs as it would.
 
 :func:`follow_service` follows one Service's endpoints as kube-proxy does (``verify --balancer
 service`` routes its clients by them).
@@ -46,6 +48,7 @@ __all__ = [
     "TrafficWatch",
     "endpoint_states",
     "follow_service",
+    "gate_traffic_left",
     "propagation_window",
     "ready_in",
     "routing_services",
@@ -148,6 +151,23 @@ def traffic_left_commands(pod: Mapping[str, Any]) -> list[tuple[str, list[str]]]
     return found
 
 
+def gate_traffic_left(pod: Mapping[str, Any]) -> list[tuple[int, str, dict[str, str]]]:
+    """(admin port, path, headers) telling each drain gate of the Pod that traffic left: its
+    preStop ``httpGet`` of ``/-/drain`` turned into ``/-/traffic-left``, with the hook's token."""
+    found = []
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        hook = ((container.get("lifecycle") or {}).get("preStop") or {}).get("httpGet") or {}
+        target = urlsplit(str(hook.get("path", "")))
+        if target.path != "/-/drain" or not isinstance(hook.get("port"), int):
+            continue
+        headers = {}
+        token = parse_qs(target.query).get("token")
+        if token:
+            headers["X-Asyncdeploy-Token"] = token[-1]
+        found.append((int(hook["port"]), "/-/traffic-left", headers))
+    return found
+
+
 #: Bound of one ``--traffic-left`` exec (a Pod that stopped answering must not hold the drain).
 TELL_SECONDS = 10.0
 
@@ -245,6 +265,20 @@ class TrafficWatch:
                     _log.debug("telling %s that traffic left failed: %s", container, exc)
                     continue
                 _log.debug("told %s that traffic left: exit %s %s", container, code, output[:200])
+        for port, path, headers in gate_traffic_left(routed.pod):
+            with anyio.move_on_after(TELL_SECONDS):
+                try:
+                    status, body = await self.api.proxy_get(
+                        self.namespace,
+                        routed.drain.pod_name,
+                        port=port,
+                        path=path,
+                        headers=headers,
+                    )
+                except ENGINE_FAILURES as exc:
+                    _log.debug("telling the gate on %d that traffic left failed: %s", port, exc)
+                    continue
+                _log.debug("told the gate on %d that traffic left: %s %s", port, status, body[:200])
 
     async def run(self) -> None:
         if not self.routed:
