@@ -49,11 +49,11 @@ if [ ! -x "$venv/bin/nox" ]; then
     "$venv/bin/pip" install -q --disable-pip-version-check nox >&2
 fi
 
-# 3b. the real load balancer and load generator of the tests: `asyncdeploy verify --balancer
-#     haproxy` starts Debian's haproxy as its own child process (never as a service: apt_install
-#     blocks the package's init script), wrk drives load, chromium renders verify's HTML report
-apt_install haproxy wrk chromium
-apt_install nginx
+# 3b. the real load balancers and load generator of the tests: `asyncdeploy verify --balancer
+#     haproxy|nginx` starts Debian's haproxy or nginx as its own child process (never as a
+#     service: apt_install blocks the packages' init scripts), wrk drives load, chromium renders
+#     verify's HTML report
+apt_install haproxy nginx wrk chromium
 
 # 4. images, built locally (the demo image takes wheels that pip downloads on the host)
 bash "$here/build-test-image.sh" >/dev/null

@@ -318,6 +318,26 @@ class PodAPI:
         async with response:
             yield TextLines(response, what)
 
+    async def proxy_get(
+        self, namespace: str, name: str, *, port: int, path: str, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        """``GET .../pods/{name}:{port}/proxy/{path}`` (the API server relays it to the Pod);
+        the status and the body (an error status raises, as every call here)."""
+        what = f"GET {path} on {namespace}/{name}:{port}"
+        options: dict[str, Any] = {"_headers": headers}  # sent on by the API server
+        call = self._core.connect_get_namespaced_pod_proxy_with_path(
+            f"{name}:{port}",
+            namespace,
+            path.lstrip("/"),
+            _preload_content=False,
+            _request_timeout=self._timeout(),
+            **options,
+        )
+        response = await self._open(call, what)
+        with map_errors(what):
+            async with response:
+                return response.status, await response.read()
+
     async def exec(
         self,
         namespace: str,
