@@ -111,10 +111,11 @@ class PodAPI:
         timeout: aiohttp.ClientTimeout | None = None,
         accept: str = "application/json",
         client: ApiClient | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Awaitable[object]:
         """The request, as the generated API classes send it: the client's auth settings, the
         answer left unread (``_preload_content=False``)."""
-        headers = {"Accept": accept}
+        headers = {**(headers or {}), "Accept": accept}
         if body is not None:
             headers["Content-Type"] = "application/json"
         return cast(
@@ -324,16 +325,8 @@ class PodAPI:
         """``GET .../pods/{name}:{port}/proxy/{path}`` (the API server relays it to the Pod);
         the status and the body (an error status raises, as every call here)."""
         what = f"GET {path} on {namespace}/{name}:{port}"
-        options: dict[str, Any] = {"_headers": headers}  # sent on by the API server
-        call = self._core.connect_get_namespaced_pod_proxy_with_path(
-            f"{name}:{port}",
-            namespace,
-            path.lstrip("/"),
-            _preload_content=False,
-            _request_timeout=self._timeout(),
-            **options,
-        )
-        response = await self._open(call, what)
+        proxy = resource_path("pods", namespace, f"{name}:{port}") + "/proxy/" + path.lstrip("/")
+        response = await self._open(self._send("GET", proxy, accept="*/*", headers=headers), what)
         with map_errors(what):
             async with response:
                 return response.status, await response.read()
