@@ -193,12 +193,18 @@ class FakeOps:
         watch = ExitWatch()
         self.watches.append(watch)
 
-        async def opening() -> None:
-            await anyio.sleep(self.stream_delay)
+        def settle() -> None:
             if not self.exit_stream or self.down:
                 watch.lose()
             else:
                 watch.open()
+
+        async def opening() -> None:
+            await anyio.sleep(self.stream_delay)
+            settle()
+
+        if not self.stream_delay:
+            settle()  # an engine that answers at once
 
         try:
             async with anyio.create_task_group() as tg:
@@ -327,7 +333,7 @@ class FakeOps:
         return True
 
     async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
-        box = await self._enter("write_claim", pause, str(record.beat))
+        box = await self._enter("write_claim", pause, record.token)
         box.claim = record
 
     async def read_claim(self, pause: ContainerRef) -> ClaimRecord | None:
@@ -336,6 +342,24 @@ class FakeOps:
         except WorkloadNotFound:
             return None
         return box.claim
+
+    async def drop_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
+        box = self.boxes[pause.name]
+        self.log.append(("drop_claim", pause.name, ""))
+        if box.claim == record:
+            box.claim = None
+
+    async def signalled_since_pause(
+        self, pause: ContainerRef, refs: Sequence[ContainerRef]
+    ) -> frozenset[str]:
+        """The engine's record of the stop signals sent (this fake's log of them)."""
+        self.log.append(("signalled_since_pause", pause.name, ""))
+        names = {r.name for r in refs}
+        return frozenset(
+            c[1]
+            for c in self.log
+            if c[0] in ("signal", "stop") and c[1] in names and c[2] != "SIGKILL"
+        )
 
     async def look(self, ref: ContainerRef) -> ContainerLook | None:
         try:

@@ -150,6 +150,7 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
                 pre_stop_http=(int(hook["port"]), str(hook["path"])) if hook else None,
                 stop_signal=labels.get(LABEL_STOP_SIGNAL, "SIGTERM"),
                 restart_policy=labels.get(LABEL_RESTART_POLICY, "no"),
+                workload=name,
             )
         )
     refs.sort(key=lambda r: _ROLE_ORDER.get(r.role, 9))
@@ -160,7 +161,16 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
         grace_period_seconds=grace,
         containers=tuple(refs),
         plan_name=first.get(LABEL_INSTANCE_OF, ""),
+        volumes=_mounts_volume(items),
     )
+
+
+def _mounts_volume(items: Sequence[Mapping[str, Any]]) -> bool | None:
+    """Whether a listed container mounts a volume; None when the list does not say."""
+    mounts = [mount for item in items for mount in item.get("Mounts") or ()]
+    if not all(isinstance(mount, Mapping) for mount in mounts):
+        return None
+    return any(mount.get("Type") == "volume" for mount in mounts)
 
 
 def volumes_status(
