@@ -499,7 +499,9 @@ async def test_a_dead_owner_is_taken_over_at_once_and_its_signals_are_not_sent_a
     assert ops.calls("signal", "a") == []
     assert ops.calls("signal", "b") == [("signal", "b", "SIGTERM")]
     assert outcomes(summary) == {"a": ("exited", 0), "b": ("exited", 0)}
-    assert first(events, SignalSent, "b").elapsed < 0.25  # no RECORD_WAIT, no BEAT_STALE
+    # at the follower's first check of the owner, record_wait (0.3 s here) in: a follower
+    # checks no sooner (eight deleters of forty workloads read 280 records at once)
+    assert first(events, SignalSent, "b").elapsed < 0.6
 
 
 async def test_a_follower_waits_for_the_owners_longer_override_grace() -> None:

@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import json
 import math
+import tarfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import aiohttp
 import anyio
 
-from asyncdeploy.drivers.engine._claim import ClaimRecord, claim_labels, claim_volume
+from asyncdeploy.drivers.engine._claim import (
+    CLAIM_FILE,
+    ClaimRecord,
+    claim_labels,
+    claim_volume,
+    pack,
+    unpack,
+)
+from asyncdeploy.drivers.engine._coalesce import Rounds
 from asyncdeploy.drivers.engine._exits import ExitHub, ExitWatch
 from asyncdeploy.drivers.engine._history import events_query, signalled_after_pause
 from asyncdeploy.drivers.engine._netcheck import http_get, workload_address
@@ -37,35 +46,6 @@ KILL_POLL_SECONDS = 0.02
 # Failures that mean the request never left: no connection could be made.
 _NEVER_SENT = (aiohttp.ClientConnectorError, ConnectionRefusedError, FileNotFoundError)
 HISTORY_WINDOW = 3600.0  # how far back a takeover reads the engine's events for signals sent
-T = TypeVar("T")
-
-
-class _Shared(Generic[T]):
-    """One call shared by every caller that asks while it is in flight."""
-
-    def __init__(self, call: Callable[[], Awaitable[T]]) -> None:
-        self._call = call
-        self._flight: tuple[anyio.Event, list[T], list[Exception]] | None = None
-
-    async def __call__(self) -> T:
-        if self._flight is not None:
-            done, result, error = self._flight
-            await done.wait()
-            if result:
-                return result[0]
-            if error:
-                raise error[0]
-            # the one that asked was cancelled: ask anew
-        done, result, error = self._flight = (anyio.Event(), [], [])
-        try:
-            result.append(await self._call())
-        except Exception as exc:
-            error.append(exc)
-            raise
-        finally:
-            self._flight = None
-            done.set()
-        return result[0]
 
 
 class EngineContainerOps:
@@ -76,8 +56,8 @@ class EngineContainerOps:
         self.session = session
         # one event stream for every drain of this deployer
         self.hub = ExitHub(session.url, api_version=session.client.api_version)
-        # every follower's look at the claim records: one volume list at a time
-        self._claims = _Shared(self._list_claims)
+        # every follower's look at the claim records meanwhile: one volume list
+        self.claims = Rounds(self._list_claims)
 
     @property
     def name(self) -> str:
@@ -159,8 +139,13 @@ class EngineContainerOps:
         return True
 
     async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
-        """One volume create; a record left by another owner is replaced (Docker returns an
-        existing volume as if created, Podman refuses the name)."""
+        """Docker: one volume create; a record left by another owner is replaced (Docker
+        returns an existing volume as if created). Podman: a file in the pause container."""
+        if not self.session.claims_in_volumes:
+            # Both engines extract an archive into a paused (and a stopped) container.
+            with self.session.errors(f"record the claim in {pause.name}"):
+                await self.session.put_archive(pause.id, "/", pack(record))
+            return
         name = claim_volume(pause.id)
         for _ in range(2):
             try:
@@ -184,9 +169,17 @@ class EngineContainerOps:
             pass
 
     async def read_claim(self, pause: ContainerRef) -> ClaimRecord | None:
-        return (await self._claims()).get(pause.id)
+        if self.session.claims_in_volumes:
+            return (await self.claims.ask(pause.id)).get(pause.id)
+        try:
+            with self.session.errors(f"read the claim in {pause.name}"):
+                return unpack(await self.session.get_archive(pause.id, "/" + CLAIM_FILE))
+        except WorkloadNotFound:
+            return None  # no record (or no pause: the look says which)
+        except tarfile.TarError:
+            return None  # an empty answer: Podman, while the pause container is being removed
 
-    async def _list_claims(self) -> dict[str, ClaimRecord]:
+    async def _list_claims(self, _: frozenset[str]) -> dict[str, ClaimRecord]:
         with self.session.errors("list the drain claims"):
             listed = await self.session.volumes(LABEL_CLAIM)
         found = {}
@@ -198,6 +191,8 @@ class EngineContainerOps:
         return found
 
     async def drop_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
+        if not self.session.claims_in_volumes:
+            return  # the file went with its pause container
         name = claim_volume(pause.id)
         try:
             with self.session.errors(f"inspect {name}"):

@@ -55,6 +55,7 @@ from asyncdeploy.drivers.engine._drain_steps import (
     KillPause,
     LookPause,
     Operation,
+    OwnerAlive,
     ReadClaim,
     Remove,
     RemoveSidecar,
@@ -113,23 +114,6 @@ class TrackedRef(TrackedContainer):
     ref: ContainerRef
 
 
-@attrs.define
-class _OwnerWatch:
-    """What a follower has seen of the owner's record, on its own clock."""
-
-    missing_since: float | None = None
-    last: ClaimRecord | None = None
-
-    def owner_dead(self, seen: ClaimSeen, now: float, wall: float, t: DrainTimings) -> bool:
-        if seen.record is None:
-            if self.missing_since is None:
-                self.missing_since = now
-            return now - self.missing_since >= t.record_wait
-        self.missing_since, self.last = None, seen.record
-        # gone from this host; or stuck (or unknowable) past every bound of its own drain
-        return seen.owner_alive is False or wall >= seen.record.deadline + t.owner_bound
-
-
 class WorkloadDrain:
     """One workload's drain. ``start`` and ``observe`` return the commands to carry out."""
 
@@ -179,7 +163,8 @@ class WorkloadDrain:
         self._removals: set[str] = set()
         self._pause_kill_done = False
         self._pause_removal = False
-        self._watch = _OwnerWatch()
+        self._owner_record: ClaimRecord | None = None  # the owner's, as a follower read it
+        self._check_at = math.inf  # when a follower next checks the owner
         self._poll = timings.follow_poll_first
         self._fresh_at = -math.inf
 
@@ -500,7 +485,11 @@ class WorkloadDrain:
     # --- following, taking over ---------------------------------------------------------------
 
     def _follow(self) -> None:
+        """Follow until the workload is gone. The owner is first checked once the drain has
+        been followed ``record_wait`` (most are over by then: no read at all); a live owner's
+        record is not read again, only whether its process lives (no engine call)."""
         self.state = "following"
+        self._check_at = self.now + self.timings.record_wait
         self._follow_step()
 
     def _follow_step(self) -> None:
@@ -521,10 +510,12 @@ class WorkloadDrain:
         self._seen(answer)
         if all(r.id in self.gone for r in self.snapshot.containers):
             self._finish()
-        elif self.pause is None or self.pause.id in self.gone:
+        elif self.pause is None or self.pause.id in self.gone or self.now < self._check_at:
             self._follow_step()
+        elif self._owner_record is None:
+            self._do(("follow", ""), ReadClaim(self.pause), self._owner_read)
         else:
-            self._do(("follow", ""), ReadClaim(self.pause), self._owner_checked)
+            self._do(("follow", ""), OwnerAlive(self._owner_record.owner), self._owner_alive)
 
     def _seen(self, looks: dict[str, ContainerLook | None]) -> None:
         for ref in self.snapshot.containers:
@@ -539,17 +530,37 @@ class WorkloadDrain:
                 code = look.exit_code
                 self._exited(tracked, code, "killed" if code == SIGKILLED else "exited")
 
-    def _owner_checked(self, answer: object) -> None:
+    def _owner_read(self, answer: object) -> None:
         if isinstance(answer, EngineError):
             self.failed(f"follow {self.name}", answer)
             self._finish()
             return
         seen = answer if isinstance(answer, ClaimSeen) else ClaimSeen(None, None)
-        if self._watch.owner_dead(seen, self.now, self.wall, self.timings):
-            self.state = "taking-over"
-            self._take_over(self._watch.last, own_deadline=False)
+        record = seen.record
+        if record is None or self._owner_dead(record, seen.owner_alive):
+            self.state = "taking-over"  # no record by now: nobody drains it
+            self._take_over(record, own_deadline=False)
         else:
-            self._follow_step()
+            self._owner_record = record
+            self._owner_checked()
+
+    def _owner_alive(self, answer: object) -> None:
+        record = self._owner_record
+        assert record is not None and self.pause is not None
+        if self._owner_dead(record, answer if isinstance(answer, bool) else None):
+            self._owner_record = None  # read it afresh: another follower may have taken over
+            self._do(("follow", ""), ReadClaim(self.pause), self._owner_read)
+        else:
+            self._owner_checked()
+
+    def _owner_checked(self) -> None:
+        self._check_at = self.now + self.timings.follow_poll_max
+        self._follow_step()
+
+    def _owner_dead(self, record: ClaimRecord, alive: bool | None) -> bool:
+        """Gone from this host; or stuck (or unknowable, on another host) past every bound of
+        its own drain."""
+        return alive is False or self.wall >= record.deadline + self.timings.owner_bound
 
     def _take_over(self, stale: ClaimRecord | None, *, own_deadline: bool) -> None:
         """Claim a drain whose owner died (or that nobody holds: ``own_deadline``, an engine

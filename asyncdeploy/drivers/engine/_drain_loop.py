@@ -46,6 +46,7 @@ from asyncdeploy.drivers.engine._drain_steps import (
     KillPause,
     LookPause,
     Operation,
+    OwnerAlive,
     ReadClaim,
     Remove,
     RemoveSidecar,
@@ -168,6 +169,8 @@ class DrainLoop:
         if isinstance(op, ReadClaim):
             record = await call(lambda: ops.read_claim(op.pause))
             return ClaimSeen(record, None if record is None else record.owner.alive())
+        if isinstance(op, OwnerAlive):
+            return op.owner.alive()
         if isinstance(op, WriteClaim):
             return await call(lambda: ops.write_claim(op.pause, op.record))
         if isinstance(op, DropClaim):

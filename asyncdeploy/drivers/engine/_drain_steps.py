@@ -13,7 +13,7 @@ from typing import TypeAlias
 
 import attrs
 
-from asyncdeploy.drivers.engine._claim import ClaimRecord
+from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner
 from asyncdeploy.drivers.engine._ops import ContainerRef
 from asyncdeploy.errors import EngineError
 from asyncdeploy.events import Event
@@ -36,6 +36,7 @@ __all__ = [
     "KillPause",
     "LookPause",
     "Operation",
+    "OwnerAlive",
     "ReadClaim",
     "Remove",
     "RemoveSidecar",
@@ -107,6 +108,13 @@ class ReadClaim:
     """The claim record → :class:`ClaimSeen` (whether its owner lives is read by the loop)."""
 
     pause: ContainerRef
+
+
+@attrs.frozen
+class OwnerAlive:
+    """Whether the process ``owner`` still runs → ``bool | None`` (None: not from here)."""
+
+    owner: Owner
 
 
 @attrs.frozen
@@ -224,6 +232,7 @@ Operation: TypeAlias = (
     | Claim
     | LookPause
     | ReadClaim
+    | OwnerAlive
     | WriteClaim
     | DropClaim
     | SignalledBefore
