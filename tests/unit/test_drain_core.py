@@ -128,7 +128,7 @@ def test_a_follower_killed_kills_what_runs() -> None:
         snapshot, grace=5, started=0.0, wall_started=0.0, timings=DrainTimings(), me=ME
     )
     [look] = ops(m.start())
-    assert isinstance(look, FollowLook) and look.fresh
+    assert isinstance(look, FollowLook) and not look.fresh  # the exit stream tells first
     m.observe(("follow", ""), {"a": ContainerLook(running=True)}, now=0.1)
     step = m.kill(now=0.2)
     assert Cancel(("follow", "")) in step and ops(step) == [Kill(APP)]

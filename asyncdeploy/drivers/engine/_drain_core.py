@@ -490,6 +490,10 @@ class WorkloadDrain:
         record is not read again, only whether its process lives (no engine call)."""
         self.state = "following"
         self._check_at = self.now + self.timings.record_wait
+        # No look at first: the exit stream tells (a burst of looks by every follower would
+        # compete with the owners' signals); a look every follow_look_every, and at once
+        # without a stream
+        self._fresh_at = self.now
         self._follow_step()
 
     def _follow_step(self) -> None:

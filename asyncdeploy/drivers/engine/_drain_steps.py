@@ -72,7 +72,7 @@ class DrainTimings:
     takeover_settle: float = 0.3  # between writing a takeover's record and reading it back
     follow_poll_first: float = 0.05  # a follower's checks of the owner, doubling to the max
     follow_poll_max: float = 0.5
-    follow_look_every: float = 5.0  # a follower looks at the containers itself this often
+    follow_look_every: float = 2.0  # a follower looks at the containers itself this often
     restart_poll: float = 0.1  # a container restarting under its policy: until it takes a signal
 
 

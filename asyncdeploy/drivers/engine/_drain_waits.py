@@ -207,14 +207,16 @@ class Calls:
     async def follow(self, m: Caller, look: FollowLook) -> dict[str, ContainerLook | None]:
         """What became of the containers: from the exit stream once it reports a change (or
         at ``until``); a look at each when asked for, or when there is no stream to tell."""
-        usable = self.exits.opened and not self.exits.lost
         if not look.fresh:
-            if usable:
+            with anyio.move_on_at(look.until):
+                await self.exits.settled()  # still opening: the stream will tell
+            if self.exits.opened and not self.exits.lost:
                 await self.exits.wait_change([r.id for r in look.refs], look.until)
-            else:
-                await anyio.sleep_until(look.until)
-        if look.fresh or not usable:
-            return {r.id: await self.call(m, lambda r=r: self.ops.look(r)) for r in look.refs}  # type: ignore[misc]
+                return self._reported(look)
+            await anyio.sleep_until(look.until)
+        return {r.id: await self.call(m, lambda r=r: self.ops.look(r)) for r in look.refs}  # type: ignore[misc]
+
+    def _reported(self, look: FollowLook) -> dict[str, ContainerLook | None]:
         seen: dict[str, ContainerLook | None] = {}
         for ref in look.refs:
             if self.exits.is_gone(ref.id):
