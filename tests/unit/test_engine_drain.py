@@ -48,6 +48,7 @@ FAST = DrainTimings(
     owner_bound=2.0,
     takeover_settle=0.05,
     follow_poll_max=0.05,
+    follow_catch_up=0.05,
     follow_look_every=0.05,
     call_margin=1.0,
 )

@@ -491,9 +491,9 @@ class WorkloadDrain:
         self.state = "following"
         self._check_at = self.now + self.timings.record_wait
         # No look at first: the exit stream tells (a burst of looks by every follower would
-        # compete with the owners' signals); a look every follow_look_every, and at once
-        # without a stream
-        self._fresh_at = self.now
+        # compete with the owners' signals); one look follow_catch_up in, then rarely (and at
+        # every step without a stream: the loop looks when it has nothing else to go by)
+        self._fresh_at = self.now + self.timings.follow_catch_up - self.timings.follow_look_every
         self._follow_step()
 
     def _follow_step(self) -> None:

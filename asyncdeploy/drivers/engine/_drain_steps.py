@@ -57,7 +57,9 @@ class DrainTimings:
     short one; nothing is read from module constants)."""
 
     give_up_after: float = 5.0  # past the deadline: how long the engine may stay unreachable
-    call_margin: float = 10.0  # past the deadline: how long one engine call may go unanswered
+    # past the deadline: how long one engine call may go unanswered (Podman, eight deleters of
+    # forty workloads at once on two loaded cores, took over 10 s to answer some removals)
+    call_margin: float = 30.0
     retry_first: float = 0.05  # backoff between tries of a call lost with the connection
     retry_max: float = 1.0
     kill_wait: float = 10.0  # how long a SIGKILLed container may take to be reported gone
@@ -72,7 +74,10 @@ class DrainTimings:
     takeover_settle: float = 0.3  # between writing a takeover's record and reading it back
     follow_poll_first: float = 0.05  # a follower's checks of the owner, doubling to the max
     follow_poll_max: float = 0.5
-    follow_look_every: float = 2.0  # a follower looks at the containers itself this often
+    # A follower learns exits and removals from the exit stream; it looks at the containers
+    # itself once, this long in (what happened before its stream opened), and then rarely.
+    follow_catch_up: float = 2.0
+    follow_look_every: float = 30.0
     restart_poll: float = 0.1  # a container restarting under its policy: until it takes a signal
 
 
