@@ -59,6 +59,9 @@ class Box:
     exit_at: float | None = None
     crash_in_hook: bool = False  # its process exits 1 while its pre_stop hook runs
     restarts: int = 0  # on-failure restarts left
+    # Its own exit (0) was under way when the deadline's SIGKILL came: the engine accepts the
+    # kill, and reports the exit 0 the container made (Docker under load, issue 25 item 3).
+    exiting_at_kill: bool = False
     changed: anyio.Event = attrs.field(factory=anyio.Event)
     on_die: Callable[[str, int], None] | None = None
     claim: ClaimRecord | None = None  # the claim file (pause containers)
@@ -241,7 +244,7 @@ class FakeOps:
         if not box.running:
             return False
         if signal == "SIGKILL":
-            box.die(137)
+            box.die(0 if box.exiting_at_kill else 137)
             if ref.role == "pause":  # the others lose their namespaces with it
                 for other in self.boxes.values():
                     if other.pause == ref.name:

@@ -716,6 +716,20 @@ async def test_a_kill_the_engine_does_not_confirm_in_time_leaves_the_outcome_unk
     assert outcomes(summary) == {"stubborn": ("missing", None)}
 
 
+async def test_an_exit_of_its_own_as_the_kill_lands_is_exited_with_its_code() -> None:
+    """The engine took the deadline's SIGKILL, but the container had exited 0 on its own: the
+    summary says ``exited 0`` (graceful), as the engine saw it; ``killed`` is for an exit the
+    kill caused (137). It used to say ``killed`` whenever the kill call was accepted."""
+    ops = pod(FakeOps())
+    ops.add("app", ignores_term=True, exiting_at_kill=True)
+    ops.add("stubborn", ignores_term=True)
+    summary, events = await drain(ops, declared=1)
+    assert outcomes(summary) == {"app": ("exited", 0), "stubborn": ("killed", 137)}
+    assert sorted(names(events, ContainerForceKilled)) == ["app", "stubborn"]  # both were sent
+    assert first(events, ContainerExited, "app").graceful  # type: ignore[attr-defined]
+    assert not first(events, ContainerExited, "stubborn").graceful  # type: ignore[attr-defined]
+
+
 async def test_a_survivor_that_went_before_its_kill_is_missing() -> None:
     ops = pod(FakeOps())
     ops.add("app", ignores_term=True)

@@ -31,7 +31,12 @@ from asyncdeploy.drivers.engine._history import events_query, signalled_after_pa
 from asyncdeploy.drivers.engine._netcheck import http_get, workload_address
 from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook, ContainerRef
 from asyncdeploy.drivers.engine._session import EngineSession
-from asyncdeploy.errors import EngineUnavailable, WorkloadConflict, WorkloadNotFound
+from asyncdeploy.errors import (
+    EngineAPIError,
+    EngineUnavailable,
+    WorkloadConflict,
+    WorkloadNotFound,
+)
 from asyncdeploy.labels import (
     LABEL_CLAIM,
     LABEL_CLAIM_RECORD,
@@ -45,6 +50,7 @@ REMOVAL_POLL_SECONDS = 0.05
 KILL_POLL_SECONDS = 0.02
 # Failures that mean the request never left: no connection could be made.
 _NEVER_SENT = (aiohttp.ClientConnectorError, ConnectionRefusedError, FileNotFoundError)
+FREEZE_TRIES = 3
 HISTORY_WINDOW = 3600.0  # how far back a takeover reads the engine's events for signals sent
 
 
@@ -131,12 +137,20 @@ class EngineContainerOps:
                 await anyio.sleep(REMOVAL_POLL_SECONDS)
 
     async def claim(self, pause: ContainerRef) -> bool:
-        try:
-            with self.session.errors(f"pause {pause.name}"):
-                await self.session.pause(pause.id)
-        except WorkloadConflict:
-            return False  # already paused (another delete drains it), or not running
-        return True
+        for attempt in range(FREEZE_TRIES):
+            try:
+                with self.session.errors(f"pause {pause.name}"):
+                    await self.session.pause(pause.id)
+            except WorkloadConflict:
+                return False  # already paused (another delete drains it), or not running
+            except EngineAPIError as exc:
+                # runc's "unable to freeze" (a loaded host): the freezer timed out, try again
+                if "freeze" not in exc.message or attempt + 1 == FREEZE_TRIES:
+                    raise
+                await anyio.sleep(0.05)
+                continue
+            return True
+        return False
 
     async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
         """Docker: one volume create; a record left by another owner is replaced (Docker
