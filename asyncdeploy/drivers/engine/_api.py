@@ -30,6 +30,7 @@ from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._ready import wait_until_ready
 from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.drivers.engine._state import (
+    ping_info,
     plan_order,
     planned_state,
     snapshot,
@@ -146,6 +147,8 @@ class EngineAPIDriver:
     async def ping(self) -> EngineInfo:
         try:
             with self.session.errors("ping"), anyio.fail_after(PING_TIMEOUT):
+                if (info := ping_info(self.name, await self.session.ping())) is not None:
+                    return info
                 version = await self.session.version()
         except EngineError as exc:
             raise EngineUnavailable(

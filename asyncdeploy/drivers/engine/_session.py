@@ -152,8 +152,26 @@ class EngineSession:
 
     # --- containers ----------------------------------------------------------------------------
 
+    async def ping(self) -> dict[str, str]:
+        """The headers of ``/_ping`` (fast on both engines: Podman's ``/version`` is slow); a
+        client on ``auto`` takes its API version from them."""
+        async with self.query("_ping", versioned_api=False) as response:
+            await response.read()
+            headers = dict(response.headers)
+        api = next((v for k, v in headers.items() if k.lower() == "api-version"), "")
+        if self.client.api_version == "auto" and api:
+            self.client.api_version = f"v{api}"
+        return headers
+
     async def version(self) -> dict[str, Any]:
-        return dict(await self.client.version())
+        """The engine's ``/version``, asked once: a client on ``auto`` learns its API version
+        from it (aiodocker would ask ``/version`` for that first, then again for the answer:
+        on Podman, whose ``/version`` takes 0.3 s idle and seconds when loaded, every CLI
+        command paid it twice before its first call)."""
+        answer = dict(await self.query_json("version", versioned_api=False))
+        if self.client.api_version == "auto" and answer.get("ApiVersion"):
+            self.client.api_version = f"v{answer['ApiVersion']}"
+        return answer
 
     async def containers(self, labels: Mapping[str, str]) -> builtins.list[dict[str, Any]]:
         """asyncdeploy's containers carrying exactly these (non-empty) label values."""
