@@ -9,16 +9,20 @@ raised, as a value: the core (:mod:`._drain_core`) never awaits and never calls 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeAlias
 
 import attrs
 
+from asyncdeploy.drivers._books import TrackedContainer
 from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner
 from asyncdeploy.drivers.engine._ops import ContainerRef
 from asyncdeploy.errors import EngineError
 from asyncdeploy.events import Event
 
 __all__ = [
+    "SIGKILLED",
+    "Answer",
     "AwaitExit",
     "AwaitKilled",
     "Cancel",
@@ -46,8 +50,11 @@ __all__ = [
     "Signal",
     "SignalledBefore",
     "Stop",
+    "Then",
+    "TrackedRef",
     "Wake",
     "WriteClaim",
+    "code_of",
 ]
 
 
@@ -313,3 +320,18 @@ class Emit:
 
 Command: TypeAlias = Do | Wake | Cancel | Emit
 Answer: TypeAlias = object  # an operation's result, an EngineError, or None for a Wake
+Then: TypeAlias = Callable[[Answer], None]  # what the core does with an answer
+
+SIGKILLED = 137  # the exit code of a container the kill ended
+
+
+@attrs.define(kw_only=True)
+class TrackedRef(TrackedContainer):
+    """What a drain knows of one init, run or sidecar container, and the container."""
+
+    ref: ContainerRef
+
+
+def code_of(answer: Answer) -> int | None:
+    """An operation's answer as an exit code (None: the engine gave none)."""
+    return answer if isinstance(answer, int) and not isinstance(answer, bool) else None
