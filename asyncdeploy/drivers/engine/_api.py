@@ -22,13 +22,13 @@ from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine._coalesce import Rounds
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
-from asyncdeploy.drivers.engine._drain import drain_workloads
+from asyncdeploy.drivers.engine._drain import DrainTimings, drain_workloads
 from asyncdeploy.drivers.engine._history import events_query, parse_events
 from asyncdeploy.drivers.engine._markers import EngineMarkers
 from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
 from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._ready import wait_until_ready
-from asyncdeploy.drivers.engine._session import EngineSession
+from asyncdeploy.drivers.engine._session import EngineSession, answer_timeout
 from asyncdeploy.drivers.engine._state import (
     ping_info,
     plan_order,
@@ -418,6 +418,7 @@ class EngineAPIDriver:
             emit=emit,
             engine=self.name,
             keep_volumes=keep_volumes,
+            timings=DrainTimings(call_margin=answer_timeout()),
         )
 
     # --- create ------------------------------------------------------------------------------

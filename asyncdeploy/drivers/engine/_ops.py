@@ -13,12 +13,24 @@ from asyncdeploy.drivers.engine._exits import ExitWatch
 from asyncdeploy.errors import EngineUnavailable
 from asyncdeploy.labels import ContainerRole
 
-__all__ = ["CallNotSent", "ContainerLook", "ContainerOps", "ContainerRef", "WorkloadSnapshot"]
+__all__ = [
+    "CallNotSent",
+    "ContainerLook",
+    "ContainerOps",
+    "ContainerRef",
+    "NoAnswer",
+    "WorkloadSnapshot",
+]
 
 
 class CallNotSent(EngineUnavailable):
     """The call never reached the engine (no connection could be made): sending it again is
     safe. A plain ``EngineUnavailable`` from a call that changes something may have landed."""
+
+
+class NoAnswer(EngineUnavailable):
+    """The engine took the call and gave no answer within the bound (a deadlocked daemon):
+    asking again would only wait as long again."""
 
 
 Role = ContainerRole
