@@ -30,12 +30,12 @@ from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._ready import wait_until_ready
 from asyncdeploy.drivers.engine._session import EngineSession, answer_timeout
 from asyncdeploy.drivers.engine._state import (
+    matching,
     ping_info,
     plan_order,
     planned_state,
     snapshot,
     volumes_status,
-    workload_labels,
     workload_status,
 )
 from asyncdeploy.drivers.engine._unfinished import dead_claim, left_volumes
@@ -211,9 +211,9 @@ class EngineAPIDriver:
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         chosen = as_selector(selector)
         everything = await self._by_workload()
-        matching = _matching(everything, chosen)
-        restarts = await self._restarts([i for items in matching.values() for i in items])
-        found = [await self._marked(name, items, restarts) for name, items in matching.items()]
+        chosen_ones = matching(everything, chosen)
+        restarts = await self._restarts([i for items in chosen_ones.values() for i in items])
+        found = [await self._marked(name, items, restarts) for name, items in chosen_ones.items()]
         for plan, (why, labels) in (await self._left_volumes(everything, None)).items():
             if chosen is None or chosen.matches({**labels, LABEL_WORKLOAD: plan}):
                 found.append(volumes_status(self.name, plan, why, labels))
@@ -398,8 +398,8 @@ class EngineAPIDriver:
             everything = await self._by_workload({LABEL_INSTANCE_OF: plan})
         return plan in await self._left_volumes(everything, plan)
 
-    async def find_matching(self, selector: Selector | None) -> EngineFound:
-        return _found(_matching(await self._by_workload(), selector))
+    async def findmatching(self, selector: Selector | None) -> EngineFound:
+        return _found(matching(await self._by_workload(), selector))
 
     async def drain(
         self,
@@ -492,15 +492,3 @@ class EngineAPIDriver:
 
     async def drop_marker(self, key: str, record: str) -> None:
         await self.markers.drop_marker(key, record)
-
-
-def _matching(
-    grouped: Mapping[str, builtins.list[dict[str, Any]]], selector: Selector | None
-) -> dict[str, builtins.list[dict[str, Any]]]:
-    """The workloads ``selector`` matches, by name. Matched here, not by the engine's label
-    filter: Podman reads "team=" as "any value"."""
-    return {
-        name: items
-        for name, items in sorted(grouped.items())
-        if selector is None or selector.matches(workload_labels(items))
-    }
