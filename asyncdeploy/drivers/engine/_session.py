@@ -79,6 +79,7 @@ class EngineSession:
     kill_triggers_restart: ClassVar[bool] = False  # Docker: a kill is a stop for restart policies
     polls_killed: ClassVar[bool] = False  # Docker's wait returns as a killed container dies
     claims_in_volumes: ClassVar[bool] = True  # a drain's claim record: a volume (see _claim)
+    labelled_events: ClassVar[bool] = True  # its event stream takes a label filter
 
     @classmethod
     def open(cls, url: str, *, engine: str, client_api_version: str = "auto") -> EngineSession:
@@ -306,6 +307,7 @@ class PodmanSession(EngineSession):
     kill_triggers_restart: ClassVar[bool] = True  # only a stop call keeps the policy from acting
     polls_killed: ClassVar[bool] = True  # every wait blocks on a cut-off hook's exec session
     claims_in_volumes: ClassVar[bool] = False  # concurrent volume creates stall its database
+    labelled_events: ClassVar[bool] = False  # 4.3's compatible stream: nothing under a label filter
 
     def missing(self, exc: aiodocker.DockerError) -> bool:
         """A container removed while the call ran: 500 "no such container" (another delete)."""
