@@ -298,18 +298,28 @@ def render(engine: str, n: int, table: dict[str, Any]) -> str:
 async def run_engine(engine: str, args: argparse.Namespace) -> dict[str, Any]:
     bench = Bench(engine, args.n, args.source)
     sources = [args.source] + ([args.compare_source] if args.compare_source else [])
+    rows = set(args.rows.split(",")) if args.rows else None
+
+    def wanted(row: str) -> bool:
+        return rows is None or row in rows
+
     for r in range(args.runs):
         log(f"{engine}: round {r + 1}/{args.runs}")
-        await bench.cli_stop()
+        if wanted("cli-stop"):
+            await bench.cli_stop()
         for source in sources:
-            await bench.ad("terminate", source)
-            await bench.ad("delete-all", source)
-        await bench.cli_run()
+            for op in ("terminate", "delete-all"):
+                if wanted(op):
+                    await bench.ad(op, source)
+        if wanted("cli-run"):
+            await bench.cli_run()
         for source in sources:
-            await bench.ad_create(source)
+            if wanted("create"):
+                await bench.ad_create(source)
         for source in sources:
-            await bench.cli_delete(5, source)
-            await bench.cli_delete(0, source)
+            if wanted("cli-delete"):
+                await bench.cli_delete(5, source)
+                await bench.cli_delete(0, source)
     return summarize(bench)
 
 
@@ -335,6 +345,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--source", default=None, help="run this checkout's code (default: the installed one)"
     )
     parser.add_argument("--out", default="bench-results")
+    parser.add_argument(
+        "--rows",
+        default="",
+        help="only these (cli-stop,terminate,delete-all,cli-run,create,cli-delete)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.runs, args.n = 1, 10
