@@ -18,11 +18,11 @@ import click
 from asyncdeploy import Deployer, DriverName, open_deployer
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import (
+    ENGINE_FAILURES,
     AsyncDeployError,
     CreateError,
     DrainError,
     DriverNotFound,
-    EngineError,
     EngineUnavailable,
     PlanError,
     SelectorError,
@@ -73,7 +73,7 @@ def error_dict(error: BaseException, exit_code: int, message: str) -> dict[str, 
         data.update(container_exit_code=error.exit_code, logs=error.logs)
     if isinstance(error, PlanError):
         data["path"] = error.path
-    if isinstance(error, EngineError):
+    if isinstance(error, ENGINE_FAILURES):
         data["engine"] = error.engine
     return data
 

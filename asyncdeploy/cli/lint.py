@@ -16,8 +16,8 @@ from asyncdeploy.cli._common import (
     run,
 )
 from asyncdeploy.errors import PlanError
-from asyncdeploy.lint import lint_plan
 from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.plan.lint import lint_plan
 
 __all__ = ["lint"]
 

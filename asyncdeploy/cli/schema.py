@@ -18,6 +18,6 @@ __all__ = ["schema"]
 )
 def schema(format_: str) -> None:
     """Print the plan's JSON Schema (for editors) or its reference page."""
-    from asyncdeploy.schema import plan_reference_markdown, plan_schema_json
+    from asyncdeploy.plan.schema import plan_reference_markdown, plan_schema_json
 
     click.echo(plan_schema_json() if format_ == "json" else plan_reference_markdown(), nl=False)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -36,7 +35,6 @@ from asyncdeploy.events import (
     DrainFinished,
     DrainStarted,
     DrainSummary,
-    Event,
     PullFailed,
     PullFinished,
     PullProgress,
@@ -90,12 +88,12 @@ def create(
             result = await _create_showing_events(deployer, plan, output, interrupts)
             if result is None:
                 return  # a signal stopped it: the guard says how
-            interrupts.made = True
+            interrupts.made()
             if wait:
                 result = attrs.evolve(
                     result, status=await _wait(deployer, plan, result, timeout, keep_failed)
                 )
-            interrupts.settled = True  # created: a signal from now on must not claim otherwise
+            interrupts.settled()  # created: a signal from now on must not claim otherwise
         if output == "json":
             emit_json({"action": result.action, "workload": status_dict(result.status)})
         else:
@@ -109,47 +107,27 @@ async def _create_showing_events(
 ) -> ApplyResult | None:
     """Create, printing its events as they come; None when a signal stopped it.
 
-    The create runs in a task of its own, in the scope a signal cancels: the loop that prints
-    goes on until the create has ended, so the drain of a workload it replaces (which a
-    cancellation never cuts short) is shown to its ``DrainFinished``.
+    A signal cancels the create alone (its handle's ``cancel()``): the loop that prints goes on
+    until the create has ended, so the drain of a workload it replaces (which a cancellation
+    never cuts short) is shown to its ``DrainFinished``.
     """
     bars = PullView(sys.stderr) if output == "text" and sys.stderr.isatty() else None
     lines = EventRenderer(sys.stderr)
-    send, receive = anyio.create_memory_object_stream[Event](math.inf)
-    results: list[ApplyResult] = []
-
-    def on_event(event: Event) -> None:
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            send.send_nowait(event)
-
-    errors: list[Exception] = []
-
-    async def create_it() -> None:
-        with send, interrupts.cancelling():
-            try:
-                results.append(
-                    await deployer.create(plan, on_event=on_event, kill_now=interrupts.kill_now)
-                )
-            except Exception as exc:  # noqa: BLE001 - raised below, not grouped by the task group
-                errors.append(exc)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(create_it)
-        with receive:
-            async for event in receive:
-                if isinstance(event, DrainStarted):
-                    interrupts.drain_began()
-                if output == "json":
-                    emit_json(event_to_dict(event))
-                elif bars is not None and isinstance(event, _PULL_EVENTS):
-                    bars.show(event)
-                else:
-                    lines.show(event)
-                if isinstance(event, DrainFinished):
-                    interrupts.drain_ended()
-    if errors:
-        raise errors[0]
-    return results[0] if results else None
+    creation = deployer.creating(plan)
+    interrupts.attach(creation)
+    async with creation:
+        async for event in creation:
+            if isinstance(event, DrainStarted):
+                interrupts.drain_began()
+            if output == "json":
+                emit_json(event_to_dict(event))
+            elif bars is not None and isinstance(event, _PULL_EVENTS):
+                bars.show(event)
+            else:
+                lines.show(event)
+            if isinstance(event, DrainFinished):
+                interrupts.drain_ended()
+    return None if creation.cancelled else creation.result
 
 
 async def _wait(
@@ -203,9 +181,8 @@ def delete(
 
     async def impl() -> None:
         async with settings.open_deployer() as deployer:
-            drain = deployer.terminate(
-                name, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
-            )
+            drain = deployer.terminate(name, grace_period_seconds=grace_period_seconds)
+            interrupts.attach(drain)
             seen: list[DrainEvent] = []
             try:
                 await stream_drain(
@@ -213,10 +190,10 @@ def delete(
                 )
             finally:
                 if timeline_file is not None and seen:
-                    from asyncdeploy.verify.html import timeline_html
+                    from asyncdeploy.timeline import timeline_html
 
                     await anyio.Path(timeline_file).write_text(timeline_html(seen))
-            interrupts.settled = True  # drained: a late signal must not claim a kill
+            interrupts.settled()  # drained: a late signal must not claim a kill
 
     run(interrupts.guard, impl)
 
@@ -247,12 +224,11 @@ def delete_all(
 
     async def impl() -> None:
         async with settings.open_deployer() as deployer:
-            drain = deployer.terminate_all(
-                selector, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
-            )
+            drain = deployer.terminate_all(selector, grace_period_seconds=grace_period_seconds)
+            interrupts.attach(drain)
             if not await stream_drain(drain, output, interrupts):
                 click.echo("No resources found", err=True)  # as kubectl: exit 0
-            interrupts.settled = True  # drained: a late signal must not claim a kill
+            interrupts.settled()  # drained: a late signal must not claim a kill
 
     run(interrupts.guard, impl)
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import attrs
 
-from asyncdeploy._documents import load_document
 from asyncdeploy.errors import AsyncDeployError, PlanError
+from asyncdeploy.plan._documents import load_document
 
 __all__ = [
     "RequestSpec",

@@ -10,8 +10,8 @@ import anyio
 import pytest
 
 from asyncdeploy import Deployer, ReplaceInProgress
-from asyncdeploy._replace_lock import lock_key
 from asyncdeploy.labels import LABEL_INSTANCE_OF
+from asyncdeploy.replace._lock import lock_key
 from tests.engines.cli_process import start_cli
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL
 from tests.engines.helpers import plan, plan_file

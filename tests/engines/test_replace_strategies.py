@@ -13,7 +13,7 @@ import pytest
 
 from asyncdeploy import Container, CreateError, Deployer, Mount, PlanError, Port
 from asyncdeploy.labels import LABEL_INSTANCE_OF
-from asyncdeploy.replace_events import ReplaceDowntime, ReplaceStrategy
+from asyncdeploy.replace.events import ReplaceDowntime, ReplaceStrategy
 from tests.cli_runner import invoke_in_thread
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL
 from tests.engines.helpers import plan, plan_file

@@ -66,7 +66,7 @@ def test_the_core_is_four_small_packages() -> None:
 def test_core_install_imports_and_runs_the_cli(core_venv: Path) -> None:
     python = str(core_venv / "bin" / "python")
     probe = (
-        "import sys, asyncdeploy, asyncdeploy.workload, asyncdeploy.lint;"
+        "import sys, asyncdeploy, asyncdeploy.workload, asyncdeploy.plan.lint;"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'aiohttp', 'aiodocker',"
         " 'kubernetes_asyncio'}))"
     )

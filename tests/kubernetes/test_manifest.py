@@ -30,7 +30,7 @@ from asyncdeploy.drivers.kubernetes._manifest import (
 )
 from asyncdeploy.labels import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
 from asyncdeploy.plan import plan_digest
-from asyncdeploy.quantity import parse_quantity
+from asyncdeploy.plan.quantity import parse_quantity
 
 
 def minimal(**changes: Any) -> WorkloadPlan:

@@ -27,11 +27,11 @@ from test_real_cluster import (  # noqa: F401
 )
 
 from asyncdeploy import Checks, Container, CreateError, Deployer, Probe, Resources, WorkloadPlan
-from asyncdeploy._replace_lock import lock_key
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import plan_to_mapping
-from asyncdeploy.replace_events import ReplaceDowntime, ReplaceStrategy
+from asyncdeploy.replace._lock import lock_key
+from asyncdeploy.replace.events import ReplaceDowntime, ReplaceStrategy
 from tests.polling import until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]

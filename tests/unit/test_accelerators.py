@@ -13,9 +13,9 @@ from asyncdeploy import Container, CreateError, PlanError, Resources, WorkloadPl
 from asyncdeploy.drivers.engine._libpod import libpod_spec
 from asyncdeploy.drivers.engine._spec import container_config, refuse_unsupported_devices
 from asyncdeploy.drivers.kubernetes._manifest import pod_manifest
-from asyncdeploy.lint import Finding, lint_plan
 from asyncdeploy.plan import plan_digest, plan_to_mapping
-from asyncdeploy.schema import plan_schema
+from asyncdeploy.plan.lint import Finding, lint_plan
+from asyncdeploy.plan.schema import plan_schema
 
 
 def gpu_plan(resources: dict[str, Any], **container: Any) -> WorkloadPlan:

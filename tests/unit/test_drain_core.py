@@ -18,7 +18,6 @@ from asyncdeploy.drivers.engine._drain_steps import (
     Command,
     Do,
     DrainTimings,
-    Emit,
     FollowLook,
     Kill,
     KillPause,
@@ -26,6 +25,7 @@ from asyncdeploy.drivers.engine._drain_steps import (
     RemoveVolumes,
     Sent,
     Signal,
+    Tell,
     Wake,
     WriteClaim,
 )
@@ -55,7 +55,7 @@ def ops(commands: list[Command]) -> list[object]:
 
 
 def events(commands: list[Command]) -> list[object]:
-    return [c.event for c in commands if isinstance(c, Emit)]
+    return [c.event for c in commands if isinstance(c, Tell)]
 
 
 def test_the_claim_is_the_only_call_before_the_signals_and_the_record_comes_after() -> None:

@@ -8,11 +8,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-from asyncdeploy.engine_presets import find_preset
-from asyncdeploy.gating import expand_gates
-from asyncdeploy.lint import lint_plan
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.schema import plan_schema
+from asyncdeploy.plan.gating import expand_gates
+from asyncdeploy.plan.lint import lint_plan
+from asyncdeploy.plan.presets import find_preset
+from asyncdeploy.plan.schema import plan_schema
 
 PLANS = Path(__file__).parents[2] / "examples" / "plans"
 GATE = {"upstream": 8001, "ready": {"path": "/health"}}

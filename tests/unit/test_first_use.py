@@ -17,8 +17,8 @@ from asyncdeploy.drivers.engine._state import published_ports
 from asyncdeploy.drivers.kubernetes._status import pod_events, workload_status
 from asyncdeploy.events import DrainStarted
 from asyncdeploy.labels import LABEL_CONTAINER, LABEL_WORKLOAD
-from asyncdeploy.lint import lint_plan
 from asyncdeploy.plan import Checks, HTTPGet, Probe
+from asyncdeploy.plan.lint import lint_plan
 from asyncdeploy.results import ContainerStatus, WorkloadStatus
 
 DEMO = "asyncdeploy-demo/server:latest"

@@ -8,10 +8,10 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from asyncdeploy.gating import expand_gates
-from asyncdeploy.lint import lint_plan
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.schema import plan_schema
+from asyncdeploy.plan.gating import expand_gates
+from asyncdeploy.plan.lint import lint_plan
+from asyncdeploy.plan.schema import plan_schema
 
 ROOT = Path(__file__).parents[2]
 MARKER = "<!-- snippet: gate-plan -->"

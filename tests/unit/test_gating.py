@@ -15,14 +15,14 @@ import asyncdeploy.gate
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.kubernetes._manifest import pod_manifest
 from asyncdeploy.errors import PlanError
-from asyncdeploy.gating import expand_gates
 from asyncdeploy.labels import (
     LABEL_PRE_STOP_HTTP,
     LABEL_READINESS_NET,
     LABEL_ROLE,
 )
 from asyncdeploy.plan import DEFAULT_GATE_IMAGE, HTTPGet, WorkloadPlan
-from asyncdeploy.schema import plan_schema
+from asyncdeploy.plan.gating import expand_gates
+from asyncdeploy.plan.schema import plan_schema
 
 # Exactly the shape issue 15 asks for (the held-out acceptance check).
 ACCEPTANCE = """

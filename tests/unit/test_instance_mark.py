@@ -9,7 +9,7 @@ from asyncdeploy import PlanError, WorkloadPlan
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.kubernetes._manifest import pod_manifest
 from asyncdeploy.labels import LABEL_INSTANCE_OF
-from asyncdeploy.schema import plan_schema
+from asyncdeploy.plan.schema import plan_schema
 
 DOCUMENT = {"name": "app", "containers": [{"name": "server", "image": "busybox"}]}
 

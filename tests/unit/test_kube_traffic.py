@@ -13,9 +13,9 @@ from asyncdeploy.drivers.kubernetes._traffic import (
     ready_in,
     routing_services,
 )
-from asyncdeploy.gating import expand_gates
 from asyncdeploy.labels import LABEL_SERVICE
 from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.plan.gating import expand_gates
 
 POD = {"metadata": {"uid": "u1", "labels": {"app": "a", "tier": "web"}}}
 

@@ -47,7 +47,7 @@ def test_the_contracts_are_kept() -> None:
     ("module", "violation", "contract"),
     [
         ("asyncdeploy/workload/state.py", "import asyncdeploy.deployer", "server kit"),
-        ("asyncdeploy/plan.py", "import asyncdeploy.drivers.registry", "values"),
+        ("asyncdeploy/plan/_model.py", "import asyncdeploy.drivers.registry", "values"),
         ("asyncdeploy/drivers/engine/_spec.py", "import asyncdeploy.cli", "CLI on top"),
     ],
 )

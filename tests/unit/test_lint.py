@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from asyncdeploy.cli import main
-from asyncdeploy.lint import lint_plan
 from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.plan.lint import lint_plan
 
 READY = {"http": {"path": "/ready", "port": 8080}}
 

@@ -10,11 +10,16 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from asyncdeploy._plan_fields import FieldDoc
 from asyncdeploy.cli import main
-from asyncdeploy.lint import lint_plan
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.schema import _plan_types, plan_reference_markdown, plan_schema, plan_schema_json
+from asyncdeploy.plan._fields import FieldDoc
+from asyncdeploy.plan.lint import lint_plan
+from asyncdeploy.plan.schema import (
+    _plan_types,
+    plan_reference_markdown,
+    plan_schema,
+    plan_schema_json,
+)
 
 ROOT = Path(__file__).parents[2]
 PLANS = sorted((ROOT / "examples" / "plans").glob("*.yaml"))

@@ -7,9 +7,9 @@ from typing import Any
 import attrs
 import pytest
 
-from asyncdeploy._plan_fields import FieldDoc
 from asyncdeploy.errors import PlanError
 from asyncdeploy.plan import Gate, HTTPGet, Mount, ServicePort, WorkloadPlan
+from asyncdeploy.plan._fields import FieldDoc
 
 
 def run(**container: Any) -> dict[str, Any]:

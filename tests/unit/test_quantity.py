@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from asyncdeploy.quantity import canonical_quantity, parse_quantity
+from asyncdeploy.plan.quantity import canonical_quantity, parse_quantity
 
 
 @pytest.mark.parametrize(

@@ -14,12 +14,12 @@ import pytest
 
 from asyncdeploy import Container, PlanError, Port, WorkloadPlan
 from asyncdeploy._owner import Owner
-from asyncdeploy._replace import _choose
-from asyncdeploy._replace_lock import LockRecord
 from asyncdeploy.cli._common import CommandFailed
 from asyncdeploy.cli._signals import Interrupts
 from asyncdeploy.drivers.engine._unfinished import unfinished
 from asyncdeploy.labels import LABEL_ATTEMPT_OWNER, LABEL_ROLE
+from asyncdeploy.replace._lock import LockRecord
+from asyncdeploy.replace._run import _choose
 
 
 def web(host_port: int | None) -> WorkloadPlan:

@@ -27,7 +27,8 @@ module             concern
 ``_container_ops`` :class:`EngineContainerOps`: those calls over a session
 ``_drain``         a container-engine drain: one deadline, one machine per workload
 ``_drain_core``    one workload's drain as a state machine: observations in, commands out;
-                   its books and its claim, pure
+                   its claim and its transitions, pure
+``_drain_context`` what the machine's states share: books, containers, commands, pure
 ``_drain_pipelines`` the owner's state: one pipeline per container (hook, signal, exit), pure
 ``_drain_follow``  the follower's state: follow another delete, or take over, pure
 ``_drain_cleanup`` the last state: kill, remove, the pause last, pure
@@ -36,7 +37,8 @@ module             concern
 ``_drain_waits``   the drain's calls that are more than one: retries, hooks, exit waits
 ``_claim``         the claim record (Docker: a labelled volume; Podman: a file in the pause
                    container): who drains, since when, pure
-``_coalesce``      one engine call for many concurrent callers (list rounds)
+``_coalesce``      one engine call for many concurrent callers (rounds)
+``_looks``         the driver's looks (lists, volumes, images), shared by concurrent calls
 ``_exits``         container exits from one engine event stream per deployer
 =================  ======================================================================
 """

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Self, cast
 import anyio
 import attrs
 
+from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
@@ -40,7 +41,7 @@ from asyncdeploy.drivers.engine._state import (
 )
 from asyncdeploy.drivers.engine._unfinished import dead_claim, left_volumes
 from asyncdeploy.errors import (
-    EngineError,
+    ENGINE_FAILURES,
     EngineUnavailable,
     ExecInterrupted,
     WorkloadConflict,
@@ -149,7 +150,7 @@ class EngineAPIDriver:
                 if (info := ping_info(self.name, await self.session.ping())) is not None:
                     return info
                 version = await self.session.version()
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             raise EngineUnavailable(
                 f"no {self.name} engine answers at {self.url}: {exc.message}", engine=self.name
             ) from exc
@@ -183,7 +184,7 @@ class EngineAPIDriver:
         ref = ContainerRef(id=str(paused[0]["Id"]), name="pause", role="pause", running=True)
         try:
             record = await self.ops.read_claim(ref)
-        except EngineError:
+        except ENGINE_FAILURES:
             return status  # a look only: the list stands without the mark
         reason = dead_claim(record)
         return attrs.evolve(status, unfinished=reason) if reason else status
@@ -217,7 +218,7 @@ class EngineAPIDriver:
         """The workload's list entries; ``WorkloadNotFound`` when it has none."""
         items = (await self.looks.named(name)).get(name)
         if not items:
-            raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
+            raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name)
         return items
 
     async def _container_id(self, name: str, container: str | None) -> str:
@@ -229,7 +230,7 @@ class EngineAPIDriver:
             ) == container:
                 return str(item["Id"])
         raise WorkloadNotFound(
-            f"workload {name!r} has no container {container!r}", engine=self.name, status=404
+            f"workload {name!r} has no container {container!r}", engine=self.name
         )
 
     def logs(
@@ -361,7 +362,7 @@ class EngineAPIDriver:
                 missing.remove(name)
         if missing:
             raise WorkloadNotFound(
-                f"no workload named {', '.join(map(repr, missing))}", engine=self.name, status=404
+                f"no workload named {', '.join(map(repr, missing))}", engine=self.name
             )
         return _found({n: grouped[n] for n in names})
 
@@ -410,7 +411,7 @@ class EngineAPIDriver:
         plan: WorkloadPlan,
         *,
         emit: Emit | None = None,
-        kill_now: anyio.Event | None = None,
+        kill: KillSwitch | None = None,
     ) -> ApplyResult:
         """Create the workload; unchanged → no call that writes; changed → drain, then create
         (a failed drain raises ``DrainError`` and creates nothing; a cancellation lets a begun
@@ -438,7 +439,6 @@ class EngineAPIDriver:
                         f"{', '.join(sorted(map(str, names)))} of {', '.join(sorted(wanted))}), "
                         "or a create of it was killed; wait and retry, or delete it",
                         engine=self.name,
-                        status=409,
                     )
                 # "dead": the same plan, complete, but not in the state it asks for (left
                 # unstarted by a killed create, half deleted, every run container exited):
@@ -457,7 +457,7 @@ class EngineAPIDriver:
                     plan.name,
                     lambda watch: self.drain(found, grace_period_seconds=None, emit=watch),
                     emit or ignore_events,
-                    kill_now,
+                    kill,
                 )
         items = await CreateAttempt(self.session, self.ops, plan).run()
         return ApplyResult(

@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 import anyio
 
+from asyncdeploy._backoff import KILLED_POLL
 from asyncdeploy.drivers.engine._claim import (
     CLAIM_FILE,
     ClaimRecord,
@@ -47,7 +48,6 @@ from asyncdeploy.labels import (
 __all__ = ["EngineContainerOps"]
 
 REMOVAL_POLL_SECONDS = 0.05
-KILL_POLL_SECONDS = 0.02
 # Failures that mean the request never left: no connection could be made.
 _NEVER_SENT = (aiohttp.ClientConnectorError, ConnectionRefusedError, FileNotFoundError)
 FREEZE_TRIES = 3
@@ -113,17 +113,14 @@ class EngineContainerOps:
         or libpod) blocks until the hook's exec session is cleaned up, 20 s later."""
         if not self.session.polls_killed:
             return await self.wait_exit(ref)
-        pause = KILL_POLL_SECONDS
+        pauses = KILLED_POLL.pauses()
         while True:
             look = await self.look(ref)
             if look is None:
-                raise WorkloadNotFound(
-                    f"{ref.name} is gone", engine=self.session.engine, status=404
-                )
+                raise WorkloadNotFound(f"{ref.name} is gone", engine=self.session.engine)
             if not look.running:
                 return look.exit_code
-            await anyio.sleep(pause)
-            pause = min(pause * 2, 0.2)  # many containers: do not flood the API service
+            await anyio.sleep(next(pauses))
 
     async def remove(self, ref: ContainerRef) -> None:
         """Force-remove a stopped container (the drain has signalled it: Podman's force-delete

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from asyncdeploy._plan_fields import cdi_kind
 from asyncdeploy.errors import CreateError
 from asyncdeploy.plan import Container
+from asyncdeploy.plan._fields import cdi_kind
 
 __all__ = [
     "CDI_MIN_DOCKER_API",

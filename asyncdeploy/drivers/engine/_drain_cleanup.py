@@ -12,8 +12,7 @@ kill landed is ``exited``, with its code.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from asyncdeploy.drivers.engine._drain_context import DRAINED, DrainContext
 from asyncdeploy.drivers.engine._drain_steps import (
     SIGKILLED,
     AwaitKilled,
@@ -27,20 +26,16 @@ from asyncdeploy.drivers.engine._drain_steps import (
     code_of,
 )
 from asyncdeploy.drivers.engine._ops import ContainerRef
-from asyncdeploy.errors import EngineError, WorkloadNotFound
+from asyncdeploy.errors import ENGINE_FAILURES, WorkloadNotFound
 from asyncdeploy.events import ContainerForceKilled
-
-if TYPE_CHECKING:
-    from asyncdeploy.drivers.engine._drain_core import WorkloadDrain
 
 __all__ = ["Cleanup"]
 
-_DRAINED = ("init", "run", "sidecar")
 _UNCONFIRMED = object()  # a kill whose effect was not seen within kill_wait
 
 
 class Cleanup:
-    def __init__(self, m: WorkloadDrain) -> None:
+    def __init__(self, m: DrainContext) -> None:
         self.m = m
         self._kills: set[str] = set()
         self._removals: set[str] = set()
@@ -52,7 +47,7 @@ class Cleanup:
         bound = m.now + m.timings.cleanup_timeout
         m.wake(("cleanup", ""), bound, lambda _: self._cleanup_timed_out())
         for ref in m.snapshot.containers:
-            if ref.role not in _DRAINED or ref.id in m.gone:
+            if ref.role not in DRAINED or ref.id in m.gone:
                 continue
             t = m.tracked_ref(ref)
             if t is not None and t.outcome is None:
@@ -71,7 +66,7 @@ class Cleanup:
         def sent(answer: object) -> None:
             if isinstance(answer, WorkloadNotFound):
                 t.outcome = "missing"
-            elif isinstance(answer, EngineError):
+            elif isinstance(answer, ENGINE_FAILURES):
                 self.m.failed(f"kill {t.name}", answer)
             elif isinstance(answer, Sent):
                 # Not delivered after the pause was killed: it died with its pause, by our hand.
@@ -91,7 +86,7 @@ class Cleanup:
                 pass  # its end never seen: the summary says it is unknown
             elif isinstance(answer, WorkloadNotFound):
                 t.outcome = "missing"
-            elif isinstance(answer, EngineError):
+            elif isinstance(answer, ENGINE_FAILURES):
                 self.m.failed(f"kill {t.name}", answer)
             else:
                 code = code_of(answer)
@@ -122,7 +117,7 @@ class Cleanup:
         self.m.pause_killed = True
 
         def then(answer: object) -> None:
-            if isinstance(answer, EngineError) and not isinstance(answer, WorkloadNotFound):
+            if isinstance(answer, ENGINE_FAILURES) and not isinstance(answer, WorkloadNotFound):
                 self.m.failed(f"kill {pause.name}", answer)
             self._pause_kill_done = True
             self._removals_ended()
@@ -134,7 +129,7 @@ class Cleanup:
 
         def then(answer: object) -> None:
             self._removals.discard(ref.name)
-            if isinstance(answer, EngineError) and not isinstance(answer, WorkloadNotFound):
+            if isinstance(answer, ENGINE_FAILURES) and not isinstance(answer, WorkloadNotFound):
                 self.m.failed(f"remove {ref.name}", answer)
             else:  # a container gone already (by hand, or another delete) is no failure
                 self.m.gone.add(ref.id)
@@ -164,7 +159,7 @@ class Cleanup:
             return
 
         def then(answer: object) -> None:
-            if isinstance(answer, EngineError):
+            if isinstance(answer, ENGINE_FAILURES):
                 self.m.failed("remove volumes", answer)
             self._drop_claim()
 

@@ -33,46 +33,30 @@ give-up rule (:func:`gives_up`) makes the containers whose end was not seen ``un
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from asyncdeploy.drivers._books import DrainBooks
-from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner, new_record
+from asyncdeploy.drivers.engine._claim import Owner, new_record
 from asyncdeploy.drivers.engine._drain_cleanup import Cleanup
+from asyncdeploy.drivers.engine._drain_context import DrainContext
 from asyncdeploy.drivers.engine._drain_follow import Following
 from asyncdeploy.drivers.engine._drain_pipelines import OwnerDrain
 from asyncdeploy.drivers.engine._drain_steps import (
-    Cancel,
     Claim,
     ClaimSeen,
     Command,
-    Do,
     DrainTimings,
-    Emit,
     Key,
     LookPause,
-    Operation,
     ReadClaim,
     RemoveSidecar,
     Then,
-    TrackedRef,
-    Wake,
 )
 from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef, WorkloadSnapshot
-from asyncdeploy.errors import EngineError, EngineUnavailable, WorkloadNotFound
+from asyncdeploy.errors import ENGINE_FAILURES, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import (
-    ContainerEnd,
-    ContainerExited,
-    ContainerRemoved,
     DrainStarted,
-    DrainSummary,
-    Event,
-    PauseRemoved,
     SidecarRemoved,
 )
 
 __all__ = ["WorkloadDrain", "gives_up"]
-
-_DRAINED = ("init", "run", "sidecar")  # the roles whose containers get a pipeline
 
 
 def gives_up(
@@ -90,7 +74,7 @@ def gives_up(
     return cleaning and now - unreachable_since >= after
 
 
-class WorkloadDrain:
+class WorkloadDrain(DrainContext):
     """One workload's drain. ``start`` and ``observe`` return the commands to carry out."""
 
     def __init__(
@@ -105,52 +89,21 @@ class WorkloadDrain:
         kill_triggers_restart: bool = False,
         keep_volumes: bool = False,
     ) -> None:
-        self.snapshot, self.timings, self.me = snapshot, timings, me
-        self.kill_triggers_restart, self.keep_volumes = kill_triggers_restart, keep_volumes
-        self.now, self.wall_offset = started, wall_started - started
-        self._out: list[Command] = []
-        self.books = DrainBooks(
-            workload=snapshot.name,
+        super().__init__(
+            snapshot,
             grace=grace,
             started=started,
-            emit=self._emit,
-            clock=lambda: self.now,
+            wall_started=wall_started,
+            timings=timings,
+            me=me,
+            kill_triggers_restart=kill_triggers_restart,
+            keep_volumes=keep_volumes,
         )
-        self.tracked = [
-            TrackedRef(name=r.name, role=r.role, ref=r)
-            for r in snapshot.containers
-            if r.role in _DRAINED
-        ]
-        self.pause = next((r for r in snapshot.containers if r.role == "pause"), None)
-        self.state = "claiming"
-        self.owner, self.cut, self.cleaning, self.lost = True, False, False, False
-        self.unreachable_since: float | None = None
-        self.gone: set[str] = set()  # ids of containers seen removed
-        self.signalled: set[str] = set()  # names: stop signal sent, or about to be
-        self.pause_killed = False
-        self.record: ClaimRecord | None = None  # this drain's, once it holds one
-        self.record_written = False
-        self.summary: DrainSummary | None = None
-        self._then: dict[Key, Then] = {}
         self._opening: set[str] = set()  # what must end before the pipelines: sidecars, claim
-        # the states after the claim, each its own small machine over this one's books
-        self.owner_drain = OwnerDrain(self)
-        self.following = Following(self)
+        # the states after the claim, each its own small machine over these books
         self.cleanup = Cleanup(self)
-
-    # --- the interface -----------------------------------------------------------------------
-
-    @property
-    def name(self) -> str:
-        return self.snapshot.name
-
-    @property
-    def finished(self) -> bool:
-        return self.summary is not None
-
-    @property
-    def wall(self) -> float:
-        return self.now + self.wall_offset
+        self.owner_drain = OwnerDrain(self, clean_up=self.clean_up)
+        self.following = Following(self, drain=self.owner_drain.start)
 
     def start(self) -> list[Command]:
         for t in self.tracked:
@@ -213,45 +166,9 @@ class WorkloadDrain:
 
     # --- commands ----------------------------------------------------------------------------
 
-    def _emit(self, event: Event) -> None:
-        self._out.append(Emit(event))
-
-    def _flush(self) -> list[Command]:
-        out, self._out = self._out, []
-        return out
-
-    def do(self, key: Key, operation: Operation, then: Then) -> None:
-        self._then[key] = then
-        self._out.append(Do(key, operation))
-
-    def wake(self, key: Key, at: float, then: Then) -> None:
-        self._then[key] = then
-        self._out.append(Wake(key, at))
-
-    def cancel(self, keys: Iterable[Key]) -> None:
-        for key in list(keys):
-            if self._then.pop(key, None) is not None:
-                self._out.append(Cancel(key))
-
-    def failed(self, what: str, exc: EngineError) -> None:
-        if isinstance(exc, EngineUnavailable):
-            if not self.lost:
-                self.lost = True
-                self.books.error(
-                    f"engine unreachable for {self.timings.give_up_after:g} s past the "
-                    f"deadline ({exc.message}); delete again once it answers"
-                )
-        else:
-            self.books.error(f"{what}: {exc}")
-
-    def tracked_ref(self, ref: ContainerRef) -> TrackedRef | None:
-        return next((t for t in self.tracked if t.ref is ref), None)
-
-    # --- claiming ----------------------------------------------------------------------------
-
     def _sidecar_removed(self, ref: ContainerRef) -> Then:
         def then(answer: object) -> None:
-            if isinstance(answer, EngineError) and not isinstance(answer, WorkloadNotFound):
+            if isinstance(answer, ENGINE_FAILURES) and not isinstance(answer, WorkloadNotFound):
                 self.failed(f"remove {ref.name}", answer)
             else:
                 self.gone.add(ref.id)
@@ -327,12 +244,6 @@ class WorkloadDrain:
 
     # --- what every state writes down --------------------------------------------------------
 
-    def exited(self, t: TrackedRef, exit_code: int | None, outcome: ContainerEnd) -> None:
-        t.outcome, t.exit_code, t.seconds = outcome, exit_code, self.books.elapsed()
-        self.books.emit(
-            ContainerExited(**self.books.at(t), exit_code=exit_code, graceful=outcome != "killed")
-        )
-
     def clean_up(self) -> None:
         """Kill what still runs and remove everything, once; a cut follower kills too: the
         caller asked to kill now."""
@@ -348,19 +259,3 @@ class WorkloadDrain:
             return
         self.state = "cleaning"
         self.cleanup.start()
-
-    def removed(self, ref: ContainerRef) -> None:
-        tracked = self.tracked_ref(ref)
-        if tracked is not None and tracked.outcome is None:
-            tracked.outcome = "missing"
-        event = PauseRemoved if ref.role == "pause" else ContainerRemoved
-        self.books.emit(event(**self.books.at(), container=ref.name, role=ref.role))
-
-    def finish(self) -> None:
-        if self.summary is not None:
-            return
-        self.cleaning = True
-        self.cancel(self._then)
-        self.state = "done"
-        unknown: ContainerEnd = "unreachable" if self.lost else "missing"
-        self.summary = self.books.finish(self.tracked, unknown=unknown)

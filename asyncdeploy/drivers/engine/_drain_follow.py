@@ -14,9 +14,10 @@ dead owner had signalled (its record, and the engine's own kill events, say whic
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from asyncdeploy.drivers.engine._claim import ClaimRecord, new_record
+from asyncdeploy.drivers.engine._drain_context import DrainContext
 from asyncdeploy.drivers.engine._drain_steps import (
     SIGKILLED,
     ClaimSeen,
@@ -27,20 +28,18 @@ from asyncdeploy.drivers.engine._drain_steps import (
     WriteClaim,
 )
 from asyncdeploy.drivers.engine._ops import ContainerLook
-from asyncdeploy.errors import EngineError, WorkloadNotFound
-
-if TYPE_CHECKING:
-    from asyncdeploy.drivers.engine._drain_core import WorkloadDrain
+from asyncdeploy.errors import ENGINE_FAILURES, WorkloadNotFound
 
 __all__ = ["Following"]
 
 
 class Following:
-    def __init__(self, m: WorkloadDrain) -> None:
+    def __init__(self, m: DrainContext, *, drain: Callable[[], None]) -> None:
         self.m = m
+        self._drain = drain  # the next state
         self._owner_record: ClaimRecord | None = None  # the owner's, as this follower read it
         self._check_at = math.inf  # when the owner is next checked
-        self._poll = m.timings.follow_poll_first
+        self._poll = m.timings.follow.first
         self._fresh_at = -math.inf
 
     def start(self) -> None:
@@ -63,11 +62,11 @@ class Following:
         if fresh:
             self._fresh_at = self.m.now
         look = FollowLook(refs, fresh=fresh, since=0, until=self.m.now + self._poll)
-        self._poll = min(self._poll * 2, self.m.timings.follow_poll_max)
+        self._poll = min(self._poll * 2, self.m.timings.follow.longest)
         self.m.do(("follow", ""), look, self._followed)
 
     def _followed(self, answer: object) -> None:
-        if isinstance(answer, EngineError):
+        if isinstance(answer, ENGINE_FAILURES):
             self.m.failed(f"follow {self.m.name}", answer)
             self.m.finish()
             return
@@ -96,7 +95,7 @@ class Following:
                 self.m.exited(tracked, code, "killed" if code == SIGKILLED else "exited")
 
     def _owner_read(self, answer: object) -> None:
-        if isinstance(answer, EngineError):
+        if isinstance(answer, ENGINE_FAILURES):
             self.m.failed(f"follow {self.m.name}", answer)
             self.m.finish()
             return
@@ -119,7 +118,7 @@ class Following:
             self._owner_checked()
 
     def _owner_checked(self) -> None:
-        self._check_at = self.m.now + self.m.timings.follow_poll_max
+        self._check_at = self.m.now + self.m.timings.follow.longest
         self._follow_step()
 
     def _owner_dead(self, record: ClaimRecord, alive: bool | None) -> bool:
@@ -169,6 +168,6 @@ class Following:
             # a full grace from the takeover on (or, holding a drain nobody held, its own)
             books.deadline = (books.started if own_deadline else self.m.now) + books.grace
             self.m.owner = True
-            self.m.owner_drain.start()
+            self._drain()
 
         self.m.do(("takeover", ""), SignalledBefore(pause, refs), signalled)

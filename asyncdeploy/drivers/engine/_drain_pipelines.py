@@ -9,14 +9,15 @@ claim record, written once ``record_delay`` in if the drain is not over.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import attrs
 
+from asyncdeploy.drivers.engine._drain_context import DrainContext
 from asyncdeploy.drivers.engine._drain_steps import (
     AwaitExit,
+    EngineOp,
     Hooked,
-    Operation,
     RunHook,
     Sent,
     Signal,
@@ -26,18 +27,16 @@ from asyncdeploy.drivers.engine._drain_steps import (
     WriteClaim,
     code_of,
 )
-from asyncdeploy.errors import EngineError, WorkloadNotFound
+from asyncdeploy.errors import ENGINE_FAILURES, WorkloadNotFound
 from asyncdeploy.events import PreStopFinished, PreStopStarted, SignalSent
-
-if TYPE_CHECKING:
-    from asyncdeploy.drivers.engine._drain_core import WorkloadDrain
 
 __all__ = ["OwnerDrain"]
 
 
 class OwnerDrain:
-    def __init__(self, m: WorkloadDrain) -> None:
+    def __init__(self, m: DrainContext, *, clean_up: Callable[[], None]) -> None:
         self.m = m
+        self._clean_up = clean_up  # the next state
         self._active: dict[str, str] = {}  # name → the step its pipeline is at
         self._wave: tuple[str, ...] = ()
 
@@ -53,9 +52,9 @@ class OwnerDrain:
         """Drain as the owner: the deadline, the record's timer, the first wave."""
         self.m.state = "draining"
         if self.m.books.grace == 0:
-            self.m.clean_up()
+            self._clean_up()
             return
-        self.m.wake(("deadline", ""), self.m.books.deadline, lambda _: self.m.clean_up())
+        self.m.wake(("deadline", ""), self.m.books.deadline, lambda _: self._clean_up())
         if self.m.record is not None and not self.m.record_written:
             at = self.m.books.started + self.m.timings.record_delay
             self.m.wake(("record", ""), at, lambda _: self._write_record())
@@ -74,9 +73,9 @@ class OwnerDrain:
         if self._wave == ("init", "run"):
             self._start_wave(("sidecar",))  # sidecars (a proxy, the gate) once the others ended
         else:
-            self.m.clean_up()  # every pipeline ended before the deadline
+            self._clean_up()  # every pipeline ended before the deadline
 
-    def _step(self, t: TrackedRef, step: str, operation: Operation, then: Then) -> None:
+    def _step(self, t: TrackedRef, step: str, operation: EngineOp, then: Then) -> None:
         self._active[t.name] = step
         self.m.do((step, t.name), operation, then)
 
@@ -146,7 +145,7 @@ class OwnerDrain:
         def then(answer: object) -> None:
             if isinstance(answer, WorkloadNotFound):
                 t.outcome = "missing"  # removed by hand, or by another delete: not a failure
-            elif isinstance(answer, EngineError):
+            elif isinstance(answer, ENGINE_FAILURES):
                 self.m.failed(f"stop {t.name}", answer)
             else:
                 # Not running at the signal: ended by its hook (a drain step), else on its own.
@@ -167,4 +166,4 @@ class OwnerDrain:
         self.m.do(("record", ""), WriteClaim(pause, self.m.record), self._recorded)
 
     def _recorded(self, answer: object) -> None:
-        self.m.record_written = not isinstance(answer, EngineError)
+        self.m.record_written = not isinstance(answer, ENGINE_FAILURES)

@@ -14,10 +14,11 @@ from typing import TypeAlias
 
 import attrs
 
+from asyncdeploy._backoff import ENGINE_CALL, FOLLOW, RESTART_POLL, Backoff
 from asyncdeploy.drivers._books import TrackedContainer
 from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner
 from asyncdeploy.drivers.engine._ops import ContainerRef
-from asyncdeploy.errors import EngineError
+from asyncdeploy.errors import EngineFailure
 from asyncdeploy.events import Event
 
 __all__ = [
@@ -32,14 +33,13 @@ __all__ = [
     "Do",
     "DrainTimings",
     "DropClaim",
-    "Emit",
+    "EngineOp",
     "FollowLook",
     "Hooked",
     "Key",
     "Kill",
     "KillPause",
     "LookPause",
-    "Operation",
     "OwnerAlive",
     "ReadClaim",
     "Remove",
@@ -50,6 +50,7 @@ __all__ = [
     "Signal",
     "SignalledBefore",
     "Stop",
+    "Tell",
     "Then",
     "TrackedRef",
     "Wake",
@@ -67,8 +68,7 @@ class DrainTimings:
     # past the deadline: how long one engine call may go unanswered (Podman, eight deleters of
     # forty workloads at once on two loaded cores, took over 10 s to answer some removals)
     call_margin: float = 30.0
-    retry_first: float = 0.05  # backoff between tries of a call lost with the connection
-    retry_max: float = 1.0
+    engine_call: Backoff = ENGINE_CALL  # between tries of a call lost with the connection
     kill_wait: float = 10.0  # how long a SIGKILLed container may take to be reported gone
     cleanup_timeout: float = 60.0  # bound on the kill-and-remove part
     # A drain still running this long after its start writes its claim record (once): the
@@ -79,13 +79,12 @@ class DrainTimings:
     # cleanup bounds, with room to spare (an owner on another host is trusted until then).
     owner_bound: float = 80.0
     takeover_settle: float = 0.3  # between writing a takeover's record and reading it back
-    follow_poll_first: float = 0.05  # a follower's checks of the owner, doubling to the max
-    follow_poll_max: float = 0.5
+    follow: Backoff = FOLLOW  # a follower's steps (and its checks of a live owner: the longest)
     # A follower learns exits and removals from the exit stream; it looks at the containers
     # itself once, this long in (what happened before its stream opened), and then rarely.
     follow_catch_up: float = 2.0
     follow_look_every: float = 30.0
-    restart_poll: float = 0.1  # a container restarting under its policy: until it takes a signal
+    restart: Backoff = RESTART_POLL  # a container restarting under its policy, looked at
 
 
 Key: TypeAlias = tuple[str, str]  # (step, container name or ""): one outstanding command each
@@ -239,7 +238,7 @@ class FollowLook:
     until: float
 
 
-Operation: TypeAlias = (
+EngineOp: TypeAlias = (
     RemoveSidecar
     | Claim
     | LookPause
@@ -278,7 +277,7 @@ class Sent:
 class Hooked:
     exit_code: int | None
     failed: bool  # it could not run, or its container died under it: on to the signal
-    error: EngineError | None = None  # a failure worth a line in the summary
+    error: EngineFailure | None = None  # a failure worth a line in the summary
 
 
 @attrs.frozen
@@ -295,7 +294,7 @@ class Do:
     """Carry out ``operation``; answer under ``key``."""
 
     key: Key
-    operation: Operation
+    operation: EngineOp
 
 
 @attrs.frozen
@@ -314,11 +313,13 @@ class Cancel:
 
 
 @attrs.frozen
-class Emit:
+class Tell:
+    """Hand ``event`` to the caller (never waiting for it)."""
+
     event: Event
 
 
-Command: TypeAlias = Do | Wake | Cancel | Emit
+Command: TypeAlias = Do | Wake | Cancel | Tell
 Answer: TypeAlias = object  # an operation's result, an EngineError, or None for a Wake
 Then: TypeAlias = Callable[[Answer], None]  # what the core does with an answer
 

@@ -19,7 +19,7 @@ from asyncdeploy.drivers.engine._drain_steps import (
 )
 from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch, first_exit
 from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook, ContainerOps, ContainerRef
-from asyncdeploy.errors import EngineError, EngineUnavailable, WorkloadNotFound
+from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
 
 __all__ = ["Calls"]
 
@@ -50,7 +50,7 @@ class Calls:
         tried again only when it surely never reached the engine; a lost answer is raised.
         Each try is bounded (:meth:`~._drain_core.WorkloadDrain.call_bound`): an engine that
         takes the call and never answers is an engine that is unreachable."""
-        pause = self.timings.retry_first
+        pauses = self.timings.engine_call.pauses()
         while True:
             started = anyio.current_time()
             bound = self.timings.give_up_after if m.lost else m.call_bound(started)
@@ -69,8 +69,7 @@ class Calls:
                 m.unreachable(now)
                 if m.gives_up(now):
                     raise
-                await anyio.sleep(pause)
-                pause = min(pause * 2, self.timings.retry_max)
+                await anyio.sleep(next(pauses))
             else:
                 m.reached()
                 return result
@@ -87,7 +86,7 @@ class Calls:
             return Hooked(None, True)  # an HTTP hook with no address to send it to
         except EngineUnavailable:
             return Hooked(None, True)  # its exec session was lost with the connection
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             return Hooked(None, True, exc)
 
     async def _hook_while_alive(self, ref: ContainerRef, command: tuple[str, ...]) -> Hooked:
@@ -96,13 +95,13 @@ class Calls:
         the signal until the deadline."""
         since = self.exits.mark()
         result: list[int] = []
-        failure: list[EngineError] = []
+        failure: list[EngineFailure] = []
         async with anyio.create_task_group() as tg:
 
             async def hook() -> None:
                 try:
                     result.append(await self.ops.run_hook(ref, command))
-                except EngineError as exc:
+                except ENGINE_FAILURES as exc:
                     failure.append(exc)  # raised below, not grouped
                 tg.cancel_scope.cancel()
 
@@ -130,7 +129,7 @@ class Calls:
         except EngineUnavailable:
             delivered = True  # the answer was lost, not the signal: never sent twice
         while not delivered and await self._restarting(m, ref):
-            await anyio.sleep(self.timings.restart_poll)  # Docker refuses a kill while it restarts
+            await anyio.sleep(self.timings.restart.first)  # Docker refuses a kill while it restarts
             delivered = await self.call(m, lambda: self.ops.signal(ref, ref.stop_signal))
         return Sent(delivered, since, before_stream)
 
@@ -186,15 +185,14 @@ class Calls:
                 return code
 
     async def _stopped(self, m: Caller, ref: ContainerRef) -> int | None:
-        pause = self.timings.restart_poll
+        pauses = self.timings.restart.pauses()
         while True:
             look = await self.call(m, lambda: self.ops.look(ref))
             if look is None:
                 raise WorkloadNotFound(f"{ref.name} is gone", engine="", status=404)
             if not look.running:
                 return look.exit_code
-            await anyio.sleep(pause)
-            pause = min(pause * 2, 1.0)
+            await anyio.sleep(next(pauses))
 
     async def killed(self, m: Caller, ref: ContainerRef, since: int) -> int | None:
         """The exit code of a container just sent SIGKILL (see :func:`first_exit`)."""

@@ -18,7 +18,6 @@ __all__ = [
     "ContainerLook",
     "ContainerOps",
     "ContainerRef",
-    "NoAnswer",
     "WorkloadSnapshot",
 ]
 
@@ -28,19 +27,11 @@ class CallNotSent(EngineUnavailable):
     safe. A plain ``EngineUnavailable`` from a call that changes something may have landed."""
 
 
-class NoAnswer(EngineUnavailable):
-    """The engine took the call and gave no answer within the bound (a deadlocked daemon):
-    asking again would only wait as long again."""
-
-
-Role = ContainerRole
-
-
 @attrs.frozen(kw_only=True)
 class ContainerRef:
     id: str
     name: str
-    role: Role
+    role: ContainerRole
     running: bool
     paused: bool = False
     exit_code: int | None = None

@@ -27,7 +27,6 @@ import attrs
 
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._libpod import libpod_spec
-from asyncdeploy.drivers.engine._ops import NoAnswer
 from asyncdeploy.errors import (
     CreateError,
     EngineAPIError,
@@ -39,7 +38,7 @@ from asyncdeploy.errors import (
 from asyncdeploy.labels import LABEL_WORKLOAD
 from asyncdeploy.results import ExecResult
 
-__all__ = ["EngineSession", "PodmanSession", "answer_timeout"]
+__all__ = ["EngineSession", "NoAnswer", "PodmanSession", "answer_timeout"]
 
 # A connection cut while a response streams in is a lost connection, like a refused one.
 _CONNECTION_LOST = (
@@ -64,6 +63,11 @@ TIMEOUT_VARIABLE = "ASYNCDEPLOY_ENGINE_TIMEOUT"
 POOL_SIZE = 32
 _ENDLESS = aiohttp.ClientTimeout(total=None, sock_read=None)
 _PODMAN_CONFLICTS = ("state improper", "already in use", "dependent containers")
+
+
+class NoAnswer(EngineUnavailable):
+    """The engine took the call and gave no answer within the bound (a deadlocked daemon):
+    asking again would only wait as long again."""
 
 
 @attrs.define(kw_only=True)

@@ -10,7 +10,6 @@ import shlex
 from decimal import Decimal
 from typing import Any
 
-from asyncdeploy._plan_fields import check_volume_name
 from asyncdeploy.drivers.engine._devices import device_host_config
 from asyncdeploy.labels import (
     LABEL_CONTAINER,
@@ -29,7 +28,8 @@ from asyncdeploy.labels import (
     autoheal_label,
 )
 from asyncdeploy.plan import Container, Mount, Probe, WorkloadPlan, plan_digest
-from asyncdeploy.quantity import parse_quantity
+from asyncdeploy.plan._fields import check_volume_name
+from asyncdeploy.plan.quantity import parse_quantity
 
 __all__ = [
     "autoheal_config",

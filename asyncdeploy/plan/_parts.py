@@ -1,6 +1,6 @@
 """The values a workload plan is made of: ports, mounts, resources, checks, the drain gate, the
 Service and registry credentials. Frozen, validated attrs values; each field carries its words
-for the reference page (:func:`~asyncdeploy._plan_fields.about`).
+for the reference page (:func:`~asyncdeploy.plan._fields.about`).
 
 :mod:`asyncdeploy.plan` composes them into ``Container`` and ``WorkloadPlan``, and is where they
 are imported from.
@@ -12,7 +12,9 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from asyncdeploy._plan_fields import (
+from asyncdeploy.errors import PlanError
+from asyncdeploy.masking import masked_repr
+from asyncdeploy.plan._fields import (
     EXTENDED_NAME_PATTERN,
     MAX_SECONDS,
     QUANTITY,
@@ -43,8 +45,6 @@ from asyncdeploy._plan_fields import (
     strings,
     tuple_of,
 )
-from asyncdeploy.errors import PlanError
-from asyncdeploy.masking import masked_repr
 
 __all__ = [
     "DEFAULT_GATE_IMAGE",

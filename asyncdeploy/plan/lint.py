@@ -9,11 +9,11 @@ the margin grows by the time a server takes to free device memory after its drai
 should be sized (the engines' 64 MB default breaks PyTorch data loaders and NCCL); and a
 liveness check needs a startup check, or it restarts a server still loading its model.
 
-Known engines (vLLM, SGLang, TGI, Triton, llama.cpp's server: :mod:`asyncdeploy.engine_presets`)
+Known engines (vLLM, SGLang, TGI, Triton, llama.cpp's server: :mod:`asyncdeploy.plan.presets`)
 add their own stop behaviour: the budget must also hold the engine's own shutdown; an engine
 that aborts in-flight requests on SIGTERM needs a drain before it (a ``gate``); and one that
 drains on SIGTERM after a preStop drain spends the budget twice.
-Ports (:mod:`asyncdeploy.lint_ports`): a published port the server is known not to listen on,
+Ports (:mod:`asyncdeploy.plan.lint_ports`): a published port the server is known not to listen on,
 and a fixed host port, which keeps a replace from starting the new instance beside the old one.
 """
 
@@ -25,10 +25,10 @@ from typing import Literal
 import attrs
 
 from asyncdeploy.durations import parse_duration
-from asyncdeploy.engine_presets import find_preset
-from asyncdeploy.gating import GATE_MARGIN
-from asyncdeploy.lint_ports import lint_ports, lint_replace_in_place
 from asyncdeploy.plan import Container, Probe, WorkloadPlan
+from asyncdeploy.plan.gating import GATE_MARGIN
+from asyncdeploy.plan.lint_ports import lint_ports, lint_replace_in_place
+from asyncdeploy.plan.presets import find_preset
 
 __all__ = ["DEFAULT_MARGIN_SECONDS", "GPU_RELEASE_SECONDS", "Finding", "lint_plan"]
 
@@ -71,7 +71,7 @@ def lint_plan(
     """Findings about the plan's termination budget, probes and ports; errors first.
 
     ``image_ports``: the ports each image ``EXPOSE``s, where an engine was asked
-    (:mod:`asyncdeploy.lint_ports`)."""
+    (:mod:`asyncdeploy.plan.lint_ports`)."""
     findings: list[Finding] = []
     grace = plan.termination_grace_period_seconds
     for i, container in enumerate(plan.containers):

@@ -2,7 +2,7 @@
 attrs value (recursing into the fields marked ``nested``, with field paths in errors), and back.
 
 Generic over the plan's attrs types: what a field needs is read from the field itself (its
-metadata from ``_plan_fields.about``, its type), never from its name.
+metadata from ``_fields.about``, its type), never from its name.
 """
 
 from __future__ import annotations

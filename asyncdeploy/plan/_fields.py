@@ -9,7 +9,7 @@ take that shape is left as it came for the field's validator to refuse by name. 
 refused value through :func:`asyncdeploy.masking.masked_repr`: bounded, and masked.
 
 Each field's words for the reference page and its schema, where a plan file may write more than
-the stored type says, are the field's metadata (:func:`about`); :mod:`asyncdeploy.schema` reads
+the stored type says, are the field's metadata (:func:`about`); :mod:`asyncdeploy.plan.schema` reads
 them from there, so a new field cannot miss its words.
 """
 
@@ -26,7 +26,7 @@ from asyncdeploy._image_reference import image_reference_problem
 from asyncdeploy.errors import PlanError
 from asyncdeploy.labels import RESERVED_DOMAIN, is_reserved
 from asyncdeploy.masking import masked_repr
-from asyncdeploy.quantity import canonical_quantity, parse_quantity
+from asyncdeploy.plan.quantity import canonical_quantity, parse_quantity
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*", re.ASCII)
@@ -131,7 +131,7 @@ def about(
     many: bool = False,
     inline_keys: str | None = None,
 ) -> dict[str, Any]:
-    """A plan field's metadata: its words (``doc``, read by :mod:`asyncdeploy.schema`), and how a
+    """A plan field's metadata: its words (``doc``, read by :mod:`asyncdeploy.plan.schema`), and how a
     plan file writes it: ``nested``, a plan type (``many``: a list of them); ``inline_keys``, a
     mapping whose ``<domain>/<name>`` entries a plan file writes beside the other fields."""
     metadata: dict[str, Any] = {"doc": FieldDoc(text, engines, schema)}

@@ -4,7 +4,7 @@ A plan is built in Python (``WorkloadPlan(name=..., containers=[...])``) or from
 YAML/JSON file whose keys are exactly the attribute names (``WorkloadPlan.from_file(path)``).
 Every invalid value raises :class:`~asyncdeploy.errors.PlanError` naming the field path, e.g.
 ``containers[1].resources.memory``. The values a container is made of live in
-``_plan_parts.py`` and are imported from here; the field rules in ``_plan_fields.py``.
+``_parts.py`` and are imported from here; the field rules in ``_fields.py``.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from typing import Any, ClassVar
 
 import attrs
 
-from asyncdeploy import _plan_fields as rules
-from asyncdeploy._plan_fields import DNS_LABEL as DNS_LABEL_SCHEMA
-from asyncdeploy._plan_fields import (
+from asyncdeploy.errors import PlanError
+from asyncdeploy.labels import PLAN_ROLES, PlanRole
+from asyncdeploy.plan import _fields as rules
+from asyncdeploy.plan._fields import DNS_LABEL as DNS_LABEL_SCHEMA
+from asyncdeploy.plan._fields import (
     MAX_SECONDS,
     QUANTITY,
     STRINGS_OR_LIST,
@@ -27,8 +29,8 @@ from asyncdeploy._plan_fields import (
     FrozenMap,
     about,
 )
-from asyncdeploy._plan_mapping import plan_to_mapping, structure
-from asyncdeploy._plan_parts import (
+from asyncdeploy.plan._mapping import plan_to_mapping, structure
+from asyncdeploy.plan._parts import (
     DEFAULT_GATE_IMAGE,
     Autoheal,
     Checks,
@@ -46,8 +48,6 @@ from asyncdeploy._plan_parts import (
     ServicePort,
     pull_policy,
 )
-from asyncdeploy.errors import PlanError
-from asyncdeploy.labels import PLAN_ROLES, PlanRole
 
 __all__ = [
     "DEFAULT_GATE_IMAGE",
@@ -78,8 +78,6 @@ __all__ = [
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
-Role = PlanRole
-
 
 @attrs.frozen(kw_only=True)
 class Container:
@@ -96,7 +94,7 @@ class Container:
     image: str = attrs.field(
         validator=rules.image_reference, metadata=about("The image reference.")
     )
-    role: Role = attrs.field(
+    role: PlanRole = attrs.field(
         default="run",
         validator=rules.one_of(*PLAN_ROLES),
         metadata=about(
@@ -400,7 +398,7 @@ class WorkloadPlan:
 
         A key given twice in one mapping is refused, not silently overwritten.
         """
-        from asyncdeploy._documents import read_document  # PyYAML: not for the server kit
+        from asyncdeploy.plan._documents import read_document  # PyYAML: not for the server kit
 
         return cls.from_mapping(read_document(path))
 

@@ -2,7 +2,7 @@
 
 The types, defaults, enumerations and nesting come from :mod:`asyncdeploy.plan`; the words, and
 the schema of a field whose converter takes more than its stored type says, from each field's
-metadata (``_plan_fields.about``) and each plan type's ``summary``. ``asyncdeploy schema`` prints either; ``docs/plan.schema.json`` and
+metadata (``_fields.about``) and each plan type's ``summary``. ``asyncdeploy schema`` prints either; ``docs/plan.schema.json`` and
 ``docs/plan-reference.md`` are their committed copies, checked against these functions by a test.
 The schema is for editors and quick feedback: the plan's own validation stays the authority (it
 also checks what a schema cannot say, such as quantity grammar or one probe kind per check).
@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 import attrs
 
-from asyncdeploy._plan_fields import ALL_ENGINES, FieldDoc
 from asyncdeploy.plan import FrozenMap, WorkloadPlan, plan_to_mapping
+from asyncdeploy.plan._fields import ALL_ENGINES, FieldDoc
 
 __all__ = ["plan_reference_markdown", "plan_schema", "plan_schema_json"]
 
@@ -44,7 +44,7 @@ def _hints(kind: type[Any]) -> dict[str, Any]:
 
 
 def field_doc(field: attrs.Attribute[Any]) -> FieldDoc:
-    """A plan field's words (``_plan_fields.about``); a field a plan file writes has them."""
+    """A plan field's words (``_fields.about``); a field a plan file writes has them."""
     doc = field.metadata.get("doc")
     if not isinstance(doc, FieldDoc):
         raise LookupError(f"the plan field {field.name!r} has no words: give it about(...)")
