@@ -381,7 +381,7 @@ class EngineAPIDriver:
             everything = await self.looks.by_workload({LABEL_INSTANCE_OF: plan})
         return plan in await self._left_volumes(everything, plan)
 
-    async def findmatching(self, selector: Selector | None) -> EngineFound:
+    async def find_matching(self, selector: Selector | None) -> EngineFound:
         return _found(matching(await self.looks.by_workload(), selector))
 
     async def drain(
