@@ -137,7 +137,28 @@ class EngineContainerOps:
                     return
                 await anyio.sleep(REMOVAL_POLL_SECONDS)
 
-    async def claim(self, pause: ContainerRef) -> bool:
+    @property
+    def claim_is_record(self) -> bool:
+        return self.session.claims_in_volumes
+
+    async def claim(self, pause: ContainerRef, record: ClaimRecord) -> str:
+        if self.session.claims_in_volumes:
+            # Docker creates a volume once under a lock per name, and answers a second create
+            # of the name with the first one's volume: whose labels it holds says who claimed.
+            name = claim_volume(pause.id)
+            try:
+                made = await self._create_volume(name, claim_labels(pause.id, record))
+            except WorkloadConflict:
+                return "held"
+            held = (made.get("Labels") or {}).get(LABEL_CLAIM_RECORD)
+            return "claimed" if held == record.to_json() else "held"
+        return "claimed" if await self._pause(pause) else "refused"
+
+    async def mark_draining(self, pause: ContainerRef) -> None:
+        await self._pause(pause)
+
+    async def _pause(self, pause: ContainerRef) -> bool:
+        """Pause it; False when refused (paused already, or not running)."""
         for attempt in range(FREEZE_TRIES):
             try:
                 with self.session.errors(f"pause {pause.name}"):

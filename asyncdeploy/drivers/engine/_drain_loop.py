@@ -45,6 +45,7 @@ from asyncdeploy.drivers.engine._drain_steps import (
     Kill,
     KillPause,
     LookPause,
+    MarkDraining,
     OwnerAlive,
     ReadClaim,
     Remove,
@@ -163,7 +164,9 @@ class DrainLoop:
             await call(lambda: ops.remove(op.ref))
             return None
         if isinstance(op, Claim):
-            return await call(lambda: ops.claim(op.pause))
+            return await call(lambda: ops.claim(op.pause, op.record))
+        if isinstance(op, MarkDraining):
+            return await call(lambda: ops.mark_draining(op.pause))
         if isinstance(op, LookPause):
             return await call(lambda: ops.look(op.pause))
         if isinstance(op, ReadClaim):
