@@ -33,6 +33,7 @@ from asyncdeploy.drivers.engine._netcheck import http_get, workload_address
 from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook, ContainerRef
 from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.errors import (
+    ENGINE_FAILURES,
     EngineAPIError,
     EngineUnavailable,
     WorkloadConflict,
@@ -214,6 +215,16 @@ class EngineContainerOps:
             return None  # no record (or no pause: the look says which)
         except tarfile.TarError:
             return None  # an empty answer: Podman, while the pause container is being removed
+
+    async def claim_records(self) -> dict[str, ClaimRecord] | None:
+        """Every claim record, by pause container id, where they are volumes (one list); None
+        elsewhere, or when the list failed (each is then read on its own)."""
+        if not self.session.claims_in_volumes:
+            return None
+        try:
+            return await self.claims.ask("")
+        except ENGINE_FAILURES:
+            return None
 
     async def _list_claims(self, _: frozenset[str]) -> dict[str, ClaimRecord]:
         with self.session.errors("list the drain claims"):
