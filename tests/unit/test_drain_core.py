@@ -4,11 +4,13 @@ says to do next (operations, timers, cancellations, events)."""
 
 from __future__ import annotations
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from asyncdeploy.drivers.engine._claim import Owner
+from asyncdeploy.drivers.engine._drain import drain_workloads
 from asyncdeploy.drivers.engine._drain_core import WorkloadDrain, gives_up
 from asyncdeploy.drivers.engine._drain_steps import (
     AwaitExit,
@@ -33,6 +35,7 @@ from asyncdeploy.drivers.engine._drain_steps import (
 from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef, WorkloadSnapshot
 from asyncdeploy.errors import EngineUnavailable
 from asyncdeploy.events import ContainerExited, DrainFinished, SignalSent
+from tests.unit.fake_engine import FakeOps
 
 AFTER = 5.0
 DEADLINE = 100.0
@@ -211,3 +214,14 @@ def test_giving_up_never_comes_sooner_than_after_seconds_lost(
     if gives_up(now, deadline=DEADLINE, unreachable_since=since, cleaning=cleaning, after=AFTER):
         assert lost_for >= AFTER
         assert cleaning or now >= DEADLINE + AFTER
+
+
+@pytest.mark.anyio
+async def test_a_drain_of_nothing_ends_at_once() -> None:
+    """No workload to drain (a find that matched none): the loop does not wait for an answer
+    that never comes."""
+    with anyio.fail_after(5):
+        assert (
+            await drain_workloads(FakeOps(), [], grace_period_seconds=None, emit=lambda _: None)
+            == []
+        )

@@ -107,6 +107,8 @@ class DrainLoop:
             self._send.send_nowait((-1, ("kill", ""), 0, None))
 
     async def _until_finished(self, tasks: TaskGroup) -> None:
+        if all(m.finished for m in self._machines):
+            return  # nothing to wait for (no workload, or one that ended at its start)
         async for index, key, serial, answer in self._receive:
             if index < 0:
                 for i, machine in enumerate(self._machines):
