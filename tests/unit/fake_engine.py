@@ -341,11 +341,6 @@ class FakeOps:
         box.state = "paused"
         return "claimed"
 
-    async def mark_draining(self, pause: ContainerRef) -> None:
-        box = await self._enter("mark_draining", pause)
-        if box.state == "running":
-            box.state = "paused"
-
     async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
         box = await self._enter("write_claim", pause, record.token)
         box.claim = record

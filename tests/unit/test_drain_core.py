@@ -23,7 +23,6 @@ from asyncdeploy.drivers.engine._drain_steps import (
     FollowLook,
     Kill,
     KillPause,
-    MarkDraining,
     Remove,
     RemoveVolumes,
     Sent,
@@ -86,16 +85,16 @@ def test_the_claim_is_the_only_call_before_the_signals_and_the_record_comes_afte
     assert write.record.started == 1000.0 and write.record.grace == 5
 
 
-def test_on_docker_the_claim_is_the_record_and_the_pause_comes_after_the_signals() -> None:
-    """The claim is the record's volume (one call, no runtime fork: a pause forks runc); the
-    pause, which shows the drain in every listing, is book-keeping after the signals; a claim
-    another delete holds is followed."""
+def test_on_docker_the_claim_is_the_record_and_nothing_is_paused() -> None:
+    """The claim is the record's volume (one call, no runtime fork: a pause forks runc), and
+    the pause container is never paused (a paused one SIGKILLed while its dependents exit is
+    where Docker 20.10 deadlocked); a claim another delete holds is followed."""
     m = machine(APP, docker=True)
     [claim] = ops(m.start())
     assert isinstance(claim, Claim) and claim.record.owner == ME
     step = m.observe(("claim", ""), "claimed", now=0.01)
     assert ops(step) == [Signal(APP)]
-    assert ops(m.observe(("record", ""), None, now=1.0)) == [MarkDraining(PAUSE)]
+    assert not [c for c in step if isinstance(c, Wake) and c.key == ("record", "")]
 
     follower = machine(APP, docker=True)
     follower.start()

@@ -155,9 +155,6 @@ class EngineContainerOps:
             return "claimed" if held == record.to_json() else "held"
         return "claimed" if await self._pause(pause) else "refused"
 
-    async def mark_draining(self, pause: ContainerRef) -> None:
-        await self._pause(pause)
-
     async def _pause(self, pause: ContainerRef) -> bool:
         """Pause it; False when refused (paused already, or not running)."""
         for attempt in range(FREEZE_TRIES):

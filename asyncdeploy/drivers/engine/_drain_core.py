@@ -213,8 +213,7 @@ class WorkloadDrain(DrainContext):
             assert pause is not None
             if answer == "claimed":
                 self.record = record
-                # Docker: the claim is the record; the pause comes after the signals
-                self.record_written = self.mark_draining = self.claim_is_record
+                self.record_written = self.claim_is_record  # Docker: the claim is the record
                 self._opened("", owner=True)
             elif answer == "held":  # another delete holds the claim: follow it
                 self._opened("", owner=False)

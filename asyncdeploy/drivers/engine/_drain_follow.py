@@ -22,6 +22,7 @@ from asyncdeploy.drivers.engine._drain_steps import (
     SIGKILLED,
     ClaimSeen,
     FollowLook,
+    LookPause,
     OwnerAlive,
     ReadClaim,
     SignalledBefore,
@@ -101,12 +102,28 @@ class Following:
             return
         seen = answer if isinstance(answer, ClaimSeen) else ClaimSeen(None, None)
         record = seen.record
-        if record is None or self._owner_dead(record, seen.owner_alive):
-            self.m.state = "taking-over"  # no record by now: nobody drains it
+        if record is None:  # nobody drains it, or its owner just finished: is the pause there?
+            assert self.m.pause is not None
+            self.m.do(("follow", ""), LookPause(self.m.pause), self._pause_looked)
+        elif self._owner_dead(record, seen.owner_alive):
+            self.m.state = "taking-over"
             self.take_over(record, own_deadline=False)
         else:
             self._owner_record = record
             self._owner_checked()
+
+    def _pause_looked(self, answer: object) -> None:
+        pause = self.m.pause
+        assert pause is not None
+        if answer is None:  # gone: the owner finished (its record with it)
+            self._seen({pause.id: None})
+            self._follow_step()
+        elif isinstance(answer, ENGINE_FAILURES):
+            self.m.failed(f"follow {self.m.name}", answer)
+            self.m.finish()
+        else:
+            self.m.state = "taking-over"  # no record by now: nobody drains it
+            self.take_over(None, own_deadline=False)
 
     def _owner_alive(self, answer: object) -> None:
         record = self._owner_record

@@ -45,7 +45,6 @@ from asyncdeploy.drivers.engine._drain_steps import (
     Kill,
     KillPause,
     LookPause,
-    MarkDraining,
     OwnerAlive,
     ReadClaim,
     Remove,
@@ -167,8 +166,6 @@ class DrainLoop:
             return None
         if isinstance(op, Claim):
             return await call(lambda: ops.claim(op.pause, op.record))
-        if isinstance(op, MarkDraining):
-            return await call(lambda: ops.mark_draining(op.pause))
         if isinstance(op, LookPause):
             return await call(lambda: ops.look(op.pause))
         if isinstance(op, ReadClaim):

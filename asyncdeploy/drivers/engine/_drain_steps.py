@@ -40,7 +40,6 @@ __all__ = [
     "Kill",
     "KillPause",
     "LookPause",
-    "MarkDraining",
     "OwnerAlive",
     "ReadClaim",
     "Remove",
@@ -109,14 +108,6 @@ class Claim:
 
     pause: ContainerRef
     record: ClaimRecord
-
-
-@attrs.frozen
-class MarkDraining:
-    """Book-keeping after the signals, where the claim was the record (Docker): pause the
-    pause container, so that every listing shows the workload draining → None."""
-
-    pause: ContainerRef
 
 
 @attrs.frozen
@@ -254,7 +245,6 @@ EngineOp: TypeAlias = (
     RemoveSidecar
     | Claim
     | LookPause
-    | MarkDraining
     | ReadClaim
     | OwnerAlive
     | WriteClaim

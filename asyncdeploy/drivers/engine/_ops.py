@@ -118,7 +118,7 @@ class ContainerOps(Protocol):
     @property
     def claim_is_record(self) -> bool:
         """True where the claim is made by writing the record (Docker: a volume named after the
-        pause container); the pause then comes after the signals (:meth:`mark_draining`)."""
+        pause container; the pause container is then never paused)."""
         ...
 
     async def claim(self, pause: ContainerRef, record: ClaimRecord) -> str:
@@ -126,11 +126,6 @@ class ContainerOps(Protocol):
         holds it) or ``"refused"`` (could not tell: paused already, or not running). Docker: the
         record's volume, created (one cheap call: a pause forks the runtime). Podman: a pause
         (forty concurrent volume creates held its database 17 s); a second one is refused."""
-        ...
-
-    async def mark_draining(self, pause: ContainerRef) -> None:
-        """Pause the pause container (where the claim was the record), so that every listing
-        shows the workload draining; one paused already is fine."""
         ...
 
     async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
