@@ -110,9 +110,11 @@ def bench(session: nox.Session) -> None:
     """Benchmark the drain on Docker and Podman: raw Engine API, the peer, asyncdeploy; then
     the CLI's start (`list` beside `docker ps` / `podman ps`, bench-results/bench-start.json);
     create -> ready -> delete with and without the settle wait (bench-results/bench-ready.json);
-    then image pulls from the local registry, asyncdeploy beside `docker pull` / `podman pull`;
-    then the drain gate's cost beside HAProxy and nginx in front of the same server
-    (bench-results/bench-gate.json).
+    forty operations at once through one deployer beside the engine CLI in parallel
+    (bench-results/bench-many-<engine>.json; $ASYNCDEPLOY_BENCH_COMPARE=DIR runs another
+    checkout's code in the same rounds); then image pulls from the local registry, asyncdeploy
+    beside `docker pull` / `podman pull`; then the drain gate's cost beside HAProxy and nginx in
+    front of the same server (bench-results/bench-gate.json).
 
     Prints a table per engine and writes bench-results/bench-<engine>.json (about 20 minutes;
     `nox -s bench -- --quick` is a smoke run, `-- --engines docker --runs 5` and `--no-peer`
@@ -153,6 +155,15 @@ def bench(session: nox.Session) -> None:
     # create -> ready -> delete: the settle wait's cost (default, 0, a readiness check)
     session.run(
         "python", "benchmarks/ready.py", *(["--quick"] if "--quick" in session.posargs else [])
+    )
+    # many at once through one deployer beside the engine CLI in parallel (issue 25):
+    # $ASYNCDEPLOY_BENCH_COMPARE names another checkout to run in the same rounds (before/after)
+    compare = os.environ.get("ASYNCDEPLOY_BENCH_COMPARE")
+    session.run(
+        "python",
+        "benchmarks/many.py",
+        *(["--quick"] if "--quick" in session.posargs else []),
+        *(["--compare-source", compare] if compare else []),
     )
     # the pull benchmark (local registry of ci/start-registry.sh): asyncdeploy beside docker/podman pull
     session.run(
