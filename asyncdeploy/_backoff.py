@@ -10,7 +10,16 @@ from collections.abc import Iterator
 
 import attrs
 
-__all__ = ["ACCEPT", "ENGINE_CALL", "KILLED_POLL", "POD_DELETE", "WATCH", "Backoff"]
+__all__ = [
+    "ACCEPT",
+    "ENGINE_CALL",
+    "FOLLOW_POLL",
+    "KILLED_POLL",
+    "POD_DELETE",
+    "RESTART_POLL",
+    "WATCH",
+    "Backoff",
+]
 
 
 @attrs.frozen
@@ -34,6 +43,10 @@ class Backoff:
 
 ENGINE_CALL = Backoff(0.05, 1.0)
 """An engine call lost with the connection, tried again (a drain's, a create's roll-back)."""
+FOLLOW_POLL = Backoff(0.05, 0.5)
+"""A follower's checks of the drain's owner (is it alive, is it done)."""
+RESTART_POLL = Backoff(0.1, 1.0)
+"""A container restarting under its policy, looked at until it has stopped."""
 POD_DELETE = Backoff(0.05, 1.0)
 """A Pod's delete refused for now (429, 5xx, a lost connection), unless ``Retry-After`` says."""
 KILLED_POLL = Backoff(0.02, 0.2)

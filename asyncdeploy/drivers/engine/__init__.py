@@ -25,12 +25,15 @@ module             concern
 ``_markers``       markers (a replace's lock): labelled volumes
 ``_ops``           the values a drain works on, and the ``ContainerOps`` it calls
 ``_container_ops`` :class:`EngineContainerOps`: those calls over a session
-``_drain``         the one deadline, the order and the events of a container-engine drain
-``_drain_state``   a workload drain's flags and its give-up rule, pure
-``_pipeline``      one container's way out of a drain: hook, stop signal, exit
-``_follow``        a delete that finds the drain claimed: follow it, or take over
-``_claim``         the claim record in the pause container: who drains, since when
-``_exits``         container exits from one engine event stream per drain
+``_drain``         a container-engine drain: one deadline, one machine per workload
+``_drain_core``    one workload's drain as a state machine (claim, drain, follow, take over,
+                   clean up): observations in, commands out, pure
+``_drain_steps``   the core's words: timings, commands, answers, pure
+``_drain_loop``    the one loop that carries the core's commands over ``ContainerOps``
+``_drain_waits``   the drain's calls that are more than one: retries, hooks, exit waits
+``_claim``         the claim record (a labelled volume): who drains, since when, pure
+``_exits``         container exits from one engine event stream per deployer
+``_coalesce``      one engine call for many concurrent callers asking the same question
 =================  ======================================================================
 """
 

@@ -20,6 +20,7 @@ import attrs
 from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
+from asyncdeploy.drivers.engine._coalesce import Rounds
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import drain_workloads
@@ -30,6 +31,7 @@ from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._ready import wait_until_ready
 from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.drivers.engine._state import (
+    ping_info,
     plan_order,
     planned_state,
     snapshot,
@@ -96,6 +98,8 @@ class EngineAPIDriver:
         self.session = session
         self.ops = EngineContainerOps(session)  # the drain's engine calls
         self.markers = EngineMarkers(session)
+        # concurrent looks for one workload each (deletes, creates) share one list call
+        self.lookups = Rounds(self._list_named)
 
     @property
     def url(self) -> str:
@@ -144,6 +148,8 @@ class EngineAPIDriver:
     async def ping(self) -> EngineInfo:
         try:
             with self.session.errors("ping"), anyio.fail_after(PING_TIMEOUT):
+                if (info := ping_info(self.name, await self.session.ping())) is not None:
+                    return info
                 version = await self.session.version()
         except ENGINE_FAILURES as exc:
             raise EngineUnavailable(
@@ -166,6 +172,17 @@ class EngineAPIDriver:
         for item in await self.session.containers(labels or {}):
             grouped.setdefault(item["Labels"][LABEL_WORKLOAD], []).append(item)
         return grouped
+
+    async def _list_named(self, names: frozenset[str]) -> dict[str, builtins.list[dict[str, Any]]]:
+        if len(names) == 1:
+            return await self._by_workload({LABEL_WORKLOAD: next(iter(names))})
+        return await self._by_workload()  # several at once: every workload, one call
+
+    async def _named(self, name: str) -> dict[str, builtins.list[dict[str, Any]]]:
+        """The workload's list entries by its name (none: not there), from a list call shared
+        with every concurrent look for a workload."""
+        grouped = await self.lookups.ask(name)
+        return {name: grouped[name]} if name in grouped else {}
 
     async def get(self, name: str) -> WorkloadStatus:
         items = await self._items(name)
@@ -355,7 +372,7 @@ class EngineAPIDriver:
         names = tuple(dict.fromkeys(names))
         if not names:
             return _found({})
-        grouped = await self._by_workload({LABEL_WORKLOAD: names[0]} if len(names) == 1 else None)
+        grouped = await (self._named(names[0]) if len(names) == 1 else self._by_workload())
         missing = [n for n in names if n not in grouped]
         for name in list(missing):  # only its volumes left (a killed create): drained away
             if await self._only_volumes_left(name, grouped if len(names) > 1 else None):
@@ -416,7 +433,7 @@ class EngineAPIDriver:
         """Create the workload; unchanged → no call that writes; changed → drain, then create
         (a failed drain raises ``DrainError`` and creates nothing; a cancellation lets a begun
         drain finish: :func:`~asyncdeploy.drivers._replaced.drain_replaced`)."""
-        grouped = await self._by_workload({LABEL_WORKLOAD: plan.name})
+        grouped = await self._named(plan.name)
         existing = grouped.get(plan.name)
         replaced = None
         if existing:

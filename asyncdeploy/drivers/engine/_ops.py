@@ -33,6 +33,7 @@ class ContainerRef:
     pre_stop_http: tuple[int, str] | None = None  # (port, path): a GET to the workload
     stop_signal: str = "SIGTERM"
     restart_policy: str = "no"
+    workload: str = ""  # the workload it belongs to (its label)
 
 
 @attrs.frozen(kw_only=True)
@@ -41,6 +42,9 @@ class WorkloadSnapshot:
     grace_period_seconds: int
     containers: tuple[ContainerRef, ...]
     plan_name: str = ""  # the plan it is an instance of (its volumes' owner); "" = its name
+    # whether a container mounts a named volume (False: the drain need not look for any);
+    # None: unknown (nothing is left but the volumes, say), so the drain looks
+    volumes: bool | None = None
 
     @property
     def volume_owner(self) -> str:
@@ -112,11 +116,23 @@ class ContainerOps(Protocol):
         ...
 
     async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
-        """Write the claim record into the pause container (see :mod:`._claim`)."""
+        """Write (or replace) the claim record of this pause container (see :mod:`._claim`)."""
         ...
 
     async def read_claim(self, pause: ContainerRef) -> ClaimRecord | None:
-        """The claim record in the pause container; None when there is none."""
+        """The claim record of the pause container; None when there is none."""
+        ...
+
+    async def drop_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
+        """Remove the claim record, when it is still ``record`` (its drain has ended)."""
+        ...
+
+    async def signalled_since_pause(
+        self, pause: ContainerRef, refs: Sequence[ContainerRef]
+    ) -> frozenset[str]:
+        """The names of ``refs`` the engine recorded a signal to (a kill or a stop) since the
+        pause container was last paused: what a dead owner had sent (best effort: the engine's
+        event log may not reach that far back)."""
         ...
 
     async def look(self, ref: ContainerRef) -> ContainerLook | None:
