@@ -38,6 +38,7 @@ VIRTUAL_TIME = (
     "unit/test_engine_drain.py",
     "unit/test_deployer_events.py",
     "unit/test_deadlines.py",
+    "unit/test_testing.py",
     "kubernetes/test_driver_fake.py",
     "kubernetes/test_drain_events_fake.py",
 )
