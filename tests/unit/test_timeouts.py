@@ -36,7 +36,7 @@ async def test_hangs():
 
 BOUND = """
 def test_bound(request):
-    assert request.node.get_closest_marker("timeout").args == (60.0,)
+    assert request.node.get_closest_marker("timeout").args == (300.0,)
 """
 
 
