@@ -44,7 +44,7 @@ def test_import_installs_no_signal_handler_and_needs_no_uvicorn() -> None:
 
 
 def test_the_kit_imports_no_deployer_driver_or_cli() -> None:
-    """Inside the package the kit leans only on the lower layers (errors, durations, the one backoff)."""
+    """Inside the package the kit leans only on the lower layers (errors, durations, the backoff)."""
     import ast
 
     allowed = {"asyncdeploy.errors", "asyncdeploy.durations", "asyncdeploy._backoff"}
