@@ -115,7 +115,9 @@ def demo(session: nox.Session) -> None:
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """Benchmark the drain on Docker and Podman: raw Engine API, the peer, asyncdeploy; then
-    image pulls from the local registry, asyncdeploy beside `docker pull` / `podman pull`; then
+    forty operations at once through one deployer beside the engine CLI in parallel
+    (bench-results/bench-many-<engine>.json; $ASYNCDEPLOY_BENCH_COMPARE=DIR runs another
+    checkout's code in the same rounds); then image pulls from the local registry, asyncdeploy beside `docker pull` / `podman pull`; then
     the drain gate's cost beside the same server reached directly (bench-results/bench-gate.json).
 
     Prints a table per engine and writes bench-results/bench-<engine>.json (about 20 minutes;
@@ -150,6 +152,15 @@ def bench(session: nox.Session) -> None:
         except nox.command.CommandFailed as exc:
             args += ["--peer-unavailable", f"pip install gpustack-runtime failed ({exc.reason})"]
     session.run("python", "benchmarks/bench.py", *args, *session.posargs)
+    # many at once through one deployer beside the engine CLI in parallel (issue 25):
+    # $ASYNCDEPLOY_BENCH_COMPARE names another checkout to run in the same rounds (before/after)
+    compare = os.environ.get("ASYNCDEPLOY_BENCH_COMPARE")
+    session.run(
+        "python",
+        "benchmarks/many.py",
+        *(["--quick"] if "--quick" in session.posargs else []),
+        *(["--compare-source", compare] if compare else []),
+    )
     # the pull benchmark (local registry of ci/start-registry.sh): asyncdeploy beside docker/podman pull
     session.run(
         "python", "benchmarks/pull.py", *(["--smoke"] if "--quick" in session.posargs else [])

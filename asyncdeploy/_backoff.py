@@ -13,7 +13,7 @@ import attrs
 __all__ = [
     "ACCEPT",
     "ENGINE_CALL",
-    "FOLLOW_POLL",
+    "FOLLOW",
     "KILLED_POLL",
     "POD_DELETE",
     "RESTART_POLL",
@@ -43,12 +43,12 @@ class Backoff:
 
 ENGINE_CALL = Backoff(0.05, 1.0)
 """An engine call lost with the connection, tried again (a drain's, a create's roll-back)."""
-FOLLOW_POLL = Backoff(0.05, 0.5)
-"""A follower's checks of the drain's owner (is it alive, is it done)."""
-RESTART_POLL = Backoff(0.1, 1.0)
-"""A container restarting under its policy, looked at until it has stopped."""
 POD_DELETE = Backoff(0.05, 1.0)
 """A Pod's delete refused for now (429, 5xx, a lost connection), unless ``Retry-After`` says."""
+FOLLOW = Backoff(0.05, 0.5)
+"""A delete following another's drain: its steps between what the exit stream tells."""
+RESTART_POLL = Backoff(0.1, 1.0)
+"""A container restarting under its policy: looked at until it takes its stop signal."""
 KILLED_POLL = Backoff(0.02, 0.2)
 """Podman's state after a SIGKILL, polled (its waits block on a cut-off hook); many containers:
 do not flood the API service."""

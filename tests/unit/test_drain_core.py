@@ -23,9 +23,9 @@ from asyncdeploy.drivers.engine._drain_steps import (
     KillPause,
     Remove,
     RemoveVolumes,
-    Report,
     Sent,
     Signal,
+    Tell,
     Wake,
     WriteClaim,
 )
@@ -55,7 +55,7 @@ def ops(commands: list[Command]) -> list[object]:
 
 
 def events(commands: list[Command]) -> list[object]:
-    return [c.event for c in commands if isinstance(c, Report)]
+    return [c.event for c in commands if isinstance(c, Tell)]
 
 
 def test_the_claim_is_the_only_call_before_the_signals_and_the_record_comes_after() -> None:

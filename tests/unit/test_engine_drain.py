@@ -43,13 +43,13 @@ pytestmark = pytest.mark.anyio
 # The drain's margins, scaled down so a test takes a fraction of a second: one value, passed in.
 FAST = DrainTimings(
     give_up_after=0.3,
-    retry=Backoff(0.05, 0.1),
+    engine_call=Backoff(0.05, 0.1),
     kill_wait=0.5,
     record_delay=0.1,
     record_wait=0.3,
     owner_bound=2.0,
     takeover_settle=0.05,
-    follow_poll=Backoff(0.05, 0.05),
+    follow=Backoff(0.05, 0.05),
     follow_catch_up=0.05,
     follow_look_every=0.05,
     call_margin=1.0,

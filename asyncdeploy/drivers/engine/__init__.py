@@ -26,12 +26,19 @@ module             concern
 ``_ops``           the values a drain works on, and the ``ContainerOps`` it calls
 ``_container_ops`` :class:`EngineContainerOps`: those calls over a session
 ``_drain``         a container-engine drain: one deadline, one machine per workload
-``_drain_core``    one workload's drain as a state machine (claim, drain, follow, take over,
-                   clean up): observations in, commands out, pure
+``_drain_core``    one workload's drain as a state machine: observations in, commands out;
+                   its claim and its transitions, pure
+``_drain_context`` what the machine's states share: books, containers, commands, pure
+``_drain_pipelines`` the owner's state: one pipeline per container (hook, signal, exit), pure
+``_drain_follow``  the follower's state: follow another delete, or take over, pure
+``_drain_cleanup`` the last state: kill, remove, the pause last, pure
 ``_drain_steps``   the core's words: timings, commands, answers, pure
 ``_drain_loop``    the one loop that carries the core's commands over ``ContainerOps``
 ``_drain_waits``   the drain's calls that are more than one: retries, hooks, exit waits
-``_claim``         the claim record (a labelled volume): who drains, since when, pure
+``_claim``         the claim record (Docker: a labelled volume; Podman: a file in the pause
+                   container): who drains, since when, pure
+``_coalesce``      one engine call for many concurrent callers (rounds)
+``_looks``         the driver's looks (lists, volumes, images), shared by concurrent calls
 ``_exits``         container exits from one engine event stream per deployer
 ``_coalesce``      one engine call for many concurrent callers asking the same question
 =================  ======================================================================

@@ -20,23 +20,23 @@ import attrs
 from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
-from asyncdeploy.drivers.engine._coalesce import Rounds
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
-from asyncdeploy.drivers.engine._drain import drain_workloads
+from asyncdeploy.drivers.engine._drain import DrainTimings, drain_workloads
 from asyncdeploy.drivers.engine._history import events_query, parse_events
+from asyncdeploy.drivers.engine._looks import EngineLooks
 from asyncdeploy.drivers.engine._markers import EngineMarkers
 from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
 from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._ready import wait_until_ready
-from asyncdeploy.drivers.engine._session import EngineSession
+from asyncdeploy.drivers.engine._session import EngineSession, answer_timeout
 from asyncdeploy.drivers.engine._state import (
+    matching,
     ping_info,
     plan_order,
     planned_state,
     snapshot,
     volumes_status,
-    workload_labels,
     workload_status,
 )
 from asyncdeploy.drivers.engine._unfinished import dead_claim, left_volumes
@@ -98,8 +98,7 @@ class EngineAPIDriver:
         self.session = session
         self.ops = EngineContainerOps(session)  # the drain's engine calls
         self.markers = EngineMarkers(session)
-        # concurrent looks for one workload each (deletes, creates) share one list call
-        self.lookups = Rounds(self._list_named)
+        self.looks = EngineLooks(session)  # shared by concurrent calls
 
     @property
     def url(self) -> str:
@@ -165,25 +164,6 @@ class EngineAPIDriver:
 
     # --- reading state -----------------------------------------------------------------------
 
-    async def _by_workload(
-        self, labels: Mapping[str, str] | None = None
-    ) -> dict[str, builtins.list[dict[str, Any]]]:
-        grouped: dict[str, builtins.list[dict[str, Any]]] = {}
-        for item in await self.session.containers(labels or {}):
-            grouped.setdefault(item["Labels"][LABEL_WORKLOAD], []).append(item)
-        return grouped
-
-    async def _list_named(self, names: frozenset[str]) -> dict[str, builtins.list[dict[str, Any]]]:
-        if len(names) == 1:
-            return await self._by_workload({LABEL_WORKLOAD: next(iter(names))})
-        return await self._by_workload()  # several at once: every workload, one call
-
-    async def _named(self, name: str) -> dict[str, builtins.list[dict[str, Any]]]:
-        """The workload's list entries by its name (none: not there), from a list call shared
-        with every concurrent look for a workload."""
-        grouped = await self.lookups.ask(name)
-        return {name: grouped[name]} if name in grouped else {}
-
     async def get(self, name: str) -> WorkloadStatus:
         items = await self._items(name)
         return await self._marked(name, items, await self._restarts(items))
@@ -211,10 +191,10 @@ class EngineAPIDriver:
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         chosen = as_selector(selector)
-        everything = await self._by_workload()
-        matching = _matching(everything, chosen)
-        restarts = await self._restarts([i for items in matching.values() for i in items])
-        found = [await self._marked(name, items, restarts) for name, items in matching.items()]
+        everything = await self.looks.everything()
+        chosen_ones = matching(everything, chosen)
+        restarts = await self._restarts([i for items in chosen_ones.values() for i in items])
+        found = [await self._marked(name, items, restarts) for name, items in chosen_ones.items()]
         for plan, (why, labels) in (await self._left_volumes(everything, None)).items():
             if chosen is None or chosen.matches({**labels, LABEL_WORKLOAD: plan}):
                 found.append(volumes_status(self.name, plan, why, labels))
@@ -226,8 +206,8 @@ class EngineAPIDriver:
         """The plans (or ``plan``) whose named volumes no container uses (``left_volumes``)."""
         label = LABEL_VOLUME_PLAN if plan is None else f"{LABEL_VOLUME_PLAN}={plan}"
         with self.session.errors("list volumes"):
-            volumes = await self.session.volumes(label)
-            markers = await self.session.volumes(LABEL_LOCK) if volumes else []
+            volumes = await self.looks.volumes(label)
+            markers = await self.looks.volumes(LABEL_LOCK) if volumes else []
         items = [item for group in grouped.values() for item in group]
         return left_volumes(volumes, items, markers)
 
@@ -236,7 +216,7 @@ class EngineAPIDriver:
 
     async def _items(self, name: str) -> builtins.list[dict[str, Any]]:
         """The workload's list entries; ``WorkloadNotFound`` when it has none."""
-        items = await self.session.containers({LABEL_WORKLOAD: name})
+        items = (await self.looks.named(name)).get(name)
         if not items:
             raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name)
         return items
@@ -372,7 +352,9 @@ class EngineAPIDriver:
         names = tuple(dict.fromkeys(names))
         if not names:
             return _found({})
-        grouped = await (self._named(names[0]) if len(names) == 1 else self._by_workload())
+        grouped = await (
+            self.looks.named(names[0]) if len(names) == 1 else self.looks.by_workload()
+        )
         missing = [n for n in names if n not in grouped]
         for name in list(missing):  # only its volumes left (a killed create): drained away
             if await self._only_volumes_left(name, grouped if len(names) > 1 else None):
@@ -396,11 +378,11 @@ class EngineAPIDriver:
         except WorkloadNotFound:
             return False
         if everything is None:
-            everything = await self._by_workload({LABEL_INSTANCE_OF: plan})
+            everything = await self.looks.by_workload({LABEL_INSTANCE_OF: plan})
         return plan in await self._left_volumes(everything, plan)
 
-    async def find_matching(self, selector: Selector | None) -> EngineFound:
-        return _found(_matching(await self._by_workload(), selector))
+    async def findmatching(self, selector: Selector | None) -> EngineFound:
+        return _found(matching(await self.looks.by_workload(), selector))
 
     async def drain(
         self,
@@ -419,6 +401,7 @@ class EngineAPIDriver:
             emit=emit,
             engine=self.name,
             keep_volumes=keep_volumes,
+            timings=DrainTimings(call_margin=answer_timeout()),
         )
 
     # --- create ------------------------------------------------------------------------------
@@ -433,7 +416,7 @@ class EngineAPIDriver:
         """Create the workload; unchanged → no call that writes; changed → drain, then create
         (a failed drain raises ``DrainError`` and creates nothing; a cancellation lets a begun
         drain finish: :func:`~asyncdeploy.drivers._replaced.drain_replaced`)."""
-        grouped = await self._named(plan.name)
+        grouped = await self.looks.named(plan.name)
         existing = grouped.get(plan.name)
         replaced = None
         if existing:
@@ -461,7 +444,9 @@ class EngineAPIDriver:
                 # unstarted by a killed create, half deleted, every run container exited):
                 # repaired below like a changed plan, its remains drained first.
         # Pull what is needed, then create: a failed pull leaves the old workload serving.
-        await ImagePuller(self.session).pull_for(plan, emit or ignore_events)
+        await ImagePuller(self.session, self.looks.image_present).pull_for(
+            plan, emit or ignore_events
+        )
         if existing:
             try:
                 found = await self.find([plan.name])  # afresh: the pull may have taken long
@@ -482,7 +467,7 @@ class EngineAPIDriver:
         )
 
     async def pull(self, plan: WorkloadPlan, *, emit: Emit) -> None:
-        await ImagePuller(self.session).pull_for(plan, emit)
+        await ImagePuller(self.session, self.looks.image_present).pull_for(plan, emit)
 
     # --- markers (a replace's lock: _markers.py) ---------------------------------------------
 
@@ -491,15 +476,3 @@ class EngineAPIDriver:
 
     async def drop_marker(self, key: str, record: str) -> None:
         await self.markers.drop_marker(key, record)
-
-
-def _matching(
-    grouped: Mapping[str, builtins.list[dict[str, Any]]], selector: Selector | None
-) -> dict[str, builtins.list[dict[str, Any]]]:
-    """The workloads ``selector`` matches, by name. Matched here, not by the engine's label
-    filter: Podman reads "team=" as "any value"."""
-    return {
-        name: items
-        for name, items in sorted(grouped.items())
-        if selector is None or selector.matches(workload_labels(items))
-    }

@@ -61,7 +61,11 @@ class EngineContainerOps:
     def __init__(self, session: EngineSession) -> None:
         self.session = session
         # one event stream for every drain of this deployer
-        self.hub = ExitHub(session.url, api_version=session.client.api_version)
+        self.hub = ExitHub(
+            session.url,
+            api_version=session.client.api_version,
+            labelled=session.labelled_events,
+        )
         # every follower's look at the claim records meanwhile: one volume list
         self.claims = Rounds(self._list_claims)
 
@@ -202,16 +206,11 @@ class EngineContainerOps:
         return found
 
     async def drop_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
+        """Once its pause container is gone, the record has nothing left to tell (a takeover's
+        record of the same pause included): removed without a look first."""
         if not self.session.claims_in_volumes:
             return  # the file went with its pause container
-        name = claim_volume(pause.id)
-        try:
-            with self.session.errors(f"inspect {name}"):
-                volume = await self.session.show_volume(name)
-        except WorkloadNotFound:
-            return
-        if (volume.get("Labels") or {}).get(LABEL_CLAIM_RECORD) == record.to_json():
-            await self._drop_volume(name)  # a takeover's record stays its own
+        await self._drop_volume(claim_volume(pause.id))
 
     async def signalled_since_pause(
         self, pause: ContainerRef, refs: Sequence[ContainerRef]

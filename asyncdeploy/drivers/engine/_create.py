@@ -30,7 +30,7 @@ from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._devices import accelerators
 from asyncdeploy.drivers.engine._ops import ContainerRef
-from asyncdeploy.drivers.engine._session import EngineSession
+from asyncdeploy.drivers.engine._session import EngineSession, NoAnswer
 from asyncdeploy.errors import (
     ENGINE_FAILURES,
     AsyncDeployError,
@@ -107,10 +107,13 @@ class CreateAttempt:
         except Exception as exc:
             left = await self._roll_back_shielded()
             if left:  # the more important news: the engine still holds what failed
-                raise CreateError(
+                message = (
                     f"{exc}; and the roll-back could not remove {', '.join(left)} "
                     f"(delete workload {plan.name!r} once the engine answers)"
-                ) from exc
+                )
+                if isinstance(exc, EngineUnavailable):  # still an engine gone (exit 3)
+                    raise EngineUnavailable(message, engine=self.session.engine) from exc
+                raise CreateError(message) from exc
             raise
         except BaseException:  # cancelled: the cancellation goes on; what is left is logged
             left = await self._roll_back_shielded()
@@ -301,11 +304,13 @@ class CreateAttempt:
 
 async def _retried(call: Callable[[], Awaitable[T]]) -> T:
     """``call()``, tried again with backoff while the engine is unreachable (bounded by the
-    caller's timeout)."""
+    caller's timeout); not when it took the call and gave no answer (it would wait as long)."""
     pauses = ENGINE_CALL.pauses()
     while True:
         try:
             return await call()
+        except NoAnswer:
+            raise
         except EngineUnavailable:
             await anyio.sleep(next(pauses))
 

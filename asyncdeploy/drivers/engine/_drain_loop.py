@@ -39,7 +39,7 @@ from asyncdeploy.drivers.engine._drain_steps import (
     Do,
     DrainTimings,
     DropClaim,
-    EngineCall,
+    EngineOp,
     FollowLook,
     Key,
     Kill,
@@ -50,19 +50,19 @@ from asyncdeploy.drivers.engine._drain_steps import (
     Remove,
     RemoveSidecar,
     RemoveVolumes,
-    Report,
     RunHook,
     Sent,
     Signal,
     SignalledBefore,
     Stop,
+    Tell,
     Wake,
     WriteClaim,
 )
 from asyncdeploy.drivers.engine._exits import ExitWatch
 from asyncdeploy.drivers.engine._ops import ContainerOps
 from asyncdeploy.errors import ENGINE_FAILURES
-from asyncdeploy.events import Emit as EmitEvent
+from asyncdeploy.events import Emit
 
 __all__ = ["DrainLoop"]
 
@@ -74,7 +74,7 @@ class DrainLoop:
     """Runs machines to their end; ``emit`` gets their events."""
 
     def __init__(
-        self, ops: ContainerOps, exits: ExitWatch, timings: DrainTimings, emit: EmitEvent
+        self, ops: ContainerOps, exits: ExitWatch, timings: DrainTimings, emit: Emit
     ) -> None:
         self.ops, self.exits, self.timings, self.emit = ops, exits, timings, emit
         self.calls = waits.Calls(ops, exits, timings)
@@ -120,7 +120,7 @@ class DrainLoop:
 
     def _carry(self, tasks: TaskGroup, index: int, commands: list[Command]) -> None:
         for command in commands:
-            if isinstance(command, Report):
+            if isinstance(command, Tell):
                 self.emit(command.event)
             elif isinstance(command, Cancel):
                 self._current.pop((index, command.key), None)
@@ -151,7 +151,7 @@ class DrainLoop:
                     answer = exc
             self._send.send_nowait((index, command.key, serial, answer))
 
-    async def _operate(self, m: WorkloadDrain, op: EngineCall) -> object:
+    async def _operate(self, m: WorkloadDrain, op: EngineOp) -> object:
         ops, calls = self.ops, self.calls
 
         def call(fn: Callable[[], Awaitable[T]], *, once: bool = False) -> Awaitable[T]:

@@ -9,17 +9,21 @@ raised, as a value: the core (:mod:`._drain_core`) never awaits and never calls 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeAlias
 
 import attrs
 
-from asyncdeploy._backoff import ENGINE_CALL, FOLLOW_POLL, RESTART_POLL, Backoff
+from asyncdeploy._backoff import ENGINE_CALL, FOLLOW, RESTART_POLL, Backoff
+from asyncdeploy.drivers._books import TrackedContainer
 from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner
 from asyncdeploy.drivers.engine._ops import ContainerRef
 from asyncdeploy.errors import EngineFailure
 from asyncdeploy.events import Event
 
 __all__ = [
+    "SIGKILLED",
+    "Answer",
     "AwaitExit",
     "AwaitKilled",
     "Cancel",
@@ -29,7 +33,7 @@ __all__ = [
     "Do",
     "DrainTimings",
     "DropClaim",
-    "EngineCall",
+    "EngineOp",
     "FollowLook",
     "Hooked",
     "Key",
@@ -41,14 +45,17 @@ __all__ = [
     "Remove",
     "RemoveSidecar",
     "RemoveVolumes",
-    "Report",
     "RunHook",
     "Sent",
     "Signal",
     "SignalledBefore",
     "Stop",
+    "Tell",
+    "Then",
+    "TrackedRef",
     "Wake",
     "WriteClaim",
+    "code_of",
 ]
 
 
@@ -61,7 +68,7 @@ class DrainTimings:
     # past the deadline: how long one engine call may go unanswered (Podman, eight deleters of
     # forty workloads at once on two loaded cores, took over 10 s to answer some removals)
     call_margin: float = 30.0
-    retry: Backoff = ENGINE_CALL  # between tries of a call lost with the connection
+    engine_call: Backoff = ENGINE_CALL  # between tries of a call lost with the connection
     kill_wait: float = 10.0  # how long a SIGKILLed container may take to be reported gone
     cleanup_timeout: float = 60.0  # bound on the kill-and-remove part
     # A drain still running this long after its start writes its claim record (once): the
@@ -72,12 +79,12 @@ class DrainTimings:
     # cleanup bounds, with room to spare (an owner on another host is trusted until then).
     owner_bound: float = 80.0
     takeover_settle: float = 0.3  # between writing a takeover's record and reading it back
-    follow_poll: Backoff = FOLLOW_POLL  # a follower's checks of the owner
+    follow: Backoff = FOLLOW  # a follower's steps (and its checks of a live owner: the longest)
     # A follower learns exits and removals from the exit stream; it looks at the containers
     # itself once, this long in (what happened before its stream opened), and then rarely.
     follow_catch_up: float = 2.0
     follow_look_every: float = 30.0
-    restart_poll: Backoff = RESTART_POLL  # a container restarting under its policy
+    restart: Backoff = RESTART_POLL  # a container restarting under its policy, looked at
 
 
 Key: TypeAlias = tuple[str, str]  # (step, container name or ""): one outstanding command each
@@ -231,7 +238,7 @@ class FollowLook:
     until: float
 
 
-EngineCall: TypeAlias = (
+EngineOp: TypeAlias = (
     RemoveSidecar
     | Claim
     | LookPause
@@ -287,7 +294,7 @@ class Do:
     """Carry out ``operation``; answer under ``key``."""
 
     key: Key
-    operation: EngineCall
+    operation: EngineOp
 
 
 @attrs.frozen
@@ -306,9 +313,26 @@ class Cancel:
 
 
 @attrs.frozen
-class Report:
+class Tell:
+    """Hand ``event`` to the caller (never waiting for it)."""
+
     event: Event
 
 
-Command: TypeAlias = Do | Wake | Cancel | Report
+Command: TypeAlias = Do | Wake | Cancel | Tell
 Answer: TypeAlias = object  # an operation's result, an EngineError, or None for a Wake
+Then: TypeAlias = Callable[[Answer], None]  # what the core does with an answer
+
+SIGKILLED = 137  # the exit code of a container the kill ended
+
+
+@attrs.define(kw_only=True)
+class TrackedRef(TrackedContainer):
+    """What a drain knows of one init, run or sidecar container, and the container."""
+
+    ref: ContainerRef
+
+
+def code_of(answer: Answer) -> int | None:
+    """An operation's answer as an exit code (None: the engine gave none)."""
+    return answer if isinstance(answer, int) and not isinstance(answer, bool) else None

@@ -19,12 +19,7 @@ from asyncdeploy.drivers.engine._drain_steps import (
 )
 from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch, first_exit
 from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook, ContainerOps, ContainerRef
-from asyncdeploy.errors import (
-    ENGINE_FAILURES,
-    EngineFailure,
-    EngineUnavailable,
-    WorkloadNotFound,
-)
+from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
 
 __all__ = ["Calls"]
 
@@ -55,7 +50,7 @@ class Calls:
         tried again only when it surely never reached the engine; a lost answer is raised.
         Each try is bounded (:meth:`~._drain_core.WorkloadDrain.call_bound`): an engine that
         takes the call and never answers is an engine that is unreachable."""
-        pauses = self.timings.retry.pauses()
+        pauses = self.timings.engine_call.pauses()
         while True:
             started = anyio.current_time()
             bound = self.timings.give_up_after if m.lost else m.call_bound(started)
@@ -134,9 +129,7 @@ class Calls:
         except EngineUnavailable:
             delivered = True  # the answer was lost, not the signal: never sent twice
         while not delivered and await self._restarting(m, ref):
-            await anyio.sleep(
-                self.timings.restart_poll.first
-            )  # Docker refuses a kill while it restarts
+            await anyio.sleep(self.timings.restart.first)  # Docker refuses a kill while it restarts
             delivered = await self.call(m, lambda: self.ops.signal(ref, ref.stop_signal))
         return Sent(delivered, since, before_stream)
 
@@ -162,7 +155,7 @@ class Calls:
             if not self.exits.lost and not self.exits.reported(ref.id, since):
                 look = await self.call(m, lambda: self.ops.look(ref))
                 if look is None:
-                    raise WorkloadNotFound(f"{ref.name} is gone", engine="")
+                    raise WorkloadNotFound(f"{ref.name} is gone", engine="", status=404)
                 if not look.running:
                     return look.exit_code
         try:
@@ -192,11 +185,11 @@ class Calls:
                 return code
 
     async def _stopped(self, m: Caller, ref: ContainerRef) -> int | None:
-        pauses = self.timings.restart_poll.pauses()
+        pauses = self.timings.restart.pauses()
         while True:
             look = await self.call(m, lambda: self.ops.look(ref))
             if look is None:
-                raise WorkloadNotFound(f"{ref.name} is gone", engine="")
+                raise WorkloadNotFound(f"{ref.name} is gone", engine="", status=404)
             if not look.running:
                 return look.exit_code
             await anyio.sleep(next(pauses))

@@ -249,8 +249,9 @@ class ExitHub:
     client, so it never takes a connection from the driver's pool. Pass the ``api_version`` the
     driver already knows: asking for it again (``auto``) costs 0.3 s on Podman."""
 
-    def __init__(self, url: str, api_version: str = "auto") -> None:
+    def __init__(self, url: str, api_version: str = "auto", *, labelled: bool = False) -> None:
         self.url, self.api_version = url, api_version
+        self.labelled = labelled  # the engine filters by label (Docker): only ours are sent
         self._epoch: _Epoch | None = None
         self.openings = 0  # how many streams were opened (the benchmark counts them)
 
@@ -304,8 +305,11 @@ class ExitHub:
         self.openings += 1
         epoch.session = EngineSession.open(self.url, engine="", client_api_version=self.api_version)
         # Podman 4.3's compatible stream delivers nothing under an ``event`` or ``label``
-        # filter: take every container event and keep asyncdeploy's here.
-        params = {"filters": json.dumps({"type": ["container"]})}
+        # filter: there every container event comes, and asyncdeploy's are kept here.
+        filters = {"type": ["container"]}
+        if self.labelled:
+            filters["label"] = [LABEL_WORKLOAD]
+        params = {"filters": json.dumps(filters)}
         with anyio.fail_after(OPEN_TIMEOUT):
             # aiodocker's ``_query`` leaves the response to its caller: closed with the epoch.
             async with epoch.session.query(

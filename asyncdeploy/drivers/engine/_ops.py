@@ -13,7 +13,13 @@ from asyncdeploy.drivers.engine._exits import ExitWatch
 from asyncdeploy.errors import EngineUnavailable
 from asyncdeploy.labels import ContainerRole
 
-__all__ = ["CallNotSent", "ContainerLook", "ContainerOps", "ContainerRef", "WorkloadSnapshot"]
+__all__ = [
+    "CallNotSent",
+    "ContainerLook",
+    "ContainerOps",
+    "ContainerRef",
+    "WorkloadSnapshot",
+]
 
 
 class CallNotSent(EngineUnavailable):

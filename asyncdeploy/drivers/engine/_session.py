@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any, ClassVar
@@ -37,7 +38,7 @@ from asyncdeploy.errors import (
 from asyncdeploy.labels import LABEL_WORKLOAD
 from asyncdeploy.results import ExecResult
 
-__all__ = ["EngineSession", "PodmanSession"]
+__all__ = ["EngineSession", "NoAnswer", "PodmanSession", "answer_timeout"]
 
 # A connection cut while a response streams in is a lost connection, like a refused one.
 _CONNECTION_LOST = (
@@ -49,8 +50,11 @@ _CONNECTION_LOST = (
 LIBPOD_API = "v4.0.0/libpod"  # the libpod API on the same socket; any v4 prefix is served
 # A call the engine took and does not answer within this is an engine that is not answering
 # (EngineUnavailable): a daemon that deadlocked must not hang a deployer. The calls that wait
-# by design (wait, stop, exec, logs, events, pulls) are not bounded by it.
+# by design (wait, stop, exec, logs, events, pulls) are not bounded by it; a drain's own are,
+# by its deadline plus this margin. ``ASYNCDEPLOY_ENGINE_TIMEOUT`` (seconds) sets it, as
+# ``COMPOSE_HTTP_TIMEOUT`` does for docker compose.
 ANSWER_TIMEOUT = 30.0
+TIMEOUT_VARIABLE = "ASYNCDEPLOY_ENGINE_TIMEOUT"
 # The connections of one deployer's short calls (list, inspect, signal, pause, remove ...): a
 # burst of drains queues on this side, not as unbounded work on the engine. 40 drains' calls
 # take the same engine CPU at 16, 32 and 100 connections, and 10 % more wall time at 32 than
@@ -59,6 +63,11 @@ ANSWER_TIMEOUT = 30.0
 POOL_SIZE = 32
 _ENDLESS = aiohttp.ClientTimeout(total=None, sock_read=None)
 _PODMAN_CONFLICTS = ("state improper", "already in use", "dependent containers")
+
+
+class NoAnswer(EngineUnavailable):
+    """The engine took the call and gave no answer within the bound (a deadlocked daemon):
+    asking again would only wait as long again."""
 
 
 @attrs.define(kw_only=True)
@@ -74,6 +83,7 @@ class EngineSession:
     kill_triggers_restart: ClassVar[bool] = False  # Docker: a kill is a stop for restart policies
     polls_killed: ClassVar[bool] = False  # Docker's wait returns as a killed container dies
     claims_in_volumes: ClassVar[bool] = True  # a drain's claim record: a volume (see _claim)
+    labelled_events: ClassVar[bool] = True  # its event stream takes a label filter
 
     @classmethod
     def open(cls, url: str, *, engine: str, client_api_version: str = "auto") -> EngineSession:
@@ -131,6 +141,12 @@ class EngineSession:
             if self.conflict(exc):
                 raise WorkloadConflict(message, engine=self.engine, status=exc.status) from exc
             raise EngineAPIError(message, engine=self.engine, status=exc.status) from exc
+        except aiohttp.ServerTimeoutError as exc:  # a deadlocked daemon: no answer, no error
+            raise NoAnswer(
+                f"{what}: the engine took the call and gave no answer within "
+                f"{answer_timeout():g} s ({self.url}; ASYNCDEPLOY_ENGINE_TIMEOUT sets how long)",
+                engine=self.engine,
+            ) from exc
         except _CONNECTION_LOST as exc:
             raise EngineUnavailable(f"{what}: {exc} at {self.url}", engine=self.engine) from exc
         except aiohttp.ClientError as exc:
@@ -204,14 +220,15 @@ class EngineSession:
         await self._handle(ident).start()
 
     async def kill(self, ident: str, signal: str) -> None:
-        await self._handle(ident).kill(signal=signal)
+        # aiodocker lets a kill wait for ever; a signal is answered at once, or not at all
+        await self._handle(ident).kill(signal=signal, timeout=_bounded())
 
     async def wait(self, ident: str) -> int | None:
         code = (await self._waiting(ident).wait()).get("StatusCode")
         return None if code is None else int(code)
 
     async def stop(self, ident: str, t: int) -> None:
-        await self._waiting(ident).stop(t=t)
+        await self._waiting(ident).stop(t=t, timeout=_bounded(t))
 
     async def delete(self, ident: str) -> None:
         await self._handle(ident).delete(force=True, v=True)
@@ -294,6 +311,7 @@ class PodmanSession(EngineSession):
     kill_triggers_restart: ClassVar[bool] = True  # only a stop call keeps the policy from acting
     polls_killed: ClassVar[bool] = True  # every wait blocks on a cut-off hook's exec session
     claims_in_volumes: ClassVar[bool] = False  # concurrent volume creates stall its database
+    labelled_events: ClassVar[bool] = False  # 4.3's compatible stream: nothing under a label filter
 
     def missing(self, exc: aiodocker.DockerError) -> bool:
         """A container removed while the call ran: 500 "no such container" (another delete)."""
@@ -342,11 +360,27 @@ class PodmanSession(EngineSession):
         return None if code is None else int(code)
 
 
+def answer_timeout() -> float:
+    """How long an engine may take to answer one call (``ASYNCDEPLOY_ENGINE_TIMEOUT``, else
+    ``ANSWER_TIMEOUT``); a value that is not a positive number is ignored."""
+    try:
+        value = float(os.environ.get(TIMEOUT_VARIABLE, ""))
+    except ValueError:
+        return ANSWER_TIMEOUT
+    return value if 0 < value < float("inf") else ANSWER_TIMEOUT
+
+
+def _bounded(more: float = 0) -> aiohttp.ClientTimeout:
+    """The answer bound (plus ``more`` seconds the call may wait by design), to the answer's
+    headers and between its reads."""
+    bound = answer_timeout()
+    return aiohttp.ClientTimeout(sock_connect=bound, sock_read=bound + more)
+
+
 def _client(url: str, api_version: str, *, limit: int) -> aiodocker.Docker:
-    """An aiodocker client whose short calls are bounded by ``ANSWER_TIMEOUT`` (to the answer's
-    headers and between its reads) and whose connections are at most ``limit`` (0: no limit)."""
-    bounded = aiohttp.ClientTimeout(sock_connect=ANSWER_TIMEOUT, sock_read=ANSWER_TIMEOUT)
-    client = aiodocker.Docker(url=url, api_version=api_version, timeout=bounded)
+    """An aiodocker client whose short calls are bounded by :func:`answer_timeout` and whose
+    connections are at most ``limit`` (0: no limit)."""
+    client = aiodocker.Docker(url=url, api_version=api_version, timeout=_bounded())
     # aiodocker builds the connector from the address; its pool size is set before any call
     client.connector._limit = limit
     return client

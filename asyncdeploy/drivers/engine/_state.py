@@ -26,8 +26,10 @@ from asyncdeploy.labels import (
     shown_labels,
 )
 from asyncdeploy.results import ContainerStatus, EngineInfo, PublishedPort, WorkloadStatus
+from asyncdeploy.selectors import Selector
 
 __all__ = [
+    "matching",
     "ping_info",
     "plan_order",
     "planned_state",
@@ -231,3 +233,15 @@ def ping_info(driver: str, headers: Mapping[str, str]) -> EngineInfo | None:
     return EngineInfo(
         driver=driver, version=version, api_version=api, engine="podman" if libpod else "docker"
     )
+
+
+def matching(
+    grouped: Mapping[str, list[dict[str, Any]]], selector: Selector | None
+) -> dict[str, list[dict[str, Any]]]:
+    """The workloads ``selector`` matches, by name. Matched here, not by the engine's label
+    filter: Podman reads "team=" as "any value"."""
+    return {
+        name: items
+        for name, items in sorted(grouped.items())
+        if selector is None or selector.matches(workload_labels(items))
+    }
