@@ -53,9 +53,6 @@ VIRTUAL_TIME = (
     "unit/test_verify_service.py",
     "unit/test_verify_traffic.py",
     "unit/test_first_use.py",
-    "workload/test_metrics.py",
-    "workload/test_middleware.py",
-    "workload/test_runner.py",
 )
 
 
