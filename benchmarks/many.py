@@ -305,18 +305,25 @@ async def run_engine(engine: str, args: argparse.Namespace) -> dict[str, Any]:
 
     for r in range(args.runs):
         log(f"{engine}: round {r + 1}/{args.runs}")
+        # this checkout and the other take turns at going first (what runs right after the
+        # CLI rows meets the engine's own clean-up of them: Podman's cleanup processes)
+        turn = sources if r % 2 == 0 else sources[::-1]
         if wanted("cli-stop"):
             await bench.cli_stop()
-        for source in sources:
+            await anyio.sleep(args.settle)
+        for source in turn:
             for op in ("terminate", "delete-all"):
                 if wanted(op):
                     await bench.ad(op, source)
+                    await anyio.sleep(args.settle)
         if wanted("cli-run"):
             await bench.cli_run()
-        for source in sources:
+            await anyio.sleep(args.settle)
+        for source in turn:
             if wanted("create"):
                 await bench.ad_create(source)
-        for source in sources:
+                await anyio.sleep(args.settle)
+        for source in turn:
             if wanted("cli-delete"):
                 await bench.cli_delete(5, source)
                 await bench.cli_delete(0, source)
@@ -345,6 +352,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--source", default=None, help="run this checkout's code (default: the installed one)"
     )
     parser.add_argument("--out", default="bench-results")
+    parser.add_argument(
+        "--settle", type=float, default=5.0, help="seconds of quiet between rows (engine clean-up)"
+    )
     parser.add_argument(
         "--rows",
         default="",

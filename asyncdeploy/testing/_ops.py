@@ -93,6 +93,7 @@ class FakeOps:
 
     name: ClassVar[str] = ENGINE
     kill_triggers_restart: ClassVar[bool] = False
+    claim_is_record: bool = False  # True: Docker's claim (the record's volume), else a pause
 
     def __init__(self) -> None:
         self.boxes: dict[str, Box] = {}
@@ -330,12 +331,22 @@ class FakeOps:
             raise queued.pop(0)
         self.volumes_removed.append(workload)
 
-    async def claim(self, pause: ContainerRef) -> bool:
+    async def claim(self, pause: ContainerRef, record: ClaimRecord) -> str:
         box = await self._enter("claim", pause)
+        if self.claim_is_record:  # Docker's way: the record's volume, created once
+            if box.claim is not None:
+                return "held"
+            box.claim = record
+            return "claimed"
         if box.state != "running":
-            return False
+            return "refused"
         box.state = "paused"
-        return True
+        return "claimed"
+
+    async def mark_draining(self, pause: ContainerRef) -> None:
+        box = await self._enter("mark_draining", pause)
+        if box.state == "running":
+            box.state = "paused"
 
     async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
         box = await self._enter("write_claim", pause, record.token)

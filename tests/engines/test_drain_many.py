@@ -132,15 +132,20 @@ async def test_eight_deleters_in_separate_processes_drain_each_workload_once(
                 for process, output in zip(processes, outputs, strict=True):
                     tg.start_soon(finish, process, output)
     signalled: Counter[str] = Counter()
+
+    def seen_by_all(workload: str) -> list[list[tuple[str, float]]]:
+        return [
+            [(ln["event"], ln["elapsed"]) for ln in lines if ln.get("workload") == workload]
+            for _, _, lines in results
+        ]
+
     for code, stderr, lines in results:
         assert code == 0, (code, stderr)
         for line in lines:
             assert line["event"] != "ContainerForceKilled", line
             if line["event"] == "SignalSent":  # its elapsed: from its drain's start
                 signalled[line["workload"]] += 1
-                assert line["elapsed"] <= SIGNAL_WITHIN, [
-                    other for other in lines if other.get("workload") == line["workload"]
-                ]
+                assert line["elapsed"] <= SIGNAL_WITHIN, seen_by_all(line["workload"])
             if line["event"] == "DrainFinished":
                 for container in line["containers"]:
                     outcome = (container["outcome"], container["exit_code"])

@@ -72,16 +72,20 @@ async def through_frozen_proxy(
 
             tg.start_soon(later)
         pending = ""
-        with anyio.fail_after(120):  # the code before this change waited for ever
-            async for chunk in TextReceiveStream(cli.stdout):
-                *complete, pending = (pending + chunk).split("\n")
-                for line in complete:
-                    if line.startswith("{"):
-                        lines.append(json.loads(line))
-                        if freeze_when is not None and freeze_when(lines[-1]):
-                            freeze()
-            error = b"".join([c async for c in cli.stderr]).decode()
-            code = await cli.wait()
+        try:
+            with anyio.fail_after(120):  # the code before this change waited for ever
+                async for chunk in TextReceiveStream(cli.stdout):
+                    *complete, pending = (pending + chunk).split("\n")
+                    for line in complete:
+                        if line.startswith("{"):
+                            lines.append(json.loads(line))
+                            if freeze_when is not None and freeze_when(lines[-1]):
+                                freeze()
+                error = b"".join([c async for c in cli.stderr]).decode()
+                code = await cli.wait()
+        finally:
+            if cli.returncode is None:
+                cli.kill()  # a CLI that hangs fails the test, and is not left behind
         tg.cancel_scope.cancel()
     assert frozen, (code, error, lines)
     return code, error, lines, time.monotonic() - frozen[0]

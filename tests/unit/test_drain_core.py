@@ -4,11 +4,13 @@ says to do next (operations, timers, cancellations, events)."""
 
 from __future__ import annotations
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from asyncdeploy.drivers.engine._claim import Owner
+from asyncdeploy.drivers.engine._drain import drain_workloads
 from asyncdeploy.drivers.engine._drain_core import WorkloadDrain, gives_up
 from asyncdeploy.drivers.engine._drain_steps import (
     AwaitExit,
@@ -21,6 +23,7 @@ from asyncdeploy.drivers.engine._drain_steps import (
     FollowLook,
     Kill,
     KillPause,
+    MarkDraining,
     Remove,
     RemoveVolumes,
     Sent,
@@ -32,6 +35,7 @@ from asyncdeploy.drivers.engine._drain_steps import (
 from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef, WorkloadSnapshot
 from asyncdeploy.errors import EngineUnavailable
 from asyncdeploy.events import ContainerExited, DrainFinished, SignalSent
+from tests.unit.fake_engine import FakeOps
 
 AFTER = 5.0
 DEADLINE = 100.0
@@ -41,12 +45,20 @@ APP = ContainerRef(id="a", name="app", role="run", running=True)
 WEB = ContainerRef(id="w", name="web", role="run", running=True)
 
 
-def machine(*refs: ContainerRef, grace: int = 5, volumes: bool | None = False) -> WorkloadDrain:
+def machine(
+    *refs: ContainerRef, grace: int = 5, volumes: bool | None = False, docker: bool = False
+) -> WorkloadDrain:
     snapshot = WorkloadSnapshot(
         name="w", grace_period_seconds=grace, containers=(PAUSE, *refs), volumes=volumes
     )
     return WorkloadDrain(
-        snapshot, grace=grace, started=0.0, wall_started=1000.0, timings=DrainTimings(), me=ME
+        snapshot,
+        grace=grace,
+        started=0.0,
+        wall_started=1000.0,
+        timings=DrainTimings(),
+        me=ME,
+        claim_is_record=docker,
     )
 
 
@@ -62,8 +74,9 @@ def test_the_claim_is_the_only_call_before_the_signals_and_the_record_comes_afte
     """Signal first, book-keep after: once the pause is granted, every container's signal goes
     out in the same step; the claim record is a timer for later, not a call in between."""
     m = machine(APP, WEB)
-    assert ops(m.start()) == [Claim(PAUSE)]
-    step = m.observe(("claim", ""), True, now=0.01)
+    [claim] = ops(m.start())
+    assert isinstance(claim, Claim) and claim.pause == PAUSE
+    step = m.observe(("claim", ""), "claimed", now=0.01)
     assert ops(step) == [Signal(APP), Signal(WEB)]
     wakes = {c.key: c.at for c in step if isinstance(c, Wake)}
     assert wakes == {("deadline", ""): 5.0, ("record", ""): DrainTimings().record_delay}
@@ -73,10 +86,27 @@ def test_the_claim_is_the_only_call_before_the_signals_and_the_record_comes_afte
     assert write.record.started == 1000.0 and write.record.grace == 5
 
 
+def test_on_docker_the_claim_is_the_record_and_the_pause_comes_after_the_signals() -> None:
+    """The claim is the record's volume (one call, no runtime fork: a pause forks runc); the
+    pause, which shows the drain in every listing, is book-keeping after the signals; a claim
+    another delete holds is followed."""
+    m = machine(APP, docker=True)
+    [claim] = ops(m.start())
+    assert isinstance(claim, Claim) and claim.record.owner == ME
+    step = m.observe(("claim", ""), "claimed", now=0.01)
+    assert ops(step) == [Signal(APP)]
+    assert ops(m.observe(("record", ""), None, now=1.0)) == [MarkDraining(PAUSE)]
+
+    follower = machine(APP, docker=True)
+    follower.start()
+    [look] = ops(follower.observe(("claim", ""), "held", now=0.01))
+    assert isinstance(look, FollowLook) and follower.state == "following"
+
+
 def test_a_signal_sent_is_reported_then_waited_for() -> None:
     m = machine(APP)
     m.start()
-    m.observe(("claim", ""), True, now=0.0)
+    m.observe(("claim", ""), "claimed", now=0.0)
     step = m.observe(("signal", "app"), Sent(True, since=3, before_stream=False), now=0.1)
     assert [type(e) for e in events(step)] == [SignalSent]
     assert ops(step) == [AwaitExit(APP, since=3, before_stream=False)]
@@ -92,7 +122,7 @@ def test_a_container_that_exits_by_itself_before_its_kill_lands_is_exited() -> N
     own (issue 25 item 3); only a death the kill caused (137) is ``killed``."""
     m = machine(APP, WEB)
     m.start()
-    m.observe(("claim", ""), True, now=0.0)
+    m.observe(("claim", ""), "claimed", now=0.0)
     step = m.observe(("deadline", ""), None, now=5.0)
     assert ops(step) == [Kill(APP), Kill(WEB)]
     for name in ("app", "web"):
@@ -107,7 +137,7 @@ def test_a_container_that_exits_by_itself_before_its_kill_lands_is_exited() -> N
 def test_the_pause_goes_last_and_a_plan_without_volumes_is_not_scanned() -> None:
     m = machine(APP, volumes=False)
     m.start()
-    m.observe(("claim", ""), True, now=0.0)
+    m.observe(("claim", ""), "claimed", now=0.0)
     m.observe(("signal", "app"), Sent(True, 0, False), now=0.1)
     step = m.observe(("exit", "app"), 0, now=0.5)
     # nothing runs any more: the pause's kill (its network teardown) overlaps the removals
@@ -137,7 +167,7 @@ def test_a_follower_killed_kills_what_runs() -> None:
 def test_an_engine_that_stays_away_is_given_up_and_said_once() -> None:
     m = machine(APP)
     m.start()
-    m.observe(("claim", ""), True, now=0.0)
+    m.observe(("claim", ""), "claimed", now=0.0)
     m.unreachable(1.0)
     m.unreachable(2.0)
     assert m.unreachable_since == 1.0  # the first loss
@@ -184,3 +214,14 @@ def test_giving_up_never_comes_sooner_than_after_seconds_lost(
     if gives_up(now, deadline=DEADLINE, unreachable_since=since, cleaning=cleaning, after=AFTER):
         assert lost_for >= AFTER
         assert cleaning or now >= DEADLINE + AFTER
+
+
+@pytest.mark.anyio
+async def test_a_drain_of_nothing_ends_at_once() -> None:
+    """No workload to drain (a find that matched none): the loop does not wait for an answer
+    that never comes."""
+    with anyio.fail_after(5):
+        assert (
+            await drain_workloads(FakeOps(), [], grace_period_seconds=None, emit=lambda _: None)
+            == []
+        )

@@ -444,6 +444,33 @@ async def test_a_second_delete_follows_the_first_and_never_signals() -> None:
     assert all(b.state == "gone" for b in ops.boxes.values())
 
 
+async def test_with_claims_as_records_a_second_delete_follows_and_the_pause_comes_after() -> None:
+    """Docker's claim: the record's volume. Two deletes at once: one claims and signals, the
+    other finds the claim held and follows; the owner pauses the pause container only after
+    its signals (book-keeping), and both succeed."""
+    ops = pod(FakeOps())
+    ops.claim_is_record = True
+    ops.add("a", drain=0.3)
+    snapshot = ops.snapshot(grace=5)
+    runs: list[tuple[DrainSummary, list[DrainEvent]]] = []
+
+    async def delete() -> None:
+        events: list[DrainEvent] = []
+        [summary] = await drain_workloads(
+            ops, [snapshot], grace_period_seconds=None, emit=events.append
+        )
+        runs.append((summary, events))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(delete)
+        tg.start_soon(delete)
+    assert ops.calls("signal", "a") == [("signal", "a", "SIGTERM")]
+    assert sorted(len(names(e, SignalSent)) for _, e in runs) == [0, 1]
+    assert [s.errors for s, _ in runs] == [(), ()]
+    assert ops.log.index(("signal", "a", "SIGTERM")) < ops.log.index(("mark_draining", "pause", ""))
+    assert all(b.state == "gone" for b in ops.boxes.values())
+
+
 async def test_a_stale_claim_is_taken_over_with_hooks_and_signals() -> None:
     """The pause is paused and holds no claim record (a user's ``docker pause``, or a deleter
     that died between its pause and its record): the follower takes over once no record has

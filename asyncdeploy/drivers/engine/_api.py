@@ -20,6 +20,7 @@ import attrs
 from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
+from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import DrainTimings, drain_workloads
@@ -169,21 +170,26 @@ class EngineAPIDriver:
         return await self._marked(name, items, await self._restarts(items))
 
     async def _marked(
-        self, name: str, items: Sequence[Mapping[str, Any]], restarts: Mapping[str, int]
+        self,
+        name: str,
+        items: Sequence[Mapping[str, Any]],
+        restarts: Mapping[str, int],
+        claims: Mapping[str, ClaimRecord] | None = None,
     ) -> WorkloadStatus:
-        """Its status, marked half-drained when its pause is paused by a drain whose owner is
-        dead (the claim record in the pause container says who; ``_unfinished.py``)."""
+        """Its status, marked half-drained when a drain claimed it and its owner is dead (the
+        claim record says who; ``_unfinished.py``): its pause paused, or on Docker, whose claim
+        is the record's volume, the record there (a deleter killed before its pause).
+        ``claims``: every record, read once for a whole list."""
         status = workload_status(self.name, name, items, restarts)
-        paused = [
-            i
-            for i in items
-            if i["Labels"].get(LABEL_ROLE) == "pause" and i.get("State") == "paused"
-        ]
-        if status.unfinished or not paused:
+        pauses = [i for i in items if i["Labels"].get(LABEL_ROLE) == "pause"]
+        if status.unfinished or not pauses:
             return status
-        ref = ContainerRef(id=str(paused[0]["Id"]), name="pause", role="pause", running=True)
+        paused = pauses[0].get("State") == "paused"
+        if not paused and not self.ops.claim_is_record:
+            return status
+        ref = ContainerRef(id=str(pauses[0]["Id"]), name="pause", role="pause", running=True)
         try:
-            record = await self.ops.read_claim(ref)
+            record = claims.get(ref.id) if claims is not None else await self.ops.read_claim(ref)
         except ENGINE_FAILURES:
             return status  # a look only: the list stands without the mark
         reason = dead_claim(record)
@@ -194,7 +200,10 @@ class EngineAPIDriver:
         everything = await self.looks.everything()
         chosen_ones = matching(everything, chosen)
         restarts = await self._restarts([i for items in chosen_ones.values() for i in items])
-        found = [await self._marked(name, items, restarts) for name, items in chosen_ones.items()]
+        claims = await self.ops.claim_records() if chosen_ones else None
+        found = [
+            await self._marked(name, items, restarts, claims) for name, items in chosen_ones.items()
+        ]
         for plan, (why, labels) in (await self._left_volumes(everything, None)).items():
             if chosen is None or chosen.matches({**labels, LABEL_WORKLOAD: plan}):
                 found.append(volumes_status(self.name, plan, why, labels))
@@ -381,7 +390,7 @@ class EngineAPIDriver:
             everything = await self.looks.by_workload({LABEL_INSTANCE_OF: plan})
         return plan in await self._left_volumes(everything, plan)
 
-    async def findmatching(self, selector: Selector | None) -> EngineFound:
+    async def find_matching(self, selector: Selector | None) -> EngineFound:
         return _found(matching(await self.looks.by_workload(), selector))
 
     async def drain(

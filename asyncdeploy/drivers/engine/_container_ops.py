@@ -33,6 +33,7 @@ from asyncdeploy.drivers.engine._netcheck import http_get, workload_address
 from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook, ContainerRef
 from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.errors import (
+    ENGINE_FAILURES,
     EngineAPIError,
     EngineUnavailable,
     WorkloadConflict,
@@ -137,7 +138,28 @@ class EngineContainerOps:
                     return
                 await anyio.sleep(REMOVAL_POLL_SECONDS)
 
-    async def claim(self, pause: ContainerRef) -> bool:
+    @property
+    def claim_is_record(self) -> bool:
+        return self.session.claims_in_volumes
+
+    async def claim(self, pause: ContainerRef, record: ClaimRecord) -> str:
+        if self.session.claims_in_volumes:
+            # Docker creates a volume once under a lock per name, and answers a second create
+            # of the name with the first one's volume: whose labels it holds says who claimed.
+            name = claim_volume(pause.id)
+            try:
+                made = await self._create_volume(name, claim_labels(pause.id, record))
+            except WorkloadConflict:
+                return "held"
+            held = (made.get("Labels") or {}).get(LABEL_CLAIM_RECORD)
+            return "claimed" if held == record.to_json() else "held"
+        return "claimed" if await self._pause(pause) else "refused"
+
+    async def mark_draining(self, pause: ContainerRef) -> None:
+        await self._pause(pause)
+
+    async def _pause(self, pause: ContainerRef) -> bool:
+        """Pause it; False when refused (paused already, or not running)."""
         for attempt in range(FREEZE_TRIES):
             try:
                 with self.session.errors(f"pause {pause.name}"):
@@ -193,6 +215,16 @@ class EngineContainerOps:
             return None  # no record (or no pause: the look says which)
         except tarfile.TarError:
             return None  # an empty answer: Podman, while the pause container is being removed
+
+    async def claim_records(self) -> dict[str, ClaimRecord] | None:
+        """Every claim record, by pause container id, where they are volumes (one list); None
+        elsewhere, or when the list failed (each is then read on its own)."""
+        if not self.session.claims_in_volumes:
+            return None
+        try:
+            return await self.claims.ask("")
+        except ENGINE_FAILURES:
+            return None
 
     async def _list_claims(self, _: frozenset[str]) -> dict[str, ClaimRecord]:
         with self.session.errors("list the drain claims"):

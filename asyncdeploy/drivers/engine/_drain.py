@@ -80,6 +80,7 @@ async def drain_workloads(
             timings=timings,
             me=me,
             kill_triggers_restart=ops.kill_triggers_restart,
+            claim_is_record=ops.claim_is_record,
             keep_volumes=keep_volumes,
         )
         for s in snapshots

@@ -83,6 +83,7 @@ class DrainContext:
         self.pause_killed = False
         self.record: ClaimRecord | None = None  # this drain's, once it holds one
         self.record_written = False
+        self.mark_draining = False  # the claim was the record: pause after the signals
         self.summary: DrainSummary | None = None
         self._then: dict[Key, Then] = {}
 

@@ -33,7 +33,7 @@ give-up rule (:func:`gives_up`) makes the containers whose end was not seen ``un
 
 from __future__ import annotations
 
-from asyncdeploy.drivers.engine._claim import Owner, new_record
+from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner, new_record
 from asyncdeploy.drivers.engine._drain_cleanup import Cleanup
 from asyncdeploy.drivers.engine._drain_context import DrainContext
 from asyncdeploy.drivers.engine._drain_follow import Following
@@ -88,7 +88,9 @@ class WorkloadDrain(DrainContext):
         me: Owner,
         kill_triggers_restart: bool = False,
         keep_volumes: bool = False,
+        claim_is_record: bool = False,
     ) -> None:
+        self.claim_is_record = claim_is_record  # the claim writes the record (Docker)
         super().__init__(
             snapshot,
             grace=grace,
@@ -197,28 +199,36 @@ class WorkloadDrain(DrainContext):
         elif not pause.running:  # killed in another delete's cleanup: its record tells
             self.do(("claim", ""), ReadClaim(pause), self._claim_read)
         else:
-            self.do(("claim", ""), Claim(pause), self._claimed)
+            started = self.books.started + self.wall_offset  # the owner's deadline, in its record
+            record = new_record(self.me, started=started, grace=self.books.grace)
+            self.do(("claim", ""), Claim(pause, record), self._claimed(record))
 
     def _claim_read(self, answer: object) -> None:
         held = isinstance(answer, ClaimSeen) and answer.record is not None
         self._opened("", owner=not held)
 
-    def _claimed(self, answer: object) -> None:
-        pause = self.pause
-        assert pause is not None
-        if answer is True:
-            started = self.books.started + self.wall_offset  # the owner's deadline, in its record
-            self.record = new_record(self.me, started=started, grace=self.books.grace)
-            self._opened("", owner=True)
-        elif answer is False:  # refused: paused by another delete, or not running
-            self.do(("claim", ""), LookPause(pause), self._pause_looked)
-        elif isinstance(answer, WorkloadNotFound):
-            self._opened("", owner=True)  # gone: nothing to claim
-        elif isinstance(answer, EngineUnavailable):
-            self.failed(f"claim the drain of {self.name}", answer)
-            self._opened("", owner=True)
-        else:  # an engine that cannot pause (no cgroup freezer): the record alone decides
-            self.do(("claim", ""), ReadClaim(pause), self._claim_by_record)
+    def _claimed(self, record: ClaimRecord) -> Then:
+        def then(answer: object) -> None:
+            pause = self.pause
+            assert pause is not None
+            if answer == "claimed":
+                self.record = record
+                # Docker: the claim is the record; the pause comes after the signals
+                self.record_written = self.mark_draining = self.claim_is_record
+                self._opened("", owner=True)
+            elif answer == "held":  # another delete holds the claim: follow it
+                self._opened("", owner=False)
+            elif answer == "refused":  # paused by another delete, or not running: a look says
+                self.do(("claim", ""), LookPause(pause), self._pause_looked)
+            elif isinstance(answer, WorkloadNotFound):
+                self._opened("", owner=True)  # gone: nothing to claim
+            elif isinstance(answer, EngineUnavailable):
+                self.failed(f"claim the drain of {self.name}", answer)
+                self._opened("", owner=True)
+            else:  # an engine that cannot pause (no cgroup freezer): the record alone decides
+                self.do(("claim", ""), ReadClaim(pause), self._claim_by_record)
+
+        return then
 
     def _pause_looked(self, answer: object) -> None:
         if isinstance(answer, EngineUnavailable):

@@ -45,6 +45,7 @@ from asyncdeploy.drivers.engine._drain_steps import (
     Kill,
     KillPause,
     LookPause,
+    MarkDraining,
     OwnerAlive,
     ReadClaim,
     Remove,
@@ -106,6 +107,8 @@ class DrainLoop:
             self._send.send_nowait((-1, ("kill", ""), 0, None))
 
     async def _until_finished(self, tasks: TaskGroup) -> None:
+        if all(m.finished for m in self._machines):
+            return  # nothing to wait for (no workload, or one that ended at its start)
         async for index, key, serial, answer in self._receive:
             if index < 0:
                 for i, machine in enumerate(self._machines):
@@ -163,7 +166,9 @@ class DrainLoop:
             await call(lambda: ops.remove(op.ref))
             return None
         if isinstance(op, Claim):
-            return await call(lambda: ops.claim(op.pause))
+            return await call(lambda: ops.claim(op.pause, op.record))
+        if isinstance(op, MarkDraining):
+            return await call(lambda: ops.mark_draining(op.pause))
         if isinstance(op, LookPause):
             return await call(lambda: ops.look(op.pause))
         if isinstance(op, ReadClaim):

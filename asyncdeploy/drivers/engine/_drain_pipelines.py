@@ -18,6 +18,7 @@ from asyncdeploy.drivers.engine._drain_steps import (
     AwaitExit,
     EngineOp,
     Hooked,
+    MarkDraining,
     RunHook,
     Sent,
     Signal,
@@ -55,9 +56,11 @@ class OwnerDrain:
             self._clean_up()
             return
         self.m.wake(("deadline", ""), self.m.books.deadline, lambda _: self._clean_up())
+        at = self.m.books.started + self.m.timings.record_delay
         if self.m.record is not None and not self.m.record_written:
-            at = self.m.books.started + self.m.timings.record_delay
             self.m.wake(("record", ""), at, lambda _: self._write_record())
+        elif self.m.mark_draining:  # (Docker: the claim was the record; listings see a pause)
+            self.m.wake(("record", ""), at, lambda _: self._mark_draining())
         self._start_wave(("init", "run"))
 
     def _start_wave(self, roles: tuple[str, ...]) -> None:
@@ -164,6 +167,11 @@ class OwnerDrain:
         assert self.m.record is not None
         self.m.record = attrs.evolve(self.m.record, signalled=tuple(sorted(self.m.signalled)))
         self.m.do(("record", ""), WriteClaim(pause, self.m.record), self._recorded)
+
+    def _mark_draining(self) -> None:
+        pause = self.m.pause
+        if pause is not None and not self.m.finished:
+            self.m.do(("record", ""), MarkDraining(pause), lambda _: None)
 
     def _recorded(self, answer: object) -> None:
         self.m.record_written = not isinstance(answer, ENGINE_FAILURES)

@@ -40,6 +40,7 @@ __all__ = [
     "Kill",
     "KillPause",
     "LookPause",
+    "MarkDraining",
     "OwnerAlive",
     "ReadClaim",
     "Remove",
@@ -102,7 +103,18 @@ class RemoveSidecar:
 
 @attrs.frozen
 class Claim:
-    """Pause the pause container → True when this drain now holds the claim."""
+    """Claim the drain, atomically on the engine → ``"claimed"`` (this drain holds it),
+    ``"held"`` (another delete does) or ``"refused"`` (could not tell: a look decides). Where
+    the claim is the record (Docker: a volume created with it), ``record`` is written at once."""
+
+    pause: ContainerRef
+    record: ClaimRecord
+
+
+@attrs.frozen
+class MarkDraining:
+    """Book-keeping after the signals, where the claim was the record (Docker): pause the
+    pause container, so that every listing shows the workload draining → None."""
 
     pause: ContainerRef
 
@@ -242,6 +254,7 @@ EngineOp: TypeAlias = (
     RemoveSidecar
     | Claim
     | LookPause
+    | MarkDraining
     | ReadClaim
     | OwnerAlive
     | WriteClaim

@@ -115,10 +115,22 @@ class ContainerOps(Protocol):
         more (an instance of the same plan may still run: its volume stays)."""
         ...
 
-    async def claim(self, pause: ContainerRef) -> bool:
-        """Mark the workload as draining, atomically on the engine: pause its pause container
-        (the engines cannot relabel a container; a paused one shows in every listing). False
-        when that was refused: already paused (another delete drains it), or not running."""
+    @property
+    def claim_is_record(self) -> bool:
+        """True where the claim is made by writing the record (Docker: a volume named after the
+        pause container); the pause then comes after the signals (:meth:`mark_draining`)."""
+        ...
+
+    async def claim(self, pause: ContainerRef, record: ClaimRecord) -> str:
+        """Claim the drain, atomically on the engine: ``"claimed"``, ``"held"`` (another delete
+        holds it) or ``"refused"`` (could not tell: paused already, or not running). Docker: the
+        record's volume, created (one cheap call: a pause forks the runtime). Podman: a pause
+        (forty concurrent volume creates held its database 17 s); a second one is refused."""
+        ...
+
+    async def mark_draining(self, pause: ContainerRef) -> None:
+        """Pause the pause container (where the claim was the record), so that every listing
+        shows the workload draining; one paused already is fine."""
         ...
 
     async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
