@@ -15,6 +15,7 @@ from typing import TypeVar, cast
 import anyio
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy._groups import lone_error
 from asyncdeploy._kill import KillSwitch
 from asyncdeploy._log import log_event
 from asyncdeploy.drivers.base import Driver, Found
@@ -24,7 +25,6 @@ from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Ev
 __all__ = [
     "drain_stream",
     "event_stream",
-    "lone_error",
     "workload_exists",
 ]
 
@@ -139,14 +139,3 @@ async def drain_stream(
     failed = [s for s in summaries if s.errors]
     if failed:
         raise DrainError(failed)
-
-
-def lone_error(group: BaseExceptionGroup) -> BaseException:
-    """The one real error of a task group (e.g. WorkloadNotFound before anything was touched),
-    or the group itself when there are several."""
-    errors = [e for e in group.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
-    if len(errors) == 1:
-        if isinstance(errors[0], BaseExceptionGroup):
-            return lone_error(errors[0])
-        return errors[0]
-    return group

@@ -33,13 +33,26 @@ NEEDS: dict[str, tuple[str, ...]] = {
 
 # Where only this process's own tasks take part (fakes in the loop, no thread, no other
 # process), time is virtual: when every task waits on a timer, asyncio's clock jumps to the next
-# one (looptime), so a 30 s grace costs nothing and timings are exact. Elsewhere, real time.
+# one (looptime), so a 30 s grace costs nothing and timings are exact. Elsewhere, real time: a
+# CLI run in a thread (its own loop), another process, and the server kit, which times its
+# window and deadlines by the wall clock (time.monotonic), as the servers it runs in do.
 VIRTUAL_TIME = (
     "unit/test_engine_drain.py",
     "unit/test_deployer_events.py",
     "unit/test_deadlines.py",
+    "unit/test_testing.py",
     "kubernetes/test_driver_fake.py",
     "kubernetes/test_drain_events_fake.py",
+    "kubernetes/test_accelerators_fake.py",
+    "kubernetes/test_fake_matches_recordings.py",
+    "kubernetes/test_selectors_fake.py",
+    "unit/test_coalesce.py",
+    "unit/test_create_roll_back.py",
+    "unit/test_log.py",
+    "unit/test_pull.py",
+    "unit/test_verify_service.py",
+    "unit/test_verify_traffic.py",
+    "unit/test_first_use.py",
 )
 
 

@@ -19,9 +19,11 @@ import pytest
 from pytest_timeout import dump_stacks
 
 # Seconds. A real drain is bounded by its grace (30 s by default) plus margins, a verify run by
-# its traffic; the engine-free tests by a minute on a loaded two-core machine.
+# its traffic. An engine-free test takes seconds, but a property test's examples are CPU: on
+# two cores shared with a loaded CI (load average 40) one took over a minute. A bound is there
+# to turn a hang into a failure with its stacks, not to time a test.
 BOUNDS = {"cluster": 600.0, "engine": 600.0, "slow": 600.0}
-DEFAULT_BOUND = 60.0
+DEFAULT_BOUND = 300.0
 
 
 def bound_of(item: pytest.Item) -> float:

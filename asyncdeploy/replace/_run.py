@@ -190,14 +190,15 @@ class _Deadline:
 
     @contextmanager
     def held(self) -> Iterator[None]:
-        try:
-            with anyio.fail_at(self.at):
-                yield
-        except TimeoutError:
+        """Its steps, cancelled at the deadline (and cleaned as on any cancellation); only
+        that cancellation becomes ``OperationTimeout`` (a step's own timeout stays itself)."""
+        with anyio.CancelScope(deadline=self.at) as scope:
+            yield
+        if scope.cancelled_caught:
             raise OperationTimeout(
                 f"the {self.what} did not finish within {self.seconds:g} s, its lock's bound "
                 "(what it had started was removed again)"
-            ) from None
+            )
 
 
 @asynccontextmanager

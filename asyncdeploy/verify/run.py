@@ -261,7 +261,7 @@ async def run_verify(
     await _refuse_taken(deployer, [p.name for p, _ in declared])
     deadline = run_deadline(options, plan, len(declared))
     try:
-        with anyio.fail_after(deadline):
+        with anyio.move_on_after(deadline) as bounded:  # only its expiry is OperationTimeout
             async with verify.opened(plan, ready_path(plan, options.port), declared) as (
                 clients,
                 front,
@@ -270,11 +270,11 @@ async def run_verify(
                 scene = verify.scene(names, successor, front)
                 await verify.disrupt_under_traffic(clients, scene, disruption)
                 states = front.states()
-    except TimeoutError as exc:
-        raise OperationTimeout(
-            f"verify did not end within {deadline:g} s, the sum of its steps' bounds (every "
-            "workload it made was removed)"
-        ) from exc
+        if bounded.cancelled_caught:
+            raise OperationTimeout(
+                f"verify did not end within {deadline:g} s, the sum of its steps' bounds "
+                "(every workload it made was removed)"
+            )
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(60):
             await deployer.delete_all({VERIFY_LABEL: verify.run}, grace_period_seconds=0)

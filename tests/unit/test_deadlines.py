@@ -13,7 +13,7 @@ import pytest
 
 from asyncdeploy import Container, Deployer, OperationTimeout, Port, WorkloadPlan
 from asyncdeploy.drivers.base import Found
-from asyncdeploy.errors import WorkloadNotFound
+from asyncdeploy.errors import EngineTimeout, WorkloadNotFound
 from asyncdeploy.replace._run import LOCK_MARGIN
 from asyncdeploy.verify.run import VerifyOptions, run_deadline, run_verify
 
@@ -66,6 +66,29 @@ async def test_a_replace_whose_create_never_answers_ends_at_its_locks_bound() ->
     assert anyio.current_time() - started == pytest.approx(5 + 2 * grace + LOCK_MARGIN, abs=1)
     assert engine.calls == ["apply app-2"]  # cancelled, a create removes what it made
     assert engine.markers == {}  # the lock was given back
+
+
+@attrs.define
+class NeverReady(SilentEngine):
+    """Creates at once; the new instance never becomes ready (its own wait times out)."""
+
+    async def apply(self, plan: WorkloadPlan, **_: object) -> Any:
+        self.calls.append(f"apply {plan.name}")
+
+    async def wait_ready(self, name: str, *, timeout: float) -> Any:
+        await anyio.sleep(timeout)
+        raise EngineTimeout(f"{name} was not ready within {timeout:g} s", engine=self.name)
+
+
+async def test_a_steps_own_timeout_is_not_the_operations() -> None:
+    """A new instance that is not ready within ``ready_timeout`` is that step's EngineTimeout
+    (a TimeoutError too), raised at once, never mistaken for the replace's deadline."""
+    engine = NeverReady()
+    started = anyio.current_time()
+    with pytest.raises(EngineTimeout, match="not ready within 5 s"):
+        async with Deployer(engine).replacing(PLAN, ready_timeout=5, new_name="app-2"):  # type: ignore[arg-type]
+            pass
+    assert anyio.current_time() - started < 10
 
 
 async def test_a_verify_run_whose_create_never_answers_ends_at_its_deadline() -> None:

@@ -34,7 +34,7 @@ from asyncdeploy.drivers.engine._drain_steps import (
 from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef, WorkloadSnapshot
 from asyncdeploy.errors import EngineUnavailable
 from asyncdeploy.events import ContainerExited, DrainFinished, SignalSent
-from tests.unit.fake_engine import FakeOps
+from asyncdeploy.testing import FakeOps
 
 AFTER = 5.0
 DEADLINE = 100.0

@@ -1,4 +1,4 @@
-"""The engine drain without an engine: a fake ContainerOps (tests/unit/fake_engine.py) drives the
+"""The engine drain without an engine: a fake ContainerOps (asyncdeploy.testing.FakeOps) drives the
 ordering, the per-container pipelines, the deadline, grace 0, cancellation, the connection
 blinks, two deletes at once and every error path. The real engines' side: tests/engines."""
 
@@ -11,6 +11,7 @@ import anyio
 import attrs
 import pytest
 
+from asyncdeploy import Container, WorkloadPlan
 from asyncdeploy._backoff import Backoff
 from asyncdeploy.deployer import Deployer
 from asyncdeploy.drivers import _books
@@ -34,7 +35,7 @@ from asyncdeploy.events import (
 )
 from asyncdeploy.labels import LABEL_CLAIM, LABEL_CLAIM_RECORD
 from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
-from tests.unit.fake_engine import ENGINE, FakeOps, refused
+from asyncdeploy.testing import ENGINE, FakeDriver, FakeOps, refused
 
 pytestmark = pytest.mark.anyio
 
@@ -910,34 +911,22 @@ async def test_kill_now_while_following_kills_and_says_so() -> None:
     assert all(b.state == "gone" for b in ops.boxes.values())
 
 
-class FakeDriver:
-    """A driver around the fake engine, for the deployer's side of a drain."""
-
-    name = ENGINE
-
-    def __init__(self, ops: FakeOps) -> None:
-        self.ops = ops
-
-    async def find(self, names: list[str]) -> Found:
-        return Found(names=tuple(names))
-
-    async def drain(self, found: Found, *, grace_period_seconds: int | None, emit):  # type: ignore[no-untyped-def]
-        return await drain_workloads(
-            self.ops,
-            [self.ops.snapshot(grace=30)],
-            grace_period_seconds=grace_period_seconds,
-            emit=emit,
-        )
+async def app_on_a_fake_driver(**behaviour: object) -> tuple[FakeDriver, Deployer]:
+    """Workload ``w`` (declared grace 30 s) with one run container ``app``, through the deployer
+    on asyncdeploy.testing's driver (whose drain is this drain)."""
+    driver = FakeDriver()
+    plan = WorkloadPlan(name="w", containers=[Container(name="app", image="any/image")])
+    await Deployer(driver).create(plan)
+    driver.script("w", "app", **behaviour)
+    return driver, Deployer(driver)
 
 
 async def test_kill_now_reports_what_really_happened() -> None:
     """A second Ctrl-C while the engine refuses a removal: the deployer raises DrainError with
     the summary (it used to collect summaries only from drain()'s return: after the cancel the
     list was empty and the CLI said everything was removed)."""
-    ops = pod(FakeOps())
-    ops.add("app", ignores_term=True)
-    ops.fail("remove", "app", refused("remove", "app"))
-    deployer = Deployer(FakeDriver(ops))  # type: ignore[arg-type]
+    driver, deployer = await app_on_a_fake_driver(ignores_term=True)
+    driver.engine("w").fail("remove", "app", refused("remove", "app"))
     with pytest.raises(DrainError) as caught:  # noqa: PT012 - raised as the stream ends
         async with deployer.terminate("w") as drain:
             async for event in drain:
@@ -949,14 +938,12 @@ async def test_kill_now_reports_what_really_happened() -> None:
 
 
 async def test_kill_now_with_the_engine_gone_is_unreachable() -> None:
-    ops = pod(FakeOps())
-    ops.add("app", ignores_term=True)
-    deployer = Deployer(FakeDriver(ops))  # type: ignore[arg-type]
+    driver, deployer = await app_on_a_fake_driver(ignores_term=True)
     with pytest.raises(DrainUnreachable):  # noqa: PT012 - raised as the stream ends
         async with deployer.terminate("w") as drain:
             async for event in drain:
                 if isinstance(event, SignalSent):
-                    ops.down = True
+                    driver.engine("w").down = True
                     drain.kill()
 
 
@@ -964,9 +951,8 @@ async def test_kill_now_set_before_the_drain_began_kills() -> None:
     """The second Ctrl-C came during connect or find: the drain starts killed, at grace 0, and
     kills at once what ignores SIGTERM (it used to be cancelled before anything, and killed
     nothing). The workload declares 30 s: a drain that ignored the kill would wait them out."""
-    ops = pod(FakeOps())
-    ops.add("app", ignores_term=True)
-    deployer = Deployer(FakeDriver(ops))  # type: ignore[arg-type]
+    driver, deployer = await app_on_a_fake_driver(ignores_term=True)
+    ops = driver.engine("w")
     drain = deployer.terminate("w")
     drain.kill()
     started = anyio.current_time()

@@ -9,8 +9,6 @@ import collections
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "asyncdeploy"
-# the engine drain's state, being folded into its pure core (issue 27 item 2): until it lands
-PENDING = {"DrainState"}
 
 
 def defined_names(path: Path) -> set[str]:
@@ -31,4 +29,4 @@ def test_no_two_modules_define_the_same_name() -> None:
         for name in defined_names(path):
             homes[name].append(str(path.relative_to(PACKAGE)))
     twice = {name: where for name, where in homes.items() if len(where) > 1}
-    assert set(twice) <= PENDING, twice
+    assert twice == {}

@@ -34,27 +34,25 @@ async def test_hangs():
 """
 
 
+BOUND = """
+def test_bound(request):
+    assert request.node.get_closest_marker("timeout").args == (300.0,)
+"""
+
+
 def test_a_hanging_test_fails_at_its_bound_with_every_tasks_stack(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytester.makepyfile(test_hanging=HANGING)
+    """(One pytest run for both: a hanging test with a bound of its own, and a test without
+    one, which gets the default bound.)"""
+    pytester.makepyfile(test_hanging=HANGING, test_bound=BOUND)
     pytester.makeini(
         "[pytest]\naddopts = -p no:asyncio -p no:looptime_plugin -p no:cacheprovider\n"
     )
     os.environ["PYTHONPATH"] = f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
     result = pytester.runpytest_subprocess("-p", "tests.timeouts", timeout=60)
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=1, passed=1)
     out = result.stdout.str()
     assert "Timeout: the test ran past 1 s" in out
     assert "asyncio tasks" in out
     assert "waits_for_an_answer_that_never_comes" in out  # a task's own frame, not only select()
-
-
-def test_a_test_without_a_bound_of_its_own_gets_one(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        test_bound="def test_bound(request):\n"
-        "    assert request.node.get_closest_marker('timeout').args == (60.0,)\n"
-    )
-    pytester.makeini("[pytest]\naddopts = -p no:asyncio -p no:looptime_plugin\n")
-    os.environ["PYTHONPATH"] = f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
-    pytester.runpytest_subprocess("-p", "tests.timeouts", timeout=60).assert_outcomes(passed=1)

@@ -322,7 +322,10 @@ async def test_a_client_gone_mid_stream_is_counted_and_frees_the_engine(gate: Ga
 async def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(
     gate: Gate,
 ) -> None:
-    async with httpx.AsyncClient() as client:
+    # Readiness polled on a fresh connection each time: a pooled one idle past the gate's
+    # 0.3 s (a loaded machine's gap between two polls) is closed under the next request.
+    fresh = httpx.Limits(max_keepalive_connections=0)
+    async with httpx.AsyncClient(limits=fresh) as client:
         await until_ready(client, gate)
     started = time.monotonic()
     answer = await raw_exchange(gate, b"GET /short HTTP/1.1\r\nHost: g\r\n\r\n", until_closed=True)

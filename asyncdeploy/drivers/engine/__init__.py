@@ -40,12 +40,30 @@ module             concern
 ``_coalesce``      one engine call for many concurrent callers (rounds)
 ``_looks``         the driver's looks (lists, volumes, images), shared by concurrent calls
 ``_exits``         container exits from one engine event stream per deployer
+``_coalesce``      one engine call for many concurrent callers asking the same question
 =================  ======================================================================
 """
 
 from __future__ import annotations
 
-from asyncdeploy.drivers.engine._docker import DockerDriver
-from asyncdeploy.drivers.engine._podman import PodmanDriver
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from asyncdeploy.drivers.engine._docker import DockerDriver as DockerDriver
+    from asyncdeploy.drivers.engine._podman import PodmanDriver as PodmanDriver
 
 __all__ = ["DockerDriver", "PodmanDriver"]
+
+
+def __getattr__(name: str) -> Any:
+    """The drivers load aiodocker: only when one is asked for (the drain's pure parts and
+    :mod:`asyncdeploy.testing`'s fakes import this package without an engine client)."""
+    if name == "DockerDriver":
+        from asyncdeploy.drivers.engine._docker import DockerDriver
+
+        return DockerDriver
+    if name == "PodmanDriver":
+        from asyncdeploy.drivers.engine._podman import PodmanDriver
+
+        return PodmanDriver
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -30,13 +30,14 @@ under one start (:func:`drain_namespaces`). After a drain, a plan's Service goes
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
 import attrs
 
 from asyncdeploy._backoff import POD_DELETE
+from asyncdeploy._groups import lone_error
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
@@ -249,22 +250,8 @@ async def drain_namespaces(
                 for index, part in enumerate(parts):
                     tg.start_soon(drain_part, index, part)
         except BaseExceptionGroup as group:
-            raise _lone(group) from None
+            raise lone_error(group) from None
     return [s for index in sorted(drained) for s in drained[index]]
-
-
-def _lone(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one exception the namespaces' drains raised, else the group."""
-    leaves = list(_leaves(group))
-    return leaves[0] if len(leaves) == 1 else group
-
-
-def _leaves(error: BaseException) -> Iterator[BaseException]:
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield error
 
 
 async def remove_unused_services(api: PodAPI, found: PodsFound) -> None:

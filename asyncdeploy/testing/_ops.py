@@ -1,4 +1,4 @@
-"""A fake ``ContainerOps``: containers that drain, hooks that hang, a pause that takes the others
+"""A fake ``ContainerOps`` (the engine calls a drain makes): containers that drain, hooks that hang, a pause that takes the others
 with it, and faults on demand, so the engine drain's ordering and error paths run without an
 engine. It follows what the real engines were seen to do (tests/engines): a stop signal starts a
 drain that ends in exit 0, SIGKILL is exit 137, killing the pause kills every container that
@@ -40,6 +40,8 @@ from asyncdeploy.errors import (
     WorkloadConflict,
     WorkloadNotFound,
 )
+
+__all__ = ["ENGINE", "Box", "FakeOps", "refused"]
 
 ENGINE = "fake"
 
@@ -381,4 +383,5 @@ class FakeOps:
 
 
 def refused(call: str, name: str) -> EngineError:
+    """The error an engine answers when it refuses ``call`` on container ``name`` (a 500)."""
     return EngineAPIError(f"{call} {name}: refused", engine=ENGINE, status=500)
