@@ -24,7 +24,7 @@ opened under trio it raises :class:`~asyncdeploy.errors.UnsupportedEventLoop`. T
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -152,6 +152,23 @@ class Deployer:
         return await resolving(
             self.driver, name, lambda n: self.driver.recent_events(n, limit=limit)
         )
+
+    async def image_labels(self, image: str) -> Mapping[str, str] | None:
+        """The labels of an image on the engine (None: absent, or not visible to this driver)."""
+        return await self.driver.image_labels(image)
+
+    async def build_image(
+        self,
+        context: bytes,
+        tag: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
+        """Build a tar build context (holding a ``Dockerfile``) as ``tag`` on Docker or Podman,
+        its ``RUN`` steps without network; ``on_line`` sees the build's output. The built-in
+        images come from :mod:`asyncdeploy.cli.images` (``asyncdeploy images build``)."""
+        await self.driver.build_image(context, tag, labels=labels or {}, on_line=on_line)
 
     async def image_ports(self, image: str) -> frozenset[int] | None:
         """The TCP ports a local image ``EXPOSE``s (None: absent, or not visible to this driver)."""

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # build-gate-image.sh - build, without any registry, and load into every running engine:
 #
-#   asyncdeploy-gate/gate:latest       the drain gate (python3 -m asyncdeploy.gate): FROM
+#   localhost/asyncdeploy/gate:latest       the drain gate (python3 -m asyncdeploy.gate): FROM
 #                                      asyncdeploy-test/python:latest (ci/build-test-image.sh)
 #                                      + the wheels of anyio, attrs and uvloop (downloaded on
 #                                      the host; uvloop: the gate's faster loop, benchmarks/gate.py)
@@ -21,7 +21,7 @@
 #   IMAGE_CACHE_DIR=/var/cache/asyncdeploy-test-images  PIP="python3 -m pip"
 set -euo pipefail
 
-GATE=asyncdeploy-gate/gate:latest
+GATE=localhost/asyncdeploy/gate:latest
 STOCK=asyncdeploy-test/stock-engine:latest
 BASE=asyncdeploy-test/python:latest
 LABEL=io.asyncdeploy.gate.source-hash

@@ -44,6 +44,11 @@ COMMANDS: dict[str, tuple[str, bool, str]] = {
         "Run COMMAND in a container and exit with its exit code: exec NAME [-c C] -- CMD [ARG...]",
     ),
     "get": ("views:get", True, "Describe one workload: its containers (in plan order), ..."),
+    "images": (
+        "images:images",
+        False,
+        "Build the gate and demo images on your engine from the installed package.",
+    ),
     "inspect": (
         "workloads:inspect",
         True,

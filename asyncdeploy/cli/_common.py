@@ -7,7 +7,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ParamSpec, TypeVar
 
@@ -73,6 +73,10 @@ def error_dict(error: BaseException, exit_code: int, message: str) -> dict[str, 
         data.update(container_exit_code=error.exit_code, logs=error.logs)
     if isinstance(error, PlanError):
         data["path"] = error.path
+        data["problems"] = [
+            {"file": p.source, "line": p.line, "path": p.path, "message": p.message}
+            for p in error.problems
+        ]
     if isinstance(error, EngineError):
         data["engine"] = error.engine
     return data
@@ -133,6 +137,32 @@ def run(function: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) 
         raise CommandFailed(str(exc), EXIT_USAGE, exc) from exc
     except AsyncDeployError as exc:
         raise CommandFailed(str(exc), EXIT_FAILED, exc) from exc
+
+
+PLAN_FILES_HELP = (
+    "A plan file (YAML or JSON; several plans in one file separated by ---), a folder of them, "
+    "or - for stdin."
+)
+
+
+def read_plan_files(files: Sequence[str]) -> list[WorkloadPlan]:
+    """The plans ``-f`` names, read before any engine is touched: every problem of every plan
+    at once, each at its file and line (exit 2)."""
+    from asyncdeploy.plan import read_plans
+
+    try:
+        return read_plans(files, stdin=sys.stdin.buffer)
+    except PlanError as exc:
+        raise CommandFailed(str(exc), EXIT_USAGE, exc) from exc
+
+
+def read_one_plan(files: Sequence[str], command: str) -> WorkloadPlan:
+    """The one plan a command on one workload takes (exit 2 when the files hold more)."""
+    plans = read_plan_files(files)
+    if len(plans) != 1:
+        names = ", ".join(plan.name for plan in plans)
+        raise click.UsageError(f"{command} takes one plan; the files hold {len(plans)}: {names}")
+    return plans[0]
 
 
 GRACE_SECONDS = click.IntRange(0, MAX_SECONDS)
@@ -196,6 +226,51 @@ class DurationParam(click.ParamType):  # type: ignore[type-arg]  # generic from 
 
 
 DURATION = DurationParam()
+
+
+class OutputFileParam(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """A file a command writes when its work is done (``--report``, ``--timeline``): checked
+    before the work, so a path that cannot be written is exit 2 at once, not a result lost."""
+
+    name = "file"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        problem = output_path_problem(str(value))
+        if problem is not None:
+            self.fail(f"cannot write {value!r}: {problem}", param, ctx)
+        return str(value)
+
+
+def output_path_problem(path: str) -> str | None:
+    """Why ``path`` cannot be written as a file (None: it can, as far as can be told)."""
+    target = os.path.abspath(path)
+    folder = os.path.dirname(target)
+    if os.path.isdir(target):
+        return "it is a folder"
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        return f"the folder {folder} {what}"
+    if os.path.exists(target):
+        if not os.access(target, os.W_OK):
+            return "it is not writable"
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None
+
+
+def write_output_file(path: str, text: str, what: str) -> bool:
+    """Write a result file; a failure (the disk filled up, the folder went away) is said on
+    stderr in one line, never a traceback: False, and the caller exits 1 after its output."""
+    try:
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(text)
+    except OSError as exc:
+        click.echo(f"Error: writing the {what} to {path!r} failed: {exc.strerror or exc}", err=True)
+        return False
+    return True
+
+
+OUTPUT_FILE = OutputFileParam()
 
 
 class FiniteRange(click.FloatRange):

@@ -16,6 +16,8 @@ import click
 from asyncdeploy import Deployer
 from asyncdeploy.cli._common import (
     DURATION,
+    OUTPUT_FILE,
+    PLAN_FILES_HELP,
     WORKLOAD_NAME,
     Settings,
     echo_out,
@@ -23,9 +25,11 @@ from asyncdeploy.cli._common import (
     grace_option,
     output_option,
     pass_settings,
+    read_plan_files,
     run,
     selector_option,
     status_dict,
+    write_output_file,
 )
 from asyncdeploy.cli._kube_options import all_namespaces_option
 from asyncdeploy.cli._signals import Interrupts
@@ -51,7 +55,7 @@ _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
 
 
 @click.command()
-@click.option("-f", "--file", "plan_file", required=True, type=click.Path(dir_okay=False))
+@click.option("-f", "--file", "plan_files", required=True, multiple=True, help=PLAN_FILES_HELP)
 @click.option(
     "--wait",
     is_flag=True,
@@ -75,17 +79,38 @@ _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
 @output_option
 @pass_settings
 def create(
-    settings: Settings, plan_file: str, wait: bool, timeout: float, keep_failed: bool, output: str
+    settings: Settings,
+    plan_files: tuple[str, ...],
+    wait: bool,
+    timeout: float,
+    keep_failed: bool,
+    output: str,
 ) -> None:
     """Create a workload from a YAML or JSON plan (a no-op when it is unchanged).
+
+    -f may be repeated, name a folder, or be - for stdin; a file may hold several plans
+    (---): each is created in turn. Every problem of every plan is reported before anything
+    is created (exit 2).
 
     Images are pulled first, as the plan's pull policies say: progress bars on a terminal,
     a line per pull otherwise, one JSON object per event with --output json.
     """
-    interrupts = Interrupts("cancel", f"create from {plan_file}")
+    plans = read_plan_files(plan_files)
+    for plan in plans:
+        _create_one(settings, plan, wait, timeout, keep_failed, output)
+
+
+def _create_one(
+    settings: Settings,
+    plan: WorkloadPlan,
+    wait: bool,
+    timeout: float,
+    keep_failed: bool,
+    output: str,
+) -> None:
+    interrupts = Interrupts("cancel", f"create of {plan.name!r}")
 
     async def impl() -> None:
-        plan = WorkloadPlan.from_file(plan_file)
         async with settings.for_plan(plan).open_deployer() as deployer:
             result = await _create_showing_events(deployer, plan, output, interrupts)
             if result is None:
@@ -185,6 +210,7 @@ async def _wait(
 @click.option(
     "--timeline",
     "timeline_file",
+    type=OUTPUT_FILE,
     default=None,
     help="Also write the drain as one self-contained HTML page (its steps on a time axis).",
 )
@@ -200,6 +226,7 @@ def delete(
     """Drain a workload gracefully, then remove it, showing every step."""
 
     interrupts = Interrupts("drain", f"delete of {name!r}")
+    written = [True]
 
     async def impl() -> None:
         async with settings.open_deployer() as deployer:
@@ -215,10 +242,14 @@ def delete(
                 if timeline_file is not None and seen:
                     from asyncdeploy.timeline import timeline_html
 
-                    await anyio.Path(timeline_file).write_text(timeline_html(seen))
+                    written[0] = await anyio.to_thread.run_sync(
+                        write_output_file, timeline_file, timeline_html(seen), "timeline"
+                    )
             interrupts.settled = True  # drained: a late signal must not claim a kill
 
     run(interrupts.guard, impl)
+    if not written[0]:
+        raise click.exceptions.Exit(1)  # drained and shown; only the page is missing
 
 
 @click.command("delete-all")

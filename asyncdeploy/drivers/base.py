@@ -87,6 +87,21 @@ class Driver(Protocol):
         an engine that keeps none gives an empty list)."""
         ...
 
+    async def image_labels(self, image: str) -> Mapping[str, str] | None:
+        """A local image's labels; None when the engine lacks it (or cannot see images)."""
+        ...
+
+    async def build_image(
+        self,
+        context: bytes,
+        tag: str,
+        *,
+        labels: Mapping[str, str],
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
+        """Build a tar build context as ``tag`` on the engine, its steps without network."""
+        ...
+
     async def image_ports(self, image: str) -> frozenset[int] | None:
         """The TCP ports a local image ``EXPOSE``s; None when it is not present or the engine
         cannot tell (Kubernetes: the node pulls, the API cannot see images)."""

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
+from asyncdeploy.builtin_images import GATE_IMAGE
 from asyncdeploy.errors import PlanError
 from asyncdeploy.masking import masked_repr
 from asyncdeploy.plan._fields import (
@@ -64,7 +65,7 @@ __all__ = [
     "ServicePort",
 ]
 
-DEFAULT_GATE_IMAGE = "asyncdeploy-gate/gate:latest"  # built by ci/build-gate-image.sh
+DEFAULT_GATE_IMAGE = GATE_IMAGE  # built on the engine by `asyncdeploy images build gate`
 
 RestartPolicy = Literal["no", "always", "on-failure", "unless-stopped"]
 PullPolicy = Literal["IfNotPresent", "Always", "Never"]

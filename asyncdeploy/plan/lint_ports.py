@@ -25,7 +25,7 @@ __all__ = ["DEMO_MODULE", "DEMO_PORT", "lint_ports", "lint_replace_in_place", "l
 
 DEMO_MODULE = "asyncdeploy.workload.demo"
 DEMO_PORT = 8080  # the demo server's default --port, and what the demo image's CMD passes
-DEMO_IMAGE_REPOSITORY = "asyncdeploy-demo/server"
+DEMO_IMAGE_REPOSITORY = "asyncdeploy/demo"
 
 Level = Literal["error", "warning"]
 Found = tuple[Level, str, str]  # (level, path, message): lint.Finding's fields
@@ -47,7 +47,7 @@ def _demo_port(words: Sequence[str]) -> int | None:
 
 
 def _is_demo_image(image: str) -> bool:
-    """``asyncdeploy-demo/server`` at any tag, digest or registry (``localhost/``, a mirror)."""
+    """``localhost/asyncdeploy/demo`` at any tag, digest or registry (a mirror's copy too)."""
     name = image.split("@", 1)[0]
     if name.rfind(":") > name.rfind("/"):
         name = name[: name.rfind(":")]

@@ -416,9 +416,9 @@ async def test_verify_pulls_what_it_needs_from_the_registry_named(
 ) -> None:
     """`verify --registry` on an engine without its images pulls them, and passes."""
     tag = f"verify-{RUN_ID}"
-    demo, pause = f"asyncdeploy-demo/server:{tag}", f"registry.k8s.io/pause:{tag}"
+    demo, pause = f"localhost/asyncdeploy/demo:{tag}", f"registry.k8s.io/pause:{tag}"
     pushed = {
-        demo: "asyncdeploy-demo/server:latest",
+        demo: "localhost/asyncdeploy/demo:latest",
         f"pause:{tag}": "asyncdeploy-test/pause:latest",
     }
     for target, source in pushed.items():

@@ -4,7 +4,7 @@ or truncated stream a client sees counted as a failure. The workloads are the de
 kit inside), and an unmodified server behind its drain gate (``asyncdeploy-test/stock-engine``,
 ``ci/build-gate-image.sh``: exits at once on SIGTERM, sent its own paths with ``requests``).
 
-The demo image is ``ASYNCDEPLOY_TEST_DEMO_IMAGE`` (default ``asyncdeploy-demo/server:latest``,
+The demo image is ``ASYNCDEPLOY_TEST_DEMO_IMAGE`` (default ``localhost/asyncdeploy/demo:latest``,
 what ci/build-demo-image.sh builds), so a branch can test its own build of the kit.
 """
 

@@ -19,6 +19,7 @@ import attrs
 
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
+from asyncdeploy.drivers.engine import _build
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import drain_workloads
@@ -327,6 +328,19 @@ class EngineAPIDriver:
             async with self.session.query("events", params=params) as response:
                 text = await response.text()
         return parse_events(text.splitlines(), limit=limit)
+
+    async def image_labels(self, image: str) -> Mapping[str, str] | None:
+        return await _build.image_labels(self.session, image)
+
+    async def build_image(
+        self,
+        context: bytes,
+        tag: str,
+        *,
+        labels: Mapping[str, str],
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
+        await _build.build_image(self.session, context, tag, labels=labels, on_line=on_line)
 
     async def image_ports(self, image: str) -> frozenset[int] | None:
         try:

@@ -55,6 +55,7 @@ from asyncdeploy.drivers.kubernetes._pod_states import WATCH_MARGIN
 from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
     CreateError,
+    EngineAPIError,
     EngineError,
     EngineTimeout,
     EngineUnavailable,
@@ -199,6 +200,25 @@ class KubernetesDriver:
             self.namespace, field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}"
         )
         return pod_status.pod_events(listing, limit=limit)
+
+    async def image_labels(self, image: str) -> Mapping[str, str] | None:
+        return None  # the node holds the images; the API server cannot see them
+
+    async def build_image(
+        self,
+        context: bytes,
+        tag: str,
+        *,
+        labels: Mapping[str, str],
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
+        raise EngineAPIError(
+            "a cluster does not build images: build them on Docker or Podman "
+            "(asyncdeploy --driver docker images build), then load them into the nodes or push "
+            "them to a registry the nodes reach",
+            engine=self.name,
+            status=0,
+        )
 
     async def image_ports(self, image: str) -> frozenset[int] | None:
         return None  # the node pulls; the API server cannot see images
