@@ -79,7 +79,7 @@ _CHECKS: dict[BuiltIn, str] = {
 # Runs inside the build (RUN, no network): unpacks the wheels and the package into the base
 # interpreter's purelib, whatever the distribution calls it, and checks the imports.
 _INSTALLER = r"""
-import compileall, os, shutil, sys, sysconfig, zipfile
+import compileall, os, shutil, subprocess, sys, sysconfig, zipfile
 want, check, run_dir = sys.argv[1], sys.argv[2], sys.argv[3]
 have = "%d.%d" % sys.version_info[:2]
 if have != want:
@@ -92,7 +92,7 @@ for name in sorted(os.listdir(os.path.join(here, "wheels"))):
     zipfile.ZipFile(os.path.join(here, "wheels", name)).extractall(site)
 shutil.copytree(os.path.join(here, "site"), site, dirs_exist_ok=True)
 compileall.compile_dir(os.path.join(site, "asyncdeploy"), quiet=1)
-exec(check)
+subprocess.run([sys.executable, "-c", check], check=True)  # as the image will run it
 if run_dir:
     os.makedirs(run_dir, mode=0o700, exist_ok=True)
     os.chmod(run_dir, 0o700)

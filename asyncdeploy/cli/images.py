@@ -31,9 +31,11 @@ def images() -> None:
 @click.argument("kinds", nargs=-1, type=click.Choice(BUILT_IN))
 @click.option(
     "--base",
+    envvar="ASYNCDEPLOY_IMAGE_BASE",
     default=None,
     help="The base image: Debian-like, glibc, python3 on its PATH "
-    "[default: docker.io/library/python:X.Y-slim-bookworm, X.Y this Python's].",
+    "[env ASYNCDEPLOY_IMAGE_BASE; default: docker.io/library/python:X.Y-slim-bookworm, X.Y "
+    "this Python's].",
 )
 @click.option(
     "--python-version",

@@ -134,6 +134,9 @@ def _structure(cls: type[T], data: Any, path: str, problems: list[PlanError]) ->
             value = tuple(
                 _structure(nested, item, f"{here}[{i}]", problems) for i, item in enumerate(value)
             )
+            if None not in value and (problem := _check_field(field, value, path)) is not None:
+                problems.append(problem)  # the list's own rule: one run container, no name twice
+                continue
         elif nested is not None and value is not None:
             value = _structure(nested, value, here, problems)
         elif (problem := _check_field(field, value, path)) is not None:

@@ -308,7 +308,9 @@ class Gate:
     image: str = attrs.field(
         default=DEFAULT_GATE_IMAGE,
         validator=non_empty_str,
-        metadata=about("The gate's image (built by `ci/build-gate-image.sh`)."),
+        metadata=about(
+            "The gate's image (built on the engine by `asyncdeploy images build gate`; never pulled)."
+        ),
     )
     propagation_seconds: int = attrs.field(
         default=10,

@@ -71,7 +71,7 @@ async def build_image(
                     if error:
                         raise _failed(session, tag, [*lines, str(error)])
                     text = str(message.get("stream") or "").rstrip("\n")
-                    for line in text.splitlines():
+                    for line in filter(str.strip, text.splitlines()):
                         lines.append(line)
                         if on_line is not None:
                             on_line(line)
