@@ -16,6 +16,7 @@ import attrs
 import click
 
 from asyncdeploy import Deployer, DriverName, open_deployer
+from asyncdeploy.cli._terminal import fold, terminal_width
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import (
     AsyncDeployError,
@@ -59,7 +60,16 @@ class CommandFailed(click.ClickException):
     def show(self, file: Any = None) -> None:
         if self.as_json and self.exit_code < 128 and not isinstance(self.cause, DrainError):
             emit_json({"error": error_dict(self.cause or self, self.exit_code, self.message)})
-        super().show(file)
+        stream = file or click.get_text_stream("stderr")
+        width = terminal_width(stream)
+        if width is None:
+            super().show(file)
+            return
+        # on a terminal each line folded at its words: never left for the terminal to wrap
+        text = "\n".join(
+            fold(line, width) for line in f"Error: {self.format_message()}".split("\n")
+        )
+        click.echo(text, file=stream)
 
 
 def error_dict(error: BaseException, exit_code: int, message: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ SIGTERM) can cut a shielded cleanup short.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -221,4 +222,6 @@ class Interrupts:
 
 
 def _say(message: str) -> None:
-    click.echo(f"asyncdeploy: {message}", err=True)
+    from asyncdeploy.cli._terminal import fold, terminal_width
+
+    click.echo(fold(f"asyncdeploy: {message}", terminal_width(sys.stderr)), err=True)

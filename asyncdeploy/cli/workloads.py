@@ -140,6 +140,8 @@ async def _create_showing_events(
     """
     bars = PullView(sys.stderr) if output == "text" and sys.stderr.isatty() else None
     lines = EventRenderer(sys.stderr)
+    if bars is not None:
+        interrupts.notice = bars.note  # a signal's notice above the bars, not through them
     send, receive = anyio.create_memory_object_stream[Event](math.inf)
     results: list[ApplyResult] = []
 
@@ -169,6 +171,8 @@ async def _create_showing_events(
                 elif bars is not None and isinstance(event, _PULL_EVENTS):
                     bars.show(event)
                 else:
+                    if bars is not None:
+                        bars.freeze()
                     lines.show(event)
                 if isinstance(event, DrainFinished):
                     interrupts.drain_ended()
