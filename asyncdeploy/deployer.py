@@ -24,7 +24,14 @@ opened under trio it raises :class:`~asyncdeploy.errors.UnsupportedEventLoop`. T
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Mapping,
+    Sequence,
+)
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -35,9 +42,7 @@ from anyio.abc import ObjectReceiveStream
 from asyncdeploy._event_stream import drain_stream, event_stream
 from asyncdeploy._log import log_event
 from asyncdeploy.drivers.base import Driver
-from asyncdeploy.errors import (
-    EngineTimeout,
-)
+from asyncdeploy.errors import EngineTimeout, WorkloadNotFound
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event, PullEvent
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.plan.gating import expand_gates
@@ -45,7 +50,13 @@ from asyncdeploy.replace import _run as _replace
 from asyncdeploy.replace._names import current_name, current_plan, resolving
 from asyncdeploy.replace._run import OnEvent, Replacement, ReplaceOptions, ReplaceResult
 from asyncdeploy.replace.events import Strategy
-from asyncdeploy.results import ApplyResult, ExecResult, WorkloadEvent, WorkloadStatus
+from asyncdeploy.results import (
+    ApplyResult,
+    EngineInfo,
+    ExecResult,
+    WorkloadEvent,
+    WorkloadStatus,
+)
 from asyncdeploy.selectors import SelectorLike, as_selector
 
 __all__ = [
@@ -153,6 +164,11 @@ class Deployer:
             self.driver, name, lambda n: self.driver.recent_events(n, limit=limit)
         )
 
+    async def engine_info(self) -> EngineInfo:
+        """What answers: the driver, the engine's version and API version (on Kubernetes the
+        API server's version); ``EngineUnavailable`` when it no longer does."""
+        return await self.driver.ping()
+
     async def image_labels(self, image: str) -> Mapping[str, str] | None:
         """The labels of an image on the engine (None: absent, or not visible to this driver)."""
         return await self.driver.image_labels(image)
@@ -229,10 +245,16 @@ class Deployer:
         container: str | None = None,
         timeout: float | None = None,
         on_output: Callable[[str], None] | None = None,
+        stdin: AsyncIterable[bytes] | None = None,
+        tty: bool = False,
+        size: tuple[int, int] | None = None,
     ) -> ExecResult:
         """Run ``command`` in a container (default: the plan's first run container).
 
-        ``on_output`` sees the output as it comes (it must not block). ``ExecInterrupted`` when
+        ``on_output`` sees the output as it comes (it must not block). ``stdin``: the bytes of the
+        command's standard input (its end is the command's end of file); ``tty``: the command
+        runs in a terminal of ``size`` (columns, lines), as ``docker exec -it`` (Docker and
+        Podman; on Kubernetes not yet). ``ExecInterrupted`` when
         the container stops before the command ends; ``EngineTimeout`` when it has not ended
         within ``timeout`` seconds (the engines cannot stop an exec: the command may still
         run in the container).
@@ -243,7 +265,13 @@ class Deployer:
                     self.driver,
                     name,
                     lambda n: self.driver.exec(
-                        n, command, container=container, on_output=on_output
+                        n,
+                        command,
+                        container=container,
+                        on_output=on_output,
+                        stdin=stdin,
+                        tty=tty,
+                        size=size,
                     ),
                 )
         except TimeoutError:
@@ -282,6 +310,42 @@ class Deployer:
         from).
         """
         found = await resolving(self.driver, name, lambda n: self.driver.find([n]))
+        async with drain_stream(self.driver, found, grace_period_seconds, kill_now) as events:
+            yield events
+
+    @asynccontextmanager
+    async def terminate_many(
+        self,
+        names: Sequence[str],
+        *,
+        grace_period_seconds: int | None = None,
+        kill_now: anyio.Event | None = None,
+        ignore_not_found: bool = False,
+    ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
+        """Drain the named workloads concurrently under one deadline, as :meth:`terminate`
+        drains one (a plan's name finds its current instance). ``WorkloadNotFound`` naming every
+        missing one before any event, unless ``ignore_not_found``: then they are left out (none
+        left yields no event)."""
+        present: list[str] = []
+        missing: list[str] = []
+        for name in dict.fromkeys(names):
+            try:
+                present.append(await current_name(self.driver, name))
+            except WorkloadNotFound:
+                missing.append(name)
+        if missing and not ignore_not_found:
+            raise WorkloadNotFound(
+                f"no workload named {', '.join(map(repr, missing))}",
+                engine=self.driver.name,
+                status=404,
+            )
+        if not present:  # every one missing, and that is fine: nothing to drain
+            send, receive = anyio.create_memory_object_stream[DrainEvent](0)
+            send.close()
+            with receive:
+                yield receive
+            return
+        found = await self.driver.find(present)
         async with drain_stream(self.driver, found, grace_period_seconds, kill_now) as events:
             yield events
 

@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, bool, str]] = {
     "delete": (
         "workloads:delete",
         True,
-        "Drain a workload gracefully, then remove it, showing every step.",
+        "Drain workloads gracefully, then remove them, showing every step.",
     ),
     "delete-all": (
         "workloads:delete_all",
@@ -79,6 +79,16 @@ COMMANDS: dict[str, tuple[str, bool, str]] = {
         "schema:schema",
         False,
         "Print the plan's JSON Schema (for editors) or its reference page.",
+    ),
+    "version": (
+        "version:version",
+        True,
+        "Print the client's version and the engine's (Docker, Podman) or the cluster's.",
+    ),
+    "wait": (
+        "wait:wait",
+        True,
+        "Wait until the named workloads are ready (--for ready) or gone (--for deleted).",
     ),
     "verify": (
         "verify:verify",

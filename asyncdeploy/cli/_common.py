@@ -14,6 +14,7 @@ from typing import Any, ParamSpec, TypeVar
 import anyio
 import attrs
 import click
+import click.shell_completion
 
 from asyncdeploy import Deployer, DriverName, open_deployer
 from asyncdeploy.cli._terminal import fold, terminal_width
@@ -60,7 +61,7 @@ class CommandFailed(click.ClickException):
     def show(self, file: Any = None) -> None:
         if self.as_json and self.exit_code < 128 and not isinstance(self.cause, DrainError):
             emit_json({"error": error_dict(self.cause or self, self.exit_code, self.message)})
-        stream = file or click.get_text_stream("stderr")
+        stream = file or sys.stderr
         width = terminal_width(stream)
         if width is None:
             super().show(file)
@@ -307,6 +308,97 @@ class WorkloadNameParam(click.ParamType):  # type: ignore[type-arg]  # generic f
         except PlanError as exc:
             self.fail(exc.message, param, ctx)
         return str(value)
+
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[click.shell_completion.CompletionItem]:
+        """The workloads on the engine the line names (``--driver``, ``-n`` ...) whose names
+        begin with what is typed."""
+        return complete(ctx, incomplete, _workload_names)
+
+
+COMPLETION_SECONDS = 5.0
+"""The longest a completion asks the engine: a slow one completes nothing, never hangs a shell."""
+
+
+def _settings_of(ctx: click.Context) -> Settings:
+    """The settings a command line names, read while completing (no callback has run)."""
+    root = ctx.find_root().params
+    return Settings(
+        driver=root.get("driver") or os.environ.get("ASYNCDEPLOY_DRIVER") or None,  # type: ignore[arg-type]
+        namespace=ctx.params.get("namespace") or root.get("namespace"),
+        context=ctx.params.get("context") or root.get("context"),
+        kubeconfig=ctx.params.get("kubeconfig") or root.get("kubeconfig"),
+    )
+
+
+def complete(
+    ctx: click.Context,
+    incomplete: str,
+    names: Callable[[Deployer, click.Context], Awaitable[list[str]]],
+) -> list[click.shell_completion.CompletionItem]:
+    """Completion items from the engine: ``names`` asked within :data:`COMPLETION_SECONDS`;
+    nothing when the engine does not answer (a completion never prints an error)."""
+    settings = _settings_of(ctx)
+
+    async def ask() -> list[str]:
+        with anyio.move_on_after(COMPLETION_SECONDS):
+            async with settings.open_deployer() as deployer:
+                return await names(deployer, ctx)
+        return []
+
+    try:
+        found = anyio.run(ask)
+    except (AsyncDeployError, click.ClickException, OSError):
+        return []
+    return [click.shell_completion.CompletionItem(n) for n in found if n.startswith(incomplete)]
+
+
+async def _workload_names(deployer: Deployer, ctx: click.Context) -> list[str]:
+    return sorted(status.name for status in await deployer.list())
+
+
+def _name_on_line(ctx: click.Context) -> str | None:
+    """The workload named on the line being completed. click leaves the command's arguments
+    unparsed when the line ends in an option awaiting its value (``logs NAME -c <TAB>``):
+    then the first word after the command that is neither an option nor an option's value."""
+    if ctx.params.get("name"):
+        return str(ctx.params["name"])
+    words = click.shell_completion.split_arg_string(os.environ.get("COMP_WORDS", ""))
+    if ctx.info_name not in words:
+        return None
+    options = [p for c in (ctx.command, ctx.find_root().command) for p in c.params]
+    valued = {
+        opt
+        for p in options
+        if isinstance(p, click.Option) and not p.is_flag and not p.count
+        for opt in p.opts
+    }
+    skip = False
+    for word in words[words.index(ctx.info_name) + 1 :]:
+        if skip or word == "--":
+            skip = False
+            continue
+        if word.startswith("-"):
+            skip = word in valued
+            continue
+        return word
+    return None
+
+
+async def _container_names(deployer: Deployer, ctx: click.Context) -> list[str]:
+    name = _name_on_line(ctx)
+    if not name:
+        return []
+    status = await deployer.get(str(name))
+    return [c.name for c in status.containers if c.role != "pause"]
+
+
+def complete_container(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[click.shell_completion.CompletionItem]:
+    """``-c``: the containers of the workload named before it on the line."""
+    return complete(ctx, incomplete, _container_names)
 
 
 WORKLOAD_NAME = WorkloadNameParam()

@@ -209,7 +209,13 @@ async def _wait(
 
 
 @click.command()
-@click.argument("name", type=WORKLOAD_NAME)
+@click.argument("names", nargs=-1, type=WORKLOAD_NAME)
+@selector_option
+@click.option(
+    "--ignore-not-found",
+    is_flag=True,
+    help="A name that no workload has is no error (exit 0), as kubectl's flag.",
+)
 @grace_option
 @click.option(
     "--timeline",
@@ -222,26 +228,53 @@ async def _wait(
 @pass_settings
 def delete(
     settings: Settings,
-    name: str,
+    names: tuple[str, ...],
+    selector: Selector | None,
+    ignore_not_found: bool,
     grace_period_seconds: int | None,
     timeline_file: str | None,
     output: str,
 ) -> None:
-    """Drain a workload gracefully, then remove it, showing every step."""
+    """Drain workloads gracefully, then remove them, showing every step.
 
-    interrupts = Interrupts("drain", f"delete of {name!r}")
+    delete NAME [NAME...], or delete -l SELECTOR: several are drained at once, under one
+    deadline. A name no workload has fails the delete before anything is drained, unless
+    --ignore-not-found.
+    """
+    if bool(names) == (selector is not None):
+        raise click.UsageError("delete needs workload names or --selector/-l (not both)")
+    what = f"delete of {', '.join(map(repr, names))}" if names else "delete"
+    interrupts = Interrupts("drain", what)
     written = [True]
 
     async def impl() -> None:
         async with settings.open_deployer() as deployer:
-            drain = deployer.terminate(
-                name, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
-            )
+            if selector is not None:
+                drain = deployer.terminate_all(
+                    selector,
+                    grace_period_seconds=grace_period_seconds,
+                    kill_now=interrupts.kill_now,
+                )
+            elif len(names) == 1 and not ignore_not_found:
+                drain = deployer.terminate(
+                    names[0],
+                    grace_period_seconds=grace_period_seconds,
+                    kill_now=interrupts.kill_now,
+                )
+            else:
+                drain = deployer.terminate_many(
+                    names,
+                    grace_period_seconds=grace_period_seconds,
+                    kill_now=interrupts.kill_now,
+                    ignore_not_found=ignore_not_found,
+                )
             seen: list[DrainEvent] = []
             try:
-                await stream_drain(
+                drained = await stream_drain(
                     _recorded(drain, seen) if timeline_file else drain, output, interrupts
                 )
+                if selector is not None and not drained:
+                    click.echo("No resources found", err=True)  # as kubectl: exit 0
             finally:
                 if timeline_file is not None and seen:
                     from asyncdeploy.timeline import timeline_html

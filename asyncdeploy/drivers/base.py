@@ -7,7 +7,7 @@ this boundary. Every driver drains with the same event types (:mod:`asyncdeploy.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import anyio
@@ -135,9 +135,14 @@ class Driver(Protocol):
         *,
         container: str | None = None,
         on_output: Callable[[str], None] | None = None,
+        stdin: AsyncIterable[bytes] | None = None,
+        tty: bool = False,
+        size: tuple[int, int] | None = None,
     ) -> ExecResult:
         """Run ``command``; ``on_output`` sees its output as it comes (also kept in the result).
-        Raise ``ExecInterrupted`` when the container stops before the command ends."""
+        ``stdin``: bytes for the command's standard input (its end closes it); ``tty``: in a
+        terminal of ``size`` (columns, lines). Raise ``ExecInterrupted`` when the container
+        stops before the command ends."""
         ...
 
     async def inspect(self, name: str) -> dict[str, Any]:

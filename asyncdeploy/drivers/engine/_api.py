@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Self, cast
 
 import anyio
@@ -272,6 +272,9 @@ class EngineAPIDriver:
         *,
         container: str | None = None,
         on_output: Callable[[str], None] | None = None,
+        stdin: AsyncIterable[bytes] | None = None,
+        tty: bool = False,
+        size: tuple[int, int] | None = None,
     ) -> ExecResult:
         """Run ``command`` in the container, its output to ``on_output`` as it comes.
 
@@ -281,15 +284,25 @@ class EngineAPIDriver:
         ident = await self._container_id(name, container)
         what = f"exec in {name}"
         result: builtins.list[ExecResult] = []
+        failed: builtins.list[EngineError] = []
 
         async def run_it(scope: anyio.CancelScope) -> None:
-            result.append(await self.session.exec(ident, command, what, on_output))
+            try:
+                result.append(
+                    await self.session.exec(
+                        ident, command, what, on_output, stdin=stdin, tty=tty, size=size
+                    )
+                )
+            except EngineError as exc:  # raised below as itself, not in an exception group
+                failed.append(exc)
             scope.cancel()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_it, tg.cancel_scope)
             stopped = await self._until_stopped(ident, what)
             tg.cancel_scope.cancel()
+        if failed:
+            raise failed[0]
         if result:
             return result[0]
         raise ExecInterrupted(

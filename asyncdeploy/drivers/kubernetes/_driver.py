@@ -23,7 +23,7 @@ import builtins
 import collections
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import anyio
@@ -373,7 +373,17 @@ class KubernetesDriver:
         *,
         container: str | None = None,
         on_output: Callable[[str], None] | None = None,
+        stdin: AsyncIterable[bytes] | None = None,
+        tty: bool = False,
+        size: tuple[int, int] | None = None,
     ) -> ExecResult:
+        if stdin is not None or tty:
+            raise EngineAPIError(
+                "exec with stdin or a terminal (-i, -t) is not supported on Kubernetes yet: "
+                f"kubectl exec -it -n {self.namespace} {name} -- ...",
+                engine=self.name,
+                status=0,
+            )
         chosen = self._container(await self._pod(name), container)
         exit_code, output = await self.api.exec(
             self.namespace,
