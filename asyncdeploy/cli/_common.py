@@ -404,6 +404,13 @@ def complete_container(
 WORKLOAD_NAME = WorkloadNameParam()
 
 
+class NamesArgument(click.Argument):
+    """Workload names (``nargs=-1``): ``NAME...`` in the usage line, ``NAME`` in errors."""
+
+    def make_metavar(self, *args: Any) -> str:
+        return "NAME..."
+
+
 def selector_option(function: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--selector",

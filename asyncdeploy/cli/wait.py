@@ -12,6 +12,7 @@ from asyncdeploy.cli._common import (
     EXIT_FAILED,
     WORKLOAD_NAME,
     CommandFailed,
+    NamesArgument,
     Settings,
     echo_out,
     emit_json,
@@ -28,7 +29,9 @@ POLL_SECONDS = 0.5  # how often a wait for deleted looks again
 
 
 @click.command()
-@click.argument("names", nargs=-1, required=True, type=WORKLOAD_NAME)
+@click.argument(
+    "names", nargs=-1, required=True, metavar="NAME", type=WORKLOAD_NAME, cls=NamesArgument
+)
 @click.option(
     "--for",
     "condition",

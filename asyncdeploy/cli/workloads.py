@@ -19,6 +19,7 @@ from asyncdeploy.cli._common import (
     OUTPUT_FILE,
     PLAN_FILES_HELP,
     WORKLOAD_NAME,
+    NamesArgument,
     Settings,
     echo_out,
     emit_json,
@@ -209,7 +210,7 @@ async def _wait(
 
 
 @click.command()
-@click.argument("names", nargs=-1, type=WORKLOAD_NAME)
+@click.argument("names", nargs=-1, metavar="NAME", type=WORKLOAD_NAME, cls=NamesArgument)
 @selector_option
 @click.option(
     "--ignore-not-found",

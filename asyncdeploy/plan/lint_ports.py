@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from asyncdeploy.plan import Container, WorkloadPlan
+from asyncdeploy.plan.gating import gate_listen_port
 
 __all__ = ["DEMO_MODULE", "DEMO_PORT", "lint_ports", "lint_replace_in_place", "listening_ports"]
 
@@ -80,12 +81,17 @@ def lint_ports(
         for i, c in enumerate(plan.containers)
         if c.role == "run"
     }
-    everywhere = frozenset().union(*(p for p in known.values() if p is not None))
+    # a gate listens on its container's first tcp port, where clients and checks arrive
+    gates = frozenset(gate_listen_port(c) for c in plan.containers if c.gate is not None)
+    everywhere = gates.union(*(p for p in known.values() if p is not None))
     findings: list[Found] = []
     for i, ports in known.items():
         if ports is None:
             continue
         container = plan.containers[i]
+        if container.gate is not None:
+            findings += _lint_gated(i, container, ports)
+            continue
         listens = ", ".join(map(str, sorted(ports)))
         why = _source(container)
         for j, port in enumerate(container.ports):
@@ -121,6 +127,25 @@ def lint_ports(
                     )
                 )
     return findings
+
+
+def _lint_gated(i: int, container: Container, ports: frozenset[int]) -> list[Found]:
+    """A gated container's published ports and checks are the gate's; what the engine behind
+    it listens on must be the gate's ``upstream``."""
+    assert container.gate is not None
+    if container.gate.upstream in ports:
+        return []
+    listens = ", ".join(map(str, sorted(ports)))
+    return [
+        (
+            "warning",
+            f"containers[{i}].gate.upstream",
+            (
+                f"{container.name} listens on {listens} ({_source(container)}), not on "
+                f"{container.gate.upstream}: the gate would pass requests to a port nobody answers"
+            ),
+        )
+    ]
 
 
 def _source(container: Container) -> str:
