@@ -42,7 +42,7 @@ from anyio.abc import ObjectReceiveStream
 from asyncdeploy._event_stream import drain_stream, event_stream
 from asyncdeploy._log import log_event
 from asyncdeploy.drivers.base import Driver
-from asyncdeploy.errors import EngineTimeout, WorkloadNotFound
+from asyncdeploy.errors import EngineTimeout, SelectorError, WorkloadNotFound
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event, PullEvent
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.plan.gating import expand_gates
@@ -57,7 +57,7 @@ from asyncdeploy.results import (
     WorkloadEvent,
     WorkloadStatus,
 )
-from asyncdeploy.selectors import SelectorLike, as_selector
+from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
 __all__ = [
     "CreateEvents",
@@ -78,6 +78,7 @@ class CreateEvents:
         return self._events.__aiter__()
 
     async def receive(self) -> Event:
+        """The next event (``EndOfStream`` after the last)."""
         return await self._events.receive()
 
     @property
@@ -88,6 +89,17 @@ class CreateEvents:
         return self._result
 
 
+def _everything_or(selector: SelectorLike | None, *, all: bool) -> Selector | None:
+    """The selector a drain of many takes: ``None`` (everything) only when asked by name."""
+    if selector is not None and all:
+        raise SelectorError("give a selector or all=True, not both")
+    if selector is None and not all:
+        raise SelectorError(
+            "no selector: that would drain every workload; pass all=True to mean it"
+        )
+    return as_selector(selector)
+
+
 @attrs.define
 class Deployer:
     """One open driver and the operations on it. Get one from :func:`open_deployer`."""
@@ -96,6 +108,7 @@ class Deployer:
 
     @property
     def driver_name(self) -> str:
+        """``docker``, ``podman`` or ``kubernetes``: what this deployer drives."""
         return self.driver.name
 
     async def create(
@@ -191,6 +204,10 @@ class Deployer:
         return await self.driver.image_ports(image)
 
     async def wait_ready(self, name: str, *, timeout: float = 60) -> WorkloadStatus:
+        """Wait until every run container is ready (its readiness check passes; without one,
+        running and still running 2 s later), and return the workload's status.
+        ``CreateError`` at once when a container exits or restarts first (its exit code and
+        last log lines in it), ``EngineTimeout`` after ``timeout`` seconds."""
         return await resolving(
             self.driver, name, lambda n: self.driver.wait_ready(n, timeout=timeout)
         )
@@ -282,6 +299,8 @@ class Deployer:
             ) from None
 
     async def inspect(self, name: str) -> dict[str, Any]:
+        """The engine's own description of the workload (containers or Pod), secret-looking
+        values masked."""
         return await resolving(self.driver, name, self.driver.inspect)
 
     @asynccontextmanager
@@ -356,12 +375,14 @@ class Deployer:
         *,
         grace_period_seconds: int | None = None,
         kill_now: anyio.Event | None = None,
+        all: bool = False,
     ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
-        """Drain every workload ``selector`` matches (every one for ``None``) concurrently
-        under one deadline (``kill_now``: as for :meth:`terminate`), from one look at them all;
-        none matching yields no event. An invalid selector raises ``SelectorError`` before any
-        call."""
-        found = await self.driver.find_matching(as_selector(selector))
+        """Drain every workload ``selector`` matches concurrently under one deadline
+        (``kill_now``: as for :meth:`terminate`), from one look at them all; none matching
+        yields no event. Every workload asyncdeploy manages only with ``all=True`` and no
+        selector, as the CLI's ``delete-all --all``: no selector alone is refused. An invalid
+        selector, or no selector without ``all``, raises ``SelectorError`` before any call."""
+        found = await self.driver.find_matching(_everything_or(selector, all=all))
         async with drain_stream(self.driver, found, grace_period_seconds, kill_now) as events:
             yield events
 
@@ -376,10 +397,13 @@ class Deployer:
         selector: SelectorLike | None = None,
         *,
         grace_period_seconds: int | None = None,
+        all: bool = False,
     ) -> builtins.list[DrainSummary]:
-        """Drain and remove every matching workload; none matching is not an error."""
+        """Drain and remove every matching workload; none matching is not an error. Every
+        workload only with ``all=True`` (and no selector): ``delete_all()`` alone is refused
+        (``SelectorError``), as ``delete-all`` without ``--selector`` or ``--all`` is."""
         async with self.terminate_all(
-            selector, grace_period_seconds=grace_period_seconds
+            selector, grace_period_seconds=grace_period_seconds, all=all
         ) as events:
             return [e.summary async for e in events if isinstance(e, DrainFinished)]
 
@@ -449,4 +473,5 @@ class Deployer:
         return _replace.replacing(self.driver, plan, options)
 
     async def aclose(self) -> None:
+        """Close the engine client (``open_deployer`` does it when its block ends)."""
         await self.driver.aclose()

@@ -85,6 +85,8 @@ class SidecarRemoved:
 
 @attrs.frozen(kw_only=True)
 class PreStopStarted:
+    """A container's ``pre_stop`` hook (a command, or a ``pre_stop_http`` GET) began."""
+
     workload: str
     elapsed: float
     container: str
@@ -105,6 +107,8 @@ class PreStopFinished:
 
 @attrs.frozen(kw_only=True)
 class SignalSent:
+    """A container was sent its stop signal (once, never twice), after its hook."""
+
     workload: str
     elapsed: float
     container: str
@@ -137,6 +141,8 @@ class ContainerForceKilled:
 
 @attrs.frozen(kw_only=True)
 class ContainerRemoved:
+    """A drained (or killed) container was removed from the engine."""
+
     workload: str
     elapsed: float
     container: str
@@ -198,10 +204,13 @@ class DrainSummary:
     errors: tuple[str, ...] = ()
 
     def count(self, outcome: ContainerEnd) -> int:
+        """How many containers ended this way (``exited``, ``killed``, ...)."""
         return sum(1 for c in self.containers if c.outcome == outcome)
 
     @property
     def ok(self) -> bool:
+        """Whether every step of the drain succeeded (what was killed at the deadline counts
+        as done: a kill is no error)."""
         return not self.errors
 
 

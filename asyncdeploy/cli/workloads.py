@@ -317,7 +317,10 @@ def delete_all(
     async def impl() -> None:
         async with settings.open_deployer() as deployer:
             drain = deployer.terminate_all(
-                selector, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
+                selector,
+                grace_period_seconds=grace_period_seconds,
+                kill_now=interrupts.kill_now,
+                all=everything,
             )
             if not await stream_drain(drain, output, interrupts):
                 click.echo("No resources found", err=True)  # as kubectl: exit 0

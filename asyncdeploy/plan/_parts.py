@@ -208,6 +208,8 @@ class Resources:
 
 @attrs.frozen(kw_only=True)
 class HTTPGet:
+    """An HTTP GET on a container port: a check's, or a ``pre_stop_http`` hook's."""
+
     summary: ClassVar[str] = "An HTTP GET health check; any status from 200 to 399 passes."
 
     path: str = attrs.field(default="/", validator=string, metadata=about("The request path."))
