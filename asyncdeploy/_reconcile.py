@@ -9,15 +9,9 @@ container goes last; every step is an event.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-import anyio
-from anyio.abc import ObjectReceiveStream
-
-from asyncdeploy._event_stream import drain_stream
-from asyncdeploy.events import DrainEvent
+from asyncdeploy._operations import Drain, draining
 from asyncdeploy.results import WorkloadStatus
 from asyncdeploy.selectors import SelectorLike, as_selector
 
@@ -60,15 +54,8 @@ def plan_of_finish(status: WorkloadStatus) -> list[str]:
     return steps
 
 
-@asynccontextmanager
-async def finishing(
-    deployer: Deployer,
-    names: list[str],
-    *,
-    grace_period_seconds: int | None = None,
-    kill_now: anyio.Event | None = None,
-) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
+def finishing(
+    deployer: Deployer, names: list[str], *, grace_period_seconds: int | None = None
+) -> Drain:
     """Drain and remove these workloads from one look, under one deadline, with their events."""
-    found = await deployer.driver.find(names)
-    async with drain_stream(deployer.driver, found, grace_period_seconds, kill_now) as events:
-        yield events
+    return draining(deployer.driver, lambda: deployer.driver.find(names), grace_period_seconds)

@@ -4,13 +4,14 @@
     async with open_deployer("docker") as deployer:
         await deployer.create(plan)
         # or, with the image pulls (and a replacement's drain) as they happen:
-        async with deployer.creating(plan) as events:
-            async for event in events:
+        async with deployer.creating(plan) as creation:
+            async for event in creation:
                 print(event)
-        result = events.result
-        async with deployer.terminate("demo", grace_period_seconds=10) as events:
-            async for event in events:
-                print(event)
+        result = creation.result
+        async with deployer.terminate("demo", grace_period_seconds=10) as drain:
+            async for event in drain:
+                print(event)  # drain.kill(): the survivors SIGKILLed now, everything removed
+        print(drain.summaries)
         # or, without events:
         summary = await deployer.delete("demo")
         # a zero-downtime replacement: the new instance first, ready, then the old one drained
@@ -32,23 +33,25 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import attrs
 from anyio.abc import ObjectReceiveStream
 
-from asyncdeploy._event_stream import drain_stream, event_stream
+from asyncdeploy._event_stream import event_stream
+from asyncdeploy._kill import KillSwitch
 from asyncdeploy._log import log_event
-from asyncdeploy.drivers.base import Driver
+from asyncdeploy._operations import CreateEvents, Drain, Replacement, draining
+from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import EngineTimeout, SelectorError, WorkloadNotFound
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event, PullEvent
+from asyncdeploy.events import DrainSummary, Emit, Event, PullEvent
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.plan.gating import expand_gates
 from asyncdeploy.replace import _run as _replace
 from asyncdeploy.replace._names import current_name, current_plan, resolving
-from asyncdeploy.replace._run import OnEvent, Replacement, ReplaceOptions, ReplaceResult
+from asyncdeploy.replace._run import OnEvent, ReplaceOptions, ReplaceResult
 from asyncdeploy.replace.events import Strategy
 from asyncdeploy.results import (
     ApplyResult,
@@ -60,33 +63,9 @@ from asyncdeploy.results import (
 from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
 __all__ = [
-    "CreateEvents",
     "Deployer",
     "ReplaceResult",
-    "Replacement",
 ]
-
-
-class CreateEvents:
-    """The events of one create, iterated as they come; ``result`` once they have all come."""
-
-    def __init__(self, events: ObjectReceiveStream[Event]) -> None:
-        self._events = events
-        self._result: ApplyResult | None = None
-
-    def __aiter__(self) -> AsyncIterator[Event]:
-        return self._events.__aiter__()
-
-    async def receive(self) -> Event:
-        """The next event (``EndOfStream`` after the last)."""
-        return await self._events.receive()
-
-    @property
-    def result(self) -> ApplyResult:
-        """What the create did; set when the event stream has ended."""
-        if self._result is None:
-            raise RuntimeError("the create has not finished: read the events to their end first")
-        return self._result
 
 
 def _everything_or(selector: SelectorLike | None, *, all: bool) -> Selector | None:
@@ -116,7 +95,6 @@ class Deployer:
         plan: WorkloadPlan,
         *,
         on_event: Emit | None = None,
-        kill_now: anyio.Event | None = None,
     ) -> ApplyResult:
         """Create the workload; unchanged plans are a no-op, changed ones replace it gracefully
         (when the old one's drain fails, its ``DrainError`` is raised and nothing is created).
@@ -125,7 +103,7 @@ class Deployer:
         events (and a replacement's drain events) as they happen, and must not block.
         Cancelled, it removes what it had made; a drain of the old workload that has begun is
         never cut short by the cancellation (it runs to its end, then nothing new is created):
-        only ``kill_now`` kills its survivors at once.
+        only :meth:`creating`'s ``kill()`` kills its survivors at once.
         """
 
         def emit(event: Event) -> None:
@@ -135,31 +113,31 @@ class Deployer:
                 on_event(event)
 
         return await self.driver.apply(
-            expand_gates(await current_plan(self.driver, plan)), emit=emit, kill_now=kill_now
+            expand_gates(await current_plan(self.driver, plan)), emit=emit
         )
 
-    @asynccontextmanager
-    async def creating(
-        self, plan: WorkloadPlan, *, kill_now: anyio.Event | None = None
-    ) -> AsyncIterator[CreateEvents]:
-        """Create the workload, yielding its pull events (and a replacement's drain events).
+    def creating(self, plan: WorkloadPlan) -> CreateEvents:
+        """Create the workload, with its pull events (and a replacement's drain events).
 
-        After the stream ends, ``events.result`` is the :class:`ApplyResult`. A cancellation in
-        the block cancels the create as :meth:`create` says. An exception in the block (the
-        consumer failed) cancels the create too, except a drain of the old workload: that goes
-        on to its end without the consumer; the exception is raised after it.
+        After the events end, ``creation.result`` is the :class:`ApplyResult`. ``cancel()``, or
+        a cancellation of the block, cancels the create as :meth:`create` says; ``kill()`` cuts
+        the drain of the workload it replaces short. An exception in the block (the consumer
+        failed) cancels the create too, except a drain of the old workload: that goes on to its
+        end without the consumer; the exception is raised after it.
         """
-        events: CreateEvents | None = None
 
-        async def work(emit: Emit) -> None:
-            plan_now = expand_gates(await current_plan(self.driver, plan))
-            result = await self.driver.apply(plan_now, emit=emit, kill_now=kill_now)
-            assert events is not None
-            events._result = result
+        @asynccontextmanager
+        async def start(kill: KillSwitch) -> AsyncIterator[ObjectReceiveStream[Event]]:
+            async def work(emit: Emit) -> None:
+                with creation._stoppable():
+                    plan_now = expand_gates(await current_plan(self.driver, plan))
+                    creation._finished(await self.driver.apply(plan_now, emit=emit, kill=kill))
 
-        async with event_stream(work, finish_on_error=False) as stream:
-            events = CreateEvents(stream)
-            yield events
+            async with event_stream(work, finish_on_error=False) as stream:
+                yield stream
+
+        creation = CreateEvents(start)
+        return creation
 
     async def get(self, name: str) -> WorkloadStatus:
         """The workload ``name`` means (after a replace: its current instance, ``_names``)."""
@@ -303,94 +281,85 @@ class Deployer:
         values masked."""
         return await resolving(self.driver, name, self.driver.inspect)
 
-    @asynccontextmanager
-    async def terminate(
-        self,
-        name: str,
-        *,
-        grace_period_seconds: int | None = None,
-        kill_now: anyio.Event | None = None,
-    ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
-        """Drain one workload, yielding its events as they happen.
+    def terminate(self, name: str, *, grace_period_seconds: int | None = None) -> Drain:
+        """Drain one workload: the handle of its drain (:class:`~asyncdeploy.Drain`), whose
+        events come as they happen.
 
         Leaving the block early lets the drain finish, and so does an exception in the block (a
         consumer that fails, say on a closed pipe, never turns the drain into a kill): the drain
         goes on to its end without it, its events dropped, and the exception is raised after
         it. A cancellation of the block cancels the drain, and the driver's shielded cleanup
         still kills and removes everything (the events of that cleanup are then not delivered:
-        the block is gone). Setting ``kill_now`` cuts the drain short instead while the events
-        keep flowing: survivors are SIGKILLed at once, everything is removed, and
-        ``DrainFinished`` still arrives; set before the drain begins, the drain runs at grace 0 (also while it
-        follows another delete's). The block then raises as after a full drain: ``DrainError``
+        the block is gone). ``drain.kill()`` cuts the drain short instead while the events keep
+        flowing: survivors are SIGKILLed at once, everything is removed, and ``DrainFinished``
+        still arrives; called before the drain begins (also while it follows another delete's),
+        the drain runs at grace 0. The block then raises as after a full drain: ``DrainError``
         when something could not be removed, ``DrainUnreachable`` when the engine went away.
         Raises ``DrainError`` on exit when some step failed (read from the ``DrainFinished``
-        events, so a drain cut short reports what it left), and ``WorkloadNotFound`` before any
-        event when there is no such workload (the driver's one look, which the drain starts
-        from).
+        events, so a drain cut short reports what it left), and ``WorkloadNotFound`` on entry,
+        before any event, when there is no such workload (the driver's one look, which the
+        drain starts from).
         """
-        found = await resolving(self.driver, name, lambda n: self.driver.find([n]))
-        async with drain_stream(self.driver, found, grace_period_seconds, kill_now) as events:
-            yield events
+        driver = self.driver
+        return draining(
+            driver,
+            lambda: resolving(driver, name, lambda n: driver.find([n])),
+            grace_period_seconds,
+        )
 
-    @asynccontextmanager
-    async def terminate_many(
+    def terminate_many(
         self,
         names: Sequence[str],
         *,
         grace_period_seconds: int | None = None,
-        kill_now: anyio.Event | None = None,
         ignore_not_found: bool = False,
-    ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
+    ) -> Drain:
         """Drain the named workloads concurrently under one deadline, as :meth:`terminate`
         drains one (a plan's name finds its current instance). ``WorkloadNotFound`` naming every
-        missing one before any event, unless ``ignore_not_found``: then they are left out (none
-        left yields no event)."""
-        present: list[str] = []
-        missing: list[str] = []
-        for name in dict.fromkeys(names):
-            try:
-                present.append(await current_name(self.driver, name))
-            except WorkloadNotFound:
-                missing.append(name)
-        if missing and not ignore_not_found:
-            raise WorkloadNotFound(
-                f"no workload named {', '.join(map(repr, missing))}",
-                engine=self.driver.name,
-                status=404,
-            )
-        if not present:  # every one missing, and that is fine: nothing to drain
-            send, receive = anyio.create_memory_object_stream[DrainEvent](0)
-            send.close()
-            with receive:
-                yield receive
-            return
-        found = await self.driver.find(present)
-        async with drain_stream(self.driver, found, grace_period_seconds, kill_now) as events:
-            yield events
+        missing one on entry, before any event, unless ``ignore_not_found``: then they are left
+        out (none left: no event)."""
+        driver = self.driver
 
-    @asynccontextmanager
-    async def terminate_all(
+        async def look() -> Found:
+            present: builtins.list[str] = []
+            missing: builtins.list[str] = []
+            for name in dict.fromkeys(names):
+                try:
+                    present.append(await current_name(driver, name))
+                except WorkloadNotFound:
+                    missing.append(name)
+            if missing and not ignore_not_found:
+                raise WorkloadNotFound(
+                    f"no workload named {', '.join(map(repr, missing))}",
+                    engine=driver.name,
+                )
+            return await driver.find(present)
+
+        return draining(driver, look, grace_period_seconds)
+
+    def terminate_all(
         self,
         selector: SelectorLike | None = None,
         *,
         grace_period_seconds: int | None = None,
-        kill_now: anyio.Event | None = None,
         all: bool = False,
-    ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
+    ) -> Drain:
         """Drain every workload ``selector`` matches concurrently under one deadline
-        (``kill_now``: as for :meth:`terminate`), from one look at them all; none matching
-        yields no event. Every workload asyncdeploy manages only with ``all=True`` and no
-        selector, as the CLI's ``delete-all --all``: no selector alone is refused. An invalid
-        selector, or no selector without ``all``, raises ``SelectorError`` before any call."""
-        found = await self.driver.find_matching(_everything_or(selector, all=all))
-        async with drain_stream(self.driver, found, grace_period_seconds, kill_now) as events:
-            yield events
+        (``kill()``: as for :meth:`terminate`), from one look at them all; none matching yields
+        no event. Every workload asyncdeploy manages only with ``all=True`` and no selector, as
+        the CLI's ``delete-all --all``: no selector alone is refused. An invalid selector, or
+        no selector without ``all``, raises ``SelectorError`` before any call."""
+        chosen = _everything_or(selector, all=all)
+        return draining(
+            self.driver, lambda: self.driver.find_matching(chosen), grace_period_seconds
+        )
 
     async def delete(self, name: str, *, grace_period_seconds: int | None = None) -> DrainSummary:
         """Drain and remove one workload; return its summary."""
-        async with self.terminate(name, grace_period_seconds=grace_period_seconds) as events:
-            summaries = [e.summary async for e in events if isinstance(e, DrainFinished)]
-        return summaries[0]
+        async with self.terminate(name, grace_period_seconds=grace_period_seconds) as drain:
+            async for _ in drain:
+                pass
+        return drain.summaries[0]
 
     async def delete_all(
         self,
@@ -404,8 +373,10 @@ class Deployer:
         (``SelectorError``), as ``delete-all`` without ``--selector`` or ``--all`` is."""
         async with self.terminate_all(
             selector, grace_period_seconds=grace_period_seconds, all=all
-        ) as events:
-            return [e.summary async for e in events if isinstance(e, DrainFinished)]
+        ) as drain:
+            async for _ in drain:
+                pass
+        return builtins.list(drain.summaries)
 
     async def replace(
         self,
@@ -430,12 +401,11 @@ class Deployer:
             strategy=strategy,
             on_event=on_event,
         ) as replacement:
-            summaries = [
-                e.summary async for e in replacement.events if isinstance(e, DrainFinished)
-            ]
+            async for _ in replacement:
+                pass
         return ReplaceResult(
             new=replacement.new,
-            drained=replacement.drained + tuple(summaries),
+            drained=replacement.drained + replacement.summaries,
             strategy=replacement.strategy,
             downtime=replacement.downtime,
         )
@@ -450,15 +420,15 @@ class Deployer:
         grace_period_seconds: int | None = None,
         on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None = None,
         strategy: Strategy = "auto",
-        kill_now: anyio.Event | None = None,
         before_drain: Callable[[], None] | None = None,
         on_event: OnEvent | None = None,
-    ) -> AbstractAsyncContextManager[Replacement]:
+    ) -> Replacement:
         """Start ``plan`` as a new instance and drain the old ones: ``surge`` (the new one
         ready first), ``recreate`` (the old ones drained first) or ``auto`` (surge when it
         fits); see :func:`asyncdeploy.replace._run.replacing`. Cancelled before the old ones' drain
-        began, it removes the new instance and leaves the old ones serving; ``kill_now`` cuts
-        a drain short (the old ones', or a roll-back's)."""
+        began, it removes the new instance and leaves the old ones serving; ``kill()`` on the
+        handle cuts a drain short (the old ones', or a roll-back's), from before it is entered
+        on."""
         options = ReplaceOptions(
             old=old,
             new_name=new_name,
@@ -466,11 +436,10 @@ class Deployer:
             grace_period_seconds=grace_period_seconds,
             on_ready=on_ready,
             strategy=strategy,
-            kill_now=kill_now,
             before_drain=before_drain,
             on_event=on_event,
         )
-        return _replace.replacing(self.driver, plan, options)
+        return Replacement(lambda kill: _replace.replacing(self.driver, plan, options, kill))
 
     async def aclose(self) -> None:
         """Close the engine client (``open_deployer`` does it when its block ends)."""

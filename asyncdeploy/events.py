@@ -40,7 +40,6 @@ __all__ = [
     "PullFinished",
     "PullProgress",
     "PullStarted",
-    "Role",
     "SidecarRemoved",
     "SignalSent",
     "TrafficLeft",
@@ -49,7 +48,6 @@ __all__ = [
     "ignore_events",
 ]
 
-Role = ContainerRole
 ContainerEnd = Literal["exited", "killed", "already-exited", "missing", "unreachable"]
 """How a container ended: ``unreachable`` when the engine stopped answering before its end was
 seen (a later delete finishes the job); ``missing`` when it went without its end being seen."""
@@ -80,7 +78,7 @@ class SidecarRemoved:
     workload: str
     elapsed: float
     container: str
-    role: Role = "autoheal"
+    role: ContainerRole = "autoheal"
 
 
 @attrs.frozen(kw_only=True)
@@ -90,7 +88,7 @@ class PreStopStarted:
     workload: str
     elapsed: float
     container: str
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -102,7 +100,7 @@ class PreStopFinished:
     container: str
     exit_code: int | None
     timed_out: bool
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -113,7 +111,7 @@ class SignalSent:
     elapsed: float
     container: str
     signal: str
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -125,7 +123,7 @@ class ContainerExited:
     container: str
     exit_code: int | None
     graceful: bool
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -136,7 +134,7 @@ class ContainerForceKilled:
     elapsed: float
     container: str
     reason: str = "deadline"
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -146,7 +144,7 @@ class ContainerRemoved:
     workload: str
     elapsed: float
     container: str
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -156,7 +154,7 @@ class PauseRemoved:
     workload: str
     elapsed: float
     container: str
-    role: Role = "pause"
+    role: ContainerRole = "pause"
 
 
 @attrs.frozen(kw_only=True)
@@ -187,7 +185,7 @@ class ContainerOutcome:
     """How one container ended: ``seconds`` from the start of the drain to its exit."""
 
     name: str
-    role: Role
+    role: ContainerRole
     outcome: ContainerEnd
     exit_code: int | None
     seconds: float | None

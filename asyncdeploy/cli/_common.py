@@ -20,11 +20,11 @@ from asyncdeploy import Deployer, DriverName, open_deployer
 from asyncdeploy.cli._terminal import fold, terminal_width
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import (
+    ENGINE_FAILURES,
     AsyncDeployError,
     CreateError,
     DrainError,
     DriverNotFound,
-    EngineError,
     EngineUnavailable,
     PlanError,
     SelectorError,
@@ -88,7 +88,7 @@ def error_dict(error: BaseException, exit_code: int, message: str) -> dict[str, 
             {"file": p.source, "line": p.line, "path": p.path, "message": p.message}
             for p in error.problems
         ]
-    if isinstance(error, EngineError):
+    if isinstance(error, ENGINE_FAILURES):
         data["engine"] = error.engine
     return data
 
@@ -409,6 +409,9 @@ class NamesArgument(click.Argument):
 
     def make_metavar(self, *args: Any) -> str:
         return "NAME..."
+
+    def get_error_hint(self, ctx: click.Context) -> str:
+        return "'NAME'"
 
 
 def selector_option(function: Callable[..., Any]) -> Callable[..., Any]:

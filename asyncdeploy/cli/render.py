@@ -38,7 +38,7 @@ BAR_WIDTH = 24
 
 def event_line(event: DrainEvent | PullEvent, started: DrainStarted | None = None) -> str:
     """One line of text for an event; ``started``, the drain's start, tells a hook cut off at
-    the deadline from one cut off early (a second Ctrl-C, ``kill_now``)."""
+    the deadline from one cut off early (a second Ctrl-C: the operation's ``kill()``)."""
     match event:
         case PullStarted():
             return f"pulling {event.image} ({event.policy})"

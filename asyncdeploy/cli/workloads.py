@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -41,7 +40,6 @@ from asyncdeploy.events import (
     DrainFinished,
     DrainStarted,
     DrainSummary,
-    Event,
     PullFailed,
     PullFinished,
     PullProgress,
@@ -96,8 +94,7 @@ def create(
     Images are pulled first, as the plan's pull policies say: progress bars on a terminal,
     a line per pull otherwise, one JSON object per event with --output json.
     """
-    plans = read_plan_files(plan_files)
-    for plan in plans:
+    for plan in read_plan_files(plan_files):
         _create_one(settings, plan, wait, timeout, keep_failed, output)
 
 
@@ -116,12 +113,12 @@ def _create_one(
             result = await _create_showing_events(deployer, plan, output, interrupts)
             if result is None:
                 return  # a signal stopped it: the guard says how
-            interrupts.made = True
+            interrupts.made()
             if wait:
                 result = attrs.evolve(
                     result, status=await _wait(deployer, plan, result, timeout, keep_failed)
                 )
-            interrupts.settled = True  # created: a signal from now on must not claim otherwise
+            interrupts.settled()  # created: a signal from now on must not claim otherwise
         if output == "json":
             emit_json({"action": result.action, "workload": status_dict(result.status)})
         else:
@@ -135,51 +132,31 @@ async def _create_showing_events(
 ) -> ApplyResult | None:
     """Create, printing its events as they come; None when a signal stopped it.
 
-    The create runs in a task of its own, in the scope a signal cancels: the loop that prints
-    goes on until the create has ended, so the drain of a workload it replaces (which a
-    cancellation never cuts short) is shown to its ``DrainFinished``.
+    A signal cancels the create alone (its handle's ``cancel()``): the loop that prints goes on
+    until the create has ended, so the drain of a workload it replaces (which a cancellation
+    never cuts short) is shown to its ``DrainFinished``.
     """
     bars = PullView(sys.stderr) if output == "text" and sys.stderr.isatty() else None
     lines = EventRenderer(sys.stderr)
     if bars is not None:
         interrupts.notice = bars.note  # a signal's notice above the bars, not through them
-    send, receive = anyio.create_memory_object_stream[Event](math.inf)
-    results: list[ApplyResult] = []
-
-    def on_event(event: Event) -> None:
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            send.send_nowait(event)
-
-    errors: list[Exception] = []
-
-    async def create_it() -> None:
-        with send, interrupts.cancelling():
-            try:
-                results.append(
-                    await deployer.create(plan, on_event=on_event, kill_now=interrupts.kill_now)
-                )
-            except Exception as exc:  # noqa: BLE001 - raised below, not grouped by the task group
-                errors.append(exc)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(create_it)
-        with receive:
-            async for event in receive:
-                if isinstance(event, DrainStarted):
-                    interrupts.drain_began()
-                if output == "json":
-                    emit_json(event_to_dict(event))
-                elif bars is not None and isinstance(event, _PULL_EVENTS):
-                    bars.show(event)
-                else:
-                    if bars is not None:
-                        bars.freeze()
-                    lines.show(event)
-                if isinstance(event, DrainFinished):
-                    interrupts.drain_ended()
-    if errors:
-        raise errors[0]
-    return results[0] if results else None
+    creation = deployer.creating(plan)
+    interrupts.attach(creation)
+    async with creation:
+        async for event in creation:
+            if isinstance(event, DrainStarted):
+                interrupts.drain_began()
+            if output == "json":
+                emit_json(event_to_dict(event))
+            elif bars is not None and isinstance(event, _PULL_EVENTS):
+                bars.show(event)
+            else:
+                if bars is not None:
+                    bars.freeze()
+                lines.show(event)
+            if isinstance(event, DrainFinished):
+                interrupts.drain_ended()
+    return None if creation.cancelled else creation.result
 
 
 async def _wait(
@@ -250,25 +227,16 @@ def delete(
 
     async def impl() -> None:
         async with settings.open_deployer() as deployer:
+            grace = grace_period_seconds
             if selector is not None:
-                drain = deployer.terminate_all(
-                    selector,
-                    grace_period_seconds=grace_period_seconds,
-                    kill_now=interrupts.kill_now,
-                )
+                drain = deployer.terminate_all(selector, grace_period_seconds=grace)
             elif len(names) == 1 and not ignore_not_found:
-                drain = deployer.terminate(
-                    names[0],
-                    grace_period_seconds=grace_period_seconds,
-                    kill_now=interrupts.kill_now,
-                )
+                drain = deployer.terminate(names[0], grace_period_seconds=grace)
             else:
                 drain = deployer.terminate_many(
-                    names,
-                    grace_period_seconds=grace_period_seconds,
-                    kill_now=interrupts.kill_now,
-                    ignore_not_found=ignore_not_found,
+                    names, grace_period_seconds=grace, ignore_not_found=ignore_not_found
                 )
+            interrupts.attach(drain)
             seen: list[DrainEvent] = []
             try:
                 drained = await stream_drain(
@@ -283,7 +251,7 @@ def delete(
                     written[0] = await anyio.to_thread.run_sync(
                         write_output_file, timeline_file, timeline_html(seen), "timeline"
                     )
-            interrupts.settled = True  # drained: a late signal must not claim a kill
+            interrupts.settled()  # drained: a late signal must not claim a kill
 
     run(interrupts.guard, impl)
     if not written[0]:
@@ -317,14 +285,12 @@ def delete_all(
     async def impl() -> None:
         async with settings.open_deployer() as deployer:
             drain = deployer.terminate_all(
-                selector,
-                grace_period_seconds=grace_period_seconds,
-                kill_now=interrupts.kill_now,
-                all=everything,
+                selector, grace_period_seconds=grace_period_seconds, all=everything
             )
+            interrupts.attach(drain)
             if not await stream_drain(drain, output, interrupts):
                 click.echo("No resources found", err=True)  # as kubectl: exit 0
-            interrupts.settled = True  # drained: a late signal must not claim a kill
+            interrupts.settled()  # drained: a late signal must not claim a kill
 
     run(interrupts.guard, impl)
 

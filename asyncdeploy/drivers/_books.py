@@ -22,8 +22,8 @@ from asyncdeploy.events import (
     DrainFinished,
     DrainSummary,
     Emit,
-    Role,
 )
+from asyncdeploy.labels import ContainerRole
 from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
 
 __all__ = ["DrainBooks", "TrackedContainer", "effective_grace", "summarize"]
@@ -42,7 +42,7 @@ class TrackedContainer:
     """What a drain knows of one init or run container; ``outcome`` None while unknown."""
 
     name: str
-    role: Role
+    role: ContainerRole
     outcome: ContainerEnd | None = None
     exit_code: int | None = None
     seconds: float | None = None

@@ -10,9 +10,9 @@ import builtins
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
-import anyio
 import attrs
 
+from asyncdeploy._kill import KillSwitch
 from asyncdeploy.events import DrainSummary, Emit
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadEvent, WorkloadStatus
@@ -57,7 +57,7 @@ class Driver(Protocol):
         plan: WorkloadPlan,
         *,
         emit: Emit | None = None,
-        kill_now: anyio.Event | None = None,
+        kill: KillSwitch | None = None,
     ) -> ApplyResult:
         """Create the workload; a no-op for an unchanged plan, a graceful replacement otherwise.
 
@@ -65,7 +65,7 @@ class Driver(Protocol):
         ``DrainUnreachable``) the error is raised and nothing is created: what is left of the
         old workload may still hold its ports and names. A cancellation never cuts that drain
         short once begun: it runs to its end, then the cancellation propagates and nothing is
-        created; setting ``kill_now`` kills its survivors at once.
+        created; throwing ``kill`` (the operation's switch) kills its survivors at once.
         """
         ...
 
@@ -186,4 +186,6 @@ class Driver(Protocol):
         """Remove the marker ``key`` if it still holds ``record`` (gone already is fine)."""
         ...
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Close the engine client."""
+        ...

@@ -51,7 +51,7 @@ class BodyKind(enum.Enum):
     UNTIL_CLOSE = "until-close"
 
 
-Headers = tuple[tuple[bytes, bytes], ...]  # (lower-case name, value), in order
+HeaderFields = tuple[tuple[bytes, bytes], ...]  # (lower-case name, value), in order
 
 
 def _first_line(data: bytes) -> bytes:
@@ -65,7 +65,7 @@ def _check_head(data: bytes) -> None:
         raise HTTPParseError(f"head longer than {MAX_HEAD} bytes")
 
 
-def _headers(data: bytes, start: int) -> Headers:
+def _headers(data: bytes, start: int) -> HeaderFields:
     """The header lines from ``start`` to the head's final empty line."""
     block = data[start:-2]
     if _HEADER_BLOCK.fullmatch(block) is None:
@@ -76,7 +76,7 @@ def _headers(data: bytes, start: int) -> Headers:
     return tuple((name.lower(), value.strip(b" \t")) for name, value in _HEADER.findall(block))
 
 
-def _framing(headers: Headers) -> tuple[tuple[BodyKind, int] | None, set[bytes]]:
+def _framing(headers: HeaderFields) -> tuple[tuple[BodyKind, int] | None, set[bytes]]:
     """The body framing the headers declare (None when they declare none), and the
     Connection header's tokens."""
     encodings: list[bytes] = []
@@ -119,7 +119,7 @@ class RequestHead:
     method: bytes
     target: bytes
     version: bytes
-    headers: Headers
+    headers: HeaderFields
     raw: bytes  # exactly the bytes received, forwarded as they are
     body: BodyKind
     length: int  # for BodyKind.LENGTH
@@ -142,7 +142,7 @@ class RequestHead:
 class ResponseHead:
     version: bytes
     status: int
-    headers: Headers
+    headers: HeaderFields
     raw: bytes
     body: BodyKind
     length: int

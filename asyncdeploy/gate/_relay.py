@@ -13,7 +13,7 @@ the client's transport took the last byte of the answer (its buffer back under
 Pipelining: requests behind the one in flight wait in the client's buffer (reading pauses past
 ``MAX_HEAD``) and are taken in order. The only tasks are the upstream connect (once per client
 connection while the engine keeps it alive) and an asynchronous local answer (the drain hook),
-both started in the gate's task group (:meth:`Front.spawn`).
+both started in the gate's task group (:meth:`RelayHost.spawn`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from ._http import (
 )
 from ._upstream import WRITE_HIGH, UpstreamConnection
 
-__all__ = ["IDLE", "ClientConnection", "Front", "LocalAnswer"]
+__all__ = ["IDLE", "ClientConnection", "LocalAnswer", "RelayHost"]
 
 logger = logging.getLogger("asyncdeploy.gate")
 
@@ -56,7 +56,7 @@ _FULL_UPSTREAM = 1  # the upstream's write buffer is full (request body flow con
 _FULL_BUFFER = 2  # pipelined bytes past MAX_HEAD wait for the exchange in flight
 
 
-class Front(Protocol):
+class RelayHost(Protocol):
     """What the protocols need of the gate (``_server._Gate``)."""
 
     @property
@@ -97,7 +97,7 @@ class ClientConnection(asyncio.Protocol):
         "upstream",
     )
 
-    def __init__(self, front: Front) -> None:
+    def __init__(self, front: RelayHost) -> None:
         self._front = front
         self.transport: asyncio.Transport | None = None
         self._buffer = b""

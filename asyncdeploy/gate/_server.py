@@ -93,7 +93,7 @@ class _Gate:
             if p is not None
         }
 
-    # --- what the relay needs (``_relay.Front``) -----------------------------------------------
+    # --- what the relay needs (``_relay.RelayHost``) -----------------------------------------------
     def local(self, head: RequestHead) -> LocalAnswer | None:
         handler = self._local.get(head.path)
         if handler is None or head.method not in (b"GET", b"HEAD", b"POST"):

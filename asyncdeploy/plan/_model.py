@@ -78,8 +78,6 @@ __all__ = [
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
-Role = PlanRole
-
 
 @attrs.frozen(kw_only=True)
 class Container:
@@ -96,7 +94,7 @@ class Container:
     image: str = attrs.field(
         validator=rules.image_reference, metadata=about("The image reference.")
     )
-    role: Role = attrs.field(
+    role: PlanRole = attrs.field(
         default="run",
         validator=rules.one_of(*PLAN_ROLES),
         metadata=about(

@@ -29,7 +29,7 @@ DEMO_PORT = 8080  # the demo server's default --port, and what the demo image's 
 DEMO_IMAGE_REPOSITORY = "asyncdeploy/demo"
 
 Level = Literal["error", "warning"]
-Found = tuple[Level, str, str]  # (level, path, message): lint.Finding's fields
+PortFinding = tuple[Level, str, str]  # (level, path, message): lint.Finding's fields
 
 
 def _demo_port(words: Sequence[str]) -> int | None:
@@ -73,7 +73,7 @@ def listening_ports(
 
 def lint_ports(
     plan: WorkloadPlan, image_ports: Mapping[str, frozenset[int] | None] | None = None
-) -> list[Found]:
+) -> list[PortFinding]:
     """A warning for each published TCP port that the container publishing it is known not to
     listen on, and for each HTTP or TCP check aimed at such a port."""
     known = {
@@ -84,7 +84,7 @@ def lint_ports(
     # a gate listens on its container's first tcp port, where clients and checks arrive
     gates = frozenset(gate_listen_port(c) for c in plan.containers if c.gate is not None)
     everywhere = gates.union(*(p for p in known.values() if p is not None))
-    findings: list[Found] = []
+    findings: list[PortFinding] = []
     for i, ports in known.items():
         if ports is None:
             continue
@@ -129,7 +129,7 @@ def lint_ports(
     return findings
 
 
-def _lint_gated(i: int, container: Container, ports: frozenset[int]) -> list[Found]:
+def _lint_gated(i: int, container: Container, ports: frozenset[int]) -> list[PortFinding]:
     """A gated container's published ports and checks are the gate's; what the engine behind
     it listens on must be the gate's ``upstream``."""
     assert container.gate is not None
@@ -157,10 +157,10 @@ def _source(container: Container) -> str:
     return f"{container.image} EXPOSEs it"
 
 
-def lint_replace_in_place(plan: WorkloadPlan) -> list[Found]:
+def lint_replace_in_place(plan: WorkloadPlan) -> list[PortFinding]:
     """A warning for each fixed host port: the new instance of a replace cannot bind it while
     the old one serves on the same host, so the old one must drain first (downtime)."""
-    findings: list[Found] = []
+    findings: list[PortFinding] = []
     for i, container in enumerate(plan.containers):
         for j, port in enumerate(container.ports):
             if port.host_port is None:

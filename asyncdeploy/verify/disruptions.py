@@ -8,15 +8,14 @@ one event stream, and what the run must prepare and expect around it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import anyio
 import attrs
-from anyio.abc import ObjectReceiveStream
 
-from asyncdeploy.deployer import Deployer, Replacement
+from asyncdeploy._operations import Operation
+from asyncdeploy.deployer import Deployer
 from asyncdeploy.events import DrainEvent
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import WorkloadStatus
@@ -25,7 +24,7 @@ from asyncdeploy.verify.front import Front
 __all__ = ["DISRUPTIONS", "Disruption", "DrainStream", "Mode", "Scene"]
 
 Mode = Literal["delete", "replace", "delete-all"]
-DrainStream = AbstractAsyncContextManager[ObjectReceiveStream[DrainEvent]]
+DrainStream = Operation[DrainEvent, Any]  # a Drain, or a Replacement (the old one's drain)
 
 
 @attrs.frozen(kw_only=True)
@@ -77,24 +76,14 @@ def _replace_first(scene: Scene) -> DrainStream:
         scene.say(f"{new.name} ready; draining {old} with requests in flight")
 
     scene.say(f"replacing {old} by {new.name} (Deployer.replacing)")
-    return _events_of(
-        scene.deployer.replacing(
-            new,
-            old=[old],
-            new_name=new.name,
-            ready_timeout=scene.ready_timeout,
-            grace_period_seconds=scene.grace_period_seconds,
-            on_ready=route_to_new,
-        )
+    return scene.deployer.replacing(
+        new,
+        old=[old],
+        new_name=new.name,
+        ready_timeout=scene.ready_timeout,
+        grace_period_seconds=scene.grace_period_seconds,
+        on_ready=route_to_new,
     )
-
-
-@asynccontextmanager
-async def _events_of(
-    replacing: AbstractAsyncContextManager[Replacement],
-) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
-    async with replacing as replacement:
-        yield replacement.events
 
 
 DISRUPTIONS: dict[Mode, Disruption] = {

@@ -15,7 +15,7 @@ import attrs
 
 from asyncdeploy.builtin_images import DEMO_IMAGE
 from asyncdeploy.deployer import Deployer
-from asyncdeploy.errors import DrainError, WorkloadConflict
+from asyncdeploy.errors import DrainError, OperationTimeout, WorkloadConflict
 from asyncdeploy.events import DrainEvent, DrainStarted, Event
 from asyncdeploy.plan import Checks, Container, HTTPGet, Port, Probe, WorkloadPlan
 from asyncdeploy.verify._ports import free_port
@@ -205,7 +205,6 @@ async def _refuse_taken(deployer: Deployer, names: Sequence[str]) -> None:
                 f"a workload named {name!r} already exists; verify creates and removes its own "
                 "workloads and will not touch it: choose another plan name",
                 engine=deployer.driver_name,
-                status=409,
             )
 
 
@@ -233,19 +232,49 @@ async def run_verify(
     # a balancer is told of every server it may send to at its start: the successor too
     declared = [*instances, *([successor] if disruption.starts_successor else [])]
     await _refuse_taken(deployer, [p.name for p, _ in declared])
+    deadline = run_deadline(options, plan, len(declared))
     try:
-        async with verify.opened(plan, ready_path(plan, options.port), declared) as (
-            session,
-            front,
-        ):
-            await verify.deploy(instances, front)
-            scene = verify.scene(names, successor, front)
-            await verify.disrupt_under_traffic(session, scene, disruption)
-            states = front.states()
+        with anyio.fail_after(deadline):
+            async with verify.opened(plan, ready_path(plan, options.port), declared) as (
+                session,
+                front,
+            ):
+                await verify.deploy(instances, front)
+                scene = verify.scene(names, successor, front)
+                await verify.disrupt_under_traffic(session, scene, disruption)
+                states = front.states()
+    except TimeoutError as exc:
+        raise OperationTimeout(
+            f"verify did not end within {deadline:g} s, the sum of its steps' bounds (every "
+            "workload it made was removed)"
+        ) from exc
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(60):
             await deployer.delete_all({VERIFY_LABEL: verify.run}, grace_period_seconds=0)
     return verify.report(front.name, states)
+
+
+CREATE_BOUND = 120.0  # one instance's create: its pulls from a registry, the engine's calls
+MARGIN = 60.0
+
+
+def run_deadline(options: VerifyOptions, plan: WorkloadPlan, workloads: int) -> float:
+    """A run's own deadline, in seconds: the bounds of its steps, summed. Each workload is made
+    (``CREATE_BOUND``) and waited for (``ready_timeout``); the traffic warms up, the drain takes
+    its grace twice over (a follower's, a kill's clean-up), what is left serves on, and the last
+    request may take its whole ``request_timeout``. Past it, a step that waits on something that
+    never answers (an engine, a balancer) ends the run with an error instead of a hang."""
+    grace = options.grace_period_seconds
+    if grace is None:
+        grace = plan.termination_grace_period_seconds
+    return (
+        workloads * (CREATE_BOUND + options.ready_timeout)
+        + options.warmup_seconds
+        + 2 * grace
+        + options.after_seconds
+        + options.mix.request_timeout
+        + MARGIN
+    )
 
 
 @attrs.define(kw_only=True)

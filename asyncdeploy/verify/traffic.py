@@ -36,7 +36,7 @@ __all__ = [
     "send_traffic",
 ]
 
-Outcome = Literal[
+ClientOutcome = Literal[
     "completed",  # the whole answer arrived (a stream with its final marker, when one is named)
     "refused",  # answered 503 in the end: through a balancer at once, by the router after retries
     "unavailable",  # the connection was refused: nothing listened any more
@@ -46,7 +46,7 @@ Outcome = Literal[
     "failed",  # any other status than the one expected
     "duplicated",  # admitted by two instances
 ]
-OUTCOMES: tuple[Outcome, ...] = (
+OUTCOMES: tuple[ClientOutcome, ...] = (
     "completed",
     "refused",
     "unavailable",
@@ -59,7 +59,7 @@ OUTCOMES: tuple[Outcome, ...] = (
 # "unavailable" fails a run too: the router stops sending to an instance one poll after its
 # readiness fails, long before a draining server closes its listener, so a refused connection
 # means the instance went away under traffic (and a request cut that way may hide behind it).
-GATED_OUTCOMES: tuple[Outcome, ...] = (
+GATED_OUTCOMES: tuple[ClientOutcome, ...] = (
     "refused",
     "unavailable",
     "truncated",
@@ -118,7 +118,7 @@ class RequestRecord:
     status: int | None = None
     bytes: int = 0
     done_frame: bool = False  # a stream's final marker arrived
-    outcome: Outcome | None = None
+    outcome: ClientOutcome | None = None
     error: str | None = None
     attempts: int = 0
     refusals: int = 0  # 503s seen (a retried one may still complete)

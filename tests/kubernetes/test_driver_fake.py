@@ -817,7 +817,7 @@ async def test_a_missing_name_touches_nothing(
 async def test_a_cancelled_drain_kills_with_a_guarded_grace_0_delete_and_finishes(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
-    """Cancelled (how kill_now reaches a driver), the drain sends the grace-0 delete with the
+    """Cancelled (how a handle's kill() reaches a driver), the drain sends the grace-0 delete with the
     Pod's uid, follows the Pod until it is gone, ends with DrainFinished, and leaves no task."""
     fake.scripts["server"] = ContainerScript(drain=4)
     await running(driver, plan(grace=30))
@@ -838,42 +838,40 @@ async def test_a_cancelled_drain_kills_with_a_guarded_grace_0_delete_and_finishe
     await until(lambda: fake.open_watches() == 0)
 
 
-async def test_kill_now_through_the_deployer_kills_and_reports(
+async def test_a_kill_through_the_deployer_kills_and_reports(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
-    """The second Ctrl-C's path: kill_now during a 4 s drain ends it at once, events and all."""
+    """The second Ctrl-C's path: a kill during a 4 s drain ends it at once, events and all."""
     fake.scripts["server"] = ContainerScript(drain=4)
     await running(driver, plan(grace=30))
-    kill_now = anyio.Event()
     kinds: list[str] = []
     started = anyio.current_time()
-    async with Deployer(driver).terminate("demo", kill_now=kill_now) as stream:
-        async for event in stream:
+    async with Deployer(driver).terminate("demo") as drain:
+        async for event in drain:
             kinds.append(type(event).__name__)
             if isinstance(event, SignalSent):
-                kill_now.set()
+                drain.kill()
     assert anyio.current_time() - started < 3
     assert kinds[0] == "DrainStarted" and kinds[-1] == "DrainFinished"
     assert "ContainerForceKilled" in kinds
     assert (NAMESPACE, "demo") not in fake.pods
 
 
-async def test_kill_now_that_cannot_delete_is_reported_as_a_failure(
+async def test_a_kill_that_cannot_delete_is_reported_as_a_failure(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:
     """The grace-0 delete refused: the summary says so and the deployer raises DrainError,
     never "everything was removed"."""
     fake.scripts["server"] = ContainerScript(drain=4)
     await running(driver, plan(grace=30))
-    kill_now = anyio.Event()
     summaries: list[Any] = []
 
     async def delete() -> None:
-        async with Deployer(driver).terminate("demo", kill_now=kill_now) as stream:
-            async for event in stream:
+        async with Deployer(driver).terminate("demo") as drain:
+            async for event in drain:
                 if isinstance(event, SignalSent):
                     fake.inject("DELETE", f"{PODS}/demo", 403)
-                    kill_now.set()
+                    drain.kill()
                 if isinstance(event, DrainFinished):
                     summaries.append(event.summary)
 
@@ -933,9 +931,11 @@ async def test_api_errors_map_to_asyncdeploy_errors(
         call = driver.list()
     with pytest.raises(error) as caught:
         await call
-    assert isinstance(caught.value, EngineAPIError) and caught.value.status == status
-    assert caught.value.engine == "kubernetes"
-    assert str(status) in str(caught.value)
+    failure = caught.value
+    assert type(failure) is error
+    assert isinstance(failure, (EngineAPIError, WorkloadNotFound, WorkloadConflict))
+    assert failure.status == status and failure.engine == "kubernetes"
+    assert str(status) in str(failure)
 
 
 async def test_a_422_names_the_invalid_field(driver: KubernetesDriver, fake: FakeApiServer) -> None:

@@ -855,7 +855,10 @@ class FakeDriver:
 
     async def drain(self, found: Found, *, grace_period_seconds: int | None, emit):  # type: ignore[no-untyped-def]
         return await drain_workloads(
-            self.ops, [self.ops.snapshot(grace=30)], grace_period_seconds=None, emit=emit
+            self.ops,
+            [self.ops.snapshot(grace=30)],
+            grace_period_seconds=grace_period_seconds,
+            emit=emit,
         )
 
 
@@ -866,13 +869,12 @@ async def test_kill_now_reports_what_really_happened() -> None:
     ops = pod(FakeOps())
     ops.add("app", ignores_term=True)
     ops.fail("remove", "app", refused("remove", "app"))
-    kill_now = anyio.Event()
     deployer = Deployer(FakeDriver(ops))  # type: ignore[arg-type]
     with pytest.raises(DrainError) as caught:  # noqa: PT012 - raised as the stream ends
-        async with deployer.terminate("w", kill_now=kill_now) as stream:
-            async for event in stream:
+        async with deployer.terminate("w") as drain:
+            async for event in drain:
                 if isinstance(event, SignalSent):
-                    kill_now.set()
+                    drain.kill()
     [summary] = caught.value.summaries
     assert outcomes(summary) == {"app": ("killed", 137)}
     assert "remove app" in summary.errors[0]
@@ -881,26 +883,29 @@ async def test_kill_now_reports_what_really_happened() -> None:
 async def test_kill_now_with_the_engine_gone_is_unreachable() -> None:
     ops = pod(FakeOps())
     ops.add("app", ignores_term=True)
-    kill_now = anyio.Event()
     deployer = Deployer(FakeDriver(ops))  # type: ignore[arg-type]
     with pytest.raises(DrainUnreachable):  # noqa: PT012 - raised as the stream ends
-        async with deployer.terminate("w", kill_now=kill_now) as stream:
-            async for event in stream:
+        async with deployer.terminate("w") as drain:
+            async for event in drain:
                 if isinstance(event, SignalSent):
                     ops.down = True
-                    kill_now.set()
+                    drain.kill()
 
 
 async def test_kill_now_set_before_the_drain_began_kills() -> None:
-    """The second Ctrl-C came during connect or find: the drain starts with kill_now set and
-    kills (it used to be cancelled before anything, and killed nothing)."""
+    """The second Ctrl-C came during connect or find: the drain starts killed, at grace 0, and
+    kills at once what ignores SIGTERM (it used to be cancelled before anything, and killed
+    nothing). The workload declares 30 s: a drain that ignored the kill would wait them out."""
     ops = pod(FakeOps())
     ops.add("app", ignores_term=True)
-    kill_now = anyio.Event()
-    kill_now.set()
     deployer = Deployer(FakeDriver(ops))  # type: ignore[arg-type]
-    async with deployer.terminate("w", kill_now=kill_now) as stream:
-        seen = [event async for event in stream]
+    drain = deployer.terminate("w")
+    drain.kill()
+    started = anyio.current_time()
+    async with drain:
+        seen = [event async for event in drain]
+    assert anyio.current_time() - started < 5  # not the declared 30 s
+    assert isinstance(seen[0], DrainStarted) and seen[0].grace_period_seconds == 0
     assert isinstance(seen[-1], DrainFinished)
     assert outcomes(seen[-1].summary) == {"app": ("killed", 137)}
     assert all(b.state == "gone" for b in ops.boxes.values())

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Self, cast
 import anyio
 import attrs
 
+from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine import _build
@@ -39,7 +40,8 @@ from asyncdeploy.drivers.engine._state import (
 )
 from asyncdeploy.drivers.engine._unfinished import dead_claim, left_volumes
 from asyncdeploy.errors import (
-    EngineError,
+    ENGINE_FAILURES,
+    AsyncDeployError,
     EngineUnavailable,
     ExecInterrupted,
     WorkloadConflict,
@@ -145,7 +147,7 @@ class EngineAPIDriver:
         try:
             with self.session.errors("ping"), anyio.fail_after(PING_TIMEOUT):
                 version = await self.session.version()
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             raise EngineUnavailable(
                 f"no {self.name} engine answers at {self.url}: {exc.message}", engine=self.name
             ) from exc
@@ -187,7 +189,7 @@ class EngineAPIDriver:
         ref = ContainerRef(id=str(paused[0]["Id"]), name="pause", role="pause", running=True)
         try:
             record = await self.ops.read_claim(ref)
-        except EngineError:
+        except ENGINE_FAILURES:
             return status  # a look only: the list stands without the mark
         reason = dead_claim(record)
         return attrs.evolve(status, unfinished=reason) if reason else status
@@ -221,7 +223,7 @@ class EngineAPIDriver:
         """The workload's list entries; ``WorkloadNotFound`` when it has none."""
         items = await self.session.containers({LABEL_WORKLOAD: name})
         if not items:
-            raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
+            raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name)
         return items
 
     async def _container_id(self, name: str, container: str | None) -> str:
@@ -233,7 +235,7 @@ class EngineAPIDriver:
             ) == container:
                 return str(item["Id"])
         raise WorkloadNotFound(
-            f"workload {name!r} has no container {container!r}", engine=self.name, status=404
+            f"workload {name!r} has no container {container!r}", engine=self.name
         )
 
     def logs(
@@ -284,7 +286,7 @@ class EngineAPIDriver:
         ident = await self._container_id(name, container)
         what = f"exec in {name}"
         result: builtins.list[ExecResult] = []
-        failed: builtins.list[EngineError] = []
+        failed: builtins.list[AsyncDeployError] = []
 
         async def run_it(scope: anyio.CancelScope) -> None:
             try:
@@ -293,7 +295,7 @@ class EngineAPIDriver:
                         ident, command, what, on_output, stdin=stdin, tty=tty, size=size
                     )
                 )
-            except EngineError as exc:  # raised below as itself, not in an exception group
+            except AsyncDeployError as exc:  # raised below as itself, not in an exception group
                 failed.append(exc)
             scope.cancel()
 
@@ -389,7 +391,7 @@ class EngineAPIDriver:
                 missing.remove(name)
         if missing:
             raise WorkloadNotFound(
-                f"no workload named {', '.join(map(repr, missing))}", engine=self.name, status=404
+                f"no workload named {', '.join(map(repr, missing))}", engine=self.name
             )
         return _found({n: grouped[n] for n in names})
 
@@ -437,7 +439,7 @@ class EngineAPIDriver:
         plan: WorkloadPlan,
         *,
         emit: Emit | None = None,
-        kill_now: anyio.Event | None = None,
+        kill: KillSwitch | None = None,
     ) -> ApplyResult:
         """Create the workload; unchanged → no call that writes; changed → drain, then create
         (a failed drain raises ``DrainError`` and creates nothing; a cancellation lets a begun
@@ -465,7 +467,6 @@ class EngineAPIDriver:
                         f"{', '.join(sorted(map(str, names)))} of {', '.join(sorted(wanted))}), "
                         "or a create of it was killed; wait and retry, or delete it",
                         engine=self.name,
-                        status=409,
                     )
                 # "dead": the same plan, complete, but not in the state it asks for (left
                 # unstarted by a killed create, half deleted, every run container exited):
@@ -482,7 +483,7 @@ class EngineAPIDriver:
                     plan.name,
                     lambda watch: self.drain(found, grace_period_seconds=None, emit=watch),
                     emit or ignore_events,
-                    kill_now,
+                    kill,
                 )
         items = await CreateAttempt(self.session, self.ops, plan).run()
         return ApplyResult(

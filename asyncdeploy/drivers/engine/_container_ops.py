@@ -14,6 +14,7 @@ from contextlib import AbstractAsyncContextManager
 import aiohttp
 import anyio
 
+from asyncdeploy._backoff import KILLED_POLL
 from asyncdeploy.drivers.engine._claim import CLAIM_FILE, ClaimRecord, pack, unpack
 from asyncdeploy.drivers.engine._exits import ExitWatch, watch_exits
 from asyncdeploy.drivers.engine._netcheck import http_get, workload_address
@@ -25,7 +26,6 @@ from asyncdeploy.labels import LABEL_VOLUME_PLAN, LABEL_WORKLOAD
 __all__ = ["EngineContainerOps"]
 
 REMOVAL_POLL_SECONDS = 0.05
-KILL_POLL_SECONDS = 0.02
 # Failures that mean the request never left: no connection could be made.
 _NEVER_SENT = (aiohttp.ClientConnectorError, ConnectionRefusedError, FileNotFoundError)
 
@@ -77,17 +77,14 @@ class EngineContainerOps:
         or libpod) blocks until the hook's exec session is cleaned up, 20 s later."""
         if not self.session.polls_killed:
             return await self.wait_exit(ref)
-        pause = KILL_POLL_SECONDS
+        pauses = KILLED_POLL.pauses()
         while True:
             look = await self.look(ref)
             if look is None:
-                raise WorkloadNotFound(
-                    f"{ref.name} is gone", engine=self.session.engine, status=404
-                )
+                raise WorkloadNotFound(f"{ref.name} is gone", engine=self.session.engine)
             if not look.running:
                 return look.exit_code
-            await anyio.sleep(pause)
-            pause = min(pause * 2, 0.2)  # many containers: do not flood the API service
+            await anyio.sleep(next(pauses))
 
     async def remove(self, ref: ContainerRef) -> None:
         """Force-remove a stopped container (the drain has signalled it: Podman's force-delete

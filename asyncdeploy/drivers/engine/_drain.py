@@ -63,7 +63,13 @@ from asyncdeploy.drivers.engine._ops import (
     WorkloadSnapshot,
 )
 from asyncdeploy.drivers.engine._pipeline import Pipelines, TrackedRef
-from asyncdeploy.errors import DrainUnreachable, EngineError, EngineUnavailable, WorkloadNotFound
+from asyncdeploy.errors import (
+    ENGINE_FAILURES,
+    DrainUnreachable,
+    EngineFailure,
+    EngineUnavailable,
+    WorkloadNotFound,
+)
 from asyncdeploy.events import (
     ContainerForceKilled,
     ContainerRemoved,
@@ -201,7 +207,7 @@ class _WorkloadDrain(Pipelines):
                 self.state.reached()
                 return result
 
-    def failed(self, what: str, exc: EngineError) -> None:
+    def failed(self, what: str, exc: EngineFailure) -> None:
         if isinstance(exc, EngineUnavailable):
             if not self.state.lost:
                 self.state.lost = True
@@ -227,7 +233,7 @@ class _WorkloadDrain(Pipelines):
         if not pause.running:  # killed in another delete's cleanup: its record tells
             try:
                 return await self._call(lambda: self.ops.read_claim(pause)) is not None
-            except EngineError:
+            except ENGINE_FAILURES:
                 return False
         try:
             if await self._call(lambda: self.ops.claim(pause)):
@@ -241,7 +247,7 @@ class _WorkloadDrain(Pipelines):
             return False
         except WorkloadNotFound:
             return False  # gone: nothing to claim
-        except EngineError:
+        except ENGINE_FAILURES:
             # An engine that cannot pause (no cgroup freezer): the claim record alone decides.
             return await _follow.claim_by_record(self)
         return look is not None and look.paused
@@ -267,7 +273,7 @@ class _WorkloadDrain(Pipelines):
                 await self.ops.write_claim(pause, self.record)
             except WorkloadNotFound:
                 self.record = None  # the pause is gone: nothing to claim any more
-            except EngineError:
+            except ENGINE_FAILURES:
                 pass
 
     async def _beat(self) -> None:
@@ -311,7 +317,7 @@ class _WorkloadDrain(Pipelines):
             await self._call(lambda: self.ops.remove(ref))
         except WorkloadNotFound:
             pass
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             self.failed(f"remove {ref.name}", exc)
             return
         self.state.gone.add(ref.id)
@@ -344,7 +350,7 @@ class _WorkloadDrain(Pipelines):
             return  # a recreate: the next instance of the plan mounts them
         try:
             await self._call(lambda: self.ops.remove_volumes(self.snapshot.volume_owner))
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             self.failed("remove volumes", exc)
 
     async def _kill_then_remove(self, t: TrackedRef, removals: TaskGroup) -> None:
@@ -360,7 +366,7 @@ class _WorkloadDrain(Pipelines):
                     await self._call(lambda ref=ref: self.ops.signal(ref, "SIGKILL"))  # type: ignore[misc]
                 except WorkloadNotFound:
                     pass
-                except EngineError as exc:
+                except ENGINE_FAILURES as exc:
                     self.failed(f"kill {ref.name}", exc)
 
     async def _kill_one(self, t: TrackedRef) -> None:
@@ -378,7 +384,7 @@ class _WorkloadDrain(Pipelines):
                 self._exited(t, exit_code, "killed" if killed else "exited")
         except WorkloadNotFound:
             t.outcome = "missing"
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             self.failed(f"kill {ref.name}", exc)
 
     async def _remove_one(self, ref: ContainerRef) -> None:
@@ -386,7 +392,7 @@ class _WorkloadDrain(Pipelines):
             await self._call(lambda: self.ops.remove(ref))
         except WorkloadNotFound:
             pass  # removed by hand, or by another delete: not a failure
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             self.failed(f"remove {ref.name}", exc)
             return
         self.state.gone.add(ref.id)

@@ -22,7 +22,7 @@ from asyncdeploy.drivers._books import DrainBooks
 from asyncdeploy.drivers.engine._claim import BEAT_STALE, RECORD_WAIT, ClaimRecord, new_record
 from asyncdeploy.drivers.engine._drain_state import DrainState
 from asyncdeploy.drivers.engine._ops import ContainerOps, ContainerRef, WorkloadSnapshot
-from asyncdeploy.errors import EngineError
+from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure
 
 __all__ = ["claim_by_record", "follow"]
 
@@ -51,7 +51,7 @@ class Follower(Protocol):
 
     async def write_record(self, record: ClaimRecord | None = None) -> None: ...
 
-    def failed(self, what: str, exc: EngineError) -> None: ...
+    def failed(self, what: str, exc: EngineFailure) -> None: ...
 
 
 class _OwnerWatch:
@@ -93,7 +93,7 @@ async def follow(drain: Follower) -> bool:
             if all(r.id in drain.state.gone for r in drain.snapshot.containers):
                 return False
             record = None if pause.id in drain.state.gone else await ops.read_claim(pause)
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             drain.failed(f"follow {drain.name}", exc)
             return False
         if watch.owner_dead(record, books.clock()) and await _take_over(drain, watch.last):
@@ -113,7 +113,7 @@ async def _take_over(drain: Follower, stale: ClaimRecord | None) -> bool:
     await anyio.sleep(TAKEOVER_SETTLE)
     try:
         now = await drain.ops.read_claim(pause)
-    except EngineError:
+    except ENGINE_FAILURES:
         now = None
     if now is not None and now.token != record.token:
         drain.record = None  # another follower's: follow it
@@ -132,7 +132,7 @@ async def claim_by_record(drain: Follower) -> bool:
     assert pause is not None
     try:
         found = await drain.ops.read_claim(pause)
-    except EngineError:
+    except ENGINE_FAILURES:
         return False
     alive = found is not None and found.owner.alive() is not False
     if found is not None and alive and time.time() < found.deadline + OWNER_BOUND:

@@ -21,14 +21,11 @@ class CallNotSent(EngineUnavailable):
     safe. A plain ``EngineUnavailable`` from a call that changes something may have landed."""
 
 
-Role = ContainerRole
-
-
 @attrs.frozen(kw_only=True)
 class ContainerRef:
     id: str
     name: str
-    role: Role
+    role: ContainerRole
     running: bool
     paused: bool = False
     exit_code: int | None = None

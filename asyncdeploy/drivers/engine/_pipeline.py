@@ -17,7 +17,12 @@ from asyncdeploy.drivers.engine._claim import BEAT_INTERVAL, ClaimRecord
 from asyncdeploy.drivers.engine._drain_state import DrainState
 from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch, first_exit
 from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerOps, ContainerRef
-from asyncdeploy.errors import EngineError, EngineUnavailable, WorkloadNotFound
+from asyncdeploy.errors import (
+    ENGINE_FAILURES,
+    EngineFailure,
+    EngineUnavailable,
+    WorkloadNotFound,
+)
 from asyncdeploy.events import (
     ContainerEnd,
     ContainerExited,
@@ -50,7 +55,7 @@ class Pipelines:
     async def _call(self, call: Callable[[], Awaitable[T]], *, once: bool = False) -> T:
         raise NotImplementedError
 
-    def failed(self, what: str, exc: EngineError) -> None:
+    def failed(self, what: str, exc: EngineFailure) -> None:
         raise NotImplementedError
 
     async def write_record(self, record: ClaimRecord | None = None) -> None:
@@ -85,7 +90,7 @@ class Pipelines:
                 failed = True  # an HTTP hook with no address to send it to: on to the signal
         except EngineUnavailable:
             failed = True  # its exec session was lost with the connection: go on to the signal
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             self.books.error(f"pre_stop of {ref.name}: {exc}")
             failed = True
         finally:
@@ -103,13 +108,13 @@ class Pipelines:
         restarted meanwhile, and the hook would hold the signal until the deadline."""
         since = self.exits.mark()
         result: list[int] = []
-        failure: list[EngineError] = []
+        failure: list[EngineFailure] = []
         async with anyio.create_task_group() as tg:
 
             async def hook() -> None:
                 try:
                     result.append(await self.ops.run_hook(ref, command))
-                except EngineError as exc:
+                except ENGINE_FAILURES as exc:
                     failure.append(exc)  # raised below, not grouped
                 tg.cancel_scope.cancel()
 
@@ -171,7 +176,7 @@ class Pipelines:
         except WorkloadNotFound:
             t.outcome = "missing"  # removed by hand, or by another delete: not a failure
             return
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             self.failed(f"stop {ref.name}", exc)
             return
         # Not running at the signal: ended by its hook (a drain step), else on its own before.
@@ -193,7 +198,7 @@ class Pipelines:
             if not self.exits.lost and not self.exits.reported(ref.id, since):
                 look = await self._call(lambda: self.ops.look(ref))
                 if look is None:
-                    raise WorkloadNotFound(f"{ref.name} is gone", engine="", status=404)
+                    raise WorkloadNotFound(f"{ref.name} is gone", engine="")
                 if not look.running:
                     return look.exit_code
         try:
@@ -227,7 +232,7 @@ class Pipelines:
         while True:
             look = await self._call(lambda: self.ops.look(ref))
             if look is None:
-                raise WorkloadNotFound(f"{ref.name} is gone", engine="", status=404)
+                raise WorkloadNotFound(f"{ref.name} is gone", engine="")
             if not look.running:
                 return look.exit_code
             await anyio.sleep(pause)

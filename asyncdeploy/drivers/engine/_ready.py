@@ -25,7 +25,12 @@ from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._netcheck import probe_from_here
 from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.drivers.engine._state import workload_status
-from asyncdeploy.errors import CreateError, EngineError, EngineTimeout, WorkloadNotFound
+from asyncdeploy.errors import (
+    ENGINE_FAILURES,
+    CreateError,
+    EngineTimeout,
+    WorkloadNotFound,
+)
 from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_READINESS,
@@ -57,9 +62,7 @@ async def wait_until_ready(ops: EngineContainerOps, name: str, *, timeout: float
             while True:
                 items = await session.containers({LABEL_WORKLOAD: name})
                 if not items:
-                    raise WorkloadNotFound(
-                        f"no workload named {name!r}", engine=session.engine, status=404
-                    )
+                    raise WorkloadNotFound(f"no workload named {name!r}", engine=session.engine)
                 runs = [i for i in items if i["Labels"].get(LABEL_ROLE) in ("run", "sidecar")]
                 if await _all_ready(ops, name, runs, items, seen):
                     restarts = await session.restarts([str(i["Id"]) for i in items])
@@ -118,7 +121,7 @@ async def _check(session: EngineSession, name: str, ident: str, command: list[st
         with anyio.move_on_after(EXEC_BOUND_SECONDS):
             result = await session.exec(ident, command, f"readiness of {name}")
             return result.exit_code == 0
-    except EngineError:
+    except ENGINE_FAILURES:
         return False  # it exited under the exec (or is restarting): the next look says which
     return False
 
@@ -146,7 +149,7 @@ async def exited_error(
             data = await session.show(ident)
             exit_code = (data.get("State") or {}).get("ExitCode")
             lines = await session.logs(ident, stdout=True, stderr=True, tail=str(LOG_LINES))
-    except (EngineError, TimeoutError):
+    except (*ENGINE_FAILURES, TimeoutError):
         pass  # best effort: the error is about the exit; it says so without the logs
     what = "restarted" if restarted else "exited"
     return CreateError(

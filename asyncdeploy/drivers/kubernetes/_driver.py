@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import anyio
 from kubernetes_asyncio.client import ApiClient
 
+from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import READY_SETTLE_SECONDS, Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
@@ -54,9 +55,9 @@ from asyncdeploy.drivers.kubernetes._markers import ConfigMapMarkers
 from asyncdeploy.drivers.kubernetes._pod_states import WATCH_MARGIN
 from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
+    ENGINE_FAILURES,
     CreateError,
     EngineAPIError,
-    EngineError,
     EngineTimeout,
     EngineUnavailable,
     WorkloadConflict,
@@ -151,7 +152,7 @@ class KubernetesDriver:
                 version = await self.api.version()
         except TimeoutError as exc:
             raise EngineUnavailable(f"{host} did not answer in time", engine=ENGINE) from exc
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             raise EngineUnavailable(
                 f"no Kubernetes API server answers at {host}: {exc.message}", engine=ENGINE
             ) from exc
@@ -168,7 +169,6 @@ class KubernetesDriver:
             raise WorkloadNotFound(
                 f"pod {self.namespace}/{name} is not an asyncdeploy workload",
                 engine=ENGINE,
-                status=404,
             )
         return pod
 
@@ -293,11 +293,10 @@ class KubernetesDriver:
                     raise WorkloadNotFound(
                         f"no workload named {name!r} in namespace {self.namespace}",
                         engine=ENGINE,
-                        status=404,
                     )
                 return check(event.pods[0])
             if event.type == "DELETED":
-                raise WorkloadNotFound(f"pod {name} was deleted", engine=ENGINE, status=404)
+                raise WorkloadNotFound(f"pod {name} was deleted", engine=ENGINE)
             return check(event.pod)
 
         follower = PodFollower(
@@ -334,7 +333,7 @@ class KubernetesDriver:
             ) as stream:
                 async for line in stream:
                     lines.append(line)
-        except EngineError:
+        except ENGINE_FAILURES:
             pass  # best effort: the error is about the exit, not the logs
         return CreateError(message, exit_code=failure.exit_code, logs="".join(lines))
 
@@ -402,9 +401,7 @@ class KubernetesDriver:
         if any(spec["name"] == container for _, spec in specs):
             return container
         name = pod_status.workload_name(pod)
-        raise WorkloadNotFound(
-            f"workload {name!r} has no container {container!r}", engine=ENGINE, status=404
-        )
+        raise WorkloadNotFound(f"workload {name!r} has no container {container!r}", engine=ENGINE)
 
     # --- drain -------------------------------------------------------------------------------
 
@@ -451,7 +448,7 @@ class KubernetesDriver:
         plan: WorkloadPlan,
         *,
         emit: Emit | None = None,
-        kill_now: anyio.Event | None = None,
+        kill: KillSwitch | None = None,
     ) -> ApplyResult:
         """Create; unchanged digest → no write at all; changed → drain (events), then create
         (a failed drain raises ``DrainError`` and creates nothing; a cancellation lets a begun
@@ -481,7 +478,7 @@ class KubernetesDriver:
                         margin=self.watch_margin,
                     ),
                     emit or ignore_events,
-                    kill_now,
+                    kill,
                 )
         created = await self.api.create(namespace, manifest)
         if plan.service is not None:

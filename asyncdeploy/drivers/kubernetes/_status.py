@@ -32,15 +32,13 @@ __all__ = [
     "workload_status",
 ]
 
-Role = PlanRole
-
 
 def workload_name(pod: Mapping[str, Any]) -> str:
     metadata = pod.get("metadata") or {}
     return str((metadata.get("labels") or {}).get(LABEL_WORKLOAD) or metadata.get("name", ""))
 
 
-def container_specs(pod: Mapping[str, Any]) -> Iterator[tuple[Role, dict[str, Any]]]:
+def container_specs(pod: Mapping[str, Any]) -> Iterator[tuple[PlanRole, dict[str, Any]]]:
     """``(role, container spec)`` for the init containers (a native sidecar, one with
     ``restartPolicy: Always``, is a ``sidecar``), then the run containers."""
     spec = pod.get("spec") or {}

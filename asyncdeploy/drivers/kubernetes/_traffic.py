@@ -29,7 +29,7 @@ from asyncdeploy.drivers.kubernetes._api import PodAPI, Resource
 from asyncdeploy.drivers.kubernetes._pod_states import PodDrainReader
 from asyncdeploy.drivers.kubernetes._watch import MAX_WATCH_SECONDS, PodEvent, PodFollower, Resync
 from asyncdeploy.durations import parse_duration
-from asyncdeploy.errors import EngineError
+from asyncdeploy.errors import ENGINE_FAILURES
 from asyncdeploy.events import TrafficLeft, TrafficStillRouted
 
 __all__ = [
@@ -138,7 +138,7 @@ class TrafficWatch:
         async def read(resource: Resource) -> None:
             try:
                 lists[resource] = await self.api.list_pods(self.namespace, resource=resource)
-            except EngineError as exc:
+            except ENGINE_FAILURES as exc:
                 _log.debug("%s cannot be read (%s)", resource, exc)
 
         async with anyio.create_task_group() as tg:  # both lists at once
@@ -208,7 +208,7 @@ class TrafficWatch:
 
         try:
             await follower.run(handle, resource_version=self.version, poll=self._poll)
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             _log.debug("following the EndpointSlices stopped (%s)", exc)
 
 
