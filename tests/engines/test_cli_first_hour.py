@@ -61,6 +61,8 @@ async def test_workload_and_container_names_complete(
     assert await _complete("bash", f"asyncdeploy --driver {driver} logs {workload} -c s", "6") == [
         "side"
     ]
+    wrong = await invoke_in_thread("--driver", driver, "logs", workload, "-c", "nope")
+    assert wrong.exit_code == 1 and "no container 'nope' (it has app, side)" in wrong.output
 
 
 async def test_delete_several_by_name_or_selector(

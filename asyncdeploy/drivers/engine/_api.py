@@ -234,8 +234,14 @@ class EngineAPIDriver:
                 LABEL_CONTAINER
             ) == container:
                 return str(item["Id"])
+        have = [
+            str(item["Labels"].get(LABEL_CONTAINER))
+            for item in sorted(items, key=plan_order)
+            if item["Labels"].get(LABEL_ROLE) != "pause"
+        ]
         raise WorkloadNotFound(
-            f"workload {name!r} has no container {container!r}", engine=self.name
+            f"workload {name!r} has no container {container!r} (it has {', '.join(have)})",
+            engine=self.name,
         )
 
     def logs(

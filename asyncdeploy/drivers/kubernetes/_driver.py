@@ -401,7 +401,10 @@ class KubernetesDriver:
         if any(spec["name"] == container for _, spec in specs):
             return container
         name = pod_status.workload_name(pod)
-        raise WorkloadNotFound(f"workload {name!r} has no container {container!r}", engine=ENGINE)
+        have = ", ".join(str(spec["name"]) for _, spec in specs)
+        raise WorkloadNotFound(
+            f"workload {name!r} has no container {container!r} (it has {have})", engine=ENGINE
+        )
 
     # --- drain -------------------------------------------------------------------------------
 
