@@ -130,3 +130,24 @@ def test_the_build_context_holds_the_installed_package_and_no_network_step() -> 
     assert recipe("gate", base=None, python="3.12").base == (
         "docker.io/library/python:3.12-slim-bookworm"
     )
+
+
+def test_a_node_without_one_says_how_to_provide_it() -> None:
+    """The kubelet's ErrImageNeverPull for a built-in image names the command that builds it."""
+    from asyncdeploy.drivers.kubernetes._kubelet import startup_failure
+
+    waiting = {"reason": "ErrImageNeverPull", "message": "image is not present"}
+    pod = {
+        "spec": {
+            "initContainers": [
+                {"name": "engine-gate", "image": GATE_IMAGE, "restartPolicy": "Always"}
+            ],
+            "containers": [{"name": "engine", "image": "busybox:1"}],
+        },
+        "status": {
+            "initContainerStatuses": [{"name": "engine-gate", "state": {"waiting": waiting}}]
+        },
+    }
+    failure = startup_failure(pod)
+    assert failure is not None and failure.reason == "ErrImageNeverPull"
+    assert "asyncdeploy images build gate on Docker or Podman" in failure.message
