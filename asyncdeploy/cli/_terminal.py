@@ -25,6 +25,6 @@ def fold(message: str, width: int | None) -> str:
     """A notice folded at words into lines shorter than ``width`` (a terminal's; None: as it
     is): never cut, for it says what the next Ctrl-C does, and never left for the terminal to
     wrap, which would break a view redrawn in place."""
-    if width is None:
-        return message
+    if width is None or len(message) < width:
+        return message  # it fits as it is (a table row keeps its spaces)
     return "\n".join(textwrap.wrap(message, width - 1, subsequent_indent="  ") or [""])

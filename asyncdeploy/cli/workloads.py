@@ -33,6 +33,7 @@ from asyncdeploy.cli._common import (
 )
 from asyncdeploy.cli._kube_options import all_namespaces_option
 from asyncdeploy.cli._signals import Interrupts
+from asyncdeploy.cli._terminal import fold, terminal_width
 from asyncdeploy.cli.render import EventRenderer, LiveView, PullView, for_stream
 from asyncdeploy.errors import AsyncDeployError, CreateError
 from asyncdeploy.events import (
@@ -348,8 +349,10 @@ async def stream_drain(
             interrupts.notice = None
         if renderer is not None:
             renderer.close()
+            width = terminal_width(sys.stdout)  # on a terminal, a long head line folded
             for summary in summaries:
-                echo_out(EventRenderer.summary_table(summary))
+                table = EventRenderer.summary_table(summary).split("\n")
+                echo_out("\n".join(fold(line, width) for line in table))
     return summaries
 
 
