@@ -416,7 +416,8 @@ async def test_verify_pulls_what_it_needs_from_the_registry_named(
 ) -> None:
     """`verify --registry` on an engine without its images pulls them, and passes."""
     tag = f"verify-{RUN_ID}"
-    demo, pause = f"localhost/asyncdeploy/demo:{tag}", f"registry.k8s.io/pause:{tag}"
+    # the registry's copy of the built-in demo image: verify names it without localhost/
+    demo, pause = f"asyncdeploy/demo:{tag}", f"registry.k8s.io/pause:{tag}"
     pushed = {
         demo: "localhost/asyncdeploy/demo:latest",
         f"pause:{tag}": "asyncdeploy-test/pause:latest",
@@ -433,7 +434,7 @@ async def test_verify_pulls_what_it_needs_from_the_registry_named(
             "--registry",
             OPEN,
             "--image",
-            demo,
+            f"localhost/{demo}",
             "--pause-image",
             pause,
             "--warmup",
