@@ -54,6 +54,15 @@ def _sh(args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, check=False, **kw)  # type: ignore[call-overload, no-any-return]
 
 
+def _wheel_cache(tmp_path: Path) -> str:
+    """Where ``images build`` keeps the wheels it downloads: ci/'s image cache when there is
+    one (the download is the same every run), else this test's own folder."""
+    shared = Path(os.environ.get("IMAGE_CACHE_DIR", "/var/cache/asyncdeploy-test-images"))
+    if shared.is_dir() and os.access(shared, os.W_OK):
+        return str(shared / "xdg")
+    return str(tmp_path / "cache")
+
+
 def _yaml_block(name: str) -> str:
     [code] = re.findall(rf"<!-- snippet: {name} -->\n```yaml\n(.*?)```", README, re.DOTALL)
     return str(code)
@@ -86,7 +95,8 @@ def test_from_a_wheel_with_no_checkout(tmp_path: Path) -> None:
     env.update(
         PATH=f"{where / 'bin'}:{os.environ['PATH']}",
         VIRTUAL_ENV=str(where),
-        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        XDG_CACHE_HOME=_wheel_cache(tmp_path),  # the images' wheels, kept between runs
+        PIP_CACHE_DIR=os.environ.get("PIP_CACHE_DIR", os.path.expanduser("~/.cache/pip")),
         DOCKER_HOST=os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"),
         ASYNCDEPLOY_IMAGE_BASE=PYTHON,  # the documented default is Docker Hub's python image
     )
