@@ -82,6 +82,13 @@ PING_TIMEOUT = 5.0
 SERVICE_CLEANUP_TIMEOUT = 10.0
 
 
+NO_BUILD = (
+    "a cluster does not build images: build them on Docker or Podman (asyncdeploy --driver "
+    "docker images build), then load them into the nodes or push them to a registry they reach"
+)
+NO_INTERACTIVE_EXEC = "exec with stdin or a terminal (-i, -t) is not supported on Kubernetes yet"
+
+
 class KubernetesDriver:
     """Pods through kubernetes-asyncio, with one explicit ``ApiClient``."""
 
@@ -212,13 +219,7 @@ class KubernetesDriver:
         labels: Mapping[str, str],
         on_line: Callable[[str], None] | None = None,
     ) -> None:
-        raise EngineAPIError(
-            "a cluster does not build images: build them on Docker or Podman "
-            "(asyncdeploy --driver docker images build), then load them into the nodes or push "
-            "them to a registry the nodes reach",
-            engine=self.name,
-            status=0,
-        )
+        raise EngineAPIError(NO_BUILD, engine=self.name, status=0)
 
     async def image_ports(self, image: str) -> frozenset[int] | None:
         return None  # the node pulls; the API server cannot see images
@@ -378,10 +379,7 @@ class KubernetesDriver:
     ) -> ExecResult:
         if stdin is not None or tty:
             raise EngineAPIError(
-                "exec with stdin or a terminal (-i, -t) is not supported on Kubernetes yet: "
-                f"kubectl exec -it -n {self.namespace} {name} -- ...",
-                engine=self.name,
-                status=0,
+                f"{NO_INTERACTIVE_EXEC}: kubectl exec -it", engine=ENGINE, status=0
             )
         chosen = self._container(await self._pod(name), container)
         exit_code, output = await self.api.exec(
