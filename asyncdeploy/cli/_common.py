@@ -410,7 +410,7 @@ class NamesArgument(click.Argument):
     def make_metavar(self, *args: Any) -> str:
         return "NAME..."
 
-    def get_error_hint(self, ctx: click.Context) -> str:
+    def get_error_hint(self, ctx: click.Context | None) -> str:
         return "'NAME'"
 
 
