@@ -109,7 +109,8 @@ def demo(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmark the drain on Docker and Podman: raw Engine API, the peer, asyncdeploy; then
     image pulls from the local registry, asyncdeploy beside `docker pull` / `podman pull`; then
-    the drain gate's cost beside the same server reached directly (bench-results/bench-gate.json).
+    the drain gate's cost beside HAProxy and nginx in front of the same server
+    (bench-results/bench-gate.json).
 
     Prints a table per engine and writes bench-results/bench-<engine>.json (about 20 minutes;
     `nox -s bench -- --quick` is a smoke run, `-- --engines docker --runs 5` and `--no-peer`
@@ -147,9 +148,9 @@ def bench(session: nox.Session) -> None:
     session.run(
         "python", "benchmarks/pull.py", *(["--smoke"] if "--quick" in session.posargs else [])
     )
-    # the drain gate's cost against the same server reached directly (needs wrk; no engine)
-    # the alternative stack it is measured beside; uvloop, which the gate image runs on
-    session.install("uvicorn", "httpx", "uvloop")
+    # the drain gate's cost beside HAProxy and nginx (needs wrk, haproxy, nginx; no engine):
+    # the gate's own framing and loop (its extra), and the ASGI stack it was first measured beside
+    session.install("-e", ".[gate]", "uvicorn", "httpx")
     session.run(
         "python", "benchmarks/gate.py", *(["--smoke"] if "--quick" in session.posargs else [])
     )

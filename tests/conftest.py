@@ -47,9 +47,17 @@ def _virtual_loop() -> asyncio.AbstractEventLoop:
     return looptime.new_event_loop()
 
 
-@pytest.fixture
+def _on_virtual_time(path: Path) -> bool:
+    where = path.resolve().relative_to(TESTS).as_posix()
+    return any(fnmatch(where, pattern) for pattern in VIRTUAL_TIME)
+
+
+# Module-scoped (as the anyio plugin's own default is), so that a module's async fixtures (a
+# real cluster's namespace, an engine's images) may be module-scoped too; virtual time is
+# chosen by the module's file, as the marker is.
+@pytest.fixture(scope="module")
 def anyio_backend(request: pytest.FixtureRequest) -> object:
-    if request.node.get_closest_marker("virtual_time"):
+    if _on_virtual_time(request.path):
         return ("asyncio", {"loop_factory": _virtual_loop})
     return "asyncio"
 
@@ -57,7 +65,7 @@ def anyio_backend(request: pytest.FixtureRequest) -> object:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         where = item.path.resolve().relative_to(TESTS).as_posix()
-        if any(fnmatch(where, pattern) for pattern in VIRTUAL_TIME):
+        if _on_virtual_time(item.path):
             item.add_marker("virtual_time")
         for prefix, markers in NEEDS.items():
             if fnmatch(where, prefix) or where.startswith(prefix + "/"):

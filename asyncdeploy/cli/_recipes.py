@@ -36,8 +36,9 @@ __all__ = [
 ]
 
 HASH_LABEL = "io.asyncdeploy.image.source-hash"
-GATE_REQUIREMENTS = ("anyio", "attrs", "uvloop")
-"""The gate's runtime (uvloop: its faster loop); ``REQS`` in ci/build-gate-image.sh."""
+GATE_REQUIREMENTS = ("anyio", "attrs", "httptools", "uvloop")
+"""The gate's runtime (httptools: llhttp's framing; uvloop: its faster loop); ``REQS`` in
+ci/build-gate-image.sh."""
 DEMO_REQUIREMENTS = (
     "uvicorn",
     "h11",
@@ -72,7 +73,7 @@ _COMMANDS: dict[BuiltIn, tuple[int, list[str], list[str]]] = {
     ),
 }
 _CHECKS: dict[BuiltIn, str] = {
-    "gate": "import asyncdeploy.gate, asyncdeploy.gate.__main__",
+    "gate": "import asyncdeploy.gate, asyncdeploy.gate.__main__, httptools, uvloop",
     "demo": "import asyncdeploy, asyncdeploy.workload.demo, asyncdeploy.workload.drain_cmd",
 }
 

@@ -36,7 +36,7 @@ from ._unix import (
 from .errors import ControlSocketError, ControlSocketInUse
 from .state import DrainController
 
-__all__ = ["serve_control_socket"]
+__all__ = ["execute_command", "serve_control_socket"]
 
 logger = logging.getLogger("asyncdeploy.workload")
 
@@ -211,6 +211,12 @@ def _drain_arguments(words: list[str]) -> float | None:
         if not 0 <= propagation < math.inf:
             raise ValueError("propagation must be a finite number of seconds >= 0")
     return propagation
+
+
+def execute_command(controller: DrainController, command: str) -> dict[str, Any]:
+    """Carry out one command line of this socket's protocol and return its JSON reply, for
+    other transports: the drain gate's admin port speaks the same commands."""
+    return _execute(controller, command)
 
 
 def _execute(controller: DrainController, command: str) -> dict[str, Any]:

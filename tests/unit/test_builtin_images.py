@@ -102,7 +102,7 @@ def test_the_ci_scripts_build_what_the_package_builds() -> None:
     makes them from an install: the names, the requirement lists and the commands agree."""
     gate_script = (ROOT / "ci" / "build-gate-image.sh").read_text()
     demo_script = (ROOT / "ci" / "build-demo-image.sh").read_text()
-    assert f"GATE={GATE_IMAGE}\n" in gate_script
+    assert f"GATE=${{GATE_IMAGE:-{GATE_IMAGE}}}\n" in gate_script
     assert f"IMAGE=${{DEMO_IMAGE:-{DEMO_IMAGE}}}\n" in demo_script
     assert tuple(_bash_array(gate_script, "REQS")) == GATE_REQUIREMENTS
     [demo_list] = re.findall(r"^reqs = (\[.*\])$", demo_script, re.MULTILINE)

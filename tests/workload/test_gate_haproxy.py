@@ -35,14 +35,14 @@ ENGINE = Path(__file__).parents[1] / "images" / "stock_engine.py"
 
 
 class Pair:
-    def __init__(self, engine: Process, gate: Process, port: int, log: Path) -> None:
-        self.engine, self.gate, self.port, self.log = engine, gate, port, log
+    def __init__(self, engine: Process, gate: Process, port: int, admin: int, log: Path) -> None:
+        self.engine, self.gate, self.port, self.admin, self.log = engine, gate, port, admin, log
 
 
 @asynccontextmanager
 async def gated_engine(directory: Path, window: str) -> AsyncIterator[Pair]:
     await anyio.Path(directory).mkdir()
-    upstream, port, log = _free_port(), _free_port(), directory / "gate.log"
+    upstream, port, admin, log = _free_port(), _free_port(), _free_port(), directory / "gate.log"
     engine = await anyio.open_process(
         [sys.executable, str(ENGINE), "--host", "127.0.0.1", "--port", str(upstream),
          "--load-seconds", "0.5", "--short-ms", "2", "--token-ms", "100"],
@@ -52,11 +52,12 @@ async def gated_engine(directory: Path, window: str) -> AsyncIterator[Pair]:
         gate = await anyio.open_process(
             [sys.executable, "-m", "asyncdeploy.gate", "--listen-host", "127.0.0.1",
              "--listen", str(port), "--upstream", str(upstream), "--check-interval", "0.2",
+             "--admin-port", str(admin),
              "--drain-timeout", "20s", "--propagation-wait", window],
             stdout=out, stderr=subprocess.STDOUT, env=_ENV,
         )  # fmt: skip
     try:
-        yield Pair(engine, gate, port, log)
+        yield Pair(engine, gate, port, admin, log)
     finally:
         for process in (gate, engine):
             if process.returncode is None:
@@ -101,7 +102,7 @@ async def _stop_one_under_traffic(tmp_path: Path, window: str, check_every_ms: i
             await anyio.sleep(1.0)  # machine starts slowly); streams are open when it drains
             # what a delete does: the engine's preStop (the gate's drain), its SIGTERM, the gate's
             hook = await anyio.run_process(
-                [sys.executable, "-m", "asyncdeploy.gate", "drain", "--port", str(drained.port),
+                [sys.executable, "-m", "asyncdeploy.gate", "drain", "--port", str(drained.admin),
                  "--timeout", "25s"],
                 env=_ENV, check=False,
             )  # fmt: skip
