@@ -19,12 +19,12 @@ from tests.engines.helpers import plan
 pytestmark = pytest.mark.anyio
 
 
-async def _sleepers(deployer: Deployer, *names: str, **labels: str) -> None:
+async def _sleepers(deployer: Deployer, *names: str, side: bool = False, **labels: str) -> None:
+    """Workloads that sleep (``side``: a second container, for completing ``-c``)."""
     for name in names:
-        containers = [
-            Container(name="app", image=BUSYBOX, command=["sleep", "600"]),
-            Container(name="side", image=BUSYBOX, command=["sleep", "600"]),
-        ]
+        containers = [Container(name="app", image=BUSYBOX, command=["sleep", "600"])]
+        if side:
+            containers.append(Container(name="side", image=BUSYBOX, command=["sleep", "600"]))
         await deployer.create(
             plan(name, containers, extra_labels=labels, termination_grace_period_seconds=1)
         )
@@ -47,7 +47,7 @@ async def test_workload_and_container_names_complete(
     deployer: Deployer, name: Callable[[str], str]
 ) -> None:
     workload = name("complete")
-    await _sleepers(deployer, workload)
+    await _sleepers(deployer, workload, side=True)
     driver = deployer.driver_name
     prefix = f"t{RUN_ID}-complete"
     assert await _complete("bash", f"asyncdeploy --driver {driver} logs {prefix}", "4") == [
