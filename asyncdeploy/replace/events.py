@@ -51,6 +51,8 @@ class ReplaceWaiting:
 
 @attrs.frozen(kw_only=True)
 class ReplaceReady:
+    """The new instance passed its readiness check after ``seconds``."""
+
     workload: str  # the new instance
     seconds: float
 
@@ -65,6 +67,8 @@ class ReplaceDowntime:
 
 @attrs.frozen(kw_only=True)
 class ReplaceRolledBack:
+    """The new instance would not become ready (``reason``): it was removed, the old kept."""
+
     workload: str  # the new instance, removed
     reason: str
 

@@ -289,7 +289,7 @@ async def test_verify_catches_the_negative_control_on_a_real_cluster(
     assert [s.count("killed") for s in report.summaries] == [1]
 
 
-GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_GATE_IMAGE", "asyncdeploy-gate/gate:kube")
+GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_GATE_IMAGE", "localhost/asyncdeploy/gate:kube")
 STOCK_IMAGE = os.environ.get(
     "ASYNCDEPLOY_TEST_K8S_STOCK_IMAGE", "asyncdeploy-test/stock-engine:kube"
 )

@@ -27,7 +27,7 @@ from tests.engines.llama import llama_plan, require_model, unavailable
 
 NAMESPACE = f"asyncdeploy-test-{RUN_ID}-llama"
 LLAMA_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_LLAMA_IMAGE", "")
-GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_GATE_IMAGE", "asyncdeploy-gate/gate:kube")
+GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_GATE_IMAGE", "localhost/asyncdeploy/gate:kube")
 
 pytestmark = pytest.mark.anyio
 
