@@ -12,7 +12,7 @@ engine that goes away).
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import anyio
@@ -26,6 +26,7 @@ from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
 from asyncdeploy.errors import (
     CreateError,
     DrainUnreachable,
+    EngineAPIError,
     EngineTimeout,
     WorkloadConflict,
     WorkloadNotFound,
@@ -187,9 +188,26 @@ class FakeDriver:
     async def image_ports(self, image: str) -> frozenset[int] | None:
         return None
 
-    async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
-        """Ready: every run container runs, and still runs ``READY_SETTLE_SECONDS`` later (as on
-        an engine); one that exited is a ``CreateError`` with its exit code."""
+    async def image_labels(self, image: str) -> Mapping[str, str] | None:
+        return None  # no images: a plan's images are taken as they are
+
+    async def build_image(
+        self,
+        context: bytes,
+        tag: str,
+        *,
+        labels: Mapping[str, str],
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
+        raise EngineAPIError("the fake driver builds no images", engine=ENGINE, status=0)
+
+    async def wait_ready(
+        self, name: str, *, timeout: float, settle_seconds: float | None = None
+    ) -> WorkloadStatus:
+        """Ready: every run container runs, and still runs ``settle_seconds`` later (default
+        ``READY_SETTLE_SECONDS``, as on an engine); one that exited is a ``CreateError`` with
+        its exit code."""
+        settle = READY_SETTLE_SECONDS if settle_seconds is None else settle_seconds
         try:
             with anyio.fail_after(timeout):
                 while True:
@@ -202,7 +220,7 @@ class FakeDriver:
                             f"{name}: container {ended[0].name} exited",
                             exit_code=ended[0].exit_code,
                         )
-                    settled = await self._still_running(name)
+                    settled = await self._still_running(name, settle)
                     if settled is not None:
                         return settled
         except TimeoutError:
@@ -210,8 +228,8 @@ class FakeDriver:
                 f"{name} was not ready within {timeout:g} s", engine=ENGINE
             ) from None
 
-    async def _still_running(self, name: str) -> WorkloadStatus | None:
-        await anyio.sleep(READY_SETTLE_SECONDS)
+    async def _still_running(self, name: str, settle: float) -> WorkloadStatus | None:
+        await anyio.sleep(settle)
         status = await self.get(name)
         runs = [c for c in status.containers if c.role == "run"]
         return status if all(c.state == "running" for c in runs) else None
@@ -241,6 +259,9 @@ class FakeDriver:
         *,
         container: str | None = None,
         on_output: Callable[[str], None] | None = None,
+        stdin: AsyncIterable[bytes] | None = None,
+        tty: bool = False,
+        size: tuple[int, int] | None = None,
     ) -> ExecResult:
         await self.get(name)
         return ExecResult(exit_code=0, output="")
