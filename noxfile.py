@@ -18,12 +18,21 @@ def install(session: nox.Session, *groups: str) -> None:
         session.install(*nox.project.dependency_groups(PYPROJECT, group))
 
 
-# Streams of the suite side by side, for time (each mostly waits on drains and grace periods),
-# one per engine: the real cluster's tests, Podman's, and everything else (Docker's and the
-# engine-free suite, which runs on virtual time in a few minutes). They share no engine, and
-# every test names its workloads by its run. The first runs in the foreground; a new engine's
-# tests (a marker set in tests/conftest.py) get a stream of their own here.
-STREAMS = ("not (podman or cluster)", "podman", "cluster")
+# Streams of the suite side by side, for time (each mostly waits on drains and grace periods):
+# each engine's tests in two halves (tests/conftest.py's SECOND_STREAM), and everything else
+# (the real cluster's tests, the engine-free suite). They partition the suite, share no
+# workload (every test names its workloads by its run), and the first runs in the foreground.
+# Then ALONE: the tests that hold the product to a time bound under its own concurrency, on a
+# machine the streams no longer load.
+_SOLO = "not alone"
+STREAMS = (
+    f"docker and not second_stream and {_SOLO}",
+    f"docker and second_stream and {_SOLO}",
+    f"podman and not docker and not second_stream and {_SOLO}",
+    f"podman and not docker and second_stream and {_SOLO}",
+    f"not (docker or podman) and {_SOLO}",
+)
+ALONE = "alone"
 
 
 @nox.session
@@ -33,7 +42,7 @@ def tests(session: nox.Session) -> None:
 
     Set ASYNCDEPLOY_REQUIRE_ENGINES=docker,podman to fail (not skip) when an engine is missing,
     ASYNCDEPLOY_REQUIRE_KUBERNETES=1 to fail when the cluster is. With no arguments the suite
-    runs as streams side by side (STREAMS: one per engine); with pytest arguments, as one run.
+    runs as streams side by side (STREAMS), then ALONE; with pytest arguments, as one run.
     """
     import contextlib
     import os
@@ -68,8 +77,12 @@ def tests(session: nox.Session) -> None:
                 log.seek(0)
                 sys.stdout.write(f"\n===== the stream -m {stream!r} =====\n{log.read()}")
                 sys.stdout.flush()
+    sys.stdout.write(f"\n===== alone: -m {ALONE!r} =====\n")
+    sys.stdout.flush()
+    codes.append(subprocess.run([*pytest, ALONE], env=env, check=False).returncode)
     if any(codes):
-        said = ", ".join(f"{c} (-m {s!r})" for c, s in zip(codes, STREAMS, strict=True))
+        runs = (*STREAMS, ALONE)
+        said = ", ".join(f"{c} (-m {s!r})" for c, s in zip(codes, runs, strict=True))
         session.error(f"pytest exited {said}")
 
 

@@ -30,6 +30,23 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "unit/test_typing.py": ("slow",),  # runs mypy over the package, twice
 }
 
+# CI runs the suite as streams side by side (noxfile.STREAMS): each engine's tests in two
+# halves, these files in the second, chosen to balance the halves' time.
+SECOND_STREAM = (
+    "engines/test_verify*.py",
+    "engines/test_llama_server.py",
+    "engines/test_gate.py",
+    "engines/test_example*.py",
+    "engines/test_replace*.py",
+    "engines/test_reconcile.py",
+    "engines/test_engine_hang.py",
+    "engines/test_live_view_pty.py",
+    "engines/test_cli_exec_bound.py",
+)
+# Tests that hold the product to a time bound under its own concurrency (forty drains at once):
+# they run alone after the streams, so that they measure the product, not the suite's load.
+ALONE = ("engines/test_drain_many.py",)
+
 
 # Where only this process's own tasks take part (fakes in the loop, no thread, no other
 # process), time is virtual: when every task waits on a timer, asyncio's clock jumps to the next
@@ -84,3 +101,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if fnmatch(where, prefix) or where.startswith(prefix + "/"):
                 for marker in markers:
                     item.add_marker(marker)
+        if any(fnmatch(where, pattern) for pattern in SECOND_STREAM):
+            item.add_marker("second_stream")
+        if any(fnmatch(where, pattern) for pattern in ALONE):
+            item.add_marker("alone")

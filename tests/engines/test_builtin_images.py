@@ -107,7 +107,7 @@ def test_from_a_wheel_with_no_checkout(tmp_path: Path) -> None:
     lines = block("wheel")
     assert wheel in lines[0], f"the README installs {lines[0]!r}; the wheel is {wheel}"
     gated = (
-        f"name: t{RUN_ID}-wheel-gated\nlabels: {{{RUN_LABEL}: {RUN_ID}}}\npause_image: {PAUSE}\n"
+        f"name: t{RUN_ID}-wheel-gated\nlabels: {{{RUN_LABEL}: '{RUN_ID}'}}\npause_image: {PAUSE}\n"
         f"containers:\n  - name: engine\n    image: {STOCK_IMAGE}\n"
         f"    ports: [{{container_port: 8000, host_port: {_free_port()}, host_ip: 127.0.0.1}}]\n"
         "    gate: {upstream: 8001, ready: {path: /health}, propagation_seconds: 1}\n"
