@@ -20,6 +20,7 @@ __all__ = [
     "LABEL_INSTANCE_OF",
     "LABEL_LOCK",
     "LABEL_LOCK_RECORD",
+    "LABEL_PLAN",
     "LABEL_PLAN_DIGEST",
     "LABEL_PRE_STOP",
     "LABEL_PRE_STOP_HTTP",
@@ -51,6 +52,9 @@ LABEL_ROLE: Final = "asyncdeploy.io/role"
 LABEL_CONTAINER: Final = "asyncdeploy.io/container"
 LABEL_GRACE: Final = "asyncdeploy.io/termination-grace-period-seconds"
 LABEL_PLAN_DIGEST: Final = "asyncdeploy.io/plan-digest"
+LABEL_PLAN: Final = "asyncdeploy.io/plan"
+"""The plan a workload was created from (JSON, ``plan_record``; on the pause container, or an
+annotation of the Pod): a recreate whose new instance fails brings the old one back from it."""
 LABEL_INSTANCE_OF: Final = "replace.asyncdeploy.io/instance-of"
 """Set by ``Deployer.replace`` on a new instance: the plan name it serves."""
 LABEL_LOCK: Final = "replace.asyncdeploy.io/lock"

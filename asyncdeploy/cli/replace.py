@@ -31,6 +31,7 @@ from asyncdeploy.replace.events import (
     ReplaceDowntime,
     ReplaceEvent,
     ReplaceReady,
+    ReplaceRestored,
     ReplaceRolledBack,
     ReplaceStrategy,
     ReplaceWaiting,
@@ -47,6 +48,7 @@ _REPLACE_EVENTS = (
     ReplaceReady,
     ReplaceDowntime,
     ReplaceRolledBack,
+    ReplaceRestored,
 )
 
 

@@ -82,6 +82,11 @@ class Driver(Protocol):
         """The workloads whose labels match ``selector`` (every workload without one)."""
         ...
 
+    async def recorded_plan(self, name: str) -> WorkloadPlan | None:
+        """The plan the workload was created from, as it recorded it (None: it recorded none,
+        made by an older asyncdeploy); ``WorkloadNotFound`` when there is no such workload."""
+        ...
+
     async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
         """The engine's last ``limit`` records about the workload, oldest first (best effort:
         an engine that keeps none gives an empty list)."""

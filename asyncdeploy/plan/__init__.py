@@ -40,7 +40,10 @@ from asyncdeploy.plan._model import (
     ServicePort,
     WorkloadPlan,
     gate_name,
+    masked_plan_record,
     plan_digest,
+    plan_from_record,
+    plan_record,
     plan_to_mapping,
 )
 
@@ -67,6 +70,9 @@ __all__ = [
     "ServicePort",
     "WorkloadPlan",
     "gate_name",
+    "masked_plan_record",
     "plan_digest",
+    "plan_from_record",
+    "plan_record",
     "plan_to_mapping",
 ]

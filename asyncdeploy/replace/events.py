@@ -4,7 +4,8 @@
 every few seconds while the new instance is not ready yet; ``ReplaceReady`` once it is;
 ``ReplaceDowntime`` after a ``recreate`` (no instance was ready for that long); ``ReplaceRolledBack``
 when the new instance was removed again (it never became ready, or the replacement was
-interrupted before the old one's drain began: the old one kept serving).
+interrupted), saying whether the old one still serves; ``ReplaceRestored`` when a failed
+``recreate`` brought the old one back from the plan it recorded.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ __all__ = [
     "ReplaceDowntime",
     "ReplaceEvent",
     "ReplaceReady",
+    "ReplaceRestored",
     "ReplaceRolledBack",
     "ReplaceStrategy",
     "ReplaceWaiting",
@@ -65,11 +67,33 @@ class ReplaceDowntime:
 
 @attrs.frozen(kw_only=True)
 class ReplaceRolledBack:
+    """The new instance was removed again. ``old``: where the old instances were then:
+    ``serving`` (surge, or stopped before their drain: untouched) or ``drained`` (a recreate:
+    they were drained before the new one started; a :class:`ReplaceRestored` may follow)."""
+
     workload: str  # the new instance, removed
     reason: str
+    old: Literal["serving", "drained"] = "serving"
 
 
-ReplaceEvent = ReplaceStrategy | ReplaceWaiting | ReplaceReady | ReplaceDowntime | ReplaceRolledBack
+@attrs.frozen(kw_only=True)
+class ReplaceRestored:
+    """A failed recreate brought the old instances back from the plans they recorded:
+    ``instances`` serve again, after ``seconds`` without an instance."""
+
+    workload: str  # the plan's name
+    instances: tuple[str, ...]
+    seconds: float
+
+
+ReplaceEvent = (
+    ReplaceStrategy
+    | ReplaceWaiting
+    | ReplaceReady
+    | ReplaceDowntime
+    | ReplaceRolledBack
+    | ReplaceRestored
+)
 
 
 def replace_event_to_dict(event: ReplaceEvent) -> dict[str, Any]:
@@ -97,4 +121,14 @@ def describe_replace(event: ReplaceEvent) -> str:
         case ReplaceDowntime():
             return f"{event.workload}: no instance was ready for {event.seconds:.1f} s (recreate)"
         case ReplaceRolledBack():
-            return f"{event.workload}: removed again ({event.reason}); the old instance stays"
+            then = (
+                "the old instance keeps serving"
+                if event.old == "serving"
+                else "the old instance was drained before it (recreate)"
+            )
+            return f"{event.workload}: removed again ({event.reason}); {then}"
+        case ReplaceRestored():
+            return (
+                f"{event.workload}: the previous plan serves again as "
+                f"{', '.join(event.instances)} ({event.seconds:.1f} s without an instance)"
+            )

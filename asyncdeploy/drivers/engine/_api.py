@@ -49,13 +49,14 @@ from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_INSTANCE_OF,
     LABEL_LOCK,
+    LABEL_PLAN,
     LABEL_PLAN_DIGEST,
     LABEL_ROLE,
     LABEL_VOLUME_PLAN,
     LABEL_WORKLOAD,
 )
 from asyncdeploy.masking import mask_env_entry, mask_tree
-from asyncdeploy.plan import WorkloadPlan, plan_digest
+from asyncdeploy.plan import WorkloadPlan, masked_plan_record, plan_digest, plan_from_record
 from asyncdeploy.results import (
     ApplyResult,
     EngineInfo,
@@ -316,8 +317,17 @@ class EngineAPIDriver:
                 data = await self.session.show(item["Id"])
             config = data.get("Config") or {}
             config["Env"] = [mask_env_entry(entry) for entry in config.get("Env") or []]
+            labels = config.get("Labels") or {}
+            if LABEL_PLAN in labels:
+                labels[LABEL_PLAN] = masked_plan_record(labels[LABEL_PLAN])
             details[item["Labels"].get(LABEL_CONTAINER, item["Id"])] = mask_tree(data)
         return {"workload": name, "driver": self.name, "containers": details}
+
+    async def recorded_plan(self, name: str) -> WorkloadPlan | None:
+        """The plan the workload was created from, read from its pause container's labels."""
+        items = await self._items(name)
+        pauses = [i for i in items if i["Labels"].get(LABEL_ROLE) == "pause"]
+        return plan_from_record(pauses[0]["Labels"].get(LABEL_PLAN)) if pauses else None
 
     async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
         items = await self._items(name)
@@ -451,9 +461,12 @@ class EngineAPIDriver:
             except WorkloadNotFound:
                 existing = None  # it went in the meantime
             else:
+                # the plan's named volumes stay: the workload created next mounts them
                 replaced = await drain_replaced(
                     plan.name,
-                    lambda watch: self.drain(found, grace_period_seconds=None, emit=watch),
+                    lambda watch: self.drain(
+                        found, grace_period_seconds=None, emit=watch, keep_volumes=True
+                    ),
                     emit or ignore_events,
                     kill_now,
                 )

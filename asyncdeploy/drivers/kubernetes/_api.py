@@ -209,6 +209,26 @@ class PodAPI:
         )
         return await self._json(call, f"create service {namespace}/{service['metadata']['name']}")
 
+    async def read_service(self, namespace: str, name: str) -> dict[str, Any]:
+        """``GET /api/v1/namespaces/{namespace}/services/{name}``."""
+        call = self._core.read_namespaced_service(
+            name, namespace, _preload_content=False, _request_timeout=self._timeout()
+        )
+        return await self._json(call, f"get service {namespace}/{name}")
+
+    async def replace_service(self, namespace: str, service: dict[str, Any]) -> dict[str, Any]:
+        """``PUT /api/v1/namespaces/{namespace}/services/{name}``: ``service`` carries the
+        ``resourceVersion`` it was read at (a 409 when it changed since)."""
+        name = service["metadata"]["name"]
+        call = self._core.replace_namespaced_service(
+            name,
+            namespace,
+            cast(Any, service),
+            _preload_content=False,
+            _request_timeout=self._timeout(),
+        )
+        return await self._json(call, f"replace service {namespace}/{name}")
+
     async def delete_service(self, namespace: str, name: str, *, uid: str) -> dict[str, Any]:
         """``DELETE /api/v1/namespaces/{namespace}/services/{name}``, only if the uid matches."""
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}

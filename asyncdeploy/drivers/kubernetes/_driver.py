@@ -45,26 +45,22 @@ from asyncdeploy.drivers.kubernetes._drain import (
 )
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.drivers.kubernetes._kubelet import StartupFailure, startup_failure
-from asyncdeploy.drivers.kubernetes._manifest import (
-    apply_decision,
-    pod_manifest,
-    service_manifest,
-)
+from asyncdeploy.drivers.kubernetes._manifest import apply_decision, pod_manifest
 from asyncdeploy.drivers.kubernetes._markers import ConfigMapMarkers
 from asyncdeploy.drivers.kubernetes._pod_states import WATCH_MARGIN
+from asyncdeploy.drivers.kubernetes._service import apply_service
 from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
     CreateError,
     EngineError,
     EngineTimeout,
     EngineUnavailable,
-    WorkloadConflict,
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
-from asyncdeploy.labels import LABEL_WORKLOAD
+from asyncdeploy.labels import LABEL_PLAN, LABEL_WORKLOAD
 from asyncdeploy.namespaces import workload_namespace
-from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.plan import WorkloadPlan, plan_from_record
 from asyncdeploy.results import (
     ApplyResult,
     EngineInfo,
@@ -193,6 +189,11 @@ class KubernetesDriver:
             "pod": pod_status.masked_pod(pod),
         }
 
+    async def recorded_plan(self, name: str) -> WorkloadPlan | None:
+        """The plan the Pod was created from (its ``LABEL_PLAN`` annotation)."""
+        annotations = ((await self._pod(name)).get("metadata") or {}).get("annotations") or {}
+        return plan_from_record(annotations.get(LABEL_PLAN))
+
     async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
         await self._pod(name)  # WorkloadNotFound first
         listing = await self.api.list_events(
@@ -234,12 +235,21 @@ class KubernetesDriver:
                 seen.setdefault(container, (now, restarts))
             settle = max((seen[c][0] + READY_SETTLE_SECONDS - now for c in unchecked), default=0)
             if settle <= 0:
+                await self._serve_behind_service(pod)
                 return pod_status.workload_status(pod)
             if now + settle > deadline:
                 raise EngineTimeout(
                     f"workload {name!r} was not ready within {timeout:g} s", engine=ENGINE
                 )
             await anyio.sleep(settle)
+
+    async def _serve_behind_service(self, pod: Mapping[str, Any]) -> None:
+        """A ready Pod's plan decides its Service now: a change that ``apply`` left while an
+        older instance served behind it (``_service.py``) is applied."""
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        plan = plan_from_record(annotations.get(LABEL_PLAN))
+        if plan is not None and plan.service is not None:
+            await apply_service(self.api, plan, self.namespace, wait_for_others=False)
 
     async def _until_ready(self, name: str, *, timeout: float) -> dict[str, Any]:
         """Watch the Pod until its ``Ready`` condition is True; the Pod then.
@@ -392,8 +402,10 @@ class KubernetesDriver:
         *,
         grace_period_seconds: int | None,
         emit: Emit,
-        keep_volumes: bool = False,  # a Pod's volumes are its own (emptyDir) or claims it keeps
+        keep_volumes: bool = False,
     ) -> builtins.list[DrainSummary]:
+        """``keep_volumes``: another instance of the plan follows (a replacement): its Service
+        stays, with its ClusterIP (a Pod's own volumes are emptyDirs, or claims it keeps)."""
         if isinstance(found, PodsFoundEverywhere):
             parts, qualified = found.parts, True
         elif isinstance(found, PodsFound):
@@ -410,9 +422,10 @@ class KubernetesDriver:
                 qualified=qualified,
             )
         finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(SERVICE_CLEANUP_TIMEOUT):
-                for part in parts:
-                    await remove_unused_services(self.api, part)
+            if not keep_volumes:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(SERVICE_CLEANUP_TIMEOUT):
+                    for part in parts:
+                        await remove_unused_services(self.api, part)
 
     # --- apply -------------------------------------------------------------------------------
 
@@ -454,13 +467,7 @@ class KubernetesDriver:
                     kill_now,
                 )
         created = await self.api.create(namespace, manifest)
-        if plan.service is not None:
-            try:
-                await self.api.create_service(
-                    namespace, service_manifest(plan, namespace=namespace)
-                )
-            except WorkloadConflict:
-                pass  # made with an earlier instance of the plan: it selects this one too
+        await apply_service(self.api, plan, namespace, wait_for_others=True)
         return ApplyResult(
             action="created" if decision == "create" else "replaced",
             status=pod_status.workload_status(created),

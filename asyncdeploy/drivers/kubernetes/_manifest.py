@@ -37,8 +37,14 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from asyncdeploy.errors import PlanError, WorkloadConflict
-from asyncdeploy.labels import LABEL_INSTANCE_OF, LABEL_PLAN_DIGEST, LABEL_SERVICE, LABEL_WORKLOAD
-from asyncdeploy.plan import Container, Mount, Port, Probe, WorkloadPlan, plan_digest
+from asyncdeploy.labels import (
+    LABEL_INSTANCE_OF,
+    LABEL_PLAN,
+    LABEL_PLAN_DIGEST,
+    LABEL_SERVICE,
+    LABEL_WORKLOAD,
+)
+from asyncdeploy.plan import Container, Mount, Port, Probe, WorkloadPlan, plan_digest, plan_record
 
 __all__ = [
     "SHM_VOLUME",
@@ -112,7 +118,7 @@ def pod_manifest(plan: WorkloadPlan, *, namespace: str) -> dict[str, Any]:
                 **({LABEL_INSTANCE_OF: plan.instance_of} if plan.instance_of else {}),
                 **({LABEL_SERVICE: service_name(plan)} if plan.service else {}),
             },
-            "annotations": {LABEL_PLAN_DIGEST: digest},
+            "annotations": {LABEL_PLAN_DIGEST: digest, LABEL_PLAN: plan_record(plan)},
         },
         "spec": spec,
     }
