@@ -167,6 +167,10 @@ class Driver(Protocol):
         workloads: no list or drain sees them."""
         ...
 
+    async def read_marker(self, key: str) -> str | None:
+        """The record the marker ``key`` holds; None when there is no such marker."""
+        ...
+
     async def drop_marker(self, key: str, record: str) -> None:
         """Remove the marker ``key`` if it still holds ``record`` (gone already is fine)."""
         ...

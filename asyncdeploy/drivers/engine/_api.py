@@ -49,6 +49,7 @@ from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_INSTANCE_OF,
     LABEL_LOCK,
+    LABEL_LOCK_RECORD,
     LABEL_PLAN,
     LABEL_PLAN_DIGEST,
     LABEL_ROLE,
@@ -211,6 +212,8 @@ class EngineAPIDriver:
         with self.session.errors("list volumes"):
             volumes = await self.session.volumes(label)
             markers = await self.session.volumes(LABEL_LOCK) if volumes else []
+        # a replace lock held (a tombstone, its empty record, says it is free: _markers.py)
+        markers = [m for m in markers if (m.get("Labels") or {}).get(LABEL_LOCK_RECORD)]
         items = [item for group in grouped.values() for item in group]
         return left_volumes(volumes, items, markers)
 
@@ -484,6 +487,9 @@ class EngineAPIDriver:
 
     async def hold_marker(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
         return await self.markers.hold_marker(key, record, labels=labels)
+
+    async def read_marker(self, key: str) -> str | None:
+        return await self.markers.read_marker(key)
 
     async def drop_marker(self, key: str, record: str) -> None:
         await self.markers.drop_marker(key, record)

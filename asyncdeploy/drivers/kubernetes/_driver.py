@@ -132,6 +132,9 @@ class KubernetesDriver:
     async def hold_marker(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
         return await ConfigMapMarkers(self.api, self.namespace).hold(key, record, labels=labels)
 
+    async def read_marker(self, key: str) -> str | None:
+        return await ConfigMapMarkers(self.api, self.namespace).read(key)
+
     async def drop_marker(self, key: str, record: str) -> None:
         await ConfigMapMarkers(self.api, self.namespace).drop(key, record)
 
