@@ -35,16 +35,14 @@ from anyio.abc import ObjectReceiveStream
 from asyncdeploy._event_stream import drain_stream, event_stream
 from asyncdeploy._log import log_event
 from asyncdeploy.drivers.base import Driver
-from asyncdeploy.errors import (
-    EngineTimeout,
-)
+from asyncdeploy.errors import EngineTimeout, WorkloadNotFound
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event, PullEvent
-from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.plan import WorkloadPlan, plan_digest
 from asyncdeploy.plan.gating import expand_gates
 from asyncdeploy.replace import _run as _replace
 from asyncdeploy.replace._names import current_name, current_plan, resolving
 from asyncdeploy.replace._run import OnEvent, Replacement, ReplaceOptions, ReplaceResult
-from asyncdeploy.replace.events import Strategy
+from asyncdeploy.replace.events import REPLACE_EVENTS, ReplaceEvent, Strategy
 from asyncdeploy.results import ApplyResult, ExecResult, WorkloadEvent, WorkloadStatus
 from asyncdeploy.selectors import SelectorLike, as_selector
 
@@ -93,25 +91,81 @@ class Deployer:
         *,
         on_event: Emit | None = None,
         kill_now: anyio.Event | None = None,
+        strategy: Strategy = "auto",
+        ready_timeout: float = 60,
+        on_replace: Callable[[ReplaceEvent], None] | None = None,
+        before_drain: Callable[[], None] | None = None,
     ) -> ApplyResult:
-        """Create the workload; unchanged plans are a no-op, changed ones replace it gracefully
-        (when the old one's drain fails, its ``DrainError`` is raised and nothing is created).
+        """Create the workload, as ``kubectl apply`` does: an unchanged plan is a no-op; a
+        changed one replaces the workload as :meth:`replace` does, with ``strategy`` (``auto``:
+        surge where it fits, else recreate; the ``ReplaceStrategy`` event says which and why
+        before anything is touched; a recreate's downtime is a ``ReplaceDowntime``). The same
+        plan over a dead workload (every run container ended) is repaired: drained, then made
+        again.
 
         Images are pulled first, as the plan's pull policies say; ``on_event`` sees the pull
-        events (and a replacement's drain events) as they happen, and must not block.
-        Cancelled, it removes what it had made; a drain of the old workload that has begun is
-        never cut short by the cancellation (it runs to its end, then nothing new is created):
-        only ``kill_now`` kills its survivors at once.
+        events and the drains' as they happen, ``on_replace`` a replacement's own events; neither
+        may block.
+        Cancelled, it removes what it had made; a drain of an old workload that has begun is
+        never cut short by the cancellation: only ``kill_now`` kills its survivors at once.
+        ``before_drain`` (a changed plan) is called right before the old one's drain begins.
         """
 
-        def emit(event: Event) -> None:
+        def emit(event: Event | ReplaceEvent) -> None:
+            if isinstance(event, REPLACE_EVENTS):
+                if on_replace is not None:
+                    on_replace(event)
+                return
             if not isinstance(event, PullEvent):
                 log_event(event)  # a replacement's drain steps, as every drain's are logged
             if on_event is not None:
                 on_event(event)
 
-        return await self.driver.apply(
-            expand_gates(await current_plan(self.driver, plan)), emit=emit, kill_now=kill_now
+        planned = expand_gates(await current_plan(self.driver, plan))
+        if await self.changes(plan):
+            return await self._replacing_as_create(
+                plan, emit, kill_now, strategy, ready_timeout, before_drain
+            )
+        return await self.driver.apply(planned, emit=emit, kill_now=kill_now)
+
+    async def changes(self, plan: WorkloadPlan) -> bool:
+        """Whether ``create`` of ``plan`` replaces a workload of another plan (its current
+        instance records another digest): then it runs as a replace."""
+        planned = expand_gates(await current_plan(self.driver, plan))
+        try:
+            status = await self.driver.get(planned.name)
+        except WorkloadNotFound:
+            return False
+        return status.plan_digest != plan_digest(planned)
+
+    async def _replacing_as_create(
+        self,
+        plan: WorkloadPlan,
+        emit: OnEvent,
+        kill_now: anyio.Event | None,
+        strategy: Strategy,
+        ready_timeout: float,
+        before_drain: Callable[[], None] | None,
+    ) -> ApplyResult:
+        async with self.replacing(
+            plan,
+            ready_timeout=ready_timeout,
+            strategy=strategy,
+            kill_now=kill_now,
+            before_drain=before_drain,
+            on_event=emit,
+        ) as replacement:
+            drained = list(replacement.drained)
+            async for event in replacement.events:
+                emit(event)
+                if isinstance(event, DrainFinished):
+                    drained.append(event.summary)
+        return ApplyResult(
+            action="replaced",
+            status=replacement.new,
+            replaced=drained[0] if drained else None,
+            strategy=replacement.strategy,
+            downtime=replacement.downtime,
         )
 
     @asynccontextmanager
@@ -128,8 +182,7 @@ class Deployer:
         events: CreateEvents | None = None
 
         async def work(emit: Emit) -> None:
-            plan_now = expand_gates(await current_plan(self.driver, plan))
-            result = await self.driver.apply(plan_now, emit=emit, kill_now=kill_now)
+            result = await self.create(plan, on_event=emit, kill_now=kill_now)
             assert events is not None
             events._result = result
 

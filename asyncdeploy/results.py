@@ -89,6 +89,8 @@ class ApplyResult:
     action: Literal["created", "unchanged", "replaced"]
     status: WorkloadStatus
     replaced: DrainSummary | None = None
+    strategy: Literal["surge", "recreate"] | None = None  # how a changed plan replaced it
+    downtime: float | None = None  # recreate: seconds without a ready instance
 
 
 @attrs.frozen(kw_only=True)

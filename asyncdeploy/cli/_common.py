@@ -150,6 +150,20 @@ def output_option(function: Callable[..., Any]) -> Callable[..., Any]:
     )(function)
 
 
+def strategy_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--strategy`` of ``replace``, and of ``create`` when its plan changed."""
+    return click.option(
+        "--strategy",
+        type=click.Choice(["auto", "surge", "recreate"]),
+        default="auto",
+        show_default=True,
+        help="How a changed plan replaces the workload. surge: the new instance ready, then "
+        "the old drained (needs room for both); recreate: the old drained, then the new "
+        "started (a downtime, reported); auto: surge when both fit (no fixed host port on one "
+        "host; on Kubernetes, the new Pod scheduled beside the old), else recreate.",
+    )(function)
+
+
 def grace_option(function: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--grace-period-seconds",

@@ -7,7 +7,7 @@ import json
 import math
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import attrs
@@ -26,6 +26,7 @@ from asyncdeploy.cli._common import (
     run,
     selector_option,
     status_dict,
+    strategy_option,
 )
 from asyncdeploy.cli._kube_options import all_namespaces_option
 from asyncdeploy.cli._signals import Interrupts
@@ -44,6 +45,13 @@ from asyncdeploy.events import (
     event_to_dict,
 )
 from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.replace.events import (
+    REPLACE_EVENTS,
+    ReplaceEvent,
+    Strategy,
+    describe_replace,
+    replace_event_to_dict,
+)
 from asyncdeploy.results import ApplyResult, WorkloadStatus
 from asyncdeploy.selectors import Selector
 
@@ -72,12 +80,23 @@ _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
     help="With --wait: keep a workload that will not start, to look at it (logs, get, "
     "inspect); delete it afterwards.",
 )
+@strategy_option
 @output_option
 @pass_settings
 def create(
-    settings: Settings, plan_file: str, wait: bool, timeout: float, keep_failed: bool, output: str
+    settings: Settings,
+    plan_file: str,
+    wait: bool,
+    timeout: float,
+    keep_failed: bool,
+    strategy: str,
+    output: str,
 ) -> None:
-    """Create a workload from a YAML or JSON plan (a no-op when it is unchanged).
+    """Create a workload from a YAML or JSON plan, as kubectl apply does.
+
+    A no-op when it is unchanged; a changed plan replaces the workload as `replace` would
+    (surge where it fits, else recreate), said before anything is touched, the new instance
+    ready within --timeout.
 
     Images are pulled first, as the plan's pull policies say: progress bars on a terminal,
     a line per pull otherwise, one JSON object per event with --output json.
@@ -87,25 +106,51 @@ def create(
     async def impl() -> None:
         plan = WorkloadPlan.from_file(plan_file)
         async with settings.for_plan(plan).open_deployer() as deployer:
-            result = await _create_showing_events(deployer, plan, output, interrupts)
+            if await deployer.changes(plan):
+                interrupts.mode = "replace"  # a signal before the old one's drain stops it
+            options = _CreateOptions(cast(Strategy, strategy), timeout, output)
+            result = await _create_showing_events(deployer, plan, options, interrupts)
             if result is None:
                 return  # a signal stopped it: the guard says how
             interrupts.made = True
-            if wait:
+            if wait and result.action != "replaced":  # a replacement is ready already
                 result = attrs.evolve(
                     result, status=await _wait(deployer, plan, result, timeout, keep_failed)
                 )
             interrupts.settled = True  # created: a signal from now on must not claim otherwise
         if output == "json":
-            emit_json({"action": result.action, "workload": status_dict(result.status)})
+            emit_json(
+                {
+                    "action": result.action,
+                    "workload": status_dict(result.status),
+                    **({"strategy": result.strategy} if result.strategy else {}),
+                    **({"downtime": result.downtime} if result.strategy == "recreate" else {}),
+                }
+            )
         else:
-            echo_out(f"{result.action}: {plan.name} on {result.status.driver}")
+            echo_out(f"{result.action}: {plan.name} on {result.status.driver}{_how(result)}")
 
     run(interrupts.guard, impl)
 
 
+def _how(result: ApplyResult) -> str:
+    """How a changed plan replaced the workload, for the create's last line."""
+    if result.strategy == "recreate":
+        return f" (recreate: {result.downtime or 0:.1f} s without an instance)"
+    if result.strategy == "surge":
+        return f" (surge: {result.status.name} ready before the old one was drained)"
+    return ""
+
+
+@attrs.frozen
+class _CreateOptions:
+    strategy: Strategy
+    ready_timeout: float
+    output: str
+
+
 async def _create_showing_events(
-    deployer: Deployer, plan: WorkloadPlan, output: str, interrupts: Interrupts
+    deployer: Deployer, plan: WorkloadPlan, options: _CreateOptions, interrupts: Interrupts
 ) -> ApplyResult | None:
     """Create, printing its events as they come; None when a signal stopped it.
 
@@ -113,12 +158,13 @@ async def _create_showing_events(
     goes on until the create has ended, so the drain of a workload it replaces (which a
     cancellation never cuts short) is shown to its ``DrainFinished``.
     """
+    output = options.output
     bars = PullView(sys.stderr) if output == "text" and sys.stderr.isatty() else None
     lines = EventRenderer(sys.stderr)
-    send, receive = anyio.create_memory_object_stream[Event](math.inf)
+    send, receive = anyio.create_memory_object_stream[Event | ReplaceEvent](math.inf)
     results: list[ApplyResult] = []
 
-    def on_event(event: Event) -> None:
+    def on_event(event: Event | ReplaceEvent) -> None:
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             send.send_nowait(event)
 
@@ -128,7 +174,15 @@ async def _create_showing_events(
         with send, interrupts.cancelling():
             try:
                 results.append(
-                    await deployer.create(plan, on_event=on_event, kill_now=interrupts.kill_now)
+                    await deployer.create(
+                        plan,
+                        on_event=on_event,
+                        on_replace=on_event,
+                        kill_now=interrupts.kill_now,
+                        strategy=options.strategy,
+                        ready_timeout=options.ready_timeout,
+                        before_drain=interrupts.now_draining,
+                    )
                 )
             except Exception as exc:  # noqa: BLE001 - raised below, not grouped by the task group
                 errors.append(exc)
@@ -137,6 +191,12 @@ async def _create_showing_events(
         tg.start_soon(create_it)
         with receive:
             async for event in receive:
+                if isinstance(event, REPLACE_EVENTS):
+                    if output == "json":
+                        emit_json(replace_event_to_dict(event))
+                    else:
+                        click.echo(f"create: {describe_replace(event)}", err=True)
+                    continue
                 if isinstance(event, DrainStarted):
                     interrupts.drain_began()
                 if output == "json":

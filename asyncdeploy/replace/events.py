@@ -15,6 +15,7 @@ from typing import Any, Literal
 import attrs
 
 __all__ = [
+    "REPLACE_EVENTS",
     "ReplaceDowntime",
     "ReplaceEvent",
     "ReplaceReady",
@@ -95,6 +96,16 @@ ReplaceEvent = (
     | ReplaceRestored
 )
 
+REPLACE_EVENTS = (
+    ReplaceStrategy,
+    ReplaceWaiting,
+    ReplaceReady,
+    ReplaceDowntime,
+    ReplaceRolledBack,
+    ReplaceRestored,
+)
+"""The replace event types, for ``isinstance``."""
+
 
 def replace_event_to_dict(event: ReplaceEvent) -> dict[str, Any]:
     """JSON-ready data, ``event`` (the type's name) first, as ``event_to_dict`` does for drains."""
@@ -109,9 +120,14 @@ def describe_replace(event: ReplaceEvent) -> str:
     match event:
         case ReplaceStrategy():
             olds = ", ".join(event.old) or "nothing"
+            gap = (
+                ": the old one is drained first, nothing serves until the new one is ready"
+                if event.strategy == "recreate" and event.old
+                else ""
+            )
             return (
                 f"{event.workload}: {event.strategy} ({event.reason}): new instance "
-                f"{event.new}, replacing {olds}"
+                f"{event.new}, replacing {olds}{gap}"
             )
         case ReplaceWaiting():
             states = ", ".join(event.containers) or "no container yet"
