@@ -41,9 +41,9 @@ json.dump({"same": [first.host == here.host, first.boot_id == here.boot_id, firs
 
 
 async def test_a_live_deployer_in_another_pid_namespace_is_never_judged_dead(
-    deployer: Deployer, name: Callable[[str], str], tmp_path: Path
+    deployer: Deployer, name: Callable[[str], str], markers: Path
 ) -> None:
-    tmp_path.chmod(0o777)
+    tmp_path = markers  # a directory the containers may write into
     session = deployer.driver.session  # type: ignore[attr-defined]
     made: list[str] = []
 
