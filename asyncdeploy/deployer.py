@@ -122,7 +122,7 @@ class Deployer:
                 on_event(event)
 
         planned = expand_gates(await current_plan(self.driver, plan))
-        if await self.changes(plan):
+        if await self._changed(planned):
             return await self._replacing_as_create(
                 plan, emit, kill_now, strategy, ready_timeout, before_drain
             )
@@ -131,7 +131,9 @@ class Deployer:
     async def changes(self, plan: WorkloadPlan) -> bool:
         """Whether ``create`` of ``plan`` replaces a workload of another plan (its current
         instance records another digest): then it runs as a replace."""
-        planned = expand_gates(await current_plan(self.driver, plan))
+        return await self._changed(expand_gates(await current_plan(self.driver, plan)))
+
+    async def _changed(self, planned: WorkloadPlan) -> bool:
         try:
             status = await self.driver.get(planned.name)
         except WorkloadNotFound:

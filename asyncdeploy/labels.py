@@ -18,6 +18,7 @@ __all__ = [
     "LABEL_GRACE",
     "LABEL_INDEX",
     "LABEL_INSTANCE_OF",
+    "LABEL_LIVENESS",
     "LABEL_LOCK",
     "LABEL_LOCK_RECORD",
     "LABEL_PLAN",
@@ -74,6 +75,8 @@ LABEL_READINESS: Final = "asyncdeploy.io/readiness"  # JSON list: the readiness 
 # JSON {"http": {port, path}} or {"tcp": port}, with "timeout": the readiness probe checked from
 # the deployer through the workload's address, needing nothing inside the container.
 LABEL_READINESS_NET: Final = "asyncdeploy.io/readiness-net"
+# "true": the engine's health check is the plan's liveness probe (not one the image brings)
+LABEL_LIVENESS: Final = "asyncdeploy.io/liveness"
 LABEL_INDEX: Final = "asyncdeploy.io/index"  # the container's position in the plan (list order)
 LABEL_ATTEMPT: Final = "asyncdeploy.io/create-attempt"  # which create call made a container
 LABEL_ATTEMPT_OWNER: Final = "asyncdeploy.io/create-owner"  # JSON: the process that made it

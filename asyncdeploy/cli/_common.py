@@ -7,6 +7,7 @@ import json
 import math
 import os
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ParamSpec, TypeVar
@@ -16,6 +17,7 @@ import attrs
 import click
 
 from asyncdeploy import Deployer, DriverName, open_deployer
+from asyncdeploy.cli._states import status_dict as status_dict_at
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import (
     AsyncDeployError,
@@ -274,7 +276,5 @@ def emit_json(data: Any) -> None:
 
 
 def status_dict(status: WorkloadStatus) -> dict[str, Any]:
-    data = attrs.asdict(status, recurse=True)
-    data["labels"] = dict(status.labels)
-    data["state"] = status.state
-    return data
+    """A workload's JSON form, now (``_states.py``: state, ready, age and every field)."""
+    return status_dict_at(status, time.time())

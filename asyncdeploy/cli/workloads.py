@@ -31,7 +31,7 @@ from asyncdeploy.cli._common import (
 from asyncdeploy.cli._kube_options import all_namespaces_option
 from asyncdeploy.cli._signals import Interrupts
 from asyncdeploy.cli.render import EventRenderer, LiveView, PullView, for_stream
-from asyncdeploy.errors import AsyncDeployError, CreateError
+from asyncdeploy.errors import AsyncDeployError, CreateError, EngineTimeout
 from asyncdeploy.events import (
     DrainEvent,
     DrainFinished,
@@ -221,6 +221,15 @@ async def _wait(
     exit code and last log lines are in the ``CreateError``, read before the removal."""
     try:
         return await deployer.wait_ready(plan.name, timeout=timeout)
+    except EngineTimeout:
+        # it may be slow, not broken (a model still loading): left running, and said so
+        made = "was left as it was" if result.action == "unchanged" else "is left running"
+        click.echo(
+            f"{plan.name} {made}, not ready after {timeout:g} s: `asyncdeploy get "
+            f"{plan.name}` says why, `asyncdeploy delete {plan.name}` removes it",
+            err=True,
+        )
+        raise
     except CreateError:
         if result.action == "unchanged":
             click.echo(f"{plan.name} was left as it was: this create did not make it", err=True)

@@ -19,9 +19,11 @@ Where it can be stopped (a cancellation): until the old instances' drain begins,
 removes the new instance (by a drain when it had been created and started) and leaves the old
 ones serving. From then on it is a drain like any other: ``kill_now`` cuts it short.
 
-The plan's named volumes (and on Kubernetes its Service) are never removed on the way: every
-drain here keeps them when another instance of the plan exists, existed, or comes next; the
-delete of the plan's last instance removes them.
+The plan's named volumes (and on Kubernetes its Service) are never removed on the way: a drain
+while another instance of the plan mounts them (surge) leaves them to it (the engine refuses to
+remove a volume in use; a Service goes only when no Pod is behind it), and every other drain here
+(recreate's, a roll-back's when the plan has other instances) keeps them; the delete of the
+plan's last instance removes them.
 """
 
 from __future__ import annotations
@@ -221,9 +223,8 @@ async def _replacing_locked(
             )
         else:
             found = await run.old_found(old, before_drain)
-            # the new instance mounts the plan's volumes (and its Service selects it): kept
-            drain = drain_stream(driver, found, grace_period_seconds, kill_now, keep_volumes=True)
-            async with drain as events:
+            # (the plan's volumes and Service stay: the new instance mounts and is behind them)
+            async with drain_stream(driver, found, grace_period_seconds, kill_now) as events:
                 yield Replacement(new=status, old=old, events=events)
             return
     # the images first: a pull that fails leaves the old instances serving

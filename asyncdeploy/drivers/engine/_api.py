@@ -175,23 +175,29 @@ class EngineAPIDriver:
     async def _marked(
         self, name: str, items: Sequence[Mapping[str, Any]], restarts: Mapping[str, int]
     ) -> WorkloadStatus:
-        """Its status, marked half-drained when its pause is paused by a drain whose owner is
-        dead (the claim record in the pause container says who; ``_unfinished.py``)."""
+        """Its status, read with the drain's claim when its pause is paused (the record in the
+        pause container says who drains, and until when: ``_claim.py``): ``draining`` with that
+        deadline while its owner lives (or cannot be told dead from here), half-drained when
+        it is dead (``_unfinished.py``)."""
         status = workload_status(self.name, name, items, restarts)
         paused = [
             i
             for i in items
             if i["Labels"].get(LABEL_ROLE) == "pause" and i.get("State") == "paused"
         ]
-        if status.unfinished or not paused:
+        if not paused:
             return status
         ref = ContainerRef(id=str(paused[0]["Id"]), name="pause", role="pause", running=True)
         try:
             record = await self.ops.read_claim(ref)
-        except EngineError:
-            return status  # a look only: the list stands without the mark
+        except EngineError:  # a look only (the pause may be going): no mark said on a guess
+            return attrs.evolve(status, unfinished=None)
         reason = dead_claim(record)
-        return attrs.evolve(status, unfinished=reason) if reason else status
+        if reason:
+            return attrs.evolve(status, unfinished=reason)
+        if record is None:
+            return status  # paused by hand, or a claim not written yet: the list's own rule
+        return attrs.evolve(status, unfinished=None, draining_until=record.deadline)
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         chosen = as_selector(selector)

@@ -81,14 +81,11 @@ class ClaimRecord:
         """The record, or None for anything that is not one (a file of another kind)."""
         try:
             raw: Any = json.loads(data)
-            owner = raw["owner"]
+            owner = Owner.from_data(raw["owner"])  # the owner's whole record (PID namespace too)
+            if owner is None:
+                return None
             return cls(
-                owner=Owner(
-                    host=str(owner["host"]),
-                    boot_id=str(owner["boot_id"]),
-                    pid=int(owner["pid"]),
-                    pid_started=str(owner["pid_started"]),
-                ),
+                owner=owner,
                 token=str(raw["token"]),
                 started=float(raw["started"]),
                 grace=int(raw["grace"]),

@@ -16,6 +16,7 @@ from asyncdeploy.labels import (
     LABEL_GRACE,
     LABEL_INDEX,
     LABEL_INSTANCE_OF,
+    LABEL_LIVENESS,
     LABEL_PLAN,
     LABEL_PLAN_DIGEST,
     LABEL_PRE_STOP,
@@ -255,6 +256,7 @@ def container_config(
     healthcheck = _healthcheck(container)
     if healthcheck is not None:
         config["Healthcheck"] = healthcheck
+        labels[LABEL_LIVENESS] = "true"  # the health a list shows is the plan's, and counts
     return config
 
 

@@ -1,5 +1,5 @@
-"""A plan's Service made to say what the plan says: created, or updated in place (its name and
-ClusterIP kept) when the plan changed its ports.
+"""A plan's Service made to say what the plan says: created, updated in place (its name and
+ClusterIP kept) when the plan changed its ports, removed when a replacement's plan dropped it.
 
 The Service is shared by every instance of the plan. While an older instance still serves behind
 it (a surge), the new plan's ports would send its traffic where the old Pod does not listen: the
@@ -32,6 +32,8 @@ async def apply_service(
     ``wait_for_others``: leave an existing Service as it is while a Pod other than this plan's
     own selects it (its ``wait_ready`` applies the change later)."""
     if plan.service is None:
+        if plan.instance_of is not None:  # a replacement: its plan may have dropped it
+            await _remove_dropped(api, namespace, plan.instance_of, plan.name)
         return
     wanted = service_manifest(plan, namespace=namespace)
     name = service_name(plan)
@@ -73,6 +75,24 @@ def _differs(live: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
         return True
     ports = sorted(map(_port, live.get("ports") or []), key=repr)
     return ports != sorted(map(_port, wanted.get("ports") or []), key=repr)
+
+
+async def _remove_dropped(api: PodAPI, namespace: str, service: str, pod: str) -> None:
+    """The plan's Service, which its new plan no longer asks for (a recreate kept it), removed
+    once no other Pod is behind it (a surge's old instance: its drain removes it then)."""
+    try:
+        live = await api.read_service(namespace, service)
+    except WorkloadNotFound:
+        return
+    metadata = live.get("metadata") or {}
+    if (metadata.get("labels") or {}).get(LABEL_SERVICE) != service:
+        return  # not asyncdeploy's
+    if await _others_selected(api, namespace, service, pod):
+        return
+    try:
+        await api.delete_service(namespace, service, uid=str(metadata.get("uid")))
+    except (WorkloadNotFound, WorkloadConflict):
+        pass  # gone, or made again by someone else meanwhile
 
 
 async def _others_selected(api: PodAPI, namespace: str, service: str, pod: str) -> bool:

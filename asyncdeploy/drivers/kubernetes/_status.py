@@ -135,6 +135,13 @@ def workload_status(pod: Mapping[str, Any]) -> WorkloadStatus:
         containers=tuple(containers),
         ports=_ports(pod),
         namespace=metadata.get("namespace"),
+        created=_timestamp(metadata["creationTimestamp"])
+        if metadata.get("creationTimestamp")
+        else None,
+        # the API server's deletionTimestamp is the deletion's deadline (its start + grace)
+        draining_until=_timestamp(metadata["deletionTimestamp"])
+        if metadata.get("deletionTimestamp")
+        else None,
     )
 
 
