@@ -7,8 +7,9 @@ The ``docker compose`` convention, for commands that change an engine:
   (the drain's ``kill_now``); everything is still removed, the JSON stream still ends with
   ``DrainFinished``, and the command exits 128 + that signal (130 for Ctrl-C, 143 for SIGTERM).
 - a create: the first signal cancels it; the create removes everything it had made (shielded,
-  bounded) and the command exits 128 + that signal. A create that replaces a workload never
-  kills it on that signal: a drain of the old workload that has begun runs to its end (the
+  bounded) and the command exits 128 + that signal. A create of a changed plan is a replace,
+  and follows the replace's policy below. A create that repairs a dead workload of the same
+  plan never kills it on that signal: a drain of the old workload that has begun runs to its end (the
   library shields it from the cancellation), then the create stops and nothing new is made; a
   second signal during that drain kills the old workload's survivors at once, as for a delete.
   The create's events keep flowing meanwhile: the CLI cancels only the create
