@@ -99,7 +99,10 @@ class WorkloadStatus:
             return "running"
         if runs:
             return runs[0].state
-        return "creating" if self.containers else "unknown"
+        pause = next((c for c in self.containers if c.role == "pause"), None)
+        if pause is not None and pause.state in ("created", "running"):
+            return "creating"  # its run containers are not made yet
+        return pause.state if pause is not None else "unknown"
 
     @property
     def ready(self) -> tuple[int, int]:

@@ -69,6 +69,7 @@ def status_dict(status: WorkloadStatus, now: float) -> dict[str, Any]:
         else datetime.datetime.fromtimestamp(status.created, datetime.UTC).isoformat()
     )
     data["draining_until"] = status.draining_until
-    if status.draining_until is not None:
-        data["drain_seconds_left"] = round(max(0.0, status.draining_until - now), 1)
+    data["drain_seconds_left"] = (
+        None if status.draining_until is None else round(max(0.0, status.draining_until - now), 1)
+    )
     return data

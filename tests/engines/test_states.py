@@ -52,17 +52,18 @@ async def test_a_drain_shows_as_draining_and_a_watch_sees_a_delete_as_deleted(
         try:
             with anyio.fail_after(60):
                 await deployer.create(
-                    plan(app, [graceful("app", 4, markers)], termination_grace_period_seconds=20)
+                    plan(app, [graceful("app", 8, markers)], termination_grace_period_seconds=20)
                 )
                 await started(markers, "app")
                 await read_until("ADDED")
                 delete = await start_cli(deployer.driver_name, "delete", app, "-o", "json")
                 await delete.next_event("SignalSent")
-                listed = await invoke_in_thread(
-                    "--driver", deployer.driver_name, "list", "-l", f"{RUN_LABEL}={RUN_ID}"
-                )
+                # (the app drains 8 s: time for both looks on a loaded machine)
                 shown = await invoke_in_thread(
                     "--driver", deployer.driver_name, "get", app, "-o", "json"
+                )
+                listed = await invoke_in_thread(
+                    "--driver", deployer.driver_name, "list", "-l", f"{RUN_LABEL}={RUN_ID}"
                 )
                 await read_until("DELETED")
                 code, stderr = await delete.finish()
@@ -72,6 +73,7 @@ async def test_a_drain_shows_as_draining_and_a_watch_sees_a_delete_as_deleted(
                 await watch.wait()
 
     assert code == 0, stderr
+    assert listed.exit_code == 0 and shown.exit_code == 0, listed.output + shown.output
     row = next(line for line in listed.stdout.splitlines() if line.startswith(app))
     assert row.split()[1] == "draining" and "s left)" in row, listed.stdout
     got = json.loads(shown.stdout)

@@ -72,6 +72,7 @@ __all__ = ["EngineAPIDriver", "EngineFound", "planned_state"]
 PING_TIMEOUT = 10.0
 EXEC_WATCH_INTERVAL = 1.0  # how often an exec looks whether its container still runs
 HISTORY_TIMEOUT = 10.0  # one bounded read of the engine's event log
+CLAIM_REREAD = 0.2  # a drain's claim read again once, when the first read found none
 
 
 @attrs.frozen(kw_only=True)
@@ -180,23 +181,32 @@ class EngineAPIDriver:
         deadline while its owner lives (or cannot be told dead from here), half-drained when
         it is dead (``_unfinished.py``)."""
         status = workload_status(self.name, name, items, restarts)
-        paused = [
+        claimed = [  # paused by a drain's claim, or killed at its end (not removed yet)
             i
             for i in items
-            if i["Labels"].get(LABEL_ROLE) == "pause" and i.get("State") == "paused"
+            if i["Labels"].get(LABEL_ROLE) == "pause"
+            and i.get("State") in ("paused", "exited", "stopped")
         ]
-        if not paused:
+        if not claimed:
             return status
-        ref = ContainerRef(id=str(paused[0]["Id"]), name="pause", role="pause", running=True)
+        ref = ContainerRef(id=str(claimed[0]["Id"]), name="pause", role="pause", running=True)
         try:
             record = await self.ops.read_claim(ref)
+            if record is None:  # read while the drain rewrote it (Podman answers empty then)
+                await anyio.sleep(CLAIM_REREAD)
+                record = await self.ops.read_claim(ref)
         except EngineError:  # a look only (the pause may be going): no mark said on a guess
             return attrs.evolve(status, unfinished=None)
         reason = dead_claim(record)
         if reason:
             return attrs.evolve(status, unfinished=reason)
+        if record is None and (status.unfinished or "").startswith("half-drained"):
+            # No record says its drain's owner died (paused by hand, a claim not written yet,
+            # or the pause going at a drain's end): "half-drained" is said of a dead owner only;
+            # a delete takes such a workload over (no record for 3 s: see _follow.py)
+            return attrs.evolve(status, unfinished=None)
         if record is None:
-            return status  # paused by hand, or a claim not written yet: the list's own rule
+            return status
         return attrs.evolve(status, unfinished=None, draining_until=record.deadline)
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
