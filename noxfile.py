@@ -18,10 +18,12 @@ def install(session: nox.Session, *groups: str) -> None:
         session.install(*nox.project.dependency_groups(PYPROJECT, group))
 
 
-# Two streams of the suite side by side, for time (each mostly waits on drains and grace
-# periods): Podman's engine tests with the real cluster's, and everything else (Docker's, the
-# engine-free suites). They share no engine, and every test names its workloads by its run.
-STREAMS = ("podman or cluster", "not (podman or cluster)")
+# Streams of the suite side by side, for time (each mostly waits on drains and grace periods),
+# one per engine: the real cluster's tests, Podman's, and everything else (Docker's and the
+# engine-free suite, which runs on virtual time in a few minutes). They share no engine, and
+# every test names its workloads by its run. The first runs in the foreground; a new engine's
+# tests (a marker set in tests/conftest.py) get a stream of their own here.
+STREAMS = ("not (podman or cluster)", "podman", "cluster")
 
 
 @nox.session
@@ -31,8 +33,9 @@ def tests(session: nox.Session) -> None:
 
     Set ASYNCDEPLOY_REQUIRE_ENGINES=docker,podman to fail (not skip) when an engine is missing,
     ASYNCDEPLOY_REQUIRE_KUBERNETES=1 to fail when the cluster is. With no arguments the suite
-    runs as two streams side by side (STREAMS); with pytest arguments, as one run of them.
+    runs as streams side by side (STREAMS: one per engine); with pytest arguments, as one run.
     """
+    import contextlib
     import os
     import subprocess
     import sys
@@ -51,19 +54,23 @@ def tests(session: nox.Session) -> None:
             env[key] = value
     env["PATH"] = f"{session.bin}{os.pathsep}{os.environ['PATH']}"
     pytest = [f"{session.bin}/pytest", "--durations=15", "-p", "no:cacheprovider", "-m"]
-    with tempfile.TemporaryFile("w+") as log:
-        side = subprocess.Popen(
-            [*pytest, STREAMS[0]], stdout=log, stderr=subprocess.STDOUT, env=env
-        )
+    with contextlib.ExitStack() as stack:
+        logs = [stack.enter_context(tempfile.TemporaryFile("w+")) for _ in STREAMS[1:]]
+        side = [
+            subprocess.Popen([*pytest, stream], stdout=log, stderr=subprocess.STDOUT, env=env)
+            for stream, log in zip(STREAMS[1:], logs, strict=True)
+        ]
         try:
-            here = subprocess.run([*pytest, STREAMS[1]], env=env, check=False).returncode
+            codes = [subprocess.run([*pytest, STREAMS[0]], env=env, check=False).returncode]
         finally:
-            there = side.wait()  # a Ctrl-C reaches both: they are one process group
-            log.seek(0)
-            sys.stdout.write(f"\n===== the side stream: -m {STREAMS[0]!r} =====\n{log.read()}")
-            sys.stdout.flush()
-    if here or there:
-        session.error(f"pytest exited {here} (-m {STREAMS[1]!r}) and {there} (-m {STREAMS[0]!r})")
+            for stream, process, log in zip(STREAMS[1:], side, logs, strict=True):
+                codes.append(process.wait())  # a Ctrl-C reaches all: they are one process group
+                log.seek(0)
+                sys.stdout.write(f"\n===== the stream -m {stream!r} =====\n{log.read()}")
+                sys.stdout.flush()
+    if any(codes):
+        said = ", ".join(f"{c} (-m {s!r})" for c, s in zip(codes, STREAMS, strict=True))
+        session.error(f"pytest exited {said}")
 
 
 @nox.session(default=False)
@@ -108,8 +115,13 @@ def demo(session: nox.Session) -> None:
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """Benchmark the drain on Docker and Podman: raw Engine API, the peer, asyncdeploy; then
-    image pulls from the local registry, asyncdeploy beside `docker pull` / `podman pull`; then
-    the drain gate's cost beside the same server reached directly (bench-results/bench-gate.json).
+    the CLI's start (`list` beside `docker ps` / `podman ps`, bench-results/bench-start.json);
+    create -> ready -> delete with and without the settle wait (bench-results/bench-ready.json);
+    forty operations at once through one deployer beside the engine CLI in parallel
+    (bench-results/bench-many-<engine>.json; $ASYNCDEPLOY_BENCH_COMPARE=DIR runs another
+    checkout's code in the same rounds); then image pulls from the local registry, asyncdeploy
+    beside `docker pull` / `podman pull`; then the drain gate's cost beside HAProxy and nginx in
+    front of the same server (bench-results/bench-gate.json).
 
     Prints a table per engine and writes bench-results/bench-<engine>.json (about 20 minutes;
     `nox -s bench -- --quick` is a smoke run, `-- --engines docker --runs 5` and `--no-peer`
@@ -143,13 +155,30 @@ def bench(session: nox.Session) -> None:
         except nox.command.CommandFailed as exc:
             args += ["--peer-unavailable", f"pip install gpustack-runtime failed ({exc.reason})"]
     session.run("python", "benchmarks/bench.py", *args, *session.posargs)
+    # the CLI's start: `asyncdeploy --driver docker list` beside `docker ps` (and Podman's pair)
+    session.run(
+        "python", "benchmarks/start.py", *(["--quick"] if "--quick" in session.posargs else [])
+    )
+    # create -> ready -> delete: the settle wait's cost (default, 0, a readiness check)
+    session.run(
+        "python", "benchmarks/ready.py", *(["--quick"] if "--quick" in session.posargs else [])
+    )
+    # many at once through one deployer beside the engine CLI in parallel (issue 25):
+    # $ASYNCDEPLOY_BENCH_COMPARE names another checkout to run in the same rounds (before/after)
+    compare = os.environ.get("ASYNCDEPLOY_BENCH_COMPARE")
+    session.run(
+        "python",
+        "benchmarks/many.py",
+        *(["--quick"] if "--quick" in session.posargs else []),
+        *(["--compare-source", compare] if compare else []),
+    )
     # the pull benchmark (local registry of ci/start-registry.sh): asyncdeploy beside docker/podman pull
     session.run(
         "python", "benchmarks/pull.py", *(["--smoke"] if "--quick" in session.posargs else [])
     )
-    # the drain gate's cost against the same server reached directly (needs wrk; no engine)
-    # the alternative stack it is measured beside; uvloop, which the gate image runs on
-    session.install("uvicorn", "httpx", "uvloop")
+    # the drain gate's cost beside HAProxy and nginx (needs wrk, haproxy, nginx; no engine):
+    # the gate's own framing and loop (its extra), and the ASGI stack it was first measured beside
+    session.install("-e", ".[gate]", "uvicorn", "httpx")
     session.run(
         "python", "benchmarks/gate.py", *(["--smoke"] if "--quick" in session.posargs else [])
     )

@@ -15,20 +15,20 @@ from typing import TypeVar, cast
 import anyio
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy._groups import lone_error
+from asyncdeploy._kill import KillSwitch
 from asyncdeploy._log import log_event
 from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import DrainError, DrainUnreachable, WorkloadNotFound
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event, PullEvent
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit
 
 __all__ = [
-    "cancel_when_set",
     "drain_stream",
     "event_stream",
-    "lone_error",
     "workload_exists",
 ]
 
-E = TypeVar("E", bound=Event)
+E = TypeVar("E")  # what the work emits (drain events are logged on the way)
 
 
 @asynccontextmanager
@@ -46,7 +46,7 @@ async def event_stream(
     send, receive = anyio.create_memory_object_stream[E](math.inf)
 
     def emit(event: E) -> None:
-        if not isinstance(event, PullEvent):
+        if isinstance(event, DrainEvent):
             log_event(event)  # every drain step, through the one place events pass
         try:
             send.send_nowait(event)
@@ -93,11 +93,11 @@ async def drain_stream(
     driver: Driver,
     found: Found,
     grace_period_seconds: int | None,
-    kill_now: anyio.Event | None,
+    kill: KillSwitch,
     *,
     keep_volumes: bool = False,
 ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
-    """Drain what ``found`` holds, with its events; ``kill_now`` cuts it short (set before the
+    """Drain what ``found`` holds, with its events; ``kill`` cuts it short (thrown before the
     drain began: grace 0). Raises on exit, once the consumer has every event:
     ``DrainUnreachable`` when the engine went away, ``DrainError`` when a step failed."""
     summaries: list[DrainSummary] = []
@@ -105,19 +105,13 @@ async def drain_stream(
 
     async def work(emit: Callable[[DrainEvent], None]) -> None:
         def keep(event: DrainEvent) -> None:
-            # Summaries come from the events, not the return value: a drain cut short by
-            # kill_now (cancelled) returns nothing, but still finishes every workload.
+            # Summaries come from the events, not the return value: a drain cut short (its
+            # scope cancelled) returns nothing, but still finishes every workload.
             if isinstance(event, DrainFinished):
                 summaries.append(event.summary)
             emit(event)
 
-        grace = grace_period_seconds
-        already = kill_now is not None and kill_now.is_set()
-        if already:
-            grace = 0  # "kill now" came before the drain: no container's drain exists yet
-        async with anyio.create_task_group() as tg:
-            if kill_now is not None and not already:
-                tg.start_soon(cancel_when_set, kill_now, tg.cancel_scope)
+        async def drain(grace: int | None) -> None:
             try:
                 if found.names:
                     await driver.drain(  # a drain emits drain events only
@@ -129,7 +123,12 @@ async def drain_stream(
                     )
             except DrainUnreachable as exc:
                 unreachable.append(exc)  # raised once the consumer has every event
-            tg.cancel_scope.cancel()  # stop watching kill_now
+
+        if kill.thrown:  # before the drain: no container's drain exists yet to be cut short
+            await drain(0)
+        else:
+            with kill.guarding():
+                await drain(grace_period_seconds)
 
     async with event_stream(work, finish_on_error=True) as receive:
         yield receive
@@ -140,19 +139,3 @@ async def drain_stream(
     failed = [s for s in summaries if s.errors]
     if failed:
         raise DrainError(failed)
-
-
-async def cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()  # the drain's shielded cleanup kills the survivors and removes everything
-
-
-def lone_error(group: BaseExceptionGroup) -> BaseException:
-    """The one real error of a task group (e.g. WorkloadNotFound before anything was touched),
-    or the group itself when there are several."""
-    errors = [e for e in group.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
-    if len(errors) == 1:
-        if isinstance(errors[0], BaseExceptionGroup):
-            return lone_error(errors[0])
-        return errors[0]
-    return group

@@ -25,6 +25,7 @@ from asyncdeploy.events import (
     PreStopStarted,
     SidecarRemoved,
     SignalSent,
+    TeardownPending,
     TrafficLeft,
     TrafficStillRouted,
     event_to_dict,
@@ -71,6 +72,8 @@ def _describe(event: DrainEvent) -> tuple[int, str]:
                 logging.WARNING,
                 f"still a ready endpoint of {', '.join(event.services)} after {event.window:g} s",
             )
+        case TeardownPending():
+            return logging.WARNING, f"still being torn down {event.timeout:g} s into the drain"
         case DrainFinished():
             summary = event.summary
             counts = ", ".join(

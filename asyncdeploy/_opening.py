@@ -46,6 +46,7 @@ def open_deployer(
     namespace: str | None = None,
     request_timeout: float = 30.0,
     all_namespaces: bool = False,
+    drain_timeout: float | None = None,
 ) -> AbstractAsyncContextManager[Deployer]: ...
 
 
@@ -60,7 +61,10 @@ def open_deployer(
 
     Options per driver: ``url`` for Docker and Podman (default: discovered, honouring
     ``DOCKER_HOST`` / ``CONTAINER_HOST``); ``kubeconfig``, ``context``, ``namespace``,
-    ``request_timeout``, ``all_namespaces`` (list and drain in every namespace) for Kubernetes.
+    ``request_timeout``, ``all_namespaces`` (list and drain in every namespace),
+    ``drain_timeout`` (how long a drain waits for its Pods to go, from its start: kubectl's
+    ``delete --timeout``; a Pod whose containers all ended but which is still being torn down
+    then is reported so, not as a failure) for Kubernetes.
     Without a name, an engine named by its address variable (``DOCKER_HOST``, else
     ``CONTAINER_HOST``) is used, and ``EngineUnavailable`` raised when it does not answer;
     with neither set, the first engine of :data:`AUTO_DETECT_ORDER` that answers. Needs

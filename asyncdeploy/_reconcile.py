@@ -13,10 +13,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-import anyio
 from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy._event_stream import drain_stream
+from asyncdeploy._kill import KillSwitch
+from asyncdeploy._operations import Drain
 from asyncdeploy.drivers.base import Driver
 from asyncdeploy.events import DrainEvent
 from asyncdeploy.labels import LABEL_INSTANCE_OF
@@ -69,26 +70,25 @@ def plan_of_finish(status: WorkloadStatus) -> list[str]:
     return steps
 
 
-@asynccontextmanager
-async def finishing(
-    deployer: Deployer,
-    names: list[str],
-    *,
-    grace_period_seconds: int | None = None,
-    kill_now: anyio.Event | None = None,
-) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
+def finishing(
+    deployer: Deployer, names: list[str], *, grace_period_seconds: int | None = None
+) -> Drain:
     """Drain and remove these workloads from one look, under one deadline, with their events.
 
     A workload whose plan a replace was replacing when its deployer died (the replace's lock is
     still there) keeps the plan's named volumes: the plan lives on, and its next instance mounts
     them (a killed recreate had drained the old instance and not yet made the new one)."""
     driver = deployer.driver
-    found = await driver.find(names)
-    keep = bool(await being_replaced(driver, names))
-    async with drain_stream(
-        driver, found, grace_period_seconds, kill_now, keep_volumes=keep
-    ) as events:
-        yield events
+
+    @asynccontextmanager
+    async def start(kill: KillSwitch) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
+        found = await driver.find(names)
+        keep = bool(await being_replaced(driver, names))
+        drain = drain_stream(driver, found, grace_period_seconds, kill, keep_volumes=keep)
+        async with drain as events:
+            yield events
+
+    return Drain(start)
 
 
 async def being_replaced(driver: Driver, names: list[str]) -> list[str]:

@@ -4,13 +4,14 @@
     async with open_deployer("docker") as deployer:
         await deployer.create(plan)
         # or, with the image pulls (and a replacement's drain) as they happen:
-        async with deployer.creating(plan) as events:
-            async for event in events:
+        async with deployer.creating(plan) as creation:
+            async for event in creation:
                 print(event)
-        result = events.result
-        async with deployer.terminate("demo", grace_period_seconds=10) as events:
-            async for event in events:
-                print(event)
+        result = creation.result
+        async with deployer.terminate("demo", grace_period_seconds=10) as drain:
+            async for event in drain:
+                print(event)  # drain.kill(): the survivors SIGKILLed now, everything removed
+        print(drain.summaries)
         # or, without events:
         summary = await deployer.delete("demo")
         # a zero-downtime replacement: the new instance first, ready, then the old one drained
@@ -25,54 +26,33 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import attrs
 from anyio.abc import ObjectReceiveStream
 
-from asyncdeploy._event_stream import drain_stream, event_stream
+from asyncdeploy._event_stream import event_stream
+from asyncdeploy._kill import KillSwitch
 from asyncdeploy._log import log_event
+from asyncdeploy._operations import CreateEvents, Drain, Replacement, draining
 from asyncdeploy.drivers.base import Driver
 from asyncdeploy.errors import EngineTimeout, WorkloadNotFound
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event, PullEvent
+from asyncdeploy.events import DrainFinished, DrainSummary, Emit, Event, PullEvent
 from asyncdeploy.plan import WorkloadPlan, plan_digest
 from asyncdeploy.plan.gating import expand_gates
 from asyncdeploy.replace import _run as _replace
 from asyncdeploy.replace._names import current_name, current_plan, resolving
-from asyncdeploy.replace._run import OnEvent, Replacement, ReplaceOptions, ReplaceResult
+from asyncdeploy.replace._run import OnEvent, ReplaceOptions, ReplaceResult
 from asyncdeploy.replace.events import REPLACE_EVENTS, ReplaceEvent, Strategy
 from asyncdeploy.results import ApplyResult, ExecResult, WorkloadEvent, WorkloadStatus
 from asyncdeploy.selectors import SelectorLike, as_selector
 
 __all__ = [
-    "CreateEvents",
     "Deployer",
     "ReplaceResult",
-    "Replacement",
 ]
-
-
-class CreateEvents:
-    """The events of one create, iterated as they come; ``result`` once they have all come."""
-
-    def __init__(self, events: ObjectReceiveStream[Event]) -> None:
-        self._events = events
-        self._result: ApplyResult | None = None
-
-    def __aiter__(self) -> AsyncIterator[Event]:
-        return self._events.__aiter__()
-
-    async def receive(self) -> Event:
-        return await self._events.receive()
-
-    @property
-    def result(self) -> ApplyResult:
-        """What the create did; set when the event stream has ended."""
-        if self._result is None:
-            raise RuntimeError("the create has not finished: read the events to their end first")
-        return self._result
 
 
 @attrs.define
@@ -90,11 +70,9 @@ class Deployer:
         plan: WorkloadPlan,
         *,
         on_event: Emit | None = None,
-        kill_now: anyio.Event | None = None,
         strategy: Strategy = "auto",
         ready_timeout: float = 60,
         on_replace: Callable[[ReplaceEvent], None] | None = None,
-        before_drain: Callable[[], None] | None = None,
     ) -> ApplyResult:
         """Create the workload, as ``kubectl apply`` does: an unchanged plan is a no-op; a
         changed one replaces the workload as :meth:`replace` does, with ``strategy`` (``auto``:
@@ -107,8 +85,8 @@ class Deployer:
         events and the drains' as they happen, ``on_replace`` a replacement's own events; neither
         may block.
         Cancelled, it removes what it had made; a drain of an old workload that has begun is
-        never cut short by the cancellation: only ``kill_now`` kills its survivors at once.
-        ``before_drain`` (a changed plan) is called right before the old one's drain begins.
+        never cut short by the cancellation (it runs to its end, then nothing new is created):
+        only :meth:`creating`'s ``kill()`` kills its survivors at once.
         """
 
         def emit(event: Event | ReplaceEvent) -> None:
@@ -121,12 +99,52 @@ class Deployer:
             if on_event is not None:
                 on_event(event)
 
-        planned = expand_gates(await current_plan(self.driver, plan))
-        if await self._changed(planned):
-            return await self._replacing_as_create(
-                plan, emit, kill_now, strategy, ready_timeout, before_drain
-            )
-        return await self.driver.apply(planned, emit=emit, kill_now=kill_now)
+        return await self._apply(
+            plan, emit, KillSwitch(), strategy=strategy, ready_timeout=ready_timeout
+        )
+
+    def creating(
+        self,
+        plan: WorkloadPlan,
+        *,
+        strategy: Strategy = "auto",
+        ready_timeout: float = 60,
+        before_drain: Callable[[], None] | None = None,
+    ) -> CreateEvents:
+        """Create the workload (as :meth:`create`), with its events: the pulls, the drain of
+        what it replaces, and for a changed plan the replacement's own (``ReplaceStrategy``
+        first, before anything is touched).
+
+        After the events end, ``creation.result`` is the :class:`ApplyResult`. ``cancel()``, or
+        a cancellation of the block, cancels the create as :meth:`create` says; ``kill()`` cuts
+        the drain of the workload it replaces short. An exception in the block (the consumer
+        failed) cancels the create too, except a drain of the old workload: that goes on to its
+        end without the consumer; the exception is raised after it. ``before_drain`` (a changed
+        plan) is called right before the old one's drain begins: a caller that stops creates on
+        a signal switches to a drain's policy there.
+        """
+
+        @asynccontextmanager
+        async def start(
+            kill: KillSwitch,
+        ) -> AsyncIterator[ObjectReceiveStream[Event | ReplaceEvent]]:
+            async def work(emit: OnEvent) -> None:
+                with creation._stoppable():
+                    result = await self._apply(
+                        plan,
+                        emit,
+                        kill,
+                        strategy=strategy,
+                        ready_timeout=ready_timeout,
+                        before_drain=before_drain,
+                    )
+                    creation._finished(result)
+
+            async with event_stream(work, finish_on_error=False) as stream:
+                yield stream
+
+        creation = CreateEvents(start)
+        return creation
 
     async def changes(self, plan: WorkloadPlan) -> bool:
         """Whether ``create`` of ``plan`` replaces a workload of another plan (its current
@@ -140,57 +158,39 @@ class Deployer:
             return False
         return status.plan_digest != plan_digest(planned)
 
-    async def _replacing_as_create(
+    async def _apply(
         self,
         plan: WorkloadPlan,
         emit: OnEvent,
-        kill_now: anyio.Event | None,
+        kill: KillSwitch,
+        *,
         strategy: Strategy,
         ready_timeout: float,
-        before_drain: Callable[[], None] | None,
+        before_drain: Callable[[], None] | None = None,
     ) -> ApplyResult:
-        async with self.replacing(
-            plan,
+        """The create of :meth:`create` and :meth:`creating`: a changed plan as a replace."""
+        planned = expand_gates(await current_plan(self.driver, plan))
+        if not await self._changed(planned):
+            return await self.driver.apply(planned, emit=emit, kill=kill)
+        options = ReplaceOptions(
             ready_timeout=ready_timeout,
             strategy=strategy,
-            kill_now=kill_now,
             before_drain=before_drain,
             on_event=emit,
-        ) as replacement:
-            drained = list(replacement.drained)
-            async for event in replacement.events:
+        )
+        async with _replace.replacing(self.driver, plan, options, kill) as replaced:
+            drained = list(replaced.drained)
+            async for event in replaced.events:
                 emit(event)
                 if isinstance(event, DrainFinished):
                     drained.append(event.summary)
         return ApplyResult(
             action="replaced",
-            status=replacement.new,
+            status=replaced.new,
             replaced=drained[0] if drained else None,
-            strategy=replacement.strategy,
-            downtime=replacement.downtime,
+            strategy=replaced.strategy,
+            downtime=replaced.downtime,
         )
-
-    @asynccontextmanager
-    async def creating(
-        self, plan: WorkloadPlan, *, kill_now: anyio.Event | None = None
-    ) -> AsyncIterator[CreateEvents]:
-        """Create the workload, yielding its pull events (and a replacement's drain events).
-
-        After the stream ends, ``events.result`` is the :class:`ApplyResult`. A cancellation in
-        the block cancels the create as :meth:`create` says. An exception in the block (the
-        consumer failed) cancels the create too, except a drain of the old workload: that goes
-        on to its end without the consumer; the exception is raised after it.
-        """
-        events: CreateEvents | None = None
-
-        async def work(emit: Emit) -> None:
-            result = await self.create(plan, on_event=emit, kill_now=kill_now)
-            assert events is not None
-            events._result = result
-
-        async with event_stream(work, finish_on_error=False) as stream:
-            events = CreateEvents(stream)
-            yield events
 
     async def get(self, name: str) -> WorkloadStatus:
         """The workload ``name`` means (after a replace: its current instance, ``_names``)."""
@@ -212,9 +212,17 @@ class Deployer:
         """The TCP ports a local image ``EXPOSE``s (None: absent, or not visible to this driver)."""
         return await self.driver.image_ports(image)
 
-    async def wait_ready(self, name: str, *, timeout: float = 60) -> WorkloadStatus:
+    async def wait_ready(
+        self, name: str, *, timeout: float = 60, settle_seconds: float | None = None
+    ) -> WorkloadStatus:
+        """Every run container ready: its readiness check passes, or, without one, it runs and
+        has kept running with no restart ``settle_seconds`` past its start (default 2 s: a
+        server that dies in its first seconds fails the wait with ``CreateError``; 0: running
+        is enough). ``EngineTimeout`` after ``timeout`` s."""
         return await resolving(
-            self.driver, name, lambda n: self.driver.wait_ready(n, timeout=timeout)
+            self.driver,
+            name,
+            lambda n: self.driver.wait_ready(n, timeout=timeout, settle_seconds=settle_seconds),
         )
 
     def logs(
@@ -294,56 +302,50 @@ class Deployer:
     async def inspect(self, name: str) -> dict[str, Any]:
         return await resolving(self.driver, name, self.driver.inspect)
 
-    @asynccontextmanager
-    async def terminate(
-        self,
-        name: str,
-        *,
-        grace_period_seconds: int | None = None,
-        kill_now: anyio.Event | None = None,
-    ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
-        """Drain one workload, yielding its events as they happen.
+    def terminate(self, name: str, *, grace_period_seconds: int | None = None) -> Drain:
+        """Drain one workload: the handle of its drain (:class:`~asyncdeploy.Drain`), whose
+        events come as they happen.
 
         Leaving the block early lets the drain finish, and so does an exception in the block (a
         consumer that fails, say on a closed pipe, never turns the drain into a kill): the drain
         goes on to its end without it, its events dropped, and the exception is raised after
         it. A cancellation of the block cancels the drain, and the driver's shielded cleanup
         still kills and removes everything (the events of that cleanup are then not delivered:
-        the block is gone). Setting ``kill_now`` cuts the drain short instead while the events
-        keep flowing: survivors are SIGKILLed at once, everything is removed, and
-        ``DrainFinished`` still arrives; set before the drain begins, the drain runs at grace 0 (also while it
-        follows another delete's). The block then raises as after a full drain: ``DrainError``
+        the block is gone). ``drain.kill()`` cuts the drain short instead while the events keep
+        flowing: survivors are SIGKILLed at once, everything is removed, and ``DrainFinished``
+        still arrives; called before the drain begins (also while it follows another delete's),
+        the drain runs at grace 0. The block then raises as after a full drain: ``DrainError``
         when something could not be removed, ``DrainUnreachable`` when the engine went away.
         Raises ``DrainError`` on exit when some step failed (read from the ``DrainFinished``
-        events, so a drain cut short reports what it left), and ``WorkloadNotFound`` before any
-        event when there is no such workload (the driver's one look, which the drain starts
-        from).
+        events, so a drain cut short reports what it left), and ``WorkloadNotFound`` on entry,
+        before any event, when there is no such workload (the driver's one look, which the
+        drain starts from).
         """
-        found = await resolving(self.driver, name, lambda n: self.driver.find([n]))
-        async with drain_stream(self.driver, found, grace_period_seconds, kill_now) as events:
-            yield events
+        driver = self.driver
+        return draining(
+            driver,
+            lambda: resolving(driver, name, lambda n: driver.find([n])),
+            grace_period_seconds,
+        )
 
-    @asynccontextmanager
-    async def terminate_all(
-        self,
-        selector: SelectorLike | None = None,
-        *,
-        grace_period_seconds: int | None = None,
-        kill_now: anyio.Event | None = None,
-    ) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
+    def terminate_all(
+        self, selector: SelectorLike | None = None, *, grace_period_seconds: int | None = None
+    ) -> Drain:
         """Drain every workload ``selector`` matches (every one for ``None``) concurrently
-        under one deadline (``kill_now``: as for :meth:`terminate`), from one look at them all;
+        under one deadline (``kill()``: as for :meth:`terminate`), from one look at them all;
         none matching yields no event. An invalid selector raises ``SelectorError`` before any
         call."""
-        found = await self.driver.find_matching(as_selector(selector))
-        async with drain_stream(self.driver, found, grace_period_seconds, kill_now) as events:
-            yield events
+        chosen = as_selector(selector)
+        return draining(
+            self.driver, lambda: self.driver.find_matching(chosen), grace_period_seconds
+        )
 
     async def delete(self, name: str, *, grace_period_seconds: int | None = None) -> DrainSummary:
         """Drain and remove one workload; return its summary."""
-        async with self.terminate(name, grace_period_seconds=grace_period_seconds) as events:
-            summaries = [e.summary async for e in events if isinstance(e, DrainFinished)]
-        return summaries[0]
+        async with self.terminate(name, grace_period_seconds=grace_period_seconds) as drain:
+            async for _ in drain:
+                pass
+        return drain.summaries[0]
 
     async def delete_all(
         self,
@@ -352,10 +354,10 @@ class Deployer:
         grace_period_seconds: int | None = None,
     ) -> builtins.list[DrainSummary]:
         """Drain and remove every matching workload; none matching is not an error."""
-        async with self.terminate_all(
-            selector, grace_period_seconds=grace_period_seconds
-        ) as events:
-            return [e.summary async for e in events if isinstance(e, DrainFinished)]
+        async with self.terminate_all(selector, grace_period_seconds=grace_period_seconds) as drain:
+            async for _ in drain:
+                pass
+        return builtins.list(drain.summaries)
 
     async def replace(
         self,
@@ -380,12 +382,11 @@ class Deployer:
             strategy=strategy,
             on_event=on_event,
         ) as replacement:
-            summaries = [
-                e.summary async for e in replacement.events if isinstance(e, DrainFinished)
-            ]
+            async for _ in replacement:
+                pass
         return ReplaceResult(
             new=replacement.new,
-            drained=replacement.drained + tuple(summaries),
+            drained=replacement.drained + replacement.summaries,
             strategy=replacement.strategy,
             downtime=replacement.downtime,
         )
@@ -400,15 +401,15 @@ class Deployer:
         grace_period_seconds: int | None = None,
         on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None = None,
         strategy: Strategy = "auto",
-        kill_now: anyio.Event | None = None,
         before_drain: Callable[[], None] | None = None,
         on_event: OnEvent | None = None,
-    ) -> AbstractAsyncContextManager[Replacement]:
+    ) -> Replacement:
         """Start ``plan`` as a new instance and drain the old ones: ``surge`` (the new one
         ready first), ``recreate`` (the old ones drained first) or ``auto`` (surge when it
         fits); see :func:`asyncdeploy.replace._run.replacing`. Cancelled before the old ones' drain
-        began, it removes the new instance and leaves the old ones serving; ``kill_now`` cuts
-        a drain short (the old ones', or a roll-back's)."""
+        began, it removes the new instance and leaves the old ones serving; ``kill()`` on the
+        handle cuts a drain short (the old ones', or a roll-back's), from before it is entered
+        on."""
         options = ReplaceOptions(
             old=old,
             new_name=new_name,
@@ -416,11 +417,10 @@ class Deployer:
             grace_period_seconds=grace_period_seconds,
             on_ready=on_ready,
             strategy=strategy,
-            kill_now=kill_now,
             before_drain=before_drain,
             on_event=on_event,
         )
-        return _replace.replacing(self.driver, plan, options)
+        return Replacement(lambda kill: _replace.replacing(self.driver, plan, options, kill))
 
     async def aclose(self) -> None:
         await self.driver.aclose()

@@ -10,12 +10,17 @@
     │       └── NoDriverInstalled        auto-detection found no driver installed at all
     ├── EngineError                      ``.engine`` names the driver
     │   ├── EngineUnavailable            the socket or API server cannot be reached
-    │   ├── EngineAPIError               the engine refused a call; ``.status``
-    │   │   ├── WorkloadNotFound         (404) no such workload or container
-    │   │   └── WorkloadConflict         (409) a name or state conflict
-    │   │       └── ReplaceInProgress    another replace of the plan holds its lock
-    │   └── EngineTimeout(TimeoutError)  a call did not answer in time
+    │   ├── EngineAPIError               the engine refused a call; ``.status``, its answer
+    │   ├── EngineTimeout(TimeoutError)  a call did not answer in time
+    │   └── ExecInterrupted              the container stopped while an exec ran in it
+    ├── WorkloadNotFound(LookupError)    no such workload or container; ``.engine``, and
+    │                                    ``.status`` when an API call answered 404 (else None)
+    ├── WorkloadConflict                 a name taken, or a state that forbids the call; the
+    │   │                                same ``.engine`` and ``.status`` (409, Podman's 500s)
+    │   └── ReplaceInProgress            another replace of the plan holds its lock (no status)
     ├── UnsupportedEventLoop(RuntimeError) the deployer runs on asyncio only (not trio)
+    ├── OperationTimeout(TimeoutError)   an operation passed its own deadline (a replace: its
+    │                                    lock's bound; a verify run: its phases' sum)
     ├── CreateError                      a create failed (image, init container, start): on Docker and
     │                                    Podman its call rolled back what it made; from wait_ready
     │                                    (a container exited), nothing is removed (see the class)
@@ -28,6 +33,9 @@
         └── ControlSocketError           its control socket cannot be served or reached
 
 Engine-specific exceptions are translated at each driver's edge, always ``raise ... from exc``.
+A workload that is not there, or a name that is taken, is not an engine failure: an engine may
+have answered so (``.status``), or a list may simply not hold it; code that handles every
+answer but success alike catches :data:`ENGINE_FAILURES`.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ __all__ = [
     "EngineUnavailable",
     "ExecInterrupted",
     "NoDriverInstalled",
+    "OperationTimeout",
     "PlanError",
     "ReplaceFailed",
     "ReplaceInProgress",
@@ -131,6 +140,12 @@ class UnsupportedEventLoop(AsyncDeployError, RuntimeError):
     """
 
 
+class OperationTimeout(AsyncDeployError, TimeoutError):
+    """An operation did not end by its own deadline (what it made was cleaned, bounded, as on a
+    cancellation). Its steps each wait on something outside this process (an engine, a
+    balancer): a deadline turns one that never answers into this error instead of a hang."""
+
+
 class EngineError(AsyncDeployError):
     """Something went wrong talking to an engine."""
 
@@ -152,24 +167,55 @@ class EngineAPIError(EngineError):
         super().__init__(f"[{status}] {message}", engine=engine)
 
 
-class WorkloadNotFound(EngineAPIError):
-    """The workload (or one of its containers) does not exist."""
-
-
-class WorkloadConflict(EngineAPIError):
-    """A name is taken, or the object is in a state that forbids the call."""
-
-
-class ReplaceInProgress(WorkloadConflict):
-    """Another replace of the same plan name holds its lock (a live owner); nothing was done."""
-
-
 class EngineTimeout(EngineError, TimeoutError):
     """An engine call did not answer in time."""
 
 
 class ExecInterrupted(EngineError):
     """The container stopped (or went) while an ``exec`` ran in it: the command has no end."""
+
+
+class WorkloadNotFound(AsyncDeployError, LookupError):
+    """The workload (or one of its containers) does not exist on ``engine``.
+
+    ``status`` is the engine's answer when an API call said so (404), None when a list did not
+    hold it."""
+
+    def __init__(self, message: str, *, engine: str, status: int | None = None) -> None:
+        self.engine = engine
+        self.message = message
+        self.status = status
+        super().__init__(_described(message, engine, status))
+
+
+class WorkloadConflict(AsyncDeployError):
+    """A name is taken, or the object is in a state that forbids the call.
+
+    ``status`` is the engine's answer when an API call refused (409, or Podman's 500 naming a
+    conflict), None when asyncdeploy found the conflict itself (a name a workload holds)."""
+
+    def __init__(self, message: str, *, engine: str, status: int | None = None) -> None:
+        self.engine = engine
+        self.message = message
+        self.status = status
+        super().__init__(_described(message, engine, status))
+
+
+class ReplaceInProgress(WorkloadConflict):
+    """Another replace of the same plan name holds its lock (a live owner); nothing was done.
+
+    No engine refused anything: the lock is asyncdeploy's own (``status`` is None)."""
+
+
+def _described(message: str, engine: str, status: int | None) -> str:
+    """As an engine error reads: the status first when an engine answered with one."""
+    return f"[{status}] {message} (engine={engine})" if status else f"{message} (engine={engine})"
+
+
+EngineFailure = EngineError | WorkloadNotFound | WorkloadConflict
+ENGINE_FAILURES = (EngineError, WorkloadNotFound, WorkloadConflict)
+"""Every error an engine call can end in: its failures, and the not-found and conflict its
+answers mean (``except ENGINE_FAILURES:`` where any answer but success is handled alike)."""
 
 
 class CreateError(AsyncDeployError):

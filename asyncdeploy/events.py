@@ -40,16 +40,15 @@ __all__ = [
     "PullFinished",
     "PullProgress",
     "PullStarted",
-    "Role",
     "SidecarRemoved",
     "SignalSent",
+    "TeardownPending",
     "TrafficLeft",
     "TrafficStillRouted",
     "event_to_dict",
     "ignore_events",
 ]
 
-Role = ContainerRole
 ContainerEnd = Literal["exited", "killed", "already-exited", "missing", "unreachable"]
 """How a container ended: ``unreachable`` when the engine stopped answering before its end was
 seen (a later delete finishes the job); ``missing`` when it went without its end being seen."""
@@ -80,7 +79,7 @@ class SidecarRemoved:
     workload: str
     elapsed: float
     container: str
-    role: Role = "autoheal"
+    role: ContainerRole = "autoheal"
 
 
 @attrs.frozen(kw_only=True)
@@ -88,7 +87,7 @@ class PreStopStarted:
     workload: str
     elapsed: float
     container: str
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -100,7 +99,7 @@ class PreStopFinished:
     container: str
     exit_code: int | None
     timed_out: bool
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -109,7 +108,7 @@ class SignalSent:
     elapsed: float
     container: str
     signal: str
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -121,7 +120,7 @@ class ContainerExited:
     container: str
     exit_code: int | None
     graceful: bool
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -132,7 +131,7 @@ class ContainerForceKilled:
     elapsed: float
     container: str
     reason: str = "deadline"
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -140,7 +139,7 @@ class ContainerRemoved:
     workload: str
     elapsed: float
     container: str
-    role: Role = "run"
+    role: ContainerRole = "run"
 
 
 @attrs.frozen(kw_only=True)
@@ -150,7 +149,7 @@ class PauseRemoved:
     workload: str
     elapsed: float
     container: str
-    role: Role = "pause"
+    role: ContainerRole = "pause"
 
 
 @attrs.frozen(kw_only=True)
@@ -177,11 +176,24 @@ class TrafficStillRouted:
 
 
 @attrs.frozen(kw_only=True)
+class TeardownPending:
+    """Kubernetes: every container of the workload ended, but its Pod was still there when the
+    wait for it ended, ``timeout`` seconds into the drain (the caller's ``--timeout``, else the
+    grace period plus the teardown margin): the kubelet is still tearing it down (volumes,
+    devices, the sandbox) and the Pod keeps its name until then. Not a failed drain: the summary
+    says ``tearing_down`` and carries no error; the CLI exits 4."""
+
+    workload: str
+    elapsed: float
+    timeout: float
+
+
+@attrs.frozen(kw_only=True)
 class ContainerOutcome:
     """How one container ended: ``seconds`` from the start of the drain to its exit."""
 
     name: str
-    role: Role
+    role: ContainerRole
     outcome: ContainerEnd
     exit_code: int | None
     seconds: float | None
@@ -196,6 +208,7 @@ class DrainSummary:
     seconds: float
     containers: tuple[ContainerOutcome, ...]
     errors: tuple[str, ...] = ()
+    tearing_down: bool = False  # every container ended; the Pod was still going (TeardownPending)
 
     def count(self, outcome: ContainerEnd) -> int:
         return sum(1 for c in self.containers if c.outcome == outcome)
@@ -226,6 +239,7 @@ DrainEvent = (
     | PauseRemoved
     | TrafficLeft
     | TrafficStillRouted
+    | TeardownPending
     | DrainFinished
 )
 
@@ -315,6 +329,7 @@ def event_to_dict(event: Event) -> dict[str, Any]:
             ],
             totals={outcome: summary.count(outcome) for outcome in CONTAINER_ENDS},
             errors=list(summary.errors),
+            tearing_down=summary.tearing_down,
         )
         return out
     for key, value in attrs.asdict(event, recurse=False).items():

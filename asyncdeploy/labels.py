@@ -14,6 +14,8 @@ __all__ = [
     "CONTAINER_ROLES",
     "LABEL_ATTEMPT",
     "LABEL_ATTEMPT_OWNER",
+    "LABEL_CLAIM",
+    "LABEL_CLAIM_RECORD",
     "LABEL_CONTAINER",
     "LABEL_GRACE",
     "LABEL_INDEX",
@@ -83,6 +85,11 @@ LABEL_ATTEMPT_OWNER: Final = "asyncdeploy.io/create-owner"  # JSON: the process 
 LABEL_VOLUME_PLAN: Final = "asyncdeploy.io/volume-of"
 """On a named volume asyncdeploy created: the plan whose instances share it (the instance-of
 name across ``replace``); removed with the last of them. A kept volume (``keep: true``) has none."""
+
+LABEL_CLAIM: Final = "drain.asyncdeploy.io/claim"
+"""On the volume that records who drains a workload (Docker and Podman): its pause container's id."""
+LABEL_CLAIM_RECORD: Final = "drain.asyncdeploy.io/claim-record"
+"""On that volume: the drain's claim record (JSON: who, since when, under which grace)."""
 
 PlanRole = Literal["init", "run", "sidecar"]
 """The roles a plan's containers may take. A sidecar (a proxy, an exporter, the drain gate)

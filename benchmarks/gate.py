@@ -1,32 +1,38 @@
-"""The drain gate's cost, side by side with the same server reached directly, in one run.
+"""The drain gate's cost beside HAProxy and nginx, in front of the same server, in one run.
 
-    python benchmarks/gate.py [--seconds 5] [--streams 128] [--smoke] [--stacks gate,gate-asyncio,uvicorn]
+    python benchmarks/gate.py [--seconds 5] [--rounds 3] [--streams 128] [--smoke]
+                              [--stacks gate,gate-asyncio,haproxy,nginx,uvicorn]
 
 (``nox -s bench`` runs it.) The server is ``tests/images/stock_engine.py`` (stdlib asyncio, knows
-nothing of the kit), one process on 127.0.0.1; in front of it, each stack under test in its own
-process:
+nothing of the kit), one process on 127.0.0.1, reached directly and through each stack under
+test, each in its own process, one at a time, in interleaved rounds (every stack once per
+round, the rounds one after the other: a change of the machine's load falls on all of them):
 
-* **gate**: ``python -m asyncdeploy.gate`` (asyncio protocols, the gate's own parser) on uvloop
-  when installed (``--loop auto``: what the gate image runs); **gate-asyncio** the same on
-  asyncio's own loop (``--loop asyncio``); **gate-uvloop** insists on uvloop;
-* **uvicorn+httpx**: the obvious alternative, an ASGI proxy (``_asgi_proxy`` below) under
-  uvicorn with an ``httpx.AsyncClient`` to the engine: measured to choose the gate's stack.
+* **gate**: ``python -m asyncdeploy.gate`` (asyncio protocols, llhttp's framing through
+  httptools) on uvloop when installed (``--loop auto``: what the gate image runs);
+  **gate-asyncio** the same on asyncio's own loop;
+* **haproxy**: Debian's HAProxy, one thread, keep-alive to the server (its defaults);
+* **nginx**: Debian's nginx, one worker, upstream keep-alive, ``proxy_buffering off`` (what
+  SSE needs through nginx);
+* **relay-floor**: the least any Python proxy on uvloop does: bytes from the client to the
+  server and back in protocol callbacks, nothing parsed, counted or checked (not a proxy: one
+  client connection, one server connection, no HTTP); what the gate costs above it is its
+  HTTP work;
+* **uvicorn** (on demand): an ASGI proxy under uvicorn with ``httpx``: the obvious
+  alternative, measured once to choose the gate's stack.
 
-Figures (goals from issue 15 item 7):
+Figures, the median of the rounds:
 
-* short requests: ``wrk -t2 -c16`` on ``GET /short`` (the engine answers at once): requests/s,
-  direct and through the stack (goal >= 0.8x direct); p99 latency of ``wrk -t1 -c1`` (no
-  queueing), added to direct's (goal <= 2 ms);
+* CPU time per short request of the proxy's process (utime + stime over a ``wrk -t2 -c16`` run
+  on ``GET /short``): the figure a shared machine moves least; goal: the gate's <= 1.5x
+  HAProxy's (issue 22);
+* requests/s under that load, and the p99 latency of ``wrk -t1 -c1`` (no queueing);
 * per-token latency: ``--streams`` concurrent SSE streams at 20 tokens/s; each event carries the
-  engine's send time, the client (another process) takes its arrival time; the added p99 is
-  stack p99 minus direct p99 (goal <= 5 ms);
-* the stack's peak resident memory after all of it (VmHWM; goal <= 60 MB);
-* CPU time per short request of the engine and of the stack (utime + stime over the wrk run):
-  on a machine whose cores are shared the latency figures move with the load, this one much
-  less. With a core each, the stack's capacity is 1 / its CPU per request.
+  engine's send time, the client (another process) takes its arrival time; goal: the gate's
+  p99 <= HAProxy's + 1 ms;
+* the proxy's peak resident memory (VmHWM); goal: the gate's <= 30 MB.
 
-The machine's load moves these figures; the run prints its load average. ``--smoke`` is a short
-run that shows the benchmark works; its figures mean little.
+``--smoke`` is a short run that shows the benchmark works; its figures mean little.
 """
 
 from __future__ import annotations
@@ -38,8 +44,10 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -48,7 +56,51 @@ REPO = Path(__file__).resolve().parent.parent
 ENGINE = REPO / "tests" / "images" / "stock_engine.py"
 #: the gate on each event loop: uvloop when installed (what the gate image runs), asyncio's own
 GATE_LOOPS = {"gate": "auto", "gate-asyncio": "asyncio", "gate-uvloop": "uvloop"}
-GOALS = {"throughput_ratio": 0.8, "added_p99_ms": 2.0, "added_token_p99_ms": 5.0, "rss_mb": 60.0}
+#: issue 22's goals, against HAProxy's figures of the same round
+GOALS = {"cpu_vs_haproxy": 1.5, "token_p99_over_haproxy_ms": 1.0, "rss_mb": 30.0}
+
+HAPROXY_CONFIG = """\
+global
+    nbthread 1
+    maxconn 4096
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+frontend front
+    bind 127.0.0.1:{port}
+    default_backend engine
+backend engine
+    server engine 127.0.0.1:{upstream}
+"""
+
+NGINX_CONFIG = """\
+daemon off;
+master_process off;
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    upstream engine {{ server 127.0.0.1:{upstream}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://engine;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }}
+    }}
+}}
+"""
 
 _ASGI_PROXY = r"""
 import sys, httpx
@@ -82,6 +134,31 @@ async def app(scope, receive, send):
         await send({"type": "http.response.body", "body": b""})
     finally:
         await response.aclose()
+"""
+
+
+_RELAY_FLOOR = r"""
+import asyncio, sys, uvloop
+UPSTREAM = int(sys.argv[2])
+class Upstream(asyncio.Protocol):
+    def __init__(self, client): self.client = client
+    def connection_made(self, transport): self.transport = transport
+    def data_received(self, data): self.client.transport.write(data)
+class Client(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport, self.upstream, self.early = transport, None, []
+        asyncio.get_running_loop().create_task(self.open())
+    async def open(self):
+        loop = asyncio.get_running_loop()
+        _, self.upstream = await loop.create_connection(lambda: Upstream(self), "127.0.0.1", UPSTREAM)
+        for data in self.early: self.upstream.transport.write(data)
+    def data_received(self, data):
+        if self.upstream is None: self.early.append(data)
+        else: self.upstream.transport.write(data)
+async def main():
+    server = await asyncio.get_running_loop().create_server(Client, "127.0.0.1", int(sys.argv[1]))
+    await server.serve_forever()
+uvloop.run(main())
 """
 
 
@@ -180,9 +257,19 @@ def streams(port: int, count: int, tokens: int) -> dict[str, Any]:
     return dict(json.loads(out))
 
 
-def start_stack(stack: str, upstream: int) -> tuple[subprocess.Popen[bytes], int]:
+def start_stack(stack: str, upstream: int, scratch: Path) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    if stack in GATE_LOOPS:
+    if stack == "haproxy":
+        config = scratch / "haproxy.cfg"
+        config.write_text(HAPROXY_CONFIG.format(port=port, upstream=upstream))
+        argv = ["haproxy", "-db", "-f", str(config)]
+    elif stack == "nginx":
+        config = scratch / "nginx.conf"
+        config.write_text(NGINX_CONFIG.format(port=port, upstream=upstream, dir=scratch))
+        argv = ["nginx", "-c", str(config), "-e", str(scratch / "error.log")]
+    elif stack == "relay-floor":
+        argv = [sys.executable, "-c", _RELAY_FLOOR, str(port), str(upstream)]
+    elif stack in GATE_LOOPS:
         argv = [sys.executable, "-m", "asyncdeploy.gate", "--listen", str(port),
                 "--listen-host", "127.0.0.1", "--upstream", str(upstream), "--log-level", "WARNING",
                 "--loop", GATE_LOOPS[stack]]  # fmt: skip
@@ -229,74 +316,119 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--streams", type=int, default=128)
     parser.add_argument("--tokens", type=int, default=60, help="per stream (20/s: 3 s)")
-    parser.add_argument("--stacks", default="gate,gate-asyncio,uvicorn")
+    parser.add_argument("--stacks", default="gate,gate-asyncio,haproxy,nginx,relay-floor")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out", default=str(REPO / "bench-results" / "bench-gate.json"))
     args = parser.parse_args()
     if args.smoke:
-        args.seconds, args.streams, args.tokens = 1.0, 16, 10
-    if shutil.which("wrk") is None:
-        print("gate bench: wrk is not installed (Debian: apt-get install wrk)", file=sys.stderr)
-        return 1
+        args.seconds, args.streams, args.tokens, args.rounds = 1.0, 16, 10, 1
+    stacks = args.stacks.split(",")
+    for tool in ["wrk", *(s for s in stacks if s in ("haproxy", "nginx"))]:
+        if shutil.which(tool) is None:
+            print(f"gate bench: {tool} is not installed (ci/setup.sh installs it)", file=sys.stderr)
+            return 1
     upstream = free_port()
     engine = subprocess.Popen(
         [sys.executable, str(ENGINE), "--port", str(upstream), "--host", "127.0.0.1",
          "--load-seconds", "0", "--short-ms", "0"]
     )  # fmt: skip
     results: dict[str, Any] = {"load_average": os.getloadavg(), "cpus": os.cpu_count()}
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in ["direct", *stacks]}
     try:
         wait_port(upstream)
-        results["direct"] = measure(upstream, args, {"engine": engine.pid})
-        for stack in args.stacks.split(","):
-            process, port = start_stack(stack, upstream)
-            try:
-                results[stack] = measure(port, args, {"engine": engine.pid, stack: process.pid})
-                results[stack]["rss_mb"] = peak_rss_mb(process.pid)
-            finally:
-                process.kill()  # SIGTERM would drain, through the kit's propagation window
-                process.wait(10)
+        for round_ in range(args.rounds):
+            print(f"round {round_ + 1} of {args.rounds}", file=sys.stderr)
+            rounds["direct"].append(measure(upstream, args, {"engine": engine.pid}))
+            for stack in stacks:
+                with tempfile.TemporaryDirectory(prefix=f"bench-{stack}-") as scratch:
+                    process, port = start_stack(stack, upstream, Path(scratch))
+                    try:
+                        figures = measure(port, args, {"engine": engine.pid, stack: process.pid})
+                        figures["rss_mb"] = peak_rss_mb(process.pid)
+                        rounds[stack].append(figures)
+                    finally:
+                        process.kill()  # SIGTERM would drain, through the propagation window
+                        process.wait(10)
     finally:
         engine.terminate()
         engine.wait(10)
-    report(results, args.stacks.split(","))
+    results["load_average_after"] = os.getloadavg()
+    results["rounds"] = rounds
+    for name, measured in rounds.items():
+        results[name] = median_figures(measured, name)
+    report(results, stacks)
     Path(args.out).parent.mkdir(exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
     return 0
 
 
+def median_figures(measured: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """Each figure's median over the rounds."""
+
+    def median(path: tuple[str, ...]) -> float:
+        values = []
+        for figures in measured:
+            value: Any = figures
+            for key in path:
+                value = value[key]
+            values.append(float(value))
+        return statistics.median(values)
+
+    proxy = name if name != "direct" else "engine"
+    out: dict[str, Any] = {
+        "rps": median(("load", "rps")),
+        "p99_ms": median(("single", "p99_ms")),
+        "token_p99_ms": median(("streams", "p99_ms")),
+        "token_p50_ms": median(("streams", "p50_ms")),
+        "streams_complete": min(f["streams"]["complete"] for f in measured),
+        "cpu_us": median(("load", "cpu_us_per_request", proxy)),
+        "engine_cpu_us": median(("load", "cpu_us_per_request", "engine")),
+        "errors": [e for f in measured for e in f["load"]["errors"]],
+    }
+    if name != "direct":
+        out["rss_mb"] = median(("rss_mb",))
+    return out
+
+
 def report(results: dict[str, Any], stacks: list[str]) -> None:
     direct = results["direct"]
-    print(f"\nload average {results['load_average']}, {results['cpus']} CPUs")
-    print(f"{'':16} {'req/s':>9} {'x direct':>9} {'p99 c=1':>9} {'added':>8} "
-          f"{'token p99':>10} {'added':>8} {'streams ok':>11} {'RSS MB':>7}")  # fmt: skip
-    rows = [("direct", direct), *((s, results[s]) for s in stacks)]
-    for name, r in rows:
-        ratio = r["load"]["rps"] / direct["load"]["rps"]
-        added = r["single"]["p99_ms"] - direct["single"]["p99_ms"]
-        token_added = r["streams"]["p99_ms"] - direct["streams"]["p99_ms"]
-        rss = r.get("rss_mb")
-        print(
-            f"{name:16} {r['load']['rps']:9.0f} {ratio:9.2f} {r['single']['p99_ms']:8.2f}ms "
-            f"{added:7.2f}ms {r['streams']['p99_ms']:9.2f}ms {token_added:7.2f}ms "
-            f"{r['streams']['complete']:>5}/{len(str(r['streams']['complete'])) and ''}"
-            f"{'':<5} {'' if rss is None else f'{rss:7.1f}'}"
-        )
-        if name != "direct":
-            r["verdict"] = {
-                "throughput_ratio": [round(ratio, 3), ratio >= GOALS["throughput_ratio"]],
-                "added_p99_ms": [round(added, 3), added <= GOALS["added_p99_ms"]],
-                "added_token_p99_ms": [
-                    round(token_added, 3),
-                    token_added <= GOALS["added_token_p99_ms"],
-                ],
-                "rss_mb": [round(rss or 0, 1), (rss or 0) <= GOALS["rss_mb"]],
-            }
-            print(f"{'':16} goals: {r['verdict']}")
-    print(f"{'':16} errors: " + "; ".join(f"{n}: {r['load']['errors']}" for n, r in rows))
     print(
-        f"{'':16} CPU per short request (us): "
-        + "; ".join(f"{n}: {r['load']['cpu_us_per_request']}" for n, r in rows)
+        f"\nload average {results['load_average']} -> {results['load_average_after']}, "
+        f"{results['cpus']} CPUs; medians of {len(results['rounds']['direct'])} rounds"
     )
+    print(
+        f"{'':14} {'CPU/req':>8} {'req/s':>8} {'p99 c=1':>9} {'token p99':>10} {'added':>8} "
+        f"{'RSS':>7} {'engine CPU/req':>15}"
+    )
+    for name in ["direct", *stacks]:
+        r = results[name]
+        added = r["token_p99_ms"] - direct["token_p99_ms"]
+        rss = f"{r['rss_mb']:5.1f}MB" if "rss_mb" in r else ""
+        cpu = f"{r['cpu_us']:6.1f}us" if name != "direct" else ""
+        print(
+            f"{name:14} {cpu:>8} {r['rps']:8.0f} {r['p99_ms']:7.2f}ms {r['token_p99_ms']:8.2f}ms "
+            f"{added:6.2f}ms {rss:>7} {r['engine_cpu_us']:13.1f}us"
+        )
+    haproxy = results.get("haproxy")
+    for name in stacks:
+        if not name.startswith("gate") or haproxy is None:
+            continue
+        r = results[name]
+        cpu_ratio = r["cpu_us"] / haproxy["cpu_us"]
+        token_over = r["token_p99_ms"] - haproxy["token_p99_ms"]
+        r["verdict"] = {
+            "cpu_vs_haproxy": [round(cpu_ratio, 2), cpu_ratio <= GOALS["cpu_vs_haproxy"]],
+            "token_p99_over_haproxy_ms": [
+                round(token_over, 2),
+                token_over <= GOALS["token_p99_over_haproxy_ms"],
+            ],
+            "rss_mb": [round(r["rss_mb"], 1), r["rss_mb"] <= GOALS["rss_mb"]],
+        }
+        print(f"{name:14} goals (issue 22): {r['verdict']}")
+    errors = {n: results[n]["errors"] for n in ["direct", *stacks] if results[n]["errors"]}
+    if errors:
+        print(f"{'':14} errors: {errors}")
 
 
 if __name__ == "__main__":

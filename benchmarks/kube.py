@@ -14,7 +14,12 @@ round by round so that drift hits every row alike, in a namespace of its own:
 * **event latency** — from the time the kubelet recorded its ``Killing`` Event (the Event's
   name carries it in nanoseconds) to the moment ``SignalSent`` reaches the consumer of
   ``drain()`` (``time.time()``, same host clock);
-* **asyncdeploy --help** — the CLI's start alone (goal ≤ 150 ms), and **kubectl --help**.
+* **asyncdeploy --help** — the CLI's start alone (goal ≤ 150 ms), and **kubectl --help**;
+* **asyncdeploy list** beside **kubectl get pods** — a command that answers at once, run as the
+  console script runs it (goal ≤ 0.5 s, issue 25), with two floors: the driver's own imports
+  (``import asyncdeploy.drivers.kubernetes``: kubernetes-asyncio's client and kubeconfig loader
+  without its generated API classes and models) and the whole library (``import
+  kubernetes_asyncio``), as it was loaded before.
 
 Each figure is the median of ``--runs`` runs (``--smoke``: one run, to show it works), with the
 ratio of the CLI's delete to kubectl's (issue 18: goal ≤ 1.05). Creation is never timed.
@@ -27,6 +32,7 @@ stdout and ``bench-results/bench-kube.json``.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import resource
@@ -44,6 +50,7 @@ from asyncdeploy import Container, Event, SignalSent, WorkloadPlan
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
 from asyncdeploy.drivers.kubernetes._kubelet import KILLING, event_time
 
+SOURCE = Path(__file__).resolve().parent.parent  # this checkout: its asyncdeploy first on the path
 DRAIN_SECONDS = 2.0
 GRACE = 10
 COMMAND = [
@@ -70,6 +77,10 @@ async def ready_pod(driver: KubernetesDriver, name: str, image: str) -> None:
 
 HELP_GOAL = 0.150  # seconds: asyncdeploy --help (issue 18 item 3)
 DELETE_RATIO_GOAL = 1.05  # asyncdeploy delete / kubectl delete --wait
+LIST_GOAL = 0.5  # seconds: asyncdeploy --driver kubernetes list, median wall (issue 25 item 7)
+LIST = "asyncdeploy --driver kubernetes list"
+COMPARED_LIST = f"{LIST}, compared checkout"
+ENTRY = "import sys; from asyncdeploy.cli import main; sys.exit(main())"  # the console script's
 COMPARED_DELETE = "asyncdeploy delete, compared checkout"
 COMPARED_HELP = "asyncdeploy --help, compared checkout"
 
@@ -144,6 +155,17 @@ async def one_round(
     if args.compare_source:
         await timed_process(out, COMPARED_HELP, help_command, env, args.compare_source)
     await timed_process(out, "kubectl --help", [args.kubectl, "--help"], env)
+    listing = [sys.executable, "-c", ENTRY, "--driver", "kubernetes", "list"]
+    await timed_process(out, LIST, listing, env, str(SOURCE))
+    if args.compare_source:
+        await timed_process(out, COMPARED_LIST, listing, env, args.compare_source)
+    await timed_process(out, "kubectl get pods", [args.kubectl, "get", "pods"], env)
+    floors = {
+        "floor: import asyncdeploy.drivers.kubernetes": "import asyncdeploy.drivers.kubernetes",
+        "floor: import kubernetes_asyncio (all of it)": "import kubernetes_asyncio",
+    }
+    for key, code in floors.items():
+        await timed_process(out, key, [sys.executable, "-c", code], env, str(SOURCE))
     return out
 
 
@@ -167,6 +189,10 @@ async def main() -> None:
     if not args.kubeconfig:
         parser.error("no cluster: set ASYNCDEPLOY_TEST_KUBECONFIG (ci/start-kube.sh prints it)")
     runs = 1 if args.smoke else args.runs
+    for source in filter(None, (str(SOURCE), args.compare_source)):
+        # as pip install does: the environment may forbid writing bytecode, and compiling every
+        # module at each start is not what a user's install pays
+        compileall.compile_dir(Path(source) / "asyncdeploy", quiet=1)
 
     ns = f"asyncdeploy-bench-{secrets.token_hex(3)}"
     admin = await KubernetesDriver.connect(kubeconfig=args.kubeconfig)
@@ -215,6 +241,15 @@ async def main() -> None:
         compared = medians[COMPARED_DELETE] / medians["kubectl delete --wait"]
         result["compared_delete_ratio"] = compared
         print(f"the compared checkout ({args.compare_source}): {compared:.3f}x")
+    print(
+        f"{LIST}: {medians[LIST]:.3f} s (goal <= {LIST_GOAL:g} s), "
+        f"{medians[LIST] / medians['kubectl get pods']:.1f}x kubectl get pods"
+        + (
+            f"; compared checkout {medians[COMPARED_LIST]:.3f} s"
+            if COMPARED_LIST in medians
+            else ""
+        )
+    )
     print(
         f"asyncdeploy delete / kubectl delete --wait: {ratio:.3f}x (goal <= {DELETE_RATIO_GOAL})"
         f"; asyncdeploy --help {medians['asyncdeploy --help'] * 1000:.0f} ms "

@@ -3,8 +3,9 @@
 #
 #   asyncdeploy-gate/gate:latest       the drain gate (python3 -m asyncdeploy.gate): FROM
 #                                      asyncdeploy-test/python:latest (ci/build-test-image.sh)
-#                                      + the wheels of anyio, attrs and uvloop (downloaded on
-#                                      the host; uvloop: the gate's faster loop, benchmarks/gate.py)
+#                                      + the wheels of anyio, attrs, httptools and uvloop
+#                                      (downloaded on the host; httptools: llhttp, the gate's
+#                                      framing; uvloop: its faster loop, benchmarks/gate.py)
 #                                      + this repository's asyncdeploy/ package;
 #   asyncdeploy-test/stock-engine:latest  a stand-in for a stock inference server that knows
 #                                      nothing of asyncdeploy (tests/images/stock_engine.py: exits
@@ -18,10 +19,11 @@
 # engine whose image has the current hash is left alone, FORCE=1 rebuilds. Prints the image
 # names on stdout, logs on stderr. Environment (all optional):
 #   ENGINES="docker podman"  FORCE=0  DOCKER_SOCK=/var/run/docker.sock
+#   GATE_IMAGE=asyncdeploy-gate/gate:latest (another tag: a branch's gate beside main's)
 #   IMAGE_CACHE_DIR=/var/cache/asyncdeploy-test-images  PIP="python3 -m pip"
 set -euo pipefail
 
-GATE=asyncdeploy-gate/gate:latest
+GATE=${GATE_IMAGE:-asyncdeploy-gate/gate:latest}
 STOCK=asyncdeploy-test/stock-engine:latest
 BASE=asyncdeploy-test/python:latest
 LABEL=io.asyncdeploy.gate.source-hash
@@ -32,7 +34,7 @@ CACHE=${IMAGE_CACHE_DIR:-/var/cache/asyncdeploy-test-images}
 read -r -a PIP <<<"${PIP:-python3 -m pip}"
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SITE=/usr/local/lib/python3.11/dist-packages
-REQS=(anyio attrs uvloop)
+REQS=(anyio attrs httptools uvloop)
 
 log() { printf '[build-gate-image %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -119,7 +121,7 @@ RUN set -e; mkdir -p $SITE; \\
     for w in /tmp/wheels/*.whl; do python3 -m zipfile -e "\$w" $SITE/; done; rm -rf /tmp/wheels
 COPY site/ $SITE/
 RUN set -e; python3 -m compileall -q $SITE/asyncdeploy/gate $SITE/asyncdeploy/workload >/dev/null; \\
-    python3 -c "import asyncdeploy.gate, asyncdeploy.gate.__main__, uvloop"
+    python3 -c "import asyncdeploy.gate, asyncdeploy.gate.__main__, httptools, uvloop"
 ENV PYTHONUNBUFFERED=1
 EXPOSE 8000
 STOPSIGNAL SIGTERM

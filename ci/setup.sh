@@ -9,8 +9,10 @@
 # Stop that cluster with ci/stop-kube.sh (ci/test.sh does).
 #
 #   source <(bash ci/setup.sh)     prints the environment to use (DOCKER_HOST, CONTAINER_HOST,
-#                                  NOX=path of nox, and with a cluster ASYNCDEPLOY_TEST_KUBECONFIG,
-#                                  the images in its node, ASYNCDEPLOY_REQUIRE_KUBERNETES=1);
+#                                  NOX=path of nox, the llama-server image and model where
+#                                  ../shared/engines/llama-server is, and with a cluster
+#                                  ASYNCDEPLOY_TEST_KUBECONFIG, the images in its node,
+#                                  ASYNCDEPLOY_REQUIRE_KUBERNETES=1);
 #                                  logs go to stderr
 # Idempotent and quick when everything is already there.
 set -euo pipefail
@@ -47,16 +49,20 @@ if [ ! -x "$venv/bin/nox" ]; then
     "$venv/bin/pip" install -q --disable-pip-version-check nox >&2
 fi
 
-# 3b. the real load balancer and load generator of the tests: `asyncdeploy verify --balancer
-#     haproxy` starts Debian's haproxy as its own child process (never as a service: apt_install
-#     blocks the package's init script), wrk drives load, chromium renders verify's HTML report
-apt_install haproxy wrk chromium
+# 3b. the real load balancers and load generator of the tests: `asyncdeploy verify --balancer
+#     haproxy|nginx` starts Debian's haproxy or nginx as its own child process (never as a
+#     service: apt_install blocks the packages' init scripts), wrk drives load, chromium renders
+#     verify's HTML report
+apt_install haproxy nginx wrk chromium
 
 # 4. images, built locally (the demo image takes wheels that pip downloads on the host)
 bash "$here/build-test-image.sh" >/dev/null
 PIP="$venv/bin/python -m pip" bash "$here/build-demo-image.sh" >/dev/null
 # the drain gate's image and a stock-like server image with no shell (tests/engines/test_gate.py)
 PIP="$venv/bin/python -m pip" bash "$here/build-gate-image.sh" >/dev/null
+# a real LLM server (llama.cpp's llama-server, from ../shared/engines/llama-server where it is
+# there) and its model on the host; prints the tests' environment, nothing without the binary
+llama_env=$(PIP="$venv/bin/python -m pip" bash "$here/build-llama-image.sh")
 
 # 5. the local registry (127.0.0.1:5000 open, :5001 with a password) and the images pushed into
 #    it, for the pull tests and `asyncdeploy verify --registry 127.0.0.1:5000`
@@ -75,4 +81,5 @@ echo "DOCKER_HOST=$DOCKER_HOST"
 echo "CONTAINER_HOST=$CONTAINER_HOST"
 echo "NOX=$venv/bin/nox"
 echo "$registry_env"
+[ -z "$llama_env" ] || echo "$llama_env"
 [ -z "$kube_env" ] || echo "$kube_env"

@@ -9,6 +9,7 @@
 #       ASYNCDEPLOY_TEST_K8S_IMAGE=...        busybox test image (sh, sleep, trap)
 #       ASYNCDEPLOY_TEST_K8S_PYTHON_IMAGE=... ASYNCDEPLOY_TEST_K8S_DEMO_IMAGE=...
 #       ASYNCDEPLOY_TEST_K8S_PAUSE_IMAGE=...  ASYNCDEPLOY_KUBECTL=...
+#       ASYNCDEPLOY_TEST_K8S_LLAMA_IMAGE=...  only where Docker has the llama-server image
 #       ASYNCDEPLOY_KUBE_STARTUP_SECONDS=...  how long this start took
 #   prints nothing and exits 0 when there are no binaries (see ASYNCDEPLOY_KUBE_ASSETS); fails
 #   (exit 1) when there are binaries but the cluster does not come up.
@@ -79,5 +80,8 @@ echo "ASYNCDEPLOY_TEST_K8S_IMAGE=$(node_ref asyncdeploy-test/busybox)"
 echo "ASYNCDEPLOY_TEST_K8S_PYTHON_IMAGE=$(node_ref asyncdeploy-test/python)"
 echo "ASYNCDEPLOY_TEST_K8S_PAUSE_IMAGE=$(node_ref asyncdeploy-test/pause)"
 echo "ASYNCDEPLOY_TEST_K8S_DEMO_IMAGE=$(node_ref asyncdeploy-demo/server)"
+if ctr -a "$SOCK" -n k8s.io images check "name==docker.io/$(node_ref asyncdeploy-test/llama-server)" 2>/dev/null | grep -q complete; then
+    echo "ASYNCDEPLOY_TEST_K8S_LLAMA_IMAGE=$(node_ref asyncdeploy-test/llama-server)"
+fi
 echo "ASYNCDEPLOY_KUBECTL=$BIN/kubectl"
 echo "ASYNCDEPLOY_KUBE_STARTUP_SECONDS=$(ms_to_s $((T_END - T0)))"

@@ -30,10 +30,10 @@ async def main() -> None:
     async with open_deployer() as deployer:  # or "docker", "podman", "kubernetes"
         await deployer.create(plan)  # a no-op when nothing changed
         await deployer.wait_ready("llm")
-        async with deployer.terminate("llm") as events:
-            async for event in events:  # DrainStarted, PreStopFinished, SignalSent, ...
-                print(event)
-        # or just: summary = await deployer.delete("llm")
+        async with deployer.terminate("llm") as drain:
+            async for event in drain:  # DrainStarted, PreStopFinished, SignalSent, ...
+                print(event)  # drain.kill() would SIGKILL what is left now
+        # drain.summaries: what it did; or just: summary = await deployer.delete("llm")
 
 
 anyio.run(main)

@@ -1,11 +1,15 @@
 """Shared test settings: the anyio plugin on asyncio (aiohttp, under both SDKs, is asyncio-only),
-the markers that say what a test needs, set from where the test lives, and hypothesis' profile."""
+virtual time where only the loop's own tasks take part, the markers that say what a test needs,
+set from where the test lives, each test's time bound (tests/timeouts.py), and hypothesis'
+profile."""
 
 from __future__ import annotations
 
+import asyncio
 from fnmatch import fnmatch
 from pathlib import Path
 
+import looptime
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -16,6 +20,8 @@ settings.register_profile(
 )
 settings.load_profile("asyncdeploy")
 
+pytest_plugins = ["tests.timeouts", "pytester"]
+
 TESTS = Path(__file__).resolve().parent
 NEEDS: dict[str, tuple[str, ...]] = {
     "engines": ("engine",),  # real Docker and Podman (the params add docker / podman)
@@ -25,14 +31,55 @@ NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
-@pytest.fixture(scope="session")
-def anyio_backend() -> str:
+# Where only this process's own tasks take part (fakes in the loop, no thread, no other
+# process), time is virtual: when every task waits on a timer, asyncio's clock jumps to the next
+# one (looptime), so a 30 s grace costs nothing and timings are exact. Elsewhere, real time: a
+# CLI run in a thread (its own loop), another process, and the server kit, which times its
+# window and deadlines by the wall clock (time.monotonic), as the servers it runs in do.
+VIRTUAL_TIME = (
+    "unit/test_engine_drain.py",
+    "unit/test_deployer_events.py",
+    "unit/test_deadlines.py",
+    "unit/test_testing.py",
+    "kubernetes/test_driver_fake.py",
+    "kubernetes/test_drain_events_fake.py",
+    "kubernetes/test_accelerators_fake.py",
+    "kubernetes/test_fake_matches_recordings.py",
+    "kubernetes/test_selectors_fake.py",
+    "unit/test_coalesce.py",
+    "unit/test_create_roll_back.py",
+    "unit/test_log.py",
+    "unit/test_pull.py",
+    "unit/test_verify_service.py",
+    "unit/test_verify_traffic.py",
+    "unit/test_first_use.py",
+)
+
+
+def _virtual_loop() -> asyncio.AbstractEventLoop:
+    return looptime.new_event_loop()
+
+
+def _on_virtual_time(path: Path) -> bool:
+    where = path.resolve().relative_to(TESTS).as_posix()
+    return any(fnmatch(where, pattern) for pattern in VIRTUAL_TIME)
+
+
+# Module-scoped (as the anyio plugin's own default is), so that a module's async fixtures (a
+# real cluster's namespace, an engine's images) may be module-scoped too; virtual time is
+# chosen by the module's file, as the marker is.
+@pytest.fixture(scope="module")
+def anyio_backend(request: pytest.FixtureRequest) -> object:
+    if _on_virtual_time(request.path):
+        return ("asyncio", {"loop_factory": _virtual_loop})
     return "asyncio"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         where = item.path.resolve().relative_to(TESTS).as_posix()
+        if _on_virtual_time(item.path):
+            item.add_marker("virtual_time")
         for prefix, markers in NEEDS.items():
             if fnmatch(where, prefix) or where.startswith(prefix + "/"):
                 for marker in markers:

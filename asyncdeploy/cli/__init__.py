@@ -1,7 +1,9 @@
 """The ``asyncdeploy`` command line: thin click commands over the async API.
 
 Exit codes: 0 success, 1 the operation failed, 2 usage (bad arguments or an invalid plan),
-3 no engine answers, 128 + the signal when SIGINT/SIGTERM cut a command short (``_signals``).
+3 no engine answers, 4 drained but a Pod was still being torn down when the wait for it ended
+(Kubernetes ``delete``/``delete-all``: every container ended; ``--timeout`` waits longer),
+128 + the signal when SIGINT/SIGTERM cut a command short (``_signals``).
 """
 
 from __future__ import annotations

@@ -10,21 +10,21 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import anyio
 import attrs
 import click
 
-from asyncdeploy import Deployer, DriverName, open_deployer
 from asyncdeploy.cli._states import status_dict as status_dict_at
+from asyncdeploy.drivers.registry import DriverName
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import (
+    ENGINE_FAILURES,
     AsyncDeployError,
     CreateError,
     DrainError,
     DriverNotFound,
-    EngineError,
     EngineUnavailable,
     PlanError,
     SelectorError,
@@ -34,10 +34,14 @@ from asyncdeploy.plan import MAX_SECONDS, WorkloadPlan
 from asyncdeploy.results import WorkloadStatus
 from asyncdeploy.selectors import Selector, parse_selector
 
+if TYPE_CHECKING:
+    from asyncdeploy.deployer import Deployer
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
 EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 1, 2, 3
+EXIT_TEARING_DOWN = 4  # drained, every container ended; a Pod was still being torn down
 EXIT_INTERRUPTED = 130  # Ctrl-C ended a watch or a follow, as a shell reports it
 
 
@@ -75,7 +79,7 @@ def error_dict(error: BaseException, exit_code: int, message: str) -> dict[str, 
         data.update(container_exit_code=error.exit_code, logs=error.logs)
     if isinstance(error, PlanError):
         data["path"] = error.path
-    if isinstance(error, EngineError):
+    if isinstance(error, ENGINE_FAILURES):
         data["engine"] = error.engine
     return data
 
@@ -88,6 +92,7 @@ class Settings:
     kubeconfig: str | None = None
     plan_namespace: str | None = None  # a plan's; on Kubernetes only, never chooses it
     all_namespaces: bool = False  # -A: list and drain in every namespace (Kubernetes only)
+    drain_timeout: float | None = None  # --timeout of delete, delete-all (Kubernetes only)
 
     def for_plan(self, plan: WorkloadPlan) -> Settings:
         """These settings for a command on ``plan``: on Kubernetes the deployer opens where the
@@ -96,9 +101,17 @@ class Settings:
 
     def open_deployer(self) -> AbstractAsyncContextManager[Deployer]:
         """The deployer these settings name; Kubernetes options choose Kubernetes."""
+        from asyncdeploy._opening import open_deployer  # on use: a command's --help needs none
+
         kube = {"namespace": self.namespace, "context": self.context, "kubeconfig": self.kubeconfig}
         given = {k: v for k, v in kube.items() if v is not None}
         namespace = self.namespace or self.plan_namespace
+        waits = self.drain_timeout is not None
+        if waits and self.driver not in (None, "kubernetes"):
+            raise click.UsageError(
+                f"--timeout: a Kubernetes option (how long to wait for the Pods to go), but the "
+                f"driver is {self.driver} (its drain ends with its grace period and kill)"
+            )
         if self.all_namespaces:
             if self.namespace is not None:
                 raise click.UsageError("-A/--all-namespaces and -n/--namespace: choose one")
@@ -108,17 +121,27 @@ class Settings:
                     "(its engine has no namespaces: list and delete-all already see everything)"
                 )
             return open_deployer(
-                "kubernetes", context=self.context, kubeconfig=self.kubeconfig, all_namespaces=True
+                "kubernetes",
+                context=self.context,
+                kubeconfig=self.kubeconfig,
+                all_namespaces=True,
+                drain_timeout=self.drain_timeout,
             )
         if not given:
-            if namespace is not None and self.driver == "kubernetes":
-                return open_deployer("kubernetes", namespace=namespace)
+            if (namespace is not None and self.driver == "kubernetes") or waits:
+                return open_deployer(
+                    "kubernetes", namespace=namespace, drain_timeout=self.drain_timeout
+                )
             return open_deployer(self.driver)
         if self.driver not in (None, "kubernetes"):
             flags = ", ".join(f"--{k}" for k in given)
             raise click.UsageError(f"{flags}: Kubernetes options, but the driver is {self.driver}")
         return open_deployer(
-            "kubernetes", namespace=namespace, context=self.context, kubeconfig=self.kubeconfig
+            "kubernetes",
+            namespace=namespace,
+            context=self.context,
+            kubeconfig=self.kubeconfig,
+            drain_timeout=self.drain_timeout,
         )
 
 
@@ -241,6 +264,26 @@ class WorkloadNameParam(click.ParamType):  # type: ignore[type-arg]  # generic f
 
 
 WORKLOAD_NAME = WorkloadNameParam()
+
+
+def drain_timeout_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """kubectl's ``delete --timeout``: how long to wait for the Pods to be gone (Kubernetes)."""
+
+    def store(ctx: click.Context, param: click.Parameter, value: float | None) -> None:
+        settings = ctx.find_object(Settings)
+        if value is not None and settings is not None:
+            ctx.obj = attrs.evolve(settings, drain_timeout=value)
+
+    return click.option(
+        "--timeout",
+        type=DURATION,
+        default=None,
+        expose_value=False,
+        callback=store,
+        help="Kubernetes: how long to wait for the Pods to be gone, from the delete (10s, 2m) "
+        "[default: the grace period plus a teardown margin]. A Pod whose containers all ended "
+        "but that is still being torn down then is reported so (exit 4), not as a failure.",
+    )(function)
 
 
 def selector_option(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import datetime
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import anyio
 import click
 
-from asyncdeploy import Deployer
 from asyncdeploy.cli._common import (
     DURATION,
     EXIT_INTERRUPTED,
@@ -21,6 +21,9 @@ from asyncdeploy.cli._common import (
     run,
 )
 from asyncdeploy.durations import parse_duration
+
+if TYPE_CHECKING:
+    from asyncdeploy.deployer import Deployer
 
 __all__ = ["exec_", "logs", "since_to_unix_time"]
 

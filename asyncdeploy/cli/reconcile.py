@@ -70,12 +70,10 @@ def reconcile(
             if dry_run:
                 return
             drain = finishing(
-                deployer,
-                [s.name for s in found],
-                grace_period_seconds=grace_period_seconds,
-                kill_now=interrupts.kill_now,
+                deployer, [s.name for s in found], grace_period_seconds=grace_period_seconds
             )
+            interrupts.attach(drain)
             await stream_drain(drain, output)
-            interrupts.settled = True
+            interrupts.settled()
 
     run(interrupts.guard, impl)

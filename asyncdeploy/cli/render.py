@@ -26,6 +26,7 @@ from asyncdeploy.events import (
     PullStarted,
     SidecarRemoved,
     SignalSent,
+    TeardownPending,
     TrafficLeft,
     TrafficStillRouted,
 )
@@ -37,7 +38,7 @@ BAR_WIDTH = 24
 
 def event_line(event: DrainEvent | PullEvent, started: DrainStarted | None = None) -> str:
     """One line of text for an event; ``started``, the drain's start, tells a hook cut off at
-    the deadline from one cut off early (a second Ctrl-C, ``kill_now``)."""
+    the deadline from one cut off early (a second Ctrl-C: the operation's ``kill()``)."""
     match event:
         case PullStarted():
             return f"pulling {event.image} ({event.policy})"
@@ -75,6 +76,11 @@ def event_line(event: DrainEvent | PullEvent, started: DrainStarted | None = Non
                 f"warning: still a ready endpoint of {', '.join(event.services)} "
                 f"{event.window:g} s into the drain"
             )
+        case TeardownPending():
+            return (
+                f"every container ended; the Pod was still being torn down {event.timeout:g} s "
+                "into the drain (it keeps its name until it goes)"
+            )
         case DrainFinished():
             s = event.summary
             return (
@@ -83,6 +89,7 @@ def event_line(event: DrainEvent | PullEvent, started: DrainStarted | None = Non
                 f"{s.count('missing')} missing"
                 + (f", {s.count('unreachable')} unreachable" if s.count("unreachable") else "")
                 + (f", {len(s.errors)} errors" if s.errors else "")
+                + (", the Pod still tearing down" if s.tearing_down else "")
             )
 
 
@@ -134,6 +141,8 @@ class EventRenderer:
             seconds = "-" if c.seconds is None else f"{c.seconds:.2f}"
             rows.append(f"{c.name:<20} {c.role:<8} {c.outcome:<15} {exit_code:>4} {seconds:>8}")
         head = f"{summary.workload}: drained in {summary.seconds:.2f} s"
+        if summary.tearing_down:
+            head += " (its Pod still being torn down)"
         tail = [f"error: {e}" for e in summary.errors]
         return "\n".join([head, *rows, *tail])
 

@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 from typing import cast
 
 import click
-from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy import Deployer, Replacement
 from asyncdeploy.cli._common import (
@@ -104,7 +103,7 @@ def replace(
                 ),
                 output,
             )
-            interrupts.settled = True  # replaced: a late signal must not claim a kill
+            interrupts.settled()  # replaced: a late signal must not claim a kill
 
     run(interrupts.guard, impl)
 
@@ -124,7 +123,7 @@ async def _replacing(
     grace_period_seconds: int | None,
     output: str,
     interrupts: Interrupts,
-) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
+) -> AsyncIterator[Replacement]:
     """The replacement's drain events, after saying which instance took over."""
     lines = _printer(output)
 
@@ -139,18 +138,18 @@ async def _replacing(
         else:
             lines.show(event)
 
-    replacement: Replacement
-    async with deployer.replacing(
+    replacement = deployer.replacing(
         plan,
         old=old or None,
         new_name=new_name,
         ready_timeout=ready_timeout,
         grace_period_seconds=grace_period_seconds,
         strategy=strategy,
-        kill_now=interrupts.kill_now,
         before_drain=interrupts.now_draining,
         on_event=show,
-    ) as replacement:
+    )
+    interrupts.attach(replacement)
+    async with replacement:
         if output == "json":
             emit_json(
                 {
@@ -172,4 +171,4 @@ async def _replacing(
                 )
             else:
                 click.echo(f"ready: {replacement.new.name}; draining {olds}", err=True)
-        yield replacement.events
+        yield replacement

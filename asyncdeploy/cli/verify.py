@@ -93,7 +93,7 @@ class _Given:
     stream_pace: float
     client_abort_every: int
     ignore_sigterm: bool
-    propagation_wait: float
+    propagation_wait: float | None
     report_file: str | None
     output: str
     request: tuple[RequestSpec, ...]
@@ -101,7 +101,10 @@ class _Given:
     balancer: str | None
     check_interval: float
     fall: int
+    rise: int
     check_timeout: float | None
+    connection: str
+    nginx_config: str
     instances: int | None
     wrk_connections: int
 
@@ -111,7 +114,9 @@ class _Given:
             raise CommandFailed(
                 "--wrk: wrk is not installed (Debian: apt-get install wrk)", EXIT_USAGE
             )
-        if self.balancer == "haproxy" and shutil.which(self.balancer) is None:
+        if self.balancer in ("haproxy", "nginx") and not (
+            shutil.which(self.balancer) or shutil.which(self.balancer, path="/usr/sbin:/sbin")
+        ):
             raise CommandFailed(
                 f"--balancer {self.balancer}: {self.balancer} is not installed "
                 f"(Debian: apt-get install {self.balancer})",
@@ -120,7 +125,7 @@ class _Given:
 
     def options(self) -> VerifyOptions:
         """What verify does (exit 2 for a combination it refuses)."""
-        from asyncdeploy.verify import BalancerOptions, TrafficMix, VerifyOptions
+        from asyncdeploy.verify import TrafficMix, VerifyOptions
 
         mix = TrafficMix(
             short_per_second=self.short_rate,
@@ -140,16 +145,34 @@ class _Given:
                 mix=mix,
                 requests=(*self.request, *self.requests_file) or None,
                 balancer=self.balancer,  # type: ignore[arg-type]
-                balancer_options=BalancerOptions(
-                    check_interval=self.check_interval,
-                    fall=self.fall,
-                    check_timeout=self.check_timeout,
-                ),
+                balancer_options=self.balancer_options(),
                 instances=self.instances,
                 wrk_connections=self.wrk_connections,
+                connection=self.connection,  # type: ignore[arg-type]
+                nginx_config=self.nginx_config,  # type: ignore[arg-type]
             )
         except ValueError as exc:
             raise CommandFailed(str(exc), EXIT_USAGE) from None
+
+    def balancer_options(self) -> Any:
+        from asyncdeploy.verify import BalancerOptions
+
+        return BalancerOptions(
+            check_interval=self.check_interval,
+            fall=self.fall,
+            rise=self.rise,
+            check_timeout=self.check_timeout,
+        )
+
+    def demo_window(self) -> tuple[str, Any]:
+        """The demo's --propagation-wait, and the balancer check its drain declares: behind
+        verify's router (which retries a 503) a short window; behind a balancer the kit's own
+        maximum (10 s), HAProxy's check declared so that the window closes once it is out."""
+        if self.propagation_wait is not None:
+            wait = f"{self.propagation_wait:g}s"
+        else:
+            wait = "2s" if self.balancer is None else "10s"
+        return wait, self.balancer_options() if self.balancer == "haproxy" else None
 
     def plan(self) -> WorkloadPlan:
         """The plan file's, or the demo server's under a name of its own."""
@@ -162,13 +185,15 @@ class _Given:
         if self.registry is not None:
             image = from_registry(image or DEMO_IMAGE, self.registry)
             pause_image = from_registry(pause_image or DEFAULT_PAUSE_IMAGE, self.registry)
+        wait, check = self.demo_window()
         plan = demo_plan(
             # a name of its own: a workload someone else named "demo" is never touched
             f"asyncdeploy-verify-{secrets.token_hex(3)}",
             image=image or DEMO_IMAGE,
             pause_image=pause_image,
             ignore_sigterm=self.ignore_sigterm,
-            propagation_wait=f"{self.propagation_wait:g}s",
+            propagation_wait=wait,
+            balancer_check=check,
         )
         if self.ignore_sigterm:
             plan = attrs.evolve(plan, termination_grace_period_seconds=5)
@@ -221,26 +246,43 @@ class _Given:
 )
 @click.option(
     "--balancer",
-    type=click.Choice(["haproxy", "service"]),
+    type=click.Choice(["haproxy", "nginx", "service"]),
     default=None,
-    help="Send the traffic through a real load balancer that verify starts (stock settings, no "
-    "retry), or (Kubernetes) through the plan's Service, each request routed to its ready "
-    "endpoints as kube-proxy does: every 503 a client sees is a failure [default: verify's own "
-    "router].",
+    help="Send the traffic through a real load balancer that verify starts (HAProxy at its "
+    "default check settings, no retry; nginx as --nginx-config says), or (Kubernetes) through "
+    "the plan's Service, each request routed to its ready endpoints as kube-proxy does: every "
+    "503 a client sees is a failure [default: verify's own router].",
+)
+@click.option(
+    "--nginx-config",
+    type=click.Choice(["lossless", "stock"]),
+    default="lossless",
+    show_default=True,
+    help="With --balancer nginx: the configuration docs/server-kit.md recommends for lossless "
+    "drains (proxy_next_upstream error timeout http_503 non_idempotent, max_fails=1 "
+    "fail_timeout=10s, kept-alive upstream connections idle at most 4 s), or nginx's own "
+    "defaults.",
 )
 @click.option(
     "--check-interval",
     type=DURATION,
-    default="500ms",
+    default="2s",
     show_default=True,
-    help="The balancer's health-check interval (the 'LB delay').",
+    help="The balancer's health-check interval (the 'LB delay'; HAProxy's default inter).",
 )
 @click.option(
     "--fall",
     type=click.IntRange(1, 100),
-    default=1,
+    default=3,
     show_default=True,
-    help="Failed checks before the balancer takes an instance out.",
+    help="Failed checks before the balancer takes an instance out (HAProxy's default).",
+)
+@click.option(
+    "--rise",
+    type=click.IntRange(1, 100),
+    default=2,
+    show_default=True,
+    help="Passed checks before the balancer puts an instance back (HAProxy's default).",
 )
 @click.option(
     "--check-timeout",
@@ -261,6 +303,14 @@ class _Given:
     default=0,
     help="Also load the balancer with wrk on N keep-alive connections; its own count of "
     "non-2xx answers and socket errors must be zero too.",
+)
+@click.option(
+    "--connection",
+    type=click.Choice(["keep-alive", "close"]),
+    default="keep-alive",
+    show_default=True,
+    help="The clients' habit: keep-alive reuses a pool of HTTP/1.1 connections per kind of "
+    "request, as the OpenAI SDK, httpx and aiohttp do; close opens one per request.",
 )
 @click.option("--image", default=None, help="Demo server image.")
 @click.option("--pause-image", default=None, help="Pause image for the demo plan.")
@@ -304,10 +354,11 @@ class _Given:
 @click.option(
     "--propagation-wait",
     type=DURATION,
-    default="2s",
-    show_default=True,
-    help="Demo: the longest it serves new requests after its drain starts; shorter than the "
-    "balancer's check interval x fall is the 'LB delay' fault.",
+    default=None,
+    help="Demo: the longest it serves new requests after its drain starts [default: 2s behind "
+    "verify's router, which retries a 503; 10s behind a balancer, with HAProxy's check declared "
+    "so it closes once HAProxy has taken it out]; shorter than the balancer's check interval x "
+    "fall is the 'LB delay' fault.",
 )
 @click.option(
     "--report",

@@ -8,7 +8,6 @@ from typing import Any
 
 import anyio
 import click
-import yaml
 
 from asyncdeploy.cli._common import (
     EXIT_INTERRUPTED,
@@ -92,6 +91,8 @@ def show_statuses(
         if output == "json":
             emit_json(data)
         else:
+            import yaml  # on use: the other formats start without it
+
             click.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
     elif output == "name":
         for status in found:
@@ -192,6 +193,8 @@ def _watch_event(kind: str, data: dict[str, Any], output: str) -> None:
     if output == "json":
         emit_json(event)
     else:
+        import yaml  # on use: the other formats start without it
+
         click.echo(yaml.safe_dump(event, sort_keys=False, explicit_start=True), nl=False)
 
 

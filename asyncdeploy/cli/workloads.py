@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import sys
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -16,8 +15,10 @@ import click
 from asyncdeploy import Deployer
 from asyncdeploy.cli._common import (
     DURATION,
+    EXIT_TEARING_DOWN,
     WORKLOAD_NAME,
     Settings,
+    drain_timeout_option,
     echo_out,
     emit_json,
     grace_option,
@@ -37,7 +38,6 @@ from asyncdeploy.events import (
     DrainFinished,
     DrainStarted,
     DrainSummary,
-    Event,
     PullFailed,
     PullFinished,
     PullProgress,
@@ -47,7 +47,6 @@ from asyncdeploy.events import (
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.replace.events import (
     REPLACE_EVENTS,
-    ReplaceEvent,
     Strategy,
     describe_replace,
     replace_event_to_dict,
@@ -75,6 +74,14 @@ _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
     help="With --wait: how long it may take.",
 )
 @click.option(
+    "--settle",
+    type=DURATION,
+    default=None,
+    help="With --wait, for a container without a readiness check: how long past its start "
+    "it must keep running (no exit, no restart) to count as ready [default: 2s; 0: running "
+    "is enough].",
+)
+@click.option(
     "--keep-failed",
     is_flag=True,
     help="With --wait: keep a workload that will not start, to look at it (logs, get, "
@@ -88,6 +95,7 @@ def create(
     plan_file: str,
     wait: bool,
     timeout: float,
+    settle: float | None,
     keep_failed: bool,
     strategy: str,
     output: str,
@@ -107,17 +115,16 @@ def create(
         plan = WorkloadPlan.from_file(plan_file)
         async with settings.for_plan(plan).open_deployer() as deployer:
             if await deployer.changes(plan):
-                interrupts.mode = "replace"  # a signal before the old one's drain stops it
+                interrupts.replaces()  # a signal before the old one's drain stops it
             options = _CreateOptions(cast(Strategy, strategy), timeout, output)
             result = await _create_showing_events(deployer, plan, options, interrupts)
             if result is None:
                 return  # a signal stopped it: the guard says how
-            interrupts.made = True
+            interrupts.made()
             if wait and result.action != "replaced":  # a replacement is ready already
-                result = attrs.evolve(
-                    result, status=await _wait(deployer, plan, result, timeout, keep_failed)
-                )
-            interrupts.settled = True  # created: a signal from now on must not claim otherwise
+                waited = await _wait(deployer, plan, result, timeout, settle, keep_failed)
+                result = attrs.evolve(result, status=waited)
+            interrupts.settled()  # created: a signal from now on must not claim otherwise
         if output == "json":
             emit_json(
                 {
@@ -154,73 +161,55 @@ async def _create_showing_events(
 ) -> ApplyResult | None:
     """Create, printing its events as they come; None when a signal stopped it.
 
-    The create runs in a task of its own, in the scope a signal cancels: the loop that prints
-    goes on until the create has ended, so the drain of a workload it replaces (which a
-    cancellation never cuts short) is shown to its ``DrainFinished``.
+    A signal cancels the create alone (its handle's ``cancel()``): the loop that prints goes on
+    until the create has ended, so the drain of a workload it replaces (which a cancellation
+    never cuts short) is shown to its ``DrainFinished``.
     """
     output = options.output
     bars = PullView(sys.stderr) if output == "text" and sys.stderr.isatty() else None
     lines = EventRenderer(sys.stderr)
-    send, receive = anyio.create_memory_object_stream[Event | ReplaceEvent](math.inf)
-    results: list[ApplyResult] = []
-
-    def on_event(event: Event | ReplaceEvent) -> None:
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            send.send_nowait(event)
-
-    errors: list[Exception] = []
-
-    async def create_it() -> None:
-        with send, interrupts.cancelling():
-            try:
-                results.append(
-                    await deployer.create(
-                        plan,
-                        on_event=on_event,
-                        on_replace=on_event,
-                        kill_now=interrupts.kill_now,
-                        strategy=options.strategy,
-                        ready_timeout=options.ready_timeout,
-                        before_drain=interrupts.now_draining,
-                    )
-                )
-            except Exception as exc:  # noqa: BLE001 - raised below, not grouped by the task group
-                errors.append(exc)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(create_it)
-        with receive:
-            async for event in receive:
-                if isinstance(event, REPLACE_EVENTS):
-                    if output == "json":
-                        emit_json(replace_event_to_dict(event))
-                    else:
-                        click.echo(f"create: {describe_replace(event)}", err=True)
-                    continue
-                if isinstance(event, DrainStarted):
-                    interrupts.drain_began()
+    creation = deployer.creating(
+        plan,
+        strategy=options.strategy,
+        ready_timeout=options.ready_timeout,
+        before_drain=interrupts.now_draining,
+    )
+    interrupts.attach(creation)
+    async with creation:
+        async for event in creation:
+            if isinstance(event, REPLACE_EVENTS):
                 if output == "json":
-                    emit_json(event_to_dict(event))
-                elif bars is not None and isinstance(event, _PULL_EVENTS):
-                    bars.show(event)
+                    emit_json(replace_event_to_dict(event))
                 else:
-                    lines.show(event)
-                if isinstance(event, DrainFinished):
-                    interrupts.drain_ended()
-    if errors:
-        raise errors[0]
-    return results[0] if results else None
+                    click.echo(f"create: {describe_replace(event)}", err=True)
+                continue
+            if isinstance(event, DrainStarted):
+                interrupts.drain_began()
+            if output == "json":
+                emit_json(event_to_dict(event))
+            elif bars is not None and isinstance(event, _PULL_EVENTS):
+                bars.show(event)
+            else:
+                lines.show(event)
+            if isinstance(event, DrainFinished):
+                interrupts.drain_ended()
+    return None if creation.cancelled else creation.result
 
 
 async def _wait(
-    deployer: Deployer, plan: WorkloadPlan, result: ApplyResult, timeout: float, keep: bool
+    deployer: Deployer,
+    plan: WorkloadPlan,
+    result: ApplyResult,
+    timeout: float,
+    settle: float | None,
+    keep: bool,
 ) -> WorkloadStatus:
     """Wait until ``plan``'s workload is ready. One that will not start is removed only when this
     create made it (and ``keep`` is not asked), and then drained like any delete (its own
     grace): a wait never deletes what it did not create, and never kills without a drain. Its
     exit code and last log lines are in the ``CreateError``, read before the removal."""
     try:
-        return await deployer.wait_ready(plan.name, timeout=timeout)
+        return await deployer.wait_ready(plan.name, timeout=timeout, settle_seconds=settle)
     except EngineTimeout:
         # it may be slow, not broken (a model still loading): left running, and said so
         made = "was left as it was" if result.action == "unchanged" else "is left running"
@@ -251,6 +240,7 @@ async def _wait(
 @click.command()
 @click.argument("name", type=WORKLOAD_NAME)
 @grace_option
+@drain_timeout_option
 @click.option(
     "--timeline",
     "timeline_file",
@@ -270,14 +260,13 @@ def delete(
 
     interrupts = Interrupts("drain", f"delete of {name!r}")
 
-    async def impl() -> None:
+    async def impl() -> list[DrainSummary]:
         async with settings.open_deployer() as deployer:
-            drain = deployer.terminate(
-                name, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
-            )
+            drain = deployer.terminate(name, grace_period_seconds=grace_period_seconds)
+            interrupts.attach(drain)
             seen: list[DrainEvent] = []
             try:
-                await stream_drain(
+                summaries = await stream_drain(
                     _recorded(drain, seen) if timeline_file else drain, output, interrupts
                 )
             finally:
@@ -285,15 +274,17 @@ def delete(
                     from asyncdeploy.timeline import timeline_html
 
                     await anyio.Path(timeline_file).write_text(timeline_html(seen))
-            interrupts.settled = True  # drained: a late signal must not claim a kill
+            interrupts.settled()  # drained: a late signal must not claim a kill
+            return summaries
 
-    run(interrupts.guard, impl)
+    _exit_if_tearing_down(run(interrupts.guard, impl))
 
 
 @click.command("delete-all")
 @selector_option
 @click.option("--all", "everything", is_flag=True, help="Every workload (instead of --selector).")
 @grace_option
+@drain_timeout_option
 @output_option
 @all_namespaces_option
 @pass_settings
@@ -314,16 +305,29 @@ def delete_all(
         raise click.UsageError("delete-all needs exactly one of --selector and --all")
     interrupts = Interrupts("drain", "delete-all")
 
-    async def impl() -> None:
+    async def impl() -> list[DrainSummary]:
         async with settings.open_deployer() as deployer:
-            drain = deployer.terminate_all(
-                selector, grace_period_seconds=grace_period_seconds, kill_now=interrupts.kill_now
-            )
-            if not await stream_drain(drain, output, interrupts):
+            drain = deployer.terminate_all(selector, grace_period_seconds=grace_period_seconds)
+            interrupts.attach(drain)
+            summaries = await stream_drain(drain, output, interrupts)
+            if not summaries:
                 click.echo("No resources found", err=True)  # as kubectl: exit 0
-            interrupts.settled = True  # drained: a late signal must not claim a kill
+            interrupts.settled()  # drained: a late signal must not claim a kill
+            return summaries
 
-    run(interrupts.guard, impl)
+    _exit_if_tearing_down(run(interrupts.guard, impl))
+
+
+def _exit_if_tearing_down(summaries: list[DrainSummary]) -> None:
+    """Exit 4 when a drain succeeded but left a Pod still being torn down at the timeout."""
+    left = [s.workload for s in summaries if s.tearing_down]
+    if left:
+        click.echo(
+            f"{', '.join(left)}: every container ended, but the Pod was still being torn down "
+            "when the wait ended (it keeps its name until it goes; --timeout waits longer)",
+            err=True,
+        )
+        raise click.exceptions.Exit(EXIT_TEARING_DOWN)
 
 
 @contextlib.asynccontextmanager

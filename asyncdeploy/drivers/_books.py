@@ -22,8 +22,8 @@ from asyncdeploy.events import (
     DrainFinished,
     DrainSummary,
     Emit,
-    Role,
 )
+from asyncdeploy.labels import ContainerRole
 from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
 
 __all__ = ["DrainBooks", "TrackedContainer", "effective_grace", "summarize"]
@@ -42,7 +42,7 @@ class TrackedContainer:
     """What a drain knows of one init or run container; ``outcome`` None while unknown."""
 
     name: str
-    role: Role
+    role: ContainerRole
     outcome: ContainerEnd | None = None
     exit_code: int | None = None
     seconds: float | None = None
@@ -107,11 +107,18 @@ class DrainBooks:
             self.errors.append(message)
 
     def finish(
-        self, containers: Iterable[TrackedContainer], *, unknown: ContainerEnd = "missing"
+        self,
+        containers: Iterable[TrackedContainer],
+        *,
+        unknown: ContainerEnd = "missing",
+        tearing_down: bool = False,
     ) -> DrainSummary:
-        """Sum the drain up and emit ``DrainFinished``, its last event."""
+        """Sum the drain up and emit ``DrainFinished``, its last event (``tearing_down``: the
+        containers all ended, the workload was still going when the wait ended)."""
         summary = summarize(
             self.workload, self.grace, self.elapsed(), containers, self.errors, unknown=unknown
         )
+        if tearing_down:
+            summary = attrs.evolve(summary, tearing_down=True)
         self.emit(DrainFinished(**self.at(), summary=summary))
         return summary

@@ -10,9 +10,9 @@ import builtins
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
-import anyio
 import attrs
 
+from asyncdeploy._kill import KillSwitch
 from asyncdeploy.events import DrainSummary, Emit
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadEvent, WorkloadStatus
@@ -25,9 +25,17 @@ __all__ = [
 ]
 
 READY_SETTLE_SECONDS = 2.0
-"""Without a readiness check, "ready" is running and still running (no restart) this long
-after it was first seen running: one rule for Docker, Podman and Kubernetes, so that a server
-that dies a second after its start fails ``wait_ready`` everywhere."""
+"""The default settle time of ``wait_ready`` (the caller's ``settle_seconds`` overrides it).
+
+Without a readiness check, "ready" is: running, and still running with no restart this long
+after its start as the engine recorded it (Docker's and Podman's ``State.StartedAt``, the
+kubelet's ``startedAt``): one rule for Docker, Podman and Kubernetes, so that a server that
+dies a second after its start fails ``wait_ready`` everywhere. A container that started longer
+ago than that is settled at once (an unchanged workload waits for nothing). On Kubernetes the
+API shows an exit only once the kubelet has seen it and written the Pod's status, so the
+window is lengthened by that report delay (``_kubelet.settled_at``). ``settle_seconds=0``:
+running is enough (no crash is caught after the first look). A container with a readiness
+check never settles: its check decides."""
 
 # Labels that identify what asyncdeploy created (container labels, Pod labels and annotations).
 
@@ -57,7 +65,7 @@ class Driver(Protocol):
         plan: WorkloadPlan,
         *,
         emit: Emit | None = None,
-        kill_now: anyio.Event | None = None,
+        kill: KillSwitch | None = None,
     ) -> ApplyResult:
         """Create the workload; a no-op for an unchanged plan, a graceful replacement otherwise.
 
@@ -65,7 +73,7 @@ class Driver(Protocol):
         ``DrainUnreachable``) the error is raised and nothing is created: what is left of the
         old workload may still hold its ports and names. A cancellation never cuts that drain
         short once begun: it runs to its end, then the cancellation propagates and nothing is
-        created; setting ``kill_now`` kills its survivors at once.
+        created; throwing ``kill`` (the operation's switch) kills its survivors at once.
         """
         ...
 
@@ -97,10 +105,15 @@ class Driver(Protocol):
         cannot tell (Kubernetes: the node pulls, the API cannot see images)."""
         ...
 
-    async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
-        """Wait until every run container passes its readiness check (or runs, without one).
+    async def wait_ready(
+        self, name: str, *, timeout: float, settle_seconds: float | None = None
+    ) -> WorkloadStatus:
+        """Wait until every run container passes its readiness check, or, without one, runs
+        and has kept running with no restart ``settle_seconds`` past its start (default
+        :data:`READY_SETTLE_SECONDS`; see there).
 
-        Raise ``EngineTimeout`` when ``timeout`` seconds pass first.
+        Raise ``CreateError`` (its exit code, its last log lines) when a run container ends or
+        restarts first, ``EngineTimeout`` when ``timeout`` seconds pass first.
         """
         ...
 

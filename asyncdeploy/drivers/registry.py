@@ -94,7 +94,14 @@ DRIVERS: dict[str, DriverEntry] = {
             extra="kubernetes",
             address_variable=None,
             options=frozenset(
-                {"kubeconfig", "context", "namespace", "request_timeout", "all_namespaces"}
+                {
+                    "kubeconfig",
+                    "context",
+                    "namespace",
+                    "request_timeout",
+                    "all_namespaces",
+                    "drain_timeout",
+                }
             ),
         ),
     )

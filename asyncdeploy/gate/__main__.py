@@ -1,8 +1,9 @@
 """``python3 -m asyncdeploy.gate``: run the gate, or ``... drain`` to drain a running one.
 
 The gate answers SIGTERM/SIGINT by draining (admitted work finishes, bounded by
-``--drain-timeout``) and exits 0. ``drain`` calls ``GET /-/drain`` on 127.0.0.1 and prints the
-report: exit 0 drained, 1 not drained in time, 2 the gate could not be reached.
+``--drain-timeout``) and exits 0. ``drain`` calls ``GET /-/drain`` on the admin port on
+127.0.0.1 (with the token from ``--admin-token-env``) and prints the report: exit 0 drained,
+1 not drained in time, 2 the gate could not be reached or refused the token.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -18,9 +20,12 @@ import anyio
 
 from asyncdeploy.workload import DrainController, PropagationWindow, parse_duration
 
-from ._http import parse_response_head
+from ._http import status_of
+from ._limits import HEADER_TIMEOUT, IDLE_TIMEOUT, Limits, default_max_connections
 from ._reader import Reader
 from ._server import GateConfig, serve_gate
+
+TOKEN_ENV = "ASYNCDEPLOY_GATE_TOKEN"  # what plan.gating hands the gate its admin token in
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,6 +36,22 @@ def _parser() -> argparse.ArgumentParser:
         "--listen", type=int, default=8000, help="port clients reach (default 8000)"
     )
     parser.add_argument("--listen-host", default="0.0.0.0")
+    parser.add_argument(
+        "--admin-port",
+        type=int,
+        default=None,
+        help="the admin port: the drain hook and the kit's control commands (default: none)",
+    )
+    parser.add_argument(
+        "--admin-host",
+        default=None,
+        help="where the admin port listens (default: 0.0.0.0 with a token, else 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--admin-token-env",
+        default=TOKEN_ENV,
+        help=f"the environment variable holding the admin token (default {TOKEN_ENV})",
+    )
     parser.add_argument("--upstream", type=int, help="the engine's port on 127.0.0.1")
     parser.add_argument("--upstream-host", default="127.0.0.1")
     parser.add_argument(
@@ -52,10 +73,28 @@ def _parser() -> argparse.ArgumentParser:
         default="auto",
         help="the event loop: uvloop when installed (auto, the gate image has it), or asyncio's",
     )
+    parser.add_argument(
+        "--header-timeout",
+        type=parse_duration,
+        default=HEADER_TIMEOUT,
+        help="a request head not received this long after its first byte gets 408 (default 10s)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=parse_duration,
+        default=IDLE_TIMEOUT,
+        help="a kept-alive connection with no request this long is closed (default 120s)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        help="client connections held at once, past it 503 (default: half the descriptor limit)",
+    )
     parser.add_argument("--log-level", default="INFO")
     sub = parser.add_subparsers(dest="command")
-    drain = sub.add_parser("drain", help="drain the gate listening on --port")
-    drain.add_argument("--port", type=int, default=8000)
+    drain = sub.add_parser("drain", help="drain the gate whose admin port is --port")
+    drain.add_argument("--port", type=int, default=9901, help="the admin port (default 9901)")
     drain.add_argument("--propagation-wait", dest="wait", default=None)
     drain.add_argument("--timeout", type=parse_duration, default=None)
     return parser
@@ -75,35 +114,44 @@ async def _run(config: GateConfig) -> None:
         tg.cancel_scope.cancel()
 
 
-async def _drain(port: int, wait: str | None, timeout: float | None) -> int:
+async def _drain(port: int, wait: str | None, timeout: float | None, token: str | None) -> int:
     query = [f"propagation_wait={wait}"] if wait else []
     if timeout is not None:
         query.append(f"timeout={timeout}")
     target = "/-/drain" + ("?" + "&".join(query) if query else "")
+    header = f"X-Asyncdeploy-Token: {token}\r\n" if token else ""
     try:
         async with await anyio.connect_tcp("127.0.0.1", port) as stream:
             await stream.send(
-                f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
+                f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n{header}"
+                "Connection: close\r\n\r\n".encode()
             )
             reader = Reader(stream)
             raw = await reader.head()
             if raw is None:
                 raise OSError("the gate closed the connection")
-            head = parse_response_head(raw)
-            body = reader.take(head.length)
-            while len(body) < head.length:
-                body += await reader.some(head.length - len(body))
+            status = status_of(raw)
+            body = reader.take(1 << 20)
+            while True:  # Connection: close: the answer ends with the connection
+                try:
+                    body += await reader.some()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    break
     except (OSError, anyio.EndOfStream, anyio.BrokenResourceError, ValueError) as exc:
         sys.stderr.write(f"drain: gate on port {port}: {exc}\n")
         return 2
+    if status == 403:
+        sys.stderr.write(f"drain: gate on port {port} refused the admin token\n")
+        return 2
     sys.stdout.write(body.decode("utf-8", "replace") + "\n")
-    return 0 if head.status == 200 else 1
+    return 0 if status == 200 else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    token = os.environ.get(args.admin_token_env) or None
     if args.command == "drain":
-        return anyio.run(_drain, args.port, args.wait, args.timeout, backend="asyncio")
+        return anyio.run(_drain, args.port, args.wait, args.timeout, token, backend="asyncio")
     if args.upstream is None:
         _parser().error("--upstream is required")
     logging.basicConfig(level=args.log_level, format="%(asctime)s gate %(levelname)s %(message)s")
@@ -116,6 +164,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_interval=args.check_interval,
         drain_timeout=args.drain_timeout,
         propagation_wait=args.propagation_wait,
+        admin_port=args.admin_port,
+        admin_host=args.admin_host,
+        admin_token=token,
+        limits=Limits(
+            header_timeout=args.header_timeout,
+            idle_timeout=args.idle_timeout,
+            max_connections=args.max_connections or default_max_connections(),
+        ),
     )
     try:
         options = loop_options(args.loop)

@@ -1,7 +1,7 @@
 """A receive buffer over an anyio byte stream: the gate's health check and ``drain`` command.
 
 Neither is on the hot path (one request a check interval, one a drain), so they use anyio's
-streams; the relay itself is :mod:`._relay`'s protocols.
+streams; the relay itself is :mod:`._client`'s and :mod:`._upstream`'s protocols.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import anyio
 from anyio.abc import ByteReceiveStream
 
-from ._http import MAX_HEAD, HTTPParseError
+from ._http import MAX_HEAD
 
 __all__ = ["Reader"]
 
@@ -35,13 +35,13 @@ class Reader:
                 self._buffer = buffer[end + 4 :]
                 return buffer[: end + 4]
             if len(buffer) > MAX_HEAD:
-                raise HTTPParseError(f"head longer than {MAX_HEAD} bytes")
+                raise ValueError(f"head longer than {MAX_HEAD} bytes")
             start = max(0, len(buffer) - 3)
             try:
                 data = await self.stream.receive(READ_SIZE)
             except anyio.EndOfStream:
                 if buffer.strip():
-                    raise HTTPParseError("connection closed inside a head") from None
+                    raise ValueError("connection closed inside a head") from None
                 return None
             buffer += data
 

@@ -1,24 +1,22 @@
 """The gate: the kit's health paths and admission in front of an engine it cannot change.
 
-Each client connection is a protocol of :mod:`._relay`; each admitted request is counted in flight
-by the kit's :class:`~asyncdeploy.workload.DrainController` from its head until the last byte of the
-answer was written (or the client left, or the drain deadline cut it). The engine's own health
-path is checked in the background: the gate is ready only while the kit says SERVING *and* the
-engine answers it, and the first answer is what marks the gate started (the model is loaded).
-``GET /-/drain`` is the preStop hook: it starts the drain, waits until the kit's propagation
-window closed (new requests are served through it, then refused) and nothing is in flight, and
-answers with the kit's statistics (the propagation observed among them).
+Each client connection is a protocol of :mod:`._client`; each admitted request is counted in
+flight by the kit's :class:`~asyncdeploy.workload.DrainController` from its head until the last
+byte of the answer was written (or the client left, or the drain deadline cut it). The engine's
+own health path is checked in the background: the gate is ready only while the kit says
+SERVING *and* the engine answers it, and the first answer is what marks the gate started (the
+model is loaded). The drain and every other control are on the admin port (:mod:`._admin`);
+the data port answers the health paths and the metrics, read-only, refuses the kit's ``/-/``
+control paths and relays everything else.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
-from urllib.parse import parse_qs
 
 import anyio
 import attrs
@@ -29,21 +27,20 @@ from asyncdeploy.workload import (
     DrainController,
     DrainState,
     HealthPaths,
-    parse_duration,
     render_metrics,
 )
 
-from ._http import HTTPParseError, RequestHead, parse_response_head
+from ._admin import CONTROL_PREFIX, AdminHost
+from ._client import ClientConnection, LocalAnswer
+from ._exchange import Exchange
+from ._http import answer, status_of
+from ._limits import ADMIN_CONNECTIONS, Limits
 from ._reader import Reader
-from ._relay import IDLE, ClientConnection, LocalAnswer
 from ._upstream import UpstreamConnection
 
 __all__ = ["GateConfig", "serve_gate"]
 
 logger = logging.getLogger("asyncdeploy.gate")
-
-_REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 502: b"Bad Gateway"}
-_REASONS |= {503: b"Service Unavailable", 504: b"Gateway Timeout"}
 
 
 @attrs.frozen(kw_only=True)
@@ -61,44 +58,56 @@ class GateConfig:
     #: From the drain start until streams still open are cut (None: never).
     drain_timeout: float | None = None
     #: The propagation window's maximum (the kit's ``PropagationWindow``; 0: refuse at once);
-    #: ``GET /-/drain?propagation_wait=`` may shorten it for one drain.
+    #: the drain hook's ``propagation_wait`` may shorten it for one drain.
     propagation_wait: float = 10.0
     retry_after: int = 5
     paths: HealthPaths = attrs.field(factory=HealthPaths)
-    drain_path: str = "/-/drain"
     metrics_path: str | None = "/-/metrics"
-    #: A keep-alive connection idle this long between requests is closed.
-    idle_timeout: float = 300.0
+    #: The admin port (the drain hook, the kit's control commands); None: no admin port.
+    admin_port: int | None = None
+    #: The token every admin request must carry; None: the admin port listens on loopback only.
+    admin_token: str | None = None
+    #: Where the admin port listens (default: every address with a token, else 127.0.0.1).
+    admin_host: str | None = None
+    #: Header and idle timeouts, the connection cap.
+    limits: Limits = attrs.field(factory=Limits)
 
 
 class _Gate:
-    """The gate's state and what it answers itself (the relay is :mod:`._relay`'s)."""
+    """The gate's state and what it answers itself (the relay is :mod:`._client`'s)."""
 
     def __init__(self, config: GateConfig, controller: DrainController) -> None:
         self.config = config
         self.controller = controller
+        self.limits = config.limits
         self.upstream_healthy = False
         self.connections: set[ClientConnection] = set()
         self._task_group: TaskGroup | None = None
+        self._admin_connections: set[ClientConnection] = set()
         paths = config.paths
-        self._local: dict[bytes, Callable[[RequestHead], LocalAnswer]] = {
+        self._local: dict[bytes, Callable[[Exchange], LocalAnswer]] = {
             p.encode(): handler
             for p, handler in (
                 (paths.ready, self._ready),
                 (paths.live, self._live),
                 (paths.startup, self._startup),
-                (config.drain_path, self._drain),
                 (config.metrics_path, self._metrics),
             )
             if p is not None
         }
 
-    # --- what the relay needs (``_relay.Front``) -----------------------------------------------
-    def local(self, head: RequestHead) -> LocalAnswer | None:
-        handler = self._local.get(head.path)
-        if handler is None or head.method not in (b"GET", b"HEAD", b"POST"):
+    # --- what the relay needs (``_host.RelayHost``) --------------------------------------------
+    def local(self, exchange: Exchange) -> LocalAnswer | None:
+        path = exchange.path
+        handler = self._local.get(path)
+        if handler is None:
+            if path.startswith(CONTROL_PREFIX):  # the kit's controls: the admin port's
+                body = {"error": "control paths are served on the gate's admin port only"}
+                return answer(403, body, close=not exchange.keep_alive, method=exchange.method)
             return None
-        return handler(head)
+        if exchange.method not in (b"GET", b"HEAD", b"POST"):
+            return None
+        return handler(exchange)
 
     def spawn(self, function: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
         assert self._task_group is not None
@@ -113,37 +122,23 @@ class _Gate:
         return upstream
 
     def answer(
-        self,
-        status: int,
-        body: object,
-        *,
-        close: bool = False,
-        content_type: bytes = b"application/json",
-        extra: bytes = b"",
+        self, status: int, body: object, *, close: bool = False, method: bytes = b"GET"
     ) -> bytes:
-        data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
-        head = b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n%s%s\r\n" % (
-            status,
-            _REASONS.get(status, b"Unknown"),
-            content_type,
-            len(data),
-            extra,
-            b"connection: close\r\n" if close else b"",
-        )
-        return head + data
+        return answer(status, body, close=close, method=method)
 
-    def refusal(self) -> bytes:
+    def refusal(self, *, close: bool) -> bytes:
         state = self.controller.state.value
         body = {"error": state, "retry_after": self.config.retry_after}
         retry = b"retry-after: %d\r\n" % self.config.retry_after
-        return self.answer(503, body, close=True, extra=retry)
+        return answer(503, body, close=close, extra=retry)
 
     # --- the gate's own tasks -------------------------------------------------------------------
-    async def run(self, task_group: TaskGroup) -> None:
+    async def run(self, task_group: TaskGroup, admin: set[ClientConnection]) -> None:
         self._task_group = task_group
+        self._admin_connections = admin
         task_group.start_soon(self.watch_upstream)
         task_group.start_soon(self.watch_cut)
-        task_group.start_soon(self.watch_idle)
+        task_group.start_soon(self.watch_timeouts)
 
     async def watch_upstream(self) -> None:
         while True:
@@ -170,8 +165,8 @@ class _Gate:
                     raw = await Reader(s).head()
                     if raw is None:
                         return False
-                    return 200 <= parse_response_head(raw).status < 400
-            except (OSError, anyio.BrokenResourceError, anyio.EndOfStream, HTTPParseError):
+                    return 200 <= status_of(raw) < 400
+            except (OSError, anyio.BrokenResourceError, anyio.EndOfStream, ValueError):
                 return False
         return False
 
@@ -183,19 +178,19 @@ class _Gate:
             connection.cut()
         logger.warning("open exchanges cut: %s", reason)
 
-    async def watch_idle(self) -> None:
-        """Close connections that waited longer than ``idle_timeout`` for a request head (a
+    async def watch_timeouts(self) -> None:
+        """Close connections whose head did not arrive in time (408) or that idled too long (a
         sweep: cheaper than a timer armed and cancelled for every request)."""
-        timeout = self.config.idle_timeout
+        limits = self.limits
+        every = min(max(min(limits.header_timeout, limits.idle_timeout) / 4, 0.02), 5.0)
         while True:
-            await anyio.sleep(min(max(timeout / 10, 0.01), 10.0))
+            await anyio.sleep(every)
             now = time.monotonic()
-            for connection in list(self.connections):
-                if connection.phase == IDLE and now - connection.idle_since > timeout:
-                    connection.close()
+            for connection in [*self.connections, *self._admin_connections]:
+                connection.check_timeouts(now, limits)
 
-    def close_all(self) -> None:
-        for connection in list(self.connections):
+    def close_all(self, admin: set[ClientConnection]) -> None:
+        for connection in [*self.connections, *admin]:
             upstream = connection.upstream
             if upstream is not None:
                 upstream.abort()
@@ -203,64 +198,37 @@ class _Gate:
                 connection.transport.abort()
 
     # --- what the gate answers itself -------------------------------------------------------
-    def _probe_body(self, ok: bool) -> dict[str, object]:
+    def _probe(self, exchange: Exchange, ok: bool) -> bytes:
         controller = self.controller
-        return {
+        body = {
             "ok": ok,
             "state": controller.state.value,
             "in_flight": controller.in_flight,
             "engine": self.upstream_healthy,
         }
+        close = not exchange.keep_alive
+        return answer(200 if ok else 503, body, close=close, method=exchange.method)
 
-    def _probe(self, head: RequestHead, ok: bool) -> bytes:
-        return self.answer(200 if ok else 503, self._probe_body(ok), close=not head.keep_alive)
-
-    def _ready(self, head: RequestHead) -> bytes:
+    def _ready(self, exchange: Exchange) -> bytes:
         # check_ready() also tells the kit a balancer saw the drain (the window may close)
         ok = self.controller.check_ready() and self.upstream_healthy
-        return self._probe(head, ok)
+        return self._probe(exchange, ok)
 
-    def _live(self, head: RequestHead) -> bytes:
-        return self._probe(head, self.controller.broken_reason is None)
+    def _live(self, exchange: Exchange) -> bytes:
+        return self._probe(exchange, self.controller.broken_reason is None)
 
-    def _startup(self, head: RequestHead) -> bytes:
-        return self._probe(head, self.controller.state is not DrainState.STARTING)
+    def _startup(self, exchange: Exchange) -> bytes:
+        return self._probe(exchange, self.controller.state is not DrainState.STARTING)
 
-    def _metrics(self, head: RequestHead) -> bytes:
+    def _metrics(self, exchange: Exchange) -> bytes:
         text = render_metrics(self.controller).encode()
-        return self.answer(200, text, content_type=METRICS_CONTENT_TYPE)
-
-    def _drain(self, head: RequestHead) -> LocalAnswer:
-        """The preStop hook: drain; answer once the window closed and nothing is in flight."""
-        try:
-            query = parse_qs(head.query.decode("latin-1"), strict_parsing=False)
-            wait = _seconds(query, "propagation_wait", None)
-            timeout = _seconds(query, "timeout", None)
-        except ValueError as exc:
-            return self.answer(400, {"error": str(exc)}, close=True)
-
-        async def drain() -> bytes:
-            started = time.monotonic()
-            # The kit serves new requests through the propagation window (at most ``wait``:
-            # this hook's own bound), then refuses them; drained = window closed and nothing
-            # in flight.
-            self.controller.begin_drain(timeout=self.config.drain_timeout, propagation=wait)
-            drained = await self.controller.wait_drained(timeout)
-            report = {
-                "drained": drained,
-                "seconds": round(time.monotonic() - started, 3),
-                "statistics": self.controller.statistics().to_dict(),
-            }
-            return self.answer(200 if drained else 504, report, close=not head.keep_alive)
-
-        return drain
-
-
-def _seconds(query: dict[str, list[str]], key: str, default: float | None) -> float | None:
-    values = query.get(key)
-    if not values:
-        return default
-    return parse_duration(values[-1])
+        return answer(
+            200,
+            text,
+            content_type=METRICS_CONTENT_TYPE,
+            close=not exchange.keep_alive,
+            method=exchange.method,
+        )
 
 
 async def serve_gate(
@@ -276,14 +244,24 @@ async def serve_gate(
     """
     gate = _Gate(config, controller)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(
-        lambda: ClientConnection(gate), config.listen_host, config.listen_port, backlog=1024
-    )
+    servers = [
+        await loop.create_server(
+            lambda: ClientConnection(gate), config.listen_host, config.listen_port, backlog=1024
+        )
+    ]
+    admin_limits = attrs.evolve(config.limits, max_connections=ADMIN_CONNECTIONS)
+    admin = AdminHost(gate, config.admin_token, admin_limits)
     try:
+        if config.admin_port is not None:
+            host = config.admin_host or ("0.0.0.0" if config.admin_token else "127.0.0.1")
+            servers.append(
+                await loop.create_server(lambda: ClientConnection(admin), host, config.admin_port)
+            )
         async with anyio.create_task_group() as tg:
-            await gate.run(tg)
-            task_status.started(server.sockets[0].getsockname()[1])
+            await gate.run(tg, admin.connections)
+            task_status.started(servers[0].sockets[0].getsockname()[1])
             await anyio.sleep_forever()
     finally:
-        server.close()
-        gate.close_all()
+        for server in servers:
+            server.close()
+        gate.close_all(admin.connections)

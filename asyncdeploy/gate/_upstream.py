@@ -1,7 +1,13 @@
-"""The gate's connection to the engine: one answer at a time, relayed back to its client.
+"""The gate's connection to the engine: one answer at a time, parsed by llhttp, relayed back.
 
-Split from :mod:`._relay` (the client side); the two meet through :class:`Client`, what an
+Split from :mod:`._client` (the client side); the two meet through :class:`Client`, what an
 answer needs of the connection it goes back to, so neither module imports the other's class.
+Every byte from the engine is fed to ``httptools.HttpResponseParser``. A read whose every byte
+goes on unchanged (body bytes, whole heads that keep their Connection field) is written as it
+came; otherwise what goes to the client is rebuilt from what llhttp parsed (:mod:`._http`): the
+head (with ``Connection: close`` when the client connection ends after it), the body (re-chunked
+when chunked), the trailers. One write per read. Bytes past the end of an answer are never
+passed on, and the connection is not used again.
 """
 
 from __future__ import annotations
@@ -9,46 +15,50 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol, cast
 
-from ._http import (
-    MAX_HEAD,
-    BodyKind,
-    ChunkedScanner,
-    HTTPParseError,
-    RequestHead,
-    ResponseHead,
-    parse_response_head,
-    with_connection_close,
-)
+import httptools
+
+from ._http import Framing, HeaderFields, chunk, framing_of, last_chunk, response_head
 
 __all__ = ["WRITE_HIGH", "Client", "UpstreamConnection"]
 
 WRITE_HIGH = 64 * 1024
 """A transport holding more than this unsent pauses the side that feeds it."""
+_FRAMING_SIZES = frozenset((len(b"content-length"), len(b"transfer-encoding")))
 
 
 class Client(Protocol):
     """What an answer needs of the client connection it is relayed to."""
 
-    @property
-    def head(self) -> RequestHead | None: ...
-    def keep_for(self, response: ResponseHead) -> bool: ...
+    def keep_for(self, keep_alive: bool) -> bool: ...
     def write_answer(self, data: bytes) -> None: ...
     def response_complete(self, *, reusable: bool) -> None: ...
     def upstream_failed(self, reason: str, *, answered: bool, untouched: bool) -> None: ...
     def upstream_full(self, full: bool) -> None: ...
+    def switched(self, rest: bytes) -> bool: ...
+    def tunnel_closed(self) -> None: ...
 
 
 class UpstreamConnection(asyncio.Protocol):
     """The gate's connection to the engine: one answer at a time, back to its client."""
 
     __slots__ = (
-        "_buffer",
-        "_left",
+        "_complete",
+        "_declared",
+        "_framing",
+        "_headers",
+        "_in_head",
+        "_interim",
+        "_keep_alive",
         "_method",
+        "_out",
+        "_parser",
         "_paused",
+        "_reason",
         "_received",
-        "_response",
-        "_scanner",
+        "_stray",
+        "_trailers",
+        "_tunnel",
+        "_verbatim",
         "answered",
         "client",
         "closed",
@@ -59,13 +69,24 @@ class UpstreamConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.client: Client | None = None
         self.closed = False
-        self.answered = False
-        self._buffer = b""
+        self.answered = False  # the answer's head went to the client
+        self._parser = httptools.HttpResponseParser(self)
         self._method = b"GET"
-        self._response: ResponseHead | None = None
-        self._left = 0
-        self._scanner: ChunkedScanner | None = None
-        self._received = False
+        self._headers: HeaderFields = []
+        self._trailers: HeaderFields = []
+        self._reason = b""
+        self._framing = Framing.NONE
+        self._declared = False  # the answer's head has a Content-Length or Transfer-Encoding
+        #: this read's parts: body bytes, a head to build (tuple), the last chunk's trailers
+        self._out: list[bytes | tuple[str, int, bytes, HeaderFields, bool] | HeaderFields] = []
+        self._verbatim = True  # this read goes on as it came
+        self._in_head = False  # the parser is inside a head (its first part came already)
+        self._received = False  # the engine sent a byte of this answer
+        self._interim = False  # the message being parsed is a 1xx before the answer
+        self._complete = False
+        self._keep_alive = False  # llhttp's verdict at the answer's end (it resets after)
+        self._stray = False  # the engine sent bytes past its answer
+        self._tunnel = False
         self._paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -76,27 +97,48 @@ class UpstreamConnection(asyncio.Protocol):
     def start(self, client: Client, method: bytes) -> None:
         self.client = client
         self._method = method
-        self._response = None
-        self._buffer = b""
-        self._scanner = None
-        self.answered = False
-        self._received = False
+        self.answered = self._received = self._complete = False
         self.resume()
 
     def write(self, data: bytes) -> None:
         if self.transport is not None and not self.closed:
             self.transport.write(data)
 
+    # --- the transport's callbacks --------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
         client = self.client
         if client is None:  # bytes between exchanges: this connection cannot be trusted again
             self.close()
             return
+        if self._tunnel:
+            client.write_answer(data)
+            return
         self._received = True
-        if self._response is None:
-            self._head(client, data)
-        else:
-            self._body(client, data, b"")
+        self._verbatim = not self._in_head  # a read that starts inside a head is rebuilt
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade as upgrade:
+            offset = upgrade.args[0]
+            self._flush(client, data[:offset])
+            self._tunnel = client.switched(data[offset:])
+            if not self._tunnel:
+                self._fail(client, "a 101 answer to a request that asked for no upgrade")
+            return
+        except httptools.HttpParserError as exc:
+            self._verbatim = False  # what llhttp parsed before the error, not the rest
+            self._flush(client, data)
+            self._fail(client, f"bad answer: {exc}")
+            return
+        self._flush(client, data)
+        if self._complete and self.client is client:
+            self._complete = False
+            reusable = (
+                not self._stray
+                and self._method != b"HEAD"  # its body, if the engine sent one, is unparsed
+                and self._framing is not Framing.UNTIL_CLOSE
+                and self._keep_alive
+            )
+            client.response_complete(reusable=reusable)
 
     def eof_received(self) -> bool:
         return False  # the transport closes; connection_lost tells an until-close body's end
@@ -106,8 +148,10 @@ class UpstreamConnection(asyncio.Protocol):
         client, self.client = self.client, None
         if client is None:
             return
-        response = self._response
-        if response is not None and response.body is BodyKind.UNTIL_CLOSE and exc is None:
+        if self._tunnel:
+            client.tunnel_closed()
+            return
+        if self.answered and self._framing is Framing.UNTIL_CLOSE and exc is None:
             client.response_complete(reusable=False)
             return
         reason = "the engine closed the connection " + (
@@ -124,6 +168,103 @@ class UpstreamConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         if self.client is not None:
             self.client.upstream_full(False)
+
+    # --- llhttp's callbacks ---------------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        if self.answered and not self._interim:
+            self._stray = True  # a second message after the answer: nobody asked for it
+            self._verbatim = False
+        self._headers, self._trailers, self._reason = [], [], b""
+        self._interim = self._declared = False
+        self._in_head = True
+
+    def on_status(self, reason: bytes) -> None:
+        self._reason += reason
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._stray:
+            return
+        if self.answered and not self._interim:
+            self._trailers.append((name, value))
+        else:
+            self._headers.append((name, value))
+            if len(name) in _FRAMING_SIZES:
+                self._declared = True
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        client = self.client
+        if self._stray or client is None:
+            return
+        parser = self._parser
+        status = parser.get_status_code()
+        version = parser.get_http_version()
+        if 100 <= status < 200 and status != 101:  # 100 Continue, 103 Early Hints: passed on
+            self._interim = True
+            self._out.append((version, status, self._reason, self._headers, False))
+            return
+        if status == 101 or self._method == b"HEAD" or status in (204, 304):
+            self._framing = Framing.NONE
+        elif self._declared:
+            self._framing = framing_of(self._headers, response=True)[0]
+        else:
+            self._framing = Framing.UNTIL_CLOSE
+        keep = status == 101 or client.keep_for(
+            parser.should_keep_alive() and self._framing is not Framing.UNTIL_CLOSE
+        )
+        self._out.append((version, status, self._reason, self._headers, not keep))
+        if not keep:
+            self._verbatim = False  # the head gets Connection: close
+        self.answered = True
+        if self._method == b"HEAD" and status != 101:
+            self._complete = True  # llhttp would wait for the GET's body: the answer ends here
+
+    def on_body(self, body: bytes) -> None:
+        if self._stray or (self._complete and self._method == b"HEAD"):
+            self._verbatim = False  # (a body after a HEAD's answer: never passed on)
+            return
+        self._out.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._stray:
+            return
+        if self._interim:
+            self._interim = False
+            self.answered = False
+            return
+        if self._framing is Framing.CHUNKED:
+            self._out.append(self._trailers)
+        self._keep_alive = self._parser.should_keep_alive()
+        self._complete = True
+
+    # --- internals ---------------------------------------------------------------------------
+    def _flush(self, client: Client, data: bytes) -> None:
+        """Write this read on: as it came, or rebuilt from its parts."""
+        out = self._out
+        if not out:
+            return
+        # Only where body bytes are the bytes on the wire: a chunked body is always re-chunked,
+        # so a read rebuilt after one sent as it came never splits a chunk's framing.
+        if self._verbatim and not self._in_head and self._framing is not Framing.CHUNKED:
+            client.write_answer(data)
+        else:
+            chunked = self._framing is Framing.CHUNKED
+            parts = []
+            for part in out:
+                if isinstance(part, bytes):
+                    parts.append(chunk(part) if chunked else part)
+                elif isinstance(part, tuple):
+                    version, status, reason, headers, close = part
+                    parts.append(response_head(version, status, reason, headers, close=close))
+                else:
+                    parts.append(last_chunk(part))
+            client.write_answer(b"".join(parts))
+        out.clear()
+
+    def _fail(self, client: Client, reason: str) -> None:
+        answered = self.answered
+        self.abort()
+        client.upstream_failed(reason, answered=answered, untouched=False)
 
     def pause(self) -> None:
         if not self._paused and self.transport is not None and not self.closed:
@@ -146,81 +287,3 @@ class UpstreamConnection(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.abort()
-
-    # --- the answer ----------------------------------------------------------------------------
-    def _head(self, client: Client, data: bytes) -> None:
-        buffer = self._buffer + data if self._buffer else data
-        while True:
-            end = buffer.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buffer) > MAX_HEAD:
-                    self._fail(client, f"head longer than {MAX_HEAD} bytes")
-                else:
-                    self._buffer = buffer
-                return
-            raw, buffer = buffer[: end + 4], buffer[end + 4 :]
-            try:
-                response = parse_response_head(raw, request_method=self._method)
-            except HTTPParseError as exc:
-                self._fail(client, str(exc))
-                return
-            if not response.interim:
-                break
-            client.write_answer(raw)  # 100 Continue, 103 Early Hints: passed on, then the answer
-        self._buffer = b""
-        self._response = response
-        head = client.head
-        assert head is not None
-        if not client.keep_for(response) and response.keep_alive and head.keep_alive:
-            raw = with_connection_close(response)  # draining: keep-alive clients reconnect
-        self._left = response.length
-        if response.body is BodyKind.CHUNKED:
-            self._scanner = ChunkedScanner()
-        self.answered = True
-        self._body(client, buffer, raw)
-
-    def _body(self, client: Client, data: bytes, prefix: bytes) -> None:
-        """Relay answer bytes (after ``prefix``, the head: one write for both)."""
-        response = self._response
-        assert response is not None
-        kind = response.body
-        if kind is BodyKind.LENGTH:
-            extra = len(data) > self._left
-            if extra:
-                data = data[: self._left]
-            self._left -= len(data)
-            client.write_answer(prefix + data if prefix else data)
-            if self._left == 0:
-                self._done(client, extra)
-        elif kind is BodyKind.CHUNKED:
-            scanner = self._scanner
-            assert scanner is not None
-            try:
-                used = scanner.feed(data)
-            except HTTPParseError as exc:
-                if prefix:
-                    client.write_answer(prefix)
-                self._fail(client, str(exc))
-                return
-            extra = used < len(data)
-            if extra:
-                data = data[:used]
-            client.write_answer(prefix + data if prefix else data)
-            if scanner.done:
-                self._done(client, extra)
-        elif kind is BodyKind.UNTIL_CLOSE:
-            client.write_answer(prefix + data if prefix else data)
-        else:  # no body
-            client.write_answer(prefix)
-            self._done(client, bool(data))
-
-    def _done(self, client: Client, extra: bool) -> None:
-        """The answer's last byte was passed on; bytes past it: never reuse this connection."""
-        response = self._response
-        assert response is not None
-        client.response_complete(reusable=not extra and response.keep_alive)
-
-    def _fail(self, client: Client, reason: str) -> None:
-        answered = self.answered
-        self.abort()
-        client.upstream_failed(reason, answered=answered, untouched=False)

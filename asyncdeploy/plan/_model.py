@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -33,6 +34,7 @@ from asyncdeploy.plan._fields import (
 from asyncdeploy.plan._mapping import plan_to_mapping, structure
 from asyncdeploy.plan._parts import (
     DEFAULT_GATE_IMAGE,
+    GATE_TOKEN_ENV,
     Autoheal,
     Checks,
     Gate,
@@ -54,6 +56,7 @@ __all__ = [
     "DEFAULT_GATE_IMAGE",
     "DEFAULT_GRACE_PERIOD_SECONDS",
     "DEFAULT_PAUSE_IMAGE",
+    "GATE_TOKEN_ENV",
     "MAX_SECONDS",
     "Autoheal",
     "Checks",
@@ -79,8 +82,6 @@ __all__ = [
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
-Role = PlanRole
-
 
 @attrs.frozen(kw_only=True)
 class Container:
@@ -97,7 +98,7 @@ class Container:
     image: str = attrs.field(
         validator=rules.image_reference, metadata=about("The image reference.")
     )
-    role: Role = attrs.field(
+    role: PlanRole = attrs.field(
         default="run",
         validator=rules.one_of(*PLAN_ROLES),
         metadata=about(
@@ -220,6 +221,11 @@ class Container:
         tcp = [p for p in self.ports if p.protocol == "tcp"]
         if not tcp:
             raise PlanError("gate", "needs a tcp port in ports: the one the gate listens on")
+        if any(p.container_port == gate.admin_port for p in self.ports):
+            raise PlanError(
+                "gate.admin_port",
+                f"{gate.admin_port} is in ports: the admin port must not be one clients reach",
+            )
         if any(p.container_port == gate.upstream for p in self.ports):
             raise PlanError(
                 "gate.upstream", f"{gate.upstream} is a port the gate would listen on itself"
@@ -406,9 +412,25 @@ class WorkloadPlan:
         return cls.from_mapping(read_document(path))
 
 
+_HOOK_TOKEN = re.compile(r"([?&]token=)[^&]*")
+
+
 def plan_digest(plan: WorkloadPlan) -> str:
-    """A short hash of everything the plan declares; equal plans have equal digests."""
-    text = json.dumps(plan_to_mapping(plan), sort_keys=True, separators=(",", ":"))
+    """A short hash of everything the plan declares; equal plans have equal digests.
+
+    A gate's admin token is drawn fresh each time a plan is expanded (``plan.gating``): the
+    digest covers where it goes (the gate's environment, the drain hook's query), not its
+    value, so the same plan applied again is unchanged and keeps the token it runs with.
+    """
+    mapping = plan_to_mapping(plan)
+    for container in mapping.get("containers", ()):
+        env = container.get("env")
+        if env and GATE_TOKEN_ENV in env:
+            env[GATE_TOKEN_ENV] = "*"
+        hook = container.get("pre_stop_http")
+        if hook:
+            hook["path"] = _HOOK_TOKEN.sub(r"\1*", hook["path"])
+    text = json.dumps(mapping, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

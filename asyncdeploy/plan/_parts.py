@@ -48,6 +48,7 @@ from asyncdeploy.plan._fields import (
 
 __all__ = [
     "DEFAULT_GATE_IMAGE",
+    "GATE_TOKEN_ENV",
     "Autoheal",
     "Checks",
     "Gate",
@@ -65,6 +66,9 @@ __all__ = [
 ]
 
 DEFAULT_GATE_IMAGE = "asyncdeploy-gate/gate:latest"  # built by ci/build-gate-image.sh
+#: The environment variable that hands a gate its admin token (``plan.gating`` draws a fresh
+#: one per expansion; ``plan_digest`` covers where it goes, not its value).
+GATE_TOKEN_ENV = "ASYNCDEPLOY_GATE_TOKEN"
 
 RestartPolicy = Literal["no", "always", "on-failure", "unless-stopped"]
 PullPolicy = Literal["IfNotPresent", "Always", "Never"]
@@ -316,6 +320,39 @@ class Gate:
             "The longest the drain goes on serving new requests while traffic moves away (the kit's propagation window; it closes earlier once a readiness probe saw the drain and requests stopped), before it refuses them with 503."
         ),
     )
+    admin_port: int = attrs.field(
+        default=9901,
+        validator=port_number,
+        metadata=about(
+            "The gate's admin port: its drain, reached by the container's pre-stop hook with a per-workload token (never published, never in a Service; keep it off every port clients reach)."
+        ),
+    )
+
+    header_timeout_seconds: int = attrs.field(
+        default=10,
+        validator=positive_int,
+        metadata=about(
+            "From a request head's first byte (a new connection's opening) to its end: past it the client gets 408 and the connection closes (HAProxy's `timeout http-request`)."
+        ),
+    )
+    idle_timeout_seconds: int = attrs.field(
+        default=120,
+        validator=positive_int,
+        metadata=about(
+            "A kept-alive client connection with no request for this long is closed (keep it above your balancer's idle time for its connections to the gate)."
+        ),
+    )
+    max_connections: int | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(positive_int),
+        metadata=about(
+            "Client connections the gate holds at once; past it a newcomer gets 503 and is closed (default: half the gate's descriptor limit less a reserve)."
+        ),
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.admin_port == self.upstream:
+            raise PlanError("admin_port", f"{self.admin_port} is the engine's own port")
 
 
 @attrs.frozen(kw_only=True)

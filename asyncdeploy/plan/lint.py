@@ -11,8 +11,9 @@ liveness check needs a startup check, or it restarts a server still loading its 
 
 Known engines (vLLM, SGLang, TGI, Triton, llama.cpp's server: :mod:`asyncdeploy.plan.presets`)
 add their own stop behaviour: the budget must also hold the engine's own shutdown; an engine
-that aborts in-flight requests on SIGTERM needs a drain before it (a ``gate``); and one that
-drains on SIGTERM after a preStop drain spends the budget twice.
+that aborts in-flight requests on SIGTERM needs a drain before it (a ``gate``); one that
+drains on SIGTERM after a preStop drain spends the budget twice; and behind a gate, an engine
+listening beyond the workload's loopback can be reached around the gate.
 Ports (:mod:`asyncdeploy.plan.lint_ports`): a published port the server is known not to listen on,
 and a fixed host port, which keeps a replace from starting the new instance beside the old one.
 """
@@ -28,7 +29,7 @@ from asyncdeploy.durations import parse_duration
 from asyncdeploy.plan import Container, Probe, WorkloadPlan
 from asyncdeploy.plan.gating import GATE_MARGIN
 from asyncdeploy.plan.lint_ports import lint_ports, lint_replace_in_place
-from asyncdeploy.plan.presets import find_preset
+from asyncdeploy.plan.presets import EnginePreset, find_preset, is_loopback
 
 __all__ = ["DEFAULT_MARGIN_SECONDS", "GPU_RELEASE_SECONDS", "Finding", "lint_plan"]
 
@@ -225,8 +226,9 @@ def _lint_engine(
     preset = find_preset(container.image, argv)
     if preset is None:
         return []
-    findings = []
+    findings: list[Finding] = []
     where = "termination_grace_period_seconds"
+    findings += _lint_listen(path, container, preset, argv)
     drained_first = bool(container.gate or container.pre_stop or container.pre_stop_http)
     on_sigterm = preset.sigterm_drain(argv)
     behaviour = preset.describe_drain(argv)
@@ -273,3 +275,24 @@ def _lint_engine(
                 )
             )
     return findings
+
+
+def _lint_listen(
+    path: str, container: Container, preset: EnginePreset, argv: Sequence[str]
+) -> list[Finding]:
+    """Behind a gate, the engine's own port on an address clients reach bypasses the gate."""
+    if container.gate is None:
+        return []
+    address, said_by = preset.listen_address(argv, container.env)
+    if is_loopback(address):
+        return []
+    return [
+        Finding(
+            level="warning",
+            path=f"{path}.args",
+            message=f"{preset.name} listens on {address} ({said_by}): a client that finds its "
+            f"port {container.gate.upstream} on the workload's address goes around the gate "
+            f"(no drain, not counted); bind it to the workload's loopback: "
+            f"{preset.listen_flag} 127.0.0.1",
+        )
+    ]

@@ -28,7 +28,7 @@ DEMO_PORT = 8080  # the demo server's default --port, and what the demo image's 
 DEMO_IMAGE_REPOSITORY = "asyncdeploy-demo/server"
 
 Level = Literal["error", "warning"]
-Found = tuple[Level, str, str]  # (level, path, message): lint.Finding's fields
+PortFinding = tuple[Level, str, str]  # (level, path, message): lint.Finding's fields
 
 
 def _demo_port(words: Sequence[str]) -> int | None:
@@ -72,7 +72,7 @@ def listening_ports(
 
 def lint_ports(
     plan: WorkloadPlan, image_ports: Mapping[str, frozenset[int] | None] | None = None
-) -> list[Found]:
+) -> list[PortFinding]:
     """A warning for each published TCP port that the container publishing it is known not to
     listen on, and for each HTTP or TCP check aimed at such a port."""
     known = {
@@ -81,7 +81,7 @@ def lint_ports(
         if c.role == "run"
     }
     everywhere = frozenset().union(*(p for p in known.values() if p is not None))
-    findings: list[Found] = []
+    findings: list[PortFinding] = []
     for i, ports in known.items():
         if ports is None:
             continue
@@ -132,10 +132,10 @@ def _source(container: Container) -> str:
     return f"{container.image} EXPOSEs it"
 
 
-def lint_replace_in_place(plan: WorkloadPlan) -> list[Found]:
+def lint_replace_in_place(plan: WorkloadPlan) -> list[PortFinding]:
     """A warning for each fixed host port: the new instance of a replace cannot bind it while
     the old one serves on the same host, so the old one must drain first (downtime)."""
-    findings: list[Found] = []
+    findings: list[PortFinding] = []
     for i, container in enumerate(plan.containers):
         for j, port in enumerate(container.ports):
             if port.host_port is None:

@@ -83,14 +83,12 @@ async def replace_lock(
                 f"another replace of {plan_name!r} is running ({theirs.owner.describe()}, "
                 f"since {since}); wait for it to finish, then run this one again",
                 engine=driver.name,
-                status=409,
             )
         await driver.drop_marker(key, held)  # stale (or unreadable): its owner is gone
     else:
         raise ReplaceInProgress(
             f"could not take the replace lock of {plan_name!r}: another replace keeps taking it",
             engine=driver.name,
-            status=409,
         )
     try:
         yield mine

@@ -35,7 +35,6 @@ async def instance_of(driver: Driver, name: str) -> str | None:
             f"{name!r} has several instances ({', '.join(instances)}): a replace of it is under "
             "way, or one was interrupted; name the instance you mean",
             engine=driver.name,
-            status=409,
         )
     return instances[0]
 

@@ -17,7 +17,8 @@ flow lives here so that the deployer stays the small awaitable API.
 
 Where it can be stopped (a cancellation): until the old instances' drain begins, a cancellation
 removes the new instance (by a drain when it had been created and started) and leaves the old
-ones serving. From then on it is a drain like any other: ``kill_now`` cuts it short.
+ones serving. From then on it is a drain like any other: the operation's kill switch cuts it
+short (``Replacement.kill()``).
 
 The plan's named volumes (and on Kubernetes its Service) are never removed on the way: a drain
 while another instance of the plan mounts them (surge) leaves them to it (the engine refuses to
@@ -29,8 +30,8 @@ plan's last instance removes them.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Literal, cast
 
 import anyio
@@ -39,10 +40,12 @@ import attrs
 from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy._event_stream import drain_stream, workload_exists
+from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import (
     AsyncDeployError,
     CreateError,
+    OperationTimeout,
     PlanError,
     ReplaceFailed,
     WorkloadConflict,
@@ -69,7 +72,7 @@ __all__ = [
     "OnEvent",
     "ReplaceOptions",
     "ReplaceResult",
-    "Replacement",
+    "Replaced",
     "fixed_host_ports",
     "replacing",
 ]
@@ -85,8 +88,9 @@ OnEvent = Callable[[ReplaceEvent | DrainEvent | PullEvent], None]
 
 
 @attrs.frozen(kw_only=True)
-class Replacement:
-    """A replacement in progress: the new instance (ready) and the old ones' drain events.
+class Replaced:
+    """Where a replacement stands once entered: the new instance (ready), the old ones' drain
+    events (the public handle, :class:`asyncdeploy.Replacement`, holds this).
 
     With ``recreate`` the old ones were drained before the new one started: ``events`` is then
     empty, ``drained`` holds their summaries and ``downtime`` the seconds without an instance.
@@ -132,8 +136,8 @@ class ReplaceOptions:
 
     ``old``: the instances to drain (default: the workload named ``plan.name`` and every earlier
     instance of it); ``new_name``: the new instance's (default ``<plan.name>-<6 hex>``);
-    ``on_ready`` is awaited once the new one is ready, before any drain; ``kill_now`` cuts a
-    drain short; ``before_drain`` is called right before the old ones' drain begins;
+    ``on_ready`` is awaited once the new one is ready, before any drain; ``before_drain`` is
+    called right before the old ones' drain begins;
     ``on_event`` sees the replace events (and the drain events of a roll-back and of a
     ``recreate``'s drain), and must not block.
     """
@@ -144,15 +148,14 @@ class ReplaceOptions:
     grace_period_seconds: int | None = None
     on_ready: Callable[[WorkloadStatus], Awaitable[None]] | None = None
     strategy: Strategy = "auto"
-    kill_now: anyio.Event | None = None
     before_drain: Callable[[], None] | None = None
     on_event: OnEvent | None = None
 
 
 @asynccontextmanager
 async def replacing(
-    driver: Driver, plan: WorkloadPlan, options: ReplaceOptions
-) -> AsyncIterator[Replacement]:
+    driver: Driver, plan: WorkloadPlan, options: ReplaceOptions, kill: KillSwitch
+) -> AsyncIterator[Replaced]:
     """Replace the workload ``plan`` names by a new instance of it (see the module docstring).
 
     The new instance is named ``new_name`` (default ``<plan.name>-<6 hex>``) and labelled
@@ -175,24 +178,88 @@ async def replacing(
         raise WorkloadConflict(
             f"cannot start the replacement as {new_name!r}: a workload has that name",
             engine=driver.name,
-            status=409,
         )
     grace = max(plan.termination_grace_period_seconds, options.grace_period_seconds or 0)
     bound = options.ready_timeout + 2 * grace + LOCK_MARGIN
     lock = replace_lock(driver, plan.name, bound=bound, labels=dict(plan.labels))
+    deadline = _Deadline(anyio.current_time() + bound, f"replace of {plan.name}", bound)
     async with (
         lock,
-        _replacing_locked(driver, plan, options, new_name, emit) as replacement,
+        _replacing_locked(driver, plan, options, new_name, emit, kill, deadline) as replacement,
     ):
         yield replacement
 
 
+@attrs.frozen
+class _Deadline:
+    """The replace's own deadline: its lock's bound (past it the lock is stale, and another
+    replace may take over). Every wait before the old ones' drain is held to it."""
+
+    at: float
+    what: str
+    seconds: float
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Its steps, cancelled at the deadline (and cleaned as on any cancellation); only
+        that cancellation becomes ``OperationTimeout`` (a step's own timeout stays itself)."""
+        with anyio.CancelScope(deadline=self.at) as scope:
+            yield
+        if scope.cancelled_caught:
+            raise OperationTimeout(
+                f"the {self.what} did not finish within {self.seconds:g} s, its lock's bound "
+                "(what it had started was removed again)"
+            )
+
+
 @asynccontextmanager
 async def _replacing_locked(
-    driver: Driver, plan: WorkloadPlan, options: ReplaceOptions, new_name: str, emit: OnEvent
-) -> AsyncIterator[Replacement]:
-    grace_period_seconds, kill_now = options.grace_period_seconds, options.kill_now
-    on_ready, strategy, before_drain = options.on_ready, options.strategy, options.before_drain
+    driver: Driver,
+    plan: WorkloadPlan,
+    options: ReplaceOptions,
+    new_name: str,
+    emit: OnEvent,
+    kill: KillSwitch,
+    deadline: _Deadline,
+) -> AsyncIterator[Replaced]:
+    with deadline.held():
+        run, old, status = await _start(driver, plan, options, new_name, emit, kill)
+        found = None
+        if status is not None:  # surge: the new one is ready; the old ones are drained after
+            found = await run.old_found(old, options.before_drain)
+    if found is not None:
+        assert status is not None
+        # (the plan's volumes and Service stay: the new instance mounts and is behind them)
+        drain = drain_stream(driver, found, options.grace_period_seconds, kill)
+        async with drain as events:  # bounded by each driver (the grace, then a kill)
+            yield Replaced(new=status, old=old, events=events)
+        return
+    with deadline.held():
+        status, drained, downtime = await _recreate(driver, plan, options, run, old, emit)
+    send, receive = anyio.create_memory_object_stream[DrainEvent](0)
+    send.close()
+    with receive:
+        yield Replaced(
+            new=status,
+            old=old,
+            events=receive,
+            strategy="recreate",
+            drained=tuple(drained),
+            downtime=downtime,
+        )
+
+
+async def _start(
+    driver: Driver,
+    plan: WorkloadPlan,
+    options: ReplaceOptions,
+    new_name: str,
+    emit: OnEvent,
+    kill: KillSwitch,
+) -> tuple[_Run, tuple[str, ...], WorkloadStatus | None]:
+    """The strategy chosen (and said) and its run; with surge the new instance started and
+    ready (None: recreate, chosen or because the scheduler cannot place it beside the old)."""
+    on_ready, strategy = options.on_ready, options.strategy
     old = options.old
     if old is None:
         instances = await driver.list({LABEL_INSTANCE_OF: plan.name})
@@ -206,52 +273,50 @@ async def _replacing_locked(
     held = await _held_host_ports(driver, old) if driver.name != "kubernetes" else set()
     chosen, reason = _choose(strategy, plan, old, driver.name, held)
     emit(ReplaceStrategy(workload=plan.name, strategy=chosen, reason=reason, new=new_name, old=old))
-    run = _Run(driver, new_plan, options.ready_timeout, kill_now, emit, keep_volumes=bool(old))
+    run = _Run(driver, new_plan, options.ready_timeout, kill, emit, keep_volumes=bool(old))
     if chosen == "surge":
         bound = SCHEDULE_BOUND if strategy == "auto" and driver.name == "kubernetes" else None
         status = await run.start_new(on_ready, cannot_fit_within=bound)
-        if status is None:  # auto on Kubernetes: the scheduler cannot place both
-            chosen = "recreate"
-            emit(
-                ReplaceStrategy(
-                    workload=plan.name,
-                    strategy=chosen,
-                    reason=f"the new Pod cannot be scheduled beside the old one ({run.cannot_fit})",
-                    new=new_name,
-                    old=old,
-                )
+        if status is not None:
+            return run, old, status
+        chosen = "recreate"  # auto on Kubernetes: the scheduler cannot place both
+        emit(
+            ReplaceStrategy(
+                workload=plan.name,
+                strategy=chosen,
+                reason=f"the new Pod cannot be scheduled beside the old one ({run.cannot_fit})",
+                new=new_name,
+                old=old,
             )
-        else:
-            found = await run.old_found(old, before_drain)
-            # (the plan's volumes and Service stay: the new instance mounts and is behind them)
-            async with drain_stream(driver, found, grace_period_seconds, kill_now) as events:
-                yield Replacement(new=status, old=old, events=events)
-            return
+        )
+    return run, old, None
+
+
+async def _recreate(
+    driver: Driver,
+    plan: WorkloadPlan,
+    options: ReplaceOptions,
+    run: _Run,
+    old: tuple[str, ...],
+    emit: OnEvent,
+) -> tuple[WorkloadStatus, list[DrainSummary], float]:
+    """The old ones drained first, then the new one started: its status, the old ones'
+    summaries and the seconds without an instance."""
     # the images first: a pull that fails leaves the old instances serving
-    await driver.pull(new_plan, emit=cast(Emit, emit))
+    await driver.pull(run.plan, emit=cast(Emit, emit))
     recorded = await _recorded_plans(driver, old)  # what a failed recreate brings back
-    found = await run.old_found(old, before_drain)
+    found = await run.old_found(old, options.before_drain)
     started = anyio.current_time()
-    drained = await run.drain_forwarding(found, grace_period_seconds)
+    drained = await run.drain_forwarding(found, options.grace_period_seconds)
     run.old_drained = True
     try:
-        status = await run.start_new(on_ready, cannot_fit_within=None)
+        status = await run.start_new(options.on_ready, cannot_fit_within=None)
     except Exception as failure:
         raise await run.restore(plan.name, recorded, failure, started) from failure
     assert status is not None
     downtime = anyio.current_time() - started if old else 0.0
     emit(ReplaceDowntime(workload=plan.name, seconds=downtime))
-    send, receive = anyio.create_memory_object_stream[DrainEvent](0)
-    send.close()
-    with receive:
-        yield Replacement(
-            new=status,
-            old=old,
-            events=receive,
-            strategy="recreate",
-            drained=tuple(drained),
-            downtime=downtime,
-        )
+    return status, drained, downtime
 
 
 async def _recorded_plans(
@@ -319,7 +384,7 @@ class _Run:
     driver: Driver
     plan: WorkloadPlan  # the new instance's
     ready_timeout: float
-    kill_now: anyio.Event | None
+    kill: KillSwitch
     emit: OnEvent
     keep_volumes: bool = False  # the plan has other instances: its volumes are theirs too
     old_drained: bool = False  # a recreate, past the old instances' drain
@@ -398,9 +463,7 @@ class _Run:
         """Drain the old instances before the new one exists (recreate), their events handed
         to ``emit``; a failed drain raises and nothing is created."""
         summaries: list[DrainSummary] = []
-        drain = drain_stream(
-            self.driver, found, grace_period_seconds, self.kill_now, keep_volumes=True
-        )
+        drain = drain_stream(self.driver, found, grace_period_seconds, self.kill, keep_volumes=True)
         async with drain as events:
             async for event in events:
                 if isinstance(event, DrainFinished):
@@ -426,16 +489,16 @@ class _Run:
 
     async def _roll_back(self, *, drain: bool, reason: str) -> None:
         """Remove the new instance, shielded and bounded: with a drain when it may have served
-        (``kill_now`` cuts that short), else at once. The plan's named volumes stay when it has
-        other instances (or had: a recreate's). Its errors are reported, never raised: why the
-        replacement failed is the news."""
+        (the kill switch cuts that short), else at once. The plan's named volumes stay when it
+        has other instances (or had: a recreate's). Its errors are reported, never raised: why
+        the replacement failed is the news."""
         name = self.plan.name
         grace = self.plan.termination_grace_period_seconds if drain else 0
         with anyio.CancelScope(shield=True), anyio.move_on_after(grace + ROLL_BACK_MARGIN):
             try:
                 found = await self.driver.find([name])
                 async with drain_stream(
-                    self.driver, found, grace, self.kill_now, keep_volumes=self.keep_volumes
+                    self.driver, found, grace, self.kill, keep_volumes=self.keep_volumes
                 ) as events:
                     async for event in events:
                         self.emit(event)

@@ -1,7 +1,7 @@
 """A real HAProxy between verify's clients and the workloads, as users run it.
 
 Stock settings: round robin, an HTTP health check (``GET /ready``) every ``check_interval`` with
-``fall``/``rise``, and no retry of any kind (``retries 0``, no ``retry-on``, no ``redispatch``):
+``fall``/``rise`` (by default HAProxy's own: ``inter 2s fall 3 rise 2``), and no retry of any kind (``retries 0``, no ``retry-on``, no ``redispatch``):
 whatever a workload answers while it drains, a client sees. HAProxy runs as verify's child process
 (``-db``: in the foreground, never as a service), its configuration and runtime socket in a
 temporary directory; both go on every way out, cancellation included.
@@ -51,10 +51,11 @@ class BalancerError(AsyncDeployError):
 
 @attrs.frozen(kw_only=True)
 class BalancerOptions:
-    """The health check every balancer has; the interval is the "LB delay" of the article."""
+    """The health check every balancer has; the interval is the "LB delay" of the article.
+    The defaults are HAProxy's own (``inter 2s``, ``fall 3``, ``rise 2``): what a user gets."""
 
-    check_interval: float = attrs.field(default=0.5, validator=attrs.validators.gt(0))
-    fall: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    check_interval: float = attrs.field(default=2.0, validator=attrs.validators.gt(0))
+    fall: int = attrs.field(default=3, validator=attrs.validators.ge(1))
     rise: int = attrs.field(default=2, validator=attrs.validators.ge(1))
     check_path: str | None = None  # None: the plan's readiness path on the traffic port
     # how long one check may take; None: HAProxy's own default (the interval)

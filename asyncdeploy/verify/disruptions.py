@@ -3,20 +3,21 @@
 ``delete`` drains the first instance, ``replace`` starts a successor (``<plan>-next``) and drains
 the first instance once the successor is ready and routed to, ``delete-all`` drains every
 instance of the run at once. Each is a :class:`Disruption` in :data:`DISRUPTIONS`: the drain as
-one event stream, and what the run must prepare and expect around it.
+one event stream, and what the run must prepare and expect around it. Each drain begins once a
+request is in flight on what it drains (waited for a while: sparse traffic may leave an
+instance idle for seconds), or the run would test nothing of a drain.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Literal
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal
 
 import anyio
 import attrs
-from anyio.abc import ObjectReceiveStream
 
-from asyncdeploy.deployer import Deployer, Replacement
+from asyncdeploy._operations import Operation
+from asyncdeploy.deployer import Deployer
 from asyncdeploy.events import DrainEvent
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.results import WorkloadStatus
@@ -25,7 +26,7 @@ from asyncdeploy.verify.front import Front
 __all__ = ["DISRUPTIONS", "Disruption", "DrainStream", "Mode", "Scene"]
 
 Mode = Literal["delete", "replace", "delete-all"]
-DrainStream = AbstractAsyncContextManager[ObjectReceiveStream[DrainEvent]]
+DrainStream = Operation[DrainEvent, Any]  # a Drain, or a Replacement (the old one's drain)
 
 
 @attrs.frozen(kw_only=True)
@@ -41,17 +42,21 @@ class Scene:
     grace_period_seconds: int | None
     ready_timeout: float
     say: Callable[[str], None]
+    #: Returns once a request is in flight on one of the named workloads (or after a while).
+    in_flight_on: Callable[[Sequence[str]], Awaitable[None]]
 
 
 @attrs.frozen
 class Disruption:
     """One mode: its drain, whether it starts the successor (so the balancer must know of it
-    from the start), and whether instances are left serving afterwards (traffic goes on a while
-    to show it)."""
+    from the start), whether instances are left serving afterwards (traffic goes on a while
+    to show it), and the workloads that must hold a request before the drain is started (none:
+    it waits itself, once its successor is routed to)."""
 
     drain: Callable[[Scene], DrainStream]
     starts_successor: bool
     leaves_serving: Callable[[int], bool]  # given the number of instances
+    busy_first: Callable[[Scene], Sequence[str]] = lambda scene: ()
 
 
 def _delete_first(scene: Scene) -> DrainStream:
@@ -74,31 +79,32 @@ def _replace_first(scene: Scene) -> DrainStream:
         await scene.front.add(new.name, new_port)
         if scene.front.name is None:
             await anyio.sleep(1)  # the router follows readiness: let it see it
+        await scene.in_flight_on([old])
         scene.say(f"{new.name} ready; draining {old} with requests in flight")
 
     scene.say(f"replacing {old} by {new.name} (Deployer.replacing)")
-    return _events_of(
-        scene.deployer.replacing(
-            new,
-            old=[old],
-            new_name=new.name,
-            ready_timeout=scene.ready_timeout,
-            grace_period_seconds=scene.grace_period_seconds,
-            on_ready=route_to_new,
-        )
+    return scene.deployer.replacing(
+        new,
+        old=[old],
+        new_name=new.name,
+        ready_timeout=scene.ready_timeout,
+        grace_period_seconds=scene.grace_period_seconds,
+        on_ready=route_to_new,
     )
 
 
-@asynccontextmanager
-async def _events_of(
-    replacing: AbstractAsyncContextManager[Replacement],
-) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
-    async with replacing as replacement:
-        yield replacement.events
-
-
 DISRUPTIONS: dict[Mode, Disruption] = {
-    "delete": Disruption(_delete_first, starts_successor=False, leaves_serving=lambda n: n > 1),
+    "delete": Disruption(
+        _delete_first,
+        starts_successor=False,
+        leaves_serving=lambda n: n > 1,
+        busy_first=lambda scene: scene.names[:1],
+    ),
     "replace": Disruption(_replace_first, starts_successor=True, leaves_serving=lambda n: True),
-    "delete-all": Disruption(_delete_every, starts_successor=False, leaves_serving=lambda n: False),
+    "delete-all": Disruption(
+        _delete_every,
+        starts_successor=False,
+        leaves_serving=lambda n: False,
+        busy_first=lambda scene: scene.names,
+    ),
 }

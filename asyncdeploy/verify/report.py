@@ -52,15 +52,32 @@ class VerifyReport:
         drained = all(s.ok for s in self.summaries) and bool(self.summaries)
         served = any(r.outcome == "completed" for r in self.records)  # no traffic proves nothing
         wrk_clean = self.wrk is None or self.wrk.failures == 0
-        return drained and served and wrk_clean and not self.bad
+        # a drain with nothing to hold tested nothing of what a drain is for
+        tested = self.in_flight_on_disrupted > 0
+        return drained and served and tested and wrk_clean and not self.bad
+
+    def _in_flight(self, record: RequestRecord) -> bool:
+        at = self.drain_started_at
+        return at is not None and record.started <= at and (record.ended or at + 1) > at
 
     @property
     def in_flight_at_drain(self) -> int:
         """Requests that had started and not yet ended when the drain began."""
-        at = self.drain_started_at
-        if at is None:
-            return 0
-        return sum(1 for r in self.records if r.started <= at and (r.ended or at + 1) > at)
+        return sum(1 for r in self.records if self._in_flight(r))
+
+    @property
+    def disrupted(self) -> tuple[str, ...]:
+        """The workloads the disruption drained."""
+        return tuple(dict.fromkeys(s.workload for s in self.summaries))
+
+    @property
+    def in_flight_on_disrupted(self) -> int:
+        """Requests in flight on a drained workload when the drain began (served by it, or
+        sent to it and not answered yet)."""
+        drained = set(self.disrupted)
+        return sum(
+            1 for r in self.records if self._in_flight(r) and ({r.instance, r.endpoint} & drained)
+        )
 
     def table(self) -> str:
         """Requests by kind (rows) and outcome (columns); gated outcomes are always shown."""
@@ -80,7 +97,11 @@ class VerifyReport:
     def text(self) -> str:
         through = f", through {self.balancer}" if self.balancer else ""
         lines = [f"verify on {self.driver}, disruption: {self.mode}{through}", "", self.table(), ""]
-        lines.append(f"in flight when the drain began: {self.in_flight_at_drain}")
+        lines.append(
+            f"in flight when the drain began: {self.in_flight_at_drain}, "
+            f"on the drained {'/'.join(self.disrupted) or 'workload'}: "
+            f"{self.in_flight_on_disrupted}"
+        )
         if self.wrk is not None:
             lines.append(self.wrk.text())
         retried = sum(1 for r in self.records if r.refusals and r.outcome == "completed")
@@ -108,6 +129,11 @@ class VerifyReport:
             lines.append(f"  ... and {len(self.bad) - 20} more")
         if not any(r.outcome == "completed" for r in self.records):
             lines.append("no request completed: the run proves nothing (are the requests right?)")
+        elif self.summaries and not self.in_flight_on_disrupted:
+            lines.append(
+                "nothing was in flight on the drained workload when its drain began: the run "
+                "proves nothing (send longer requests or streams, or more of them)"
+            )
         lines.append(
             "PASS: no request refused (503 or at connect), truncated, lost, failed or duplicated"
             if self.passed
@@ -122,6 +148,7 @@ class VerifyReport:
             "mode": self.mode,
             "passed": self.passed,
             "in_flight_at_drain": self.in_flight_at_drain,
+            "in_flight_on_disrupted": self.in_flight_on_disrupted,
             "balancer": self.balancer,
             "balancer_states": [attrs.asdict(s) for s in self.balancer_states],
             "wrk": None if self.wrk is None else attrs.asdict(self.wrk),

@@ -14,16 +14,24 @@ import anyio
 import attrs
 
 from asyncdeploy.deployer import Deployer
-from asyncdeploy.errors import DrainError, WorkloadConflict
+from asyncdeploy.errors import DrainError, OperationTimeout, WorkloadConflict
 from asyncdeploy.events import DrainEvent, DrainStarted, Event
 from asyncdeploy.plan import Checks, Container, HTTPGet, Port, Probe, WorkloadPlan
 from asyncdeploy.verify._ports import free_port
 from asyncdeploy.verify.balancer import BalancerOptions, ServerState
 from asyncdeploy.verify.disruptions import DISRUPTIONS, Disruption, DrainStream, Mode, Scene
 from asyncdeploy.verify.front import Front, opened_front
+from asyncdeploy.verify.nginx import NginxConfig
 from asyncdeploy.verify.report import VerifyReport
 from asyncdeploy.verify.requests import RequestSpec
-from asyncdeploy.verify.traffic import RequestRecord, TrafficMix, send_traffic
+from asyncdeploy.verify.traffic import (
+    Clients,
+    Connection,
+    RequestRecord,
+    TrafficMix,
+    opened_clients,
+    send_traffic,
+)
 from asyncdeploy.verify.wrk import WrkResult, run_wrk
 
 __all__ = [
@@ -40,8 +48,11 @@ __all__ = [
 DEMO_IMAGE = "asyncdeploy-demo/server:latest"
 VERIFY_LABEL = "asyncdeploy-verify"
 CONTROL_SOCKET = "/run/asyncdeploy/control.sock"
-Balancer = Literal["haproxy", "service"]  # service: Kubernetes, routed as kube-proxy does
+# service: Kubernetes, routed as kube-proxy does
+Balancer = Literal["haproxy", "nginx", "service"]
+PROXIES = ("haproxy", "nginx")  # a real balancer verify starts, with one address
 MAX_INSTANCES = 9
+IN_FLIGHT_WAIT = 15.0  # seconds past the warm-up for a request in flight on what is drained
 
 
 @attrs.frozen(kw_only=True)
@@ -58,6 +69,11 @@ class VerifyOptions:
     )
     balancer: Balancer | None = None  # None: verify's own router (which retries refusals)
     balancer_options: BalancerOptions = attrs.field(factory=BalancerOptions)
+    # the clients' habit: a kept-alive pool per kind of request (the SDKs'), or a fresh
+    # connection per request
+    connection: Connection = "keep-alive"
+    # nginx's configuration: the one the docs recommend for lossless drains, or its defaults
+    nginx_config: NginxConfig = "lossless"
     # how many copies of the plan take the traffic; None: two behind a balancer (one is
     # disrupted, the other keeps serving) and for delete-all, else one
     instances: int | None = attrs.field(
@@ -74,9 +90,10 @@ class VerifyOptions:
     )
 
     def __attrs_post_init__(self) -> None:
-        if self.wrk_connections and self.balancer != "haproxy":
+        if self.wrk_connections and self.balancer not in PROXIES:
             raise ValueError(
-                "wrk needs one address to load: use it with a balancer (--balancer haproxy)"
+                "wrk needs one address to load: use it with a balancer (--balancer haproxy "
+                "or nginx)"
             )
         if self.balancer is not None and self.mode == "delete-all":
             raise ValueError(
@@ -103,10 +120,13 @@ def demo_plan(
     propagation_wait: str = "2s",
     ignore_sigterm: bool = False,
     extra_containers: Sequence[Container] = (),
+    balancer_check: BalancerOptions | None = None,
 ) -> WorkloadPlan:
     """The demo inference server as a workload: readiness check, pre_stop drain, one port.
 
     With ``ignore_sigterm`` it is the negative control: no drain hook, SIGTERM ignored.
+    ``balancer_check``: the check of the balancer in front, declared to the drain (its window
+    may then close once that check has certainly taken the server out).
     """
     drain_timeout = max(1, grace_period_seconds - 5)
     command = [
@@ -135,6 +155,13 @@ def demo_plan(
             "--timeout",
             str(drain_timeout),
         ]
+        if balancer_check is not None:
+            pre_stop += [
+                "--balancer-interval",
+                f"{balancer_check.check_interval:g}s",
+                "--balancer-fall",
+                str(balancer_check.fall),
+            ]
     server = Container(
         name="server",
         image=image,
@@ -205,7 +232,6 @@ async def _refuse_taken(deployer: Deployer, names: Sequence[str]) -> None:
                 f"a workload named {name!r} already exists; verify creates and removes its own "
                 "workloads and will not touch it: choose another plan name",
                 engine=deployer.driver_name,
-                status=409,
             )
 
 
@@ -233,19 +259,51 @@ async def run_verify(
     # a balancer is told of every server it may send to at its start: the successor too
     declared = [*instances, *([successor] if disruption.starts_successor else [])]
     await _refuse_taken(deployer, [p.name for p, _ in declared])
+    deadline = run_deadline(options, plan, len(declared))
     try:
-        async with verify.opened(plan, ready_path(plan, options.port), declared) as (
-            session,
-            front,
-        ):
-            await verify.deploy(instances, front)
-            scene = verify.scene(names, successor, front)
-            await verify.disrupt_under_traffic(session, scene, disruption)
-            states = front.states()
+        with anyio.move_on_after(deadline) as bounded:  # only its expiry is OperationTimeout
+            async with verify.opened(plan, ready_path(plan, options.port), declared) as (
+                clients,
+                front,
+            ):
+                await verify.deploy(instances, front)
+                scene = verify.scene(names, successor, front)
+                await verify.disrupt_under_traffic(clients, scene, disruption)
+                states = front.states()
+        if bounded.cancelled_caught:
+            raise OperationTimeout(
+                f"verify did not end within {deadline:g} s, the sum of its steps' bounds "
+                "(every workload it made was removed)"
+            )
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(60):
             await deployer.delete_all({VERIFY_LABEL: verify.run}, grace_period_seconds=0)
     return verify.report(front.name, states)
+
+
+CREATE_BOUND = 120.0  # one instance's create: its pulls from a registry, the engine's calls
+MARGIN = 60.0
+
+
+def run_deadline(options: VerifyOptions, plan: WorkloadPlan, workloads: int) -> float:
+    """A run's own deadline, in seconds: the bounds of its steps, summed. Each workload is made
+    (``CREATE_BOUND``) and waited for (``ready_timeout``); the traffic warms up, a request in
+    flight on what is drained is waited for (``IN_FLIGHT_WAIT``), the drain takes
+    its grace twice over (a follower's, a kill's clean-up), what is left serves on, and the last
+    request may take its whole ``request_timeout``. Past it, a step that waits on something that
+    never answers (an engine, a balancer) ends the run with an error instead of a hang."""
+    grace = options.grace_period_seconds
+    if grace is None:
+        grace = plan.termination_grace_period_seconds
+    return (
+        workloads * (CREATE_BOUND + options.ready_timeout)
+        + options.warmup_seconds
+        + IN_FLIGHT_WAIT
+        + 2 * grace
+        + options.after_seconds
+        + options.mix.request_timeout
+        + MARGIN
+    )
 
 
 @attrs.define(kw_only=True)
@@ -266,16 +324,15 @@ class _Run:
     @asynccontextmanager
     async def opened(
         self, plan: WorkloadPlan, ready_path: str, declared: Sequence[tuple[WorkloadPlan, int]]
-    ) -> AsyncIterator[tuple[aiohttp.ClientSession, Front]]:
-        """The clients' session and the front (the router, or a balancer that knows of every
-        server ``declared``, checking ``ready_path`` unless told another)."""
+    ) -> AsyncIterator[tuple[Clients, Front]]:
+        """The clients and the front (the router, or a balancer that knows of every server
+        ``declared``, checking ``ready_path`` unless told another)."""
         balancer_options = self.options.balancer_options
         if balancer_options.check_path is None:
             balancer_options = attrs.evolve(balancer_options, check_path=ready_path)
         servers = [(p.name, port) for p, port in declared]
-        connector = aiohttp.TCPConnector(force_close=True)  # a fresh connection per request
         async with (
-            aiohttp.ClientSession(connector=connector) as session,
+            opened_clients(self.requests, self.options.connection) as clients,
             opened_front(
                 self.options.balancer,
                 servers,
@@ -284,9 +341,10 @@ class _Run:
                 plan=plan,
                 port=self.options.port,
                 driver=self.deployer.driver,
+                nginx_config=self.options.nginx_config,
             ) as front,
         ):
-            yield session, front
+            yield clients, front
 
     def scene(
         self, names: Sequence[str], successor: tuple[WorkloadPlan, int], front: Front
@@ -300,7 +358,19 @@ class _Run:
             grace_period_seconds=self.options.grace_period_seconds,
             ready_timeout=self.options.ready_timeout,
             say=self.say,
+            in_flight_on=self.in_flight_on,
         )
+
+    async def in_flight_on(self, names: Sequence[str]) -> None:
+        """Return once a request is in flight on one of ``names`` (answering, or sent to it
+        and not answered yet), or after ``IN_FLIGHT_WAIT`` s (the report then says the run
+        tested nothing)."""
+        wanted = set(names)
+        with anyio.move_on_after(IN_FLIGHT_WAIT):
+            while True:  # the records change under the clients' tasks: looked at, not awaited
+                if any(r.ended is None and {r.instance, r.endpoint} & wanted for r in self.records):
+                    return
+                await anyio.sleep(0.05)
 
     async def deploy(self, instances: Sequence[tuple[WorkloadPlan, int]], front: Front) -> None:
         for instance, host_port in instances:
@@ -310,16 +380,16 @@ class _Run:
             await front.add(instance.name, host_port)
 
     async def disrupt_under_traffic(
-        self, session: aiohttp.ClientSession, scene: Scene, disruption: Disruption
+        self, clients: Clients, scene: Scene, disruption: Disruption
     ) -> None:
         """Traffic (and the front following readiness) from before the disruption until every
         request it sent has ended."""
         options, front = self.options, scene.front
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(front.follow, session)
+        async with aiohttp.ClientSession() as polls, anyio.create_task_group() as tg:
+            tg.start_soon(front.follow, polls)
 
             async def traffic() -> None:
-                await self.load(session, front)
+                await self.load(clients, front)
                 tg.cancel_scope.cancel()  # every request ended: stop following
 
             tg.start_soon(traffic)
@@ -329,19 +399,22 @@ class _Run:
                 f"in {options.warmup_seconds:g} s"
             )
             await anyio.sleep(options.warmup_seconds)
+            busy = disruption.busy_first(scene)
+            if busy:
+                await self.in_flight_on(busy)
             await _disrupt(disruption.drain(scene), self.events, self.on_event)
             if disruption.leaves_serving(len(scene.names)):
                 await anyio.sleep(options.after_seconds)  # what is left keeps serving
             self.stop.set()
             self.say("waiting for the last requests to end")
 
-    async def load(self, session: aiohttp.ClientSession, front: Front) -> None:
+    async def load(self, clients: Clients, front: Front) -> None:
         """verify's clients, and wrk beside them when asked, until ``stop``."""
         async with anyio.create_task_group() as load:
             load.start_soon(
                 functools.partial(
                     send_traffic,
-                    session,
+                    clients,
                     front.target,
                     self.requests,
                     self.options.mix,

@@ -5,6 +5,10 @@ Requests go to a :class:`Target`: verify's own :class:`Router`, which sends each
 draining instance stops receiving new requests one poll after it starts failing readiness) and
 retries a refusal on another endpoint; or a real load balancer's one address (no retry: whatever
 the balancer answers, the client keeps).
+
+The clients behave as the SDKs users have (the OpenAI SDK, httpx, aiohttp): each kind of request
+is one client with its own pool of HTTP/1.1 connections, kept alive and reused
+(:class:`Clients`); ``connection="close"`` opens a fresh connection for every request instead.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import json
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Literal, Protocol
 
 import aiohttp
@@ -24,19 +29,23 @@ import attrs
 from asyncdeploy.verify.requests import RequestSpec
 
 __all__ = [
+    "CONNECTIONS",
     "GATED_OUTCOMES",
     "OUTCOMES",
     "SERVED_BY_HEADERS",
+    "Clients",
+    "Connection",
     "Endpoint",
     "RequestRecord",
     "Router",
     "SingleEndpoint",
     "Target",
     "TrafficMix",
+    "opened_clients",
     "send_traffic",
 ]
 
-Outcome = Literal[
+ClientOutcome = Literal[
     "completed",  # the whole answer arrived (a stream with its final marker, when one is named)
     "refused",  # answered 503 in the end: through a balancer at once, by the router after retries
     "unavailable",  # the connection was refused: nothing listened any more
@@ -46,7 +55,7 @@ Outcome = Literal[
     "failed",  # any other status than the one expected
     "duplicated",  # admitted by two instances
 ]
-OUTCOMES: tuple[Outcome, ...] = (
+OUTCOMES: tuple[ClientOutcome, ...] = (
     "completed",
     "refused",
     "unavailable",
@@ -59,7 +68,7 @@ OUTCOMES: tuple[Outcome, ...] = (
 # "unavailable" fails a run too: the router stops sending to an instance one poll after its
 # readiness fails, long before a draining server closes its listener, so a refused connection
 # means the instance went away under traffic (and a request cut that way may hide behind it).
-GATED_OUTCOMES: tuple[Outcome, ...] = (
+GATED_OUTCOMES: tuple[ClientOutcome, ...] = (
     "refused",
     "unavailable",
     "truncated",
@@ -68,6 +77,10 @@ GATED_OUTCOMES: tuple[Outcome, ...] = (
     "duplicated",
 )
 READY_POLL_SECONDS = 0.25
+Connection = Literal["keep-alive", "close"]
+CONNECTIONS: tuple[Connection, ...] = ("keep-alive", "close")
+#: The pool of one client (aiohttp's default, as the SDKs' pools are in the hundreds).
+POOL_SIZE = 100
 # who served a request: the balancer's server name first, then the demo server's own header
 SERVED_BY_HEADERS = ("X-Asyncdeploy-Server", "X-Served-By")
 
@@ -118,7 +131,7 @@ class RequestRecord:
     status: int | None = None
     bytes: int = 0
     done_frame: bool = False  # a stream's final marker arrived
-    outcome: Outcome | None = None
+    outcome: ClientOutcome | None = None
     error: str | None = None
     attempts: int = 0
     refusals: int = 0  # 503s seen (a retried one may still complete)
@@ -185,8 +198,29 @@ async def _is_ready(session: aiohttp.ClientSession, url: str) -> bool:
         return False
 
 
+Clients = Callable[[RequestSpec], aiohttp.ClientSession]
+"""The client that sends a kind of request."""
+
+
+@asynccontextmanager
+async def opened_clients(
+    requests: Sequence[RequestSpec], connection: Connection = "keep-alive"
+) -> AsyncIterator[Clients]:
+    """One client per kind of request, as an application has one SDK client per purpose: a
+    pool of kept-alive HTTP/1.1 connections, reused from request to request; with
+    ``connection="close"`` a fresh connection for every request. All closed on the way out."""
+    async with AsyncExitStack() as stack:
+        sessions: dict[str, aiohttp.ClientSession] = {}
+        for spec in requests:
+            if spec.label not in sessions:
+                connector = aiohttp.TCPConnector(force_close=connection == "close", limit=POOL_SIZE)
+                session = aiohttp.ClientSession(connector=connector)
+                sessions[spec.label] = await stack.enter_async_context(session)
+        yield lambda spec: sessions[spec.label]
+
+
 async def send_traffic(
-    session: aiohttp.ClientSession,
+    session: aiohttp.ClientSession | Clients,
     target: Target,
     requests: Sequence[RequestSpec],
     mix: TrafficMix,
@@ -197,8 +231,12 @@ async def send_traffic(
 ) -> None:
     """Issue each request at its rate until ``stop`` is set; wait for all of them to end.
 
+    ``session``: one session for every request, or the client of each kind (:func:`opened_clients`).
     ``retries`` (default: the mix's) is how often a 503 is tried again on another endpoint."""
     tries = 1 + (mix.retries if retries is None else retries)
+    clients: Clients = (
+        (lambda _: session) if isinstance(session, aiohttp.ClientSession) else session
+    )
     streams: Counter[str] = Counter()
     async with anyio.create_task_group() as in_flight:
 
@@ -219,7 +257,9 @@ async def send_traffic(
                         and mix.client_abort_every > 0
                         and streams[spec.label] % mix.client_abort_every == 0
                     )
-                    in_flight.start_soon(_request, session, target, spec, mix, record, tries, abort)
+                    in_flight.start_soon(
+                        _request, clients(spec), target, spec, mix, record, tries, abort
+                    )
                 next_at += interval
                 with anyio.move_on_after(max(0.0, next_at - anyio.current_time())):
                     await stop.wait()

@@ -26,7 +26,7 @@ from .state import (
     RequestOutcome,
     StateChanged,
 )
-from .window import PropagationWindow, WindowClose
+from .window import BalancerCheck, PropagationWindow, WindowClose
 
 Outcome = RequestOutcome
 """The name :class:`RequestOutcome` had before it was told apart from the deployer's
@@ -35,6 +35,7 @@ Outcome = RequestOutcome
 __all__ = [
     "METRICS_CONTENT_TYPE",
     "Admission",
+    "BalancerCheck",
     "ControlSocketError",
     "ControlSocketInUse",
     "DrainController",

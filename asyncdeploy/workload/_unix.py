@@ -18,6 +18,8 @@ import stat
 import anyio
 from anyio.abc import SocketStream
 
+from asyncdeploy._backoff import ACCEPT
+
 from .errors import ControlSocketError
 
 __all__ = [
@@ -34,7 +36,6 @@ logger = logging.getLogger("asyncdeploy.workload")
 
 # Out of file descriptors: wait for connections to close instead of failing the server.
 _FD_EXHAUSTED = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
-_ACCEPT_BACKOFF = (0.05, 1.0)  # first and longest pause while descriptors are exhausted
 
 
 def _trusted_owner(uid: int) -> bool:
@@ -130,7 +131,7 @@ async def accept_nonblocking(listening: socket.socket) -> socket.socket:
     unexpected, but never ends the control socket's server either (and with it the server
     it runs beside): the pending connections wait in the listen backlog meanwhile.
     """
-    backoff = _ACCEPT_BACKOFF[0]
+    pauses = ACCEPT.pauses()
     while True:
         await anyio.wait_readable(listening)
         try:
@@ -138,6 +139,7 @@ async def accept_nonblocking(listening: socket.socket) -> socket.socket:
         except (BlockingIOError, InterruptedError, ConnectionAbortedError):
             continue
         except OSError as exc:
+            backoff = next(pauses)
             if exc.errno in _FD_EXHAUSTED:
                 logger.warning(
                     "control socket: cannot accept (%s); retrying in %.2f s", exc.strerror, backoff
@@ -147,7 +149,6 @@ async def accept_nonblocking(listening: socket.socket) -> socket.socket:
                     "control socket: unexpected accept error %r; retrying in %.2f s", exc, backoff
                 )
             await anyio.sleep(backoff)
-            backoff = min(backoff * 2, _ACCEPT_BACKOFF[1])
             continue
         client.setblocking(False)
         return client

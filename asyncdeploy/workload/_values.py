@@ -63,6 +63,11 @@ class DrainStatistics:
     readiness_failed_after: float | None = None
     window_closed_after: float | None = None
     window_close_reason: str | None = None
+    #: When the deployer said traffic left the server's endpoints (seconds from the drain
+    #: start; negative: before it), and the balancer check declared for the drain.
+    traffic_left_after: float | None = None
+    balancer_interval: float | None = None
+    balancer_fall: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self, recurse=False)

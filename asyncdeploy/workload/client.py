@@ -26,8 +26,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from ._unix import check_trusted_socket, connect_unix
 from .errors import ControlSocketError
 from .state import DrainStatistics
+from .window import BalancerCheck
 
-__all__ = ["DrainReport", "control_request", "run_drain_command"]
+__all__ = ["DrainReport", "control_request", "drain_request", "run_drain_command"]
 
 _MAX_REPLY = 64 * 1024
 #: Bound of one request when the command has no timeout of its own.
@@ -131,19 +132,31 @@ class DrainReport:
         return data
 
 
+def drain_request(propagation_wait: float | None, balancer: BalancerCheck | None) -> str:
+    """The control socket's ``drain`` line for these arguments."""
+    words = ["drain"]
+    if propagation_wait is not None:
+        words.append(f"propagation={propagation_wait!r}")
+    if balancer is not None:
+        words += [f"balancer-interval={balancer.interval!r}", f"balancer-fall={balancer.fall}"]
+    return " ".join(words)
+
+
 async def run_drain_command(
     socket_path: str | os.PathLike[str],
     propagation_wait: float | None,
     timeout: float | None,
     *,
+    balancer: BalancerCheck | None = None,
     poll_interval: float = 0.1,
 ) -> DrainReport:
     """Tell the server to drain, then wait until its propagation window closed and in-flight
     is zero; return what was seen.
 
     ``propagation_wait`` bounds the server's propagation window for this drain (None: the
-    server's own setting): the server keeps serving new requests until traffic has visibly
-    left, at most that long, then refuses them. ``timeout`` bounds the whole command, connecting
+    server's own setting): the server keeps serving new requests until every balancer has
+    certainly stopped sending (``balancer``: the check of the balancer in front, see
+    :class:`BalancerCheck`), at most that long, then refuses them. ``timeout`` bounds the whole command, connecting
     included (like the grace period bounds a preStop hook). The status is polled every
     ``poll_interval`` s on one connection, so no wait is ever silent for long. Raises
     :class:`ControlSocketError` if the drain cannot be requested (no socket, an untrusted one,
@@ -154,7 +167,7 @@ async def run_drain_command(
     deadline = math.inf if timeout is None else start + timeout
     error: str | None = None
     waited: float | None = None
-    command = "drain" if propagation_wait is None else f"drain propagation={propagation_wait!r}"
+    command = drain_request(propagation_wait, balancer)
     async with contextlib.AsyncExitStack() as stack:
         with _reply_by(path, "drain", deadline):
             connection = await stack.enter_async_context(_connect(path))

@@ -1,9 +1,12 @@
 """Local control socket: a Unix socket (mode 0600, in a private directory) speaking one-line
 commands.
 
-Requests are lines: ``drain`` (begin the drain, idempotent), ``drain propagation=SECONDS``
-(the same, bounding this drain's propagation window; it can shorten a window already open, never
-extend it) or ``status``. Every reply is one JSON line:
+Requests are lines: ``drain`` (begin the drain, idempotent), with optional arguments
+``propagation=SECONDS`` (bound this drain's propagation window; it can shorten a window already
+open, never extend it) and ``balancer-interval=SECONDS balancer-fall=N`` (the check of the
+balancer in front: the window may close once it has certainly taken the server out);
+``traffic-left`` (the deployer saw the server leave every ready endpoint set: the window may
+close after kube-proxy's margin); or ``status``. Every reply is one JSON line:
 ``{"ok": true, "command": ..., "status": {...DrainStatistics...}}``; ``drain`` adds
 ``"started"`` (whether this command began the drain), errors are ``{"ok": false, "error": ...}``.
 The client is :mod:`asyncdeploy.workload.client`.
@@ -35,8 +38,9 @@ from ._unix import (
 )
 from .errors import ControlSocketError, ControlSocketInUse
 from .state import DrainController
+from .window import BalancerCheck
 
-__all__ = ["serve_control_socket"]
+__all__ = ["execute_command", "serve_control_socket"]
 
 logger = logging.getLogger("asyncdeploy.workload")
 
@@ -200,28 +204,54 @@ async def _converse(
         logger.exception("control connection failed")
 
 
-def _drain_arguments(words: list[str]) -> float | None:
-    """The ``propagation=SECONDS`` argument of ``drain`` (None without it)."""
-    propagation = None
+def _drain_arguments(words: list[str]) -> tuple[float | None, BalancerCheck | None]:
+    """``drain``'s ``propagation=SECONDS`` and ``balancer-interval=SECONDS balancer-fall=N``
+    (None for what is not given; a fall without an interval is an error)."""
+    given: dict[str, str] = {}
     for word in words:
         key, _, value = word.partition("=")
-        if key != "propagation":
-            raise ValueError(f"unknown argument {word[:40]!r} (use propagation=SECONDS)")
-        propagation = float(value)
+        if key not in ("propagation", "balancer-interval", "balancer-fall"):
+            raise ValueError(
+                f"unknown argument {word[:40]!r} (use propagation=SECONDS, "
+                "balancer-interval=SECONDS, balancer-fall=N)"
+            )
+        given[key] = value
+    propagation = None
+    if "propagation" in given:
+        propagation = float(given["propagation"])
         if not 0 <= propagation < math.inf:
             raise ValueError("propagation must be a finite number of seconds >= 0")
-    return propagation
+    check = None
+    if "balancer-interval" in given:
+        fall = given.get("balancer-fall", "3")
+        if not fall.isdigit():
+            raise ValueError(f"balancer-fall must be a whole number, not {fall[:20]!r}")
+        check = BalancerCheck(interval=float(given["balancer-interval"]), fall=int(fall))
+    elif "balancer-fall" in given:
+        raise ValueError("balancer-fall needs balancer-interval")
+    return propagation, check
+
+
+def execute_command(controller: DrainController, command: str) -> dict[str, Any]:
+    """Carry out one command line of this socket's protocol and return its JSON reply, for
+    other transports: the drain gate's admin port speaks the same commands."""
+    return _execute(controller, command)
 
 
 def _execute(controller: DrainController, command: str) -> dict[str, Any]:
     verb, *words = command.split() or [""]
     if verb == "drain":
         try:
-            propagation = _drain_arguments(words)
+            propagation, check = _drain_arguments(words)
         except ValueError as exc:
             return {"ok": False, "error": f"drain: {exc}"}
-        started = controller.begin_drain(propagation=propagation)
-        logger.info("control socket: drain (started=%s, propagation=%s)", started, propagation)
+        started = controller.begin_drain(propagation=propagation, balancer=check)
+        logger.info(
+            "control socket: drain (started=%s, propagation=%s, balancer=%s)",
+            started,
+            propagation,
+            check,
+        )
         return {
             "ok": True,
             "command": "drain",
@@ -230,4 +260,14 @@ def _execute(controller: DrainController, command: str) -> dict[str, Any]:
         }
     if command == "status":
         return {"ok": True, "command": "status", "status": controller.statistics().to_dict()}
-    return {"ok": False, "error": f"unknown command {command[:40]!r} (use drain or status)"}
+    if command == "traffic-left":
+        controller.note_traffic_left()
+        return {
+            "ok": True,
+            "command": "traffic-left",
+            "status": controller.statistics().to_dict(),
+        }
+    return {
+        "ok": False,
+        "error": f"unknown command {command[:40]!r} (use drain, traffic-left or status)",
+    }

@@ -30,7 +30,7 @@ from .errors import WorkloadError
 from .middleware import DrainMiddleware, HealthPaths
 from .runner import ServeOptions, serve_with_drain
 from .state import DrainController, DrainStatistics
-from .window import PropagationWindow
+from .window import BalancerCheck, PropagationWindow
 
 __all__ = ["DemoApp", "main"]
 
@@ -168,14 +168,27 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=parse_duration,
         default=PropagationWindow().max_seconds,
         help="the longest new requests are still served after the drain starts "
-        "(default 10s; it closes earlier once a readiness probe saw the drain and traffic left)",
+        "(default 10s; earlier once the balancer has certainly stopped: --balancer-interval)",
     )
     parser.add_argument(
         "--propagation-quiet",
         type=parse_duration,
         default=PropagationWindow().quiet_seconds,
-        help="no new request for this long (after a failed readiness probe) closes the window "
-        "(default 2s)",
+        help="after the evidence that the balancers stopped, the window closes once no new "
+        "request came for this long (default 2s)",
+    )
+    parser.add_argument(
+        "--balancer-interval",
+        type=parse_duration,
+        default=None,
+        help="the check interval of the balancer in front (HAProxy's inter): the window may "
+        "close once fall x interval (+1 s) passed and a probe saw the drain",
+    )
+    parser.add_argument(
+        "--balancer-fall",
+        type=int,
+        default=3,
+        help="failed checks before that balancer takes the server out (default 3)",
     )
     parser.add_argument(
         "--refuse-at-once",
@@ -194,9 +207,13 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 async def _serve(args: argparse.Namespace) -> DrainStatistics:
+    check = None
+    if args.balancer_interval is not None:
+        check = BalancerCheck(interval=args.balancer_interval, fall=args.balancer_fall)
     window = PropagationWindow(
         max_seconds=0.0 if args.refuse_at_once else args.propagation_window,
         quiet_seconds=args.propagation_quiet,
+        balancer=check,
     )
     controller = DrainController(drain_timeout=args.drain_timeout, propagation=window)
     # the demo has no /metrics of its own, so the kit may take that path

@@ -26,7 +26,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ._values import DrainFlag, DrainState, DrainStatistics, RequestOutcome, StateChanged
 from .histogram import DRAIN_BUCKETS, REQUEST_BUCKETS, Histogram, HistogramSnapshot
-from .window import PropagationWindow, WindowClose, WindowTracker
+from .window import BalancerCheck, PropagationWindow, WindowClose, WindowTracker
 
 __all__ = [
     "Admission",
@@ -90,6 +90,8 @@ class DrainController:
         self._drain_timeout = drain_timeout
         self._propagation = propagation
         self._window: WindowTracker | None = None
+        self._traffic_left: float | None = None  # monotonic: the deployer's word, kept for a
+        # drain that has not begun yet (the endpoints may leave before the preStop hook runs)
         self._last_release: float | None = None  # monotonic
         self._state = DrainState.STARTING
         self._in_flight = 0
@@ -204,6 +206,9 @@ class DrainController:
             "readiness_failed_after": window.failed_probe_after(),
             "window_closed_after": None if window.is_open else window.open_for(now),
             "window_close_reason": None if window.reason is None else window.reason.value,
+            "traffic_left_after": window.traffic_left_after(),
+            "balancer_interval": None if window.check is None else window.check.interval,
+            "balancer_fall": None if window.check is None else window.check.fall,
         }
 
     # -- transitions ---------------------------------------------------------------------
@@ -215,7 +220,11 @@ class DrainController:
         return True
 
     def begin_drain(
-        self, *, timeout: float | None = None, propagation: float | None = None
+        self,
+        *,
+        timeout: float | None = None,
+        propagation: float | None = None,
+        balancer: BalancerCheck | None = None,
     ) -> bool:
         """Enter DRAINING: readiness fails at once, admitted work continues, and new work is
         still admitted until the propagation window closes (then refused).
@@ -224,6 +233,8 @@ class DrainController:
         (default: the controller's ``drain_timeout``) sets the cut deadline; ``propagation``
         (seconds, default: the controller's window maximum) bounds the window for this drain.
         A later call may only bring an existing deadline or window end forward, never extend it.
+        ``balancer``: the check of the balancer in front (the window may close once it has
+        certainly taken this server out; of two, the slower one holds).
         """
         timeout = self._drain_timeout if timeout is None else timeout
         now = time.monotonic()
@@ -234,14 +245,21 @@ class DrainController:
                 if self._window is not None:
                     self._window.deadline = deadline
                 self._pulse_drain()
-            if propagation is not None and self._window is not None:
-                self._window.shorten(propagation)
-            self._after_window_change(now)
+            if self._window is not None:
+                if propagation is not None:
+                    self._window.shorten(propagation)
+                if balancer is not None:
+                    self._window.declare_check(balancer)
+            self._window_moved(now)
             return False
         window = self._propagation
         if propagation is not None:
             window = attrs.evolve(window, max_seconds=max(0.0, propagation))
         self._window = WindowTracker(now, window, deadline)
+        if balancer is not None:
+            self._window.declare_check(balancer)
+        if self._traffic_left is not None:
+            self._window.note_traffic_left(self._traffic_left)
         if self._state is DrainState.STARTING:
             self._window.close(now, WindowClose.NEVER_SERVED)
         self._drain_started = now
@@ -258,6 +276,18 @@ class DrainController:
             "closed" if not self._window.is_open else f"{window.max_seconds:g}s",
         )
         return True
+
+    def note_traffic_left(self) -> None:
+        """The deployer saw this server leave every ready endpoint set that routes to it
+        (Kubernetes: ``TrafficLeft``): evidence the window may close on, once kube-proxy had
+        its margin to apply it. Told before the drain began, it counts from when it was told."""
+        now = time.monotonic()
+        if self._traffic_left is None:
+            self._traffic_left = now
+            logger.info("told that traffic left this server's endpoints")
+        if self._window is not None and self._window.is_open:
+            self._window.note_traffic_left(self._traffic_left)
+            self._window_moved(now)
 
     def cut(self, reason: str = "forced") -> None:
         """Cut every open stream now (a drain is started first if needed)."""
@@ -307,8 +337,9 @@ class DrainController:
     def check_ready(self) -> bool:
         """Answer a readiness probe: True while SERVING and not broken.
 
-        A "not ready" answer during a drain is the evidence that a balancer has seen it: the
-        propagation window may then close once traffic has left. Fronts call this for every
+        A "not ready" answer during a drain is recorded: with a declared balancer check, the
+        window may close once that check has certainly taken the server out (one failed probe
+        alone proves nothing: the balancer needs ``fall`` of them). Fronts call this for every
         readiness probe they answer (the middleware does for its ``/ready``).
         """
         ready = self._state is DrainState.SERVING and self._broken_reason is None
@@ -316,8 +347,8 @@ class DrainController:
             now = time.monotonic()
             if self._window.is_open and self._window.first_failed_probe is None:
                 self._window.note_failed_probe(now)
-                logger.info("readiness probe answered not ready: the balancer saw the drain")
-                self._after_window_change(now)
+                logger.info("readiness probe answered not ready (first of the drain)")
+                self._window_moved(now)
         return ready
 
     def _release(self, outcome: RequestOutcome, seconds: float) -> None:
@@ -358,6 +389,12 @@ class DrainController:
         self._after_window_change(window.closed_at)
         self._pulse_load()
         self._pulse_drain()
+
+    def _window_moved(self, now: float) -> None:
+        """The window's end may have moved forward: close it if due, and wake every waiter
+        (each sleeps until the end it computed, which may now be too late)."""
+        self._after_window_change(now)
+        self._pulse_load()
 
     def _after_window_change(self, now: float) -> None:
         """Record the drain's end once the window is closed and nothing is in flight."""

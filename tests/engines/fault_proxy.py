@@ -3,6 +3,8 @@
 ``cut()`` drops every open connection (an in-flight ``wait`` loses its answer) and the proxy
 keeps accepting; ``down()`` also makes it hang up on every new connection at once, until
 ``heal()``. That is how a restarting engine socket or a flaky network hop looks to a client.
+``freeze()`` is an engine that deadlocked: it keeps accepting, and nothing more is forwarded
+either way, on old connections or new ones, until ``release()``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ class EngineProxy:
         self._down = False
         self._released = anyio.Event()
         self._released.set()
+        self._flowing = anyio.Event()
+        self._flowing.set()
 
     def cut(self) -> None:
         """Drop every connection open now; new ones are served as before."""
@@ -45,11 +49,18 @@ class EngineProxy:
 
     def release(self) -> None:
         self._released.set()
+        self._flowing.set()
+
+    def freeze(self) -> None:
+        """Accept, and forward nothing more on any connection, until :meth:`release`."""
+        self.hold()
+        self._flowing = anyio.Event()
 
     async def serve(self, *, task_status: TaskStatus[None]) -> None:
         async def pump(source: ByteStream, sink: ByteStream, pair: anyio.CancelScope) -> None:
             try:
                 async for chunk in source:
+                    await self._flowing.wait()
                     await sink.send(chunk)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass

@@ -256,7 +256,7 @@ async def test_verify_without_a_plan_names_its_workload_itself(
 
     async def stand_in(deployer: Deployer, plan: Any, *args: Any, **kwargs: Any) -> Any:
         names.append(plan.name)
-        raise WorkloadConflict("stop before any traffic", engine=deployer.driver_name, status=409)
+        raise WorkloadConflict("stop before any traffic", engine=deployer.driver_name)
 
     monkeypatch.setattr(asyncdeploy.verify, "run_verify", stand_in)
     for _ in range(2):

@@ -15,9 +15,10 @@ import anyio
 import pytest
 import yaml
 
-from asyncdeploy import Deployer
+from asyncdeploy import Container, CreateError, Deployer
 from asyncdeploy.labels import LABEL_WORKLOAD
 from tests.engines.conftest import BUSYBOX, PAUSE, RUN_ID, RUN_LABEL
+from tests.engines.helpers import plan
 
 pytestmark = pytest.mark.anyio
 CRASH = [
@@ -114,3 +115,59 @@ async def test_without_a_readiness_check_a_server_that_keeps_running_is_ready(
     [status] = await left(deployer, workload)
     assert status.state == "running"
     assert seconds >= 2  # READY_SETTLE_SECONDS: a start alone is not "ready"
+
+
+LATE_CRASH = ["sh", "-c", "sleep 6; echo 'CUDA error: out of memory' >&2; exit 3"]
+
+
+async def test_the_settle_time_is_the_callers(deployer: Deployer, name: Any) -> None:
+    """Issue 25 item 5: ``settle_seconds`` 0 answers as soon as the server runs; the default
+    (2 s) answers before a crash 6 s into its run; 9 s catches that crash, with its exit code."""
+    server = Container(name="server", image=BUSYBOX, command=LATE_CRASH)
+    ready: dict[float | None, float] = {}
+    for settle in (0.0, None):
+        workload = name("settle")
+        await deployer.create(plan(workload, [server], termination_grace_period_seconds=1))
+        began = time.monotonic()
+        status = await deployer.wait_ready(workload, timeout=TIMEOUT, settle_seconds=settle)
+        ready[settle] = time.monotonic() - began
+        assert status.state == "running", (settle, status)
+        await deployer.delete(workload, grace_period_seconds=0)
+    assert ready[0.0] < ready[None]  # the default waited; 0 did not
+    workload = name("settle")
+    await deployer.create(plan(workload, [server], termination_grace_period_seconds=1))
+    with pytest.raises(CreateError) as caught:
+        await deployer.wait_ready(workload, timeout=TIMEOUT, settle_seconds=9)
+    assert caught.value.exit_code == 3 and "CUDA error" in caught.value.logs
+    await deployer.delete(workload, grace_period_seconds=0)
+
+
+async def test_a_container_running_longer_than_the_settle_time_is_ready_at_the_first_look(
+    deployer: Deployer, name: Any
+) -> None:
+    """The settle time runs from the container's start as the engine recorded it, not from the
+    wait's first look: a workload up for 4 s is ready at once for a 3 s settle (it waited 3 s
+    from its first look before)."""
+    steady = ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]
+    workload = name("old")
+    await deployer.create(plan(workload, [Container(name="server", image=BUSYBOX, command=steady)]))
+    await deployer.wait_ready(workload, timeout=TIMEOUT, settle_seconds=0)
+    await anyio.sleep(4)
+    began = time.monotonic()
+    await deployer.wait_ready(workload, timeout=TIMEOUT, settle_seconds=3)
+    assert time.monotonic() - began < 2.0  # the first look: a few engine calls
+    await deployer.delete(workload, grace_period_seconds=1)
+
+
+async def test_create_wait_takes_the_settle_time(
+    deployer: Deployer, name: Any, tmp_path: Path
+) -> None:
+    """``create --wait --settle 9s`` catches the crash 6 s into the run (exit 1, its code)."""
+    workload = name("clisettle")
+    path = plan_file(tmp_path, workload, {"image": BUSYBOX, "command": LATE_CRASH})
+    code, out, err, _ = await cli(
+        deployer.driver_name, "create", "-f", path, "--wait", "--settle", "9s"
+    )
+    assert code == 1, out + err
+    assert "exited before it was ready (exit code 3)" in err, err
+    assert await left(deployer, workload) == []

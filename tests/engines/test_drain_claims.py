@@ -4,6 +4,7 @@ shared across replace and goes with the last instance (or is kept)."""
 
 from __future__ import annotations
 
+import signal
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.drivers.engine._state import snapshot
 from asyncdeploy.events import DrainFinished, PreStopFinished, SignalSent
 from asyncdeploy.labels import LABEL_ROLE, LABEL_VOLUME_PLAN, LABEL_WORKLOAD
+from tests.engines.cli_process import start_cli
 from tests.engines.conftest import BUSYBOX
 from tests.engines.helpers import graceful, plan, read_markers
 from tests.polling import until
@@ -227,3 +229,29 @@ async def test_a_hook_that_stops_its_container_is_an_exit_of_the_drain(
     [got] = summary.containers
     assert (got.outcome, got.exit_code) == ("exited", 0), summary
     assert Counter(read_markers(markers))[("app", "got-TERM")] == 1
+
+
+async def test_a_delete_killed_before_its_record_is_taken_over_without_a_second_signal(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """The deleter is SIGKILLed right after its SIGTERM went out, before it wrote its claim
+    record (book-keeping comes after the signals). The next delete finds the pause paused and
+    no record: it takes over after ``record_wait``, reads the engine's own kill events, sends
+    no second SIGTERM (the app would read it as "cut every stream now"), and the app exits 0
+    after its drain."""
+    workload = name("early")
+    await deployer.create(
+        plan(workload, [graceful("app", 8, markers)], termination_grace_period_seconds=30)
+    )
+    await deployer.wait_ready(workload, timeout=30)
+    cli = await start_cli(deployer.driver_name, "delete", workload, "-o", "json")
+    await cli.next_event("SignalSent")
+    cli.send(signal.SIGKILL)
+    await cli.finish()
+    summary = await deployer.delete(workload)
+    [app] = summary.containers
+    assert (app.outcome, app.exit_code) == ("exited", 0), summary
+    marks = Counter(read_markers(markers))
+    assert marks[("app", "got-TERM")] == 1 and marks[("app", "drained-ok")] == 1, marks
+    with pytest.raises(WorkloadNotFound):
+        await deployer.get(workload)

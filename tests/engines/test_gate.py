@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import shutil
 import socket
 import subprocess
@@ -36,7 +37,7 @@ from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL
 pytestmark = pytest.mark.anyio
 logger = logging.getLogger(__name__)
 
-GATE_IMAGE = "asyncdeploy-gate/gate:latest"
+GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_GATE_IMAGE", "asyncdeploy-gate/gate:latest")
 STOCK_IMAGE = "asyncdeploy-test/stock-engine:latest"
 TOKENS = 30  # a stream: 30 tokens at 20/s, 1.5 s
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from asyncdeploy import Deployer, WorkloadNotFound
-from asyncdeploy.labels import LABEL_INSTANCE_OF
+from asyncdeploy.drivers.engine._state import snapshot
+from asyncdeploy.labels import LABEL_INSTANCE_OF, LABEL_WORKLOAD
 from tests.cli_runner import invoke_in_thread
 from tests.engines.cli_process import start_cli
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL
@@ -169,11 +170,20 @@ async def test_a_replace_killed_mid_drain_of_the_old_is_finished_and_the_new_ser
     assert (await deployer.get(app)).name == new.name, "the plan's name finds the new one"
 
 
+async def claim_recorded(deployer: Deployer, workload: str) -> bool:
+    """Whether the workload's drain has written its claim record."""
+    driver = deployer.driver
+    listed = await driver.session.containers({LABEL_WORKLOAD: workload})  # type: ignore[attr-defined]
+    [pause] = [r for r in snapshot(workload, listed).containers if r.role == "pause"]
+    return await driver.ops.read_claim(pause) is not None  # type: ignore[attr-defined, no-any-return]
+
+
 async def test_a_delete_killed_mid_drain_is_marked_by_its_dead_claim_and_drained_properly(
     deployer: Deployer, name: Callable[[str], str], markers: Path
 ) -> None:
     """The claim record names the dead owner: marked at once, while the app still drains; the
-    reconcile takes the drain over and waits for the app's own end (no SIGKILL)."""
+    reconcile takes the drain over and waits for the app's own end (no SIGKILL). (The owner
+    is killed once it has written its record: that comes after its signals, a second in.)"""
     app, driver = name("killclaim"), deployer.driver_name
     # a 12 s drain: on a loaded machine the list and the reconcile's own start still come
     # while the app drains (at 6 s it had sometimes exited first: "already-exited")
@@ -183,6 +193,7 @@ async def test_a_delete_killed_mid_drain_is_marked_by_its_dead_claim_and_drained
     await deployer.wait_ready(app, timeout=30)
     cli = await start_cli(driver, "delete", app, "-o", "json")
     await cli.next_event("SignalSent")
+    await until(lambda: claim_recorded(deployer, app), timeout=15, interval=0.2)
     cli.send(signal.SIGKILL)
     await cli.finish()
 

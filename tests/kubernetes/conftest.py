@@ -11,11 +11,6 @@ from fake_apiserver import NAMESPACE, FakeApiServer
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
 
 
-@pytest.fixture(scope="session")
-def anyio_backend() -> str:
-    return "asyncio"  # kubernetes-asyncio runs on aiohttp, which is asyncio-only
-
-
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeApiServer]:
     async with FakeApiServer(namespaces=("default", NAMESPACE)) as server:

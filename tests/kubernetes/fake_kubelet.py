@@ -24,6 +24,7 @@ class ContainerScript:
     exit_code: int = 0
     ignore_term: bool = False  # then the kubelet kills it at the deadline: 137
     exit_on_start: int | None = None  # ends right after starting, with this code
+    exit_after: float | None = None  # runs this long, then ends on its own with exit_code
     prestop: float = 0.0  # how long its preStop hook runs, if the Pod declares one
     prestop_fails: bool = False  # the hook fails (the kubelet records FailedPreStopHook)
     ready_after: float = 0.0  # readiness passes this long after start (with a readinessProbe)
@@ -221,8 +222,10 @@ def set_phase(pod: dict[str, Any]) -> None:
     ]
 
 
-def terminate(pod: dict[str, Any], name: str, code: int) -> None:
-    now = k8s.rfc3339(datetime.now(UTC))
+def terminate(pod: dict[str, Any], name: str, code: int, at: datetime | None = None) -> None:
+    """``name`` ended with ``code`` (``at``: when, if not now: the kubelet writes the end it saw
+    at its relist, later)."""
+    now = k8s.rfc3339(at or datetime.now(UTC))
     for entry in pod["status"].get("containerStatuses") or []:
         if entry["name"] == name:
             started = (entry["state"].get("running") or {}).get("startedAt", now)
@@ -240,3 +243,21 @@ def terminate(pod: dict[str, Any], name: str, code: int) -> None:
     pod["status"]["observedGeneration"] = pod["metadata"]["generation"]
     set_ready_conditions(pod)
     set_phase(pod)
+
+
+def record_status_write(pod: dict[str, Any]) -> None:
+    """The kubelet wrote the Pod's status now: its ``managedFields`` entry says when (whole
+    seconds, as recorded: 05a's kubelet entries carry the second its container started)."""
+    entries = pod["metadata"].setdefault("managedFields", [])
+    entries[:] = [e for e in entries if e.get("manager") != "kubelet"]
+    entries.append(
+        {
+            "manager": "kubelet",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": k8s.rfc3339(k8s.truncated_now()),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:status": {}},
+            "subresource": "status",
+        }
+    )

@@ -13,7 +13,8 @@ from fake_apiserver import NAMESPACE, FakeApiServer
 from fake_kubelet import ContainerScript
 
 from asyncdeploy.cli import main
-from tests.cli_runner import invoke_in_thread
+from tests.cli_runner import invoke, invoke_in_thread
+from tests.polling import until
 
 pytestmark = pytest.mark.anyio
 
@@ -169,3 +170,51 @@ async def test_replace_works_in_the_plans_namespace(
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert sorted(fake.pods) == [("default", "nsplan-2")]  # the old one drained, the new kept
+
+
+async def test_a_pod_still_torn_down_at_the_timeout_is_exit_4_not_a_failure(
+    fake: FakeApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """Issue 25 item 6: ``delete --timeout`` bounds the wait for the Pod to go; when it ends
+    with every container ended and the Pod still being torn down (a slow node), the drain is
+    reported as such: ``TeardownPending``, ``tearing_down`` in the summary, exit 4 (not 1);
+    ``delete-all`` the same. With a longer timeout the same node's delete succeeds."""
+    fake.scripts["server"] = ContainerScript(drain=0.1)
+    plan = {
+        "name": "slow",
+        "labels": {"node": "slow"},
+        "termination_grace_period_seconds": 1,
+        "containers": [{"name": "server", "image": "busybox:1.36"}],
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    assert (await cli(kubeconfig, "create", "-f", str(path)))[0] == 0
+    fake.final_delay = 4
+    result = await invoke_in_thread(
+        "--driver", "kubernetes", "delete", "slow", "--timeout", "1500ms", "-o", "json",
+        env={"KUBECONFIG": str(kubeconfig)},
+    )  # fmt: skip
+    assert result.exit_code == 4, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["event"] for line in lines][-2:] == ["TeardownPending", "DrainFinished"]
+    assert lines[-2]["timeout"] == 1.5
+    assert lines[-1]["tearing_down"] is True and lines[-1]["errors"] == []
+    assert "still being torn down" in result.stderr
+    await until(lambda: not [key for key in fake.pods if key[1] == "slow"], timeout=10)
+
+    fake.final_delay = 2
+    assert (await cli(kubeconfig, "create", "-f", str(path)))[0] == 0
+    code, out = await cli(kubeconfig, "delete-all", "-l", "node=slow", "--timeout", "1s")
+    assert code == 4, out
+    assert "(its Pod still being torn down)" in out  # the summary table says it too
+    await until(lambda: not [key for key in fake.pods if key[1] == "slow"], timeout=10)
+    assert (await cli(kubeconfig, "create", "-f", str(path)))[0] == 0
+    code, out = await cli(kubeconfig, "delete", "slow", "--timeout", "30s")
+    assert code == 0, out
+    assert not [key for key in fake.pods if key[1] == "slow"]
+
+
+def test_timeout_is_a_kubernetes_option() -> None:
+    result = invoke("--driver", "docker", "delete", "demo", "--timeout", "10s")
+    assert result.exit_code == 2
+    assert "--timeout: a Kubernetes option" in result.stderr

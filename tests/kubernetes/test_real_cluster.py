@@ -346,7 +346,8 @@ async def test_the_gate_is_a_native_sidecar_draining_a_stock_server_on_a_real_cl
     assert (gate.name, gate.restart_policy, gate.image) == ("engine-gate", "Always", GATE_IMAGE)
     (engine,) = pod.spec.containers
     assert engine.lifecycle.pre_stop.http_get.path.startswith("/-/drain?")
-    assert engine.lifecycle.pre_stop.http_get.port == 8000
+    assert "&token=" in engine.lifecycle.pre_stop.http_get.path
+    assert engine.lifecycle.pre_stop.http_get.port == 9901  # the admin port, no Service's
     (status,) = pod.status.init_container_statuses
     assert status.ready and status.started  # running beside the engine, not run to completion
 

@@ -11,6 +11,7 @@ is a failure.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -124,3 +125,78 @@ async def test_the_cli_verifies_the_demo_through_a_service_on_a_real_cluster(
     assert result.exit_code == 2, (result.stdout, result.stderr)
     assert "needs a plan with a `service:`" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+async def test_the_kit_behind_a_service_is_told_that_traffic_left(
+    driver: KubernetesDriver,
+) -> None:
+    """Issue 23: one failed probe no longer closes the kit's window (HAProxy needs three), so on
+    Kubernetes the evidence is the deployer's: on TrafficLeft the driver runs the Pod's drain
+    command with --traffic-left in its container, and the window (10 s at most here) closes
+    2 s later once no request came; the whole drain then takes a few seconds, not the 10 s
+    window plus the exit. (The demo image must be this branch's kit: an older one answers the
+    command with an error and runs its window to the end.)"""
+    plan = _demo("s-told", grace_period_seconds=30, propagation_wait="10s")
+    await driver.apply(plan)
+    await driver.wait_ready(plan.name, timeout=180)
+    started = anyio.current_time()
+    async with Deployer(driver).terminate(plan.name) as stream:
+        events = [e async for e in stream]
+    took = anyio.current_time() - started
+    [left] = [e for e in events if isinstance(e, TrafficLeft)]
+    summary = events[-1].summary  # type: ignore[union-attr]
+    assert summary.ok, events
+    # TrafficLeft within a second, the exec, + 2 s for kube-proxy, then the demo's exit (seen:
+    # 7.2 s in all); a window run to its end takes 10 s before the exit (seen: 14.2 s)
+    assert left.elapsed < 5 and took < 9.5, (left.elapsed, took, summary)
+
+
+async def test_a_gate_behind_a_service_is_told_that_traffic_left(
+    driver: KubernetesDriver,
+) -> None:
+    """The same for a stock server behind its drain gate (its window 10 s at most): on
+    TrafficLeft the driver sends the gate's admin port ``/-/traffic-left`` with the hook's token
+    through the API server; the gate's window closes 2 s later, its drain hook returns, and the
+    engine is signalled: the delete takes a few seconds, not the 10 s window and more. (The gate
+    image must be this branch's kit: an older one answers 400 and runs its window out.)"""
+    gate_image = os.environ.get("ASYNCDEPLOY_TEST_K8S_GATE_IMAGE", "asyncdeploy-gate/gate:kube")
+    stock_image = os.environ.get(
+        "ASYNCDEPLOY_TEST_K8S_STOCK_IMAGE", "asyncdeploy-test/stock-engine:kube"
+    )
+    plan = WorkloadPlan.from_mapping(
+        {
+            "name": f"t{RUN_ID}-s-gtold",
+            "labels": {k8s_contract.RUN_LABEL: RUN_ID},
+            "termination_grace_period_seconds": 30,
+            "service": {"ports": [{"port": 80, "target_port": 8000}]},
+            "containers": [
+                {
+                    "name": "engine",
+                    "image": stock_image,
+                    "image_pull_policy": "Never",
+                    "args": ["--port", "8001", "--load-seconds", "1"],
+                    "ports": [{"container_port": 8000}],
+                    "gate": {
+                        "upstream": 8001,
+                        "ready": {"path": "/health"},
+                        "image": gate_image,
+                        "propagation_seconds": 10,
+                    },
+                }
+            ],
+        }
+    )
+    deployer = Deployer(driver)
+    await deployer.create(plan)  # the gate expanded into its sidecar and the engine's hook
+    await deployer.wait_ready(plan.name, timeout=180)
+    async with deployer.terminate(plan.name) as stream:
+        events = [e async for e in stream]
+    shown = [(type(e).__name__, getattr(e, "container", ""), round(e.elapsed, 2)) for e in events]
+    [left] = [e for e in events if isinstance(e, TrafficLeft)]
+    summary = events[-1].summary  # type: ignore[union-attr]
+    assert summary.ok, shown
+    assert {c.name for c in summary.containers} == {"engine", "engine-gate"}, summary
+    # the engine is signalled once the gate's drain returned: its window closed 2 s after the
+    # word (kube-proxy's margin), not at its 10 s maximum
+    [signal] = [e for e in events if type(e).__name__ == "SignalSent" and e.container == "engine"]  # type: ignore[attr-defined]
+    assert left.elapsed < 5 and 2 <= signal.elapsed < 8, shown

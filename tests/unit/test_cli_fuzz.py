@@ -44,7 +44,7 @@ class Engines:
 @contextlib.contextmanager
 def no_engine() -> Iterator[Engines]:
     engines = Engines()
-    with mock.patch("asyncdeploy.cli._common.open_deployer", engines.open):
+    with mock.patch("asyncdeploy._opening.open_deployer", engines.open):
         yield engines  # every command opens its deployer through Settings.open_deployer
 
 

@@ -1,6 +1,5 @@
-"""The CLI's signal policy on its own (real signals to this process, no engine): a drain's
-first signal changes nothing, its second sets kill_now; a create's first signal cancels it;
-a signal after the outcome stood changes nothing."""
+"""The CLI's signal policy: its table, row by row (what each signal does in each phase of a
+command, and how the command ends), then on real signals to this process (no engine)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,86 @@ import anyio
 import pytest
 
 from asyncdeploy.cli._common import CommandFailed
-from asyncdeploy.cli._signals import Interrupts
+from asyncdeploy.cli._signals import Act, Happened, Interrupts, Phase
+
+SIG, BEGAN, ENDED = Happened.SIGNAL, Happened.DRAIN_BEGAN, Happened.DRAIN_ENDED
+MADE, SETTLED = Happened.MADE, Happened.SETTLED
+N, CANCEL, KILL = Act.NOTHING, Act.CANCEL, Act.KILL
+
+
+class Handle:
+    """An operation's handle as the policy sees it: what it was told."""
+
+    def __init__(self) -> None:
+        self.told: list[str] = []
+        self.killed = anyio.Event()
+        self.scope: anyio.CancelScope | None = None
+
+    def kill(self) -> None:
+        self.told.append("kill")
+        self.killed.set()
+
+    def cancel(self) -> None:
+        self.told.append("cancel")
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+# (mode, what happens, the acts of its signals, the phase it ends in, the ending or None)
+ROWS = [
+    ("drain", [SIG], [N], Phase.FINISHING, None),
+    ("drain", [SIG, SIG], [N, KILL], Phase.KILLING, "cut short by SIGINT: the remaining"),
+    ("drain", [SIG, SIG, SIG], [N, KILL, N], Phase.KILLING, "cut short by SIGINT"),
+    ("drain", [SIG, SIG, SETTLED, SIG], [N, KILL, N], Phase.DONE, "cut short by SIGINT"),
+    ("drain", [SETTLED, SIG], [N], Phase.DONE, None),
+    ("replace", [SIG], [CANCEL], Phase.ROLLING_BACK, "the new instance was removed"),
+    ("replace", [SIG, SIG], [CANCEL, KILL], Phase.ROLLING_BACK_KILLED, "new instance was"),
+    ("replace", [SIG, BEGAN, SIG], [CANCEL, KILL], Phase.ROLLING_BACK_KILLED, "new instance"),
+    ("replace", [BEGAN, SIG], [N], Phase.FINISHING, None),
+    ("replace", [BEGAN, SIG, SIG], [N, KILL], Phase.KILLING, "cut short by SIGINT"),
+    ("cancel", [SIG], [CANCEL], Phase.STOPPING, "everything it had created was removed"),
+    ("cancel", [SIG, SIG], [CANCEL, N], Phase.STOPPING, "everything it had created"),
+    ("cancel", [BEGAN, SIG], [CANCEL], Phase.STOPPING_AFTER_DRAIN, "was drained and removed"),
+    ("cancel", [SIG, BEGAN, SIG], [CANCEL, KILL], Phase.REPLACED_KILLED, "were killed and"),
+    ("cancel", [BEGAN, SIG, SIG], [CANCEL, KILL], Phase.REPLACED_KILLED, "nothing new was"),
+    ("cancel", [BEGAN, SIG, ENDED, SIG], [CANCEL, N], Phase.DRAINED_THEN_STOPPED, "drained and"),
+    ("cancel", [BEGAN, ENDED, SIG], [CANCEL], Phase.STOPPING, "everything it had created"),
+    ("cancel", [MADE, SIG], [CANCEL], Phase.WAIT_STOPPED, "it was created and is left as it is"),
+    ("cancel", [MADE, SETTLED, SIG], [N], Phase.DONE, None),
+]
+
+
+@pytest.mark.parametrize(("mode", "steps", "acts", "phase", "ending"), ROWS)
+def test_the_policy_table(
+    mode: str, steps: list[Happened], acts: list[Act], phase: Phase, ending: str | None
+) -> None:
+    interrupts = Interrupts(mode, "the command")  # type: ignore[arg-type]
+    handle = Handle()
+    interrupts.attach(handle)
+    seen = []
+    for step in steps:
+        if step is SIG:
+            seen.append(interrupts.signalled(signal.SIGINT))
+        else:
+            interrupts.happened(step)
+    assert (seen, interrupts.phase) == (acts, phase)
+    assert handle.told == [act.value for act in acts if act is not N]
+    said = interrupts.ending()
+    if ending is None:
+        assert said is None
+    else:
+        assert said is not None and ending in said[0] and said[1] == 130
+
+
+def test_a_kill_asked_before_the_operation_reaches_it_when_attached() -> None:
+    """A second signal during the connect or the look: the handle, once there, is killed at
+    once (so its drain runs at grace 0)."""
+    interrupts = Interrupts("drain", "delete of 'w'")
+    interrupts.signalled(signal.SIGINT)
+    interrupts.signalled(signal.SIGINT)
+    handle = Handle()
+    interrupts.attach(handle)
+    assert handle.told == ["kill"]
 
 
 def run(interrupts: Interrupts, work: object) -> object:
@@ -22,15 +100,17 @@ def test_a_drain_goes_on_after_one_signal_and_is_killed_after_two(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     interrupts = Interrupts("drain", "delete of 'w'")
+    handle = Handle()
+    interrupts.attach(handle)
     seen: list[bool] = []
 
     async def drain() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         await anyio.sleep(0.3)
-        seen.append(interrupts.kill_now.is_set())  # one signal: the drain goes on
+        seen.append(handle.killed.is_set())  # one signal: the drain goes on
         os.kill(os.getpid(), signal.SIGINT)
         with anyio.fail_after(5):
-            await interrupts.kill_now.wait()
+            await handle.killed.wait()
         os.kill(os.getpid(), signal.SIGTERM)  # a third, during the cleanup
         await anyio.sleep(0.2)
 
@@ -80,7 +160,7 @@ def test_a_signal_after_the_outcome_stood_changes_nothing() -> None:
     interrupts = Interrupts("cancel", "create from p.yaml")
 
     async def create() -> str:
-        interrupts.settled = True
+        interrupts.settled()
         os.kill(os.getpid(), signal.SIGTERM)
         await anyio.sleep(0.2)
         return "created"
@@ -91,13 +171,16 @@ def test_a_signal_after_the_outcome_stood_changes_nothing() -> None:
 def test_a_create_draining_what_it_replaces_follows_the_drains_rule(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """During the drain of the replaced workload the first signal cancels only the create's
-    own scope (what prints goes on) and the second sets kill_now; the ending says so."""
+    """During the drain of the replaced workload the first signal cancels only the create
+    (its handle: what prints goes on) and the second kills; the ending says so."""
     interrupts = Interrupts("cancel", "create from p.yaml")
+    handle = Handle()
+    interrupts.attach(handle)
     seen: list[str] = []
 
     async def create() -> None:
-        with interrupts.cancelling() as scope:
+        with anyio.CancelScope() as scope:
+            handle.scope = scope
             interrupts.drain_began()
             os.kill(os.getpid(), signal.SIGINT)
             await anyio.sleep(5)  # the create, cancelled by the signal
@@ -106,7 +189,7 @@ def test_a_create_draining_what_it_replaces_follows_the_drains_rule(
         seen.append("printing goes on")  # the command's own scope was not cancelled
         os.kill(os.getpid(), signal.SIGINT)
         with anyio.fail_after(5):
-            await interrupts.kill_now.wait()
+            await handle.killed.wait()
         interrupts.drain_ended()
 
     with pytest.raises(CommandFailed) as caught:

@@ -1,5 +1,6 @@
 """The deployer's event stream, against a driver that only drains (no engine): a slow consumer
-never delays the drain, and ``kill_now`` cuts the drain short while the events keep flowing."""
+never delays the drain, and the handle's ``kill()`` cuts the drain short while the events keep
+flowing."""
 
 from __future__ import annotations
 
@@ -77,19 +78,19 @@ async def test_a_consumer_that_does_not_read_never_delays_the_drain() -> None:
     assert isinstance(received[-1], DrainFinished)
 
 
-async def test_kill_now_cuts_the_drain_short_and_the_events_keep_flowing() -> None:
+async def test_kill_cuts_the_drain_short_and_the_events_keep_flowing() -> None:
     driver = DrainingDriver(hold=60)
     deployer = Deployer(driver)  # type: ignore[arg-type]
-    kill_now = anyio.Event()
     with anyio.fail_after(5):
-        async with deployer.terminate("w", kill_now=kill_now) as events:
+        async with deployer.terminate("w") as drain:
             received: list[DrainEvent] = []
-            async for event in events:
+            async for event in drain:
                 received.append(event)
                 if len(received) == 3:
-                    kill_now.set()
+                    drain.kill()
     assert isinstance(received[-1], DrainFinished)
     assert len(received) == 4
+    assert drain.killed and [s.workload for s in drain.summaries] == ["w"]
 
 
 async def test_a_delete_looks_once_and_drains_what_it_found() -> None:
@@ -142,21 +143,22 @@ class RecordingGrace(DrainingDriver):
         return await super().drain(found, grace_period_seconds=grace_period_seconds, emit=emit)
 
 
-async def test_kill_now_set_before_the_drain_begins_drains_at_grace_zero() -> None:
+async def test_a_kill_before_the_drain_begins_drains_at_grace_zero() -> None:
     """The second Ctrl-C during the connect or the look: no container's drain exists yet to be
-    cut short, so the drain itself runs at grace 0 (issue 16 item 7)."""
+    cut short, so the drain itself runs at grace 0 (issue 16 item 7). The handle exists before
+    it is entered, so the kill can come first."""
     driver = RecordingGrace(events=0)
     deployer = Deployer(driver)  # type: ignore[arg-type]
-    kill_now = anyio.Event()
-    kill_now.set()
-    async with deployer.terminate("w", grace_period_seconds=30, kill_now=kill_now) as events:
-        [event async for event in events]
+    drain = deployer.terminate("w", grace_period_seconds=30)
+    drain.kill()
+    async with drain:
+        [event async for event in drain]
     assert driver.graces == [0]
 
 
 @attrs.define
 class FailingAfterKill(DrainingDriver):
-    """A drain whose cleanup, cut short by kill_now, could not remove a container."""
+    """A drain whose cleanup, cut short by a kill, could not remove a container."""
 
     async def drain(
         self, found: Found, *, grace_period_seconds: int | None, emit: Emit
@@ -180,16 +182,15 @@ class FailingAfterKill(DrainingDriver):
         return [summary]
 
 
-async def test_a_drain_cut_short_by_kill_now_reports_what_it_left() -> None:
-    """After kill_now the drain returns nothing (it was cancelled): its errors are read from its
+async def test_a_drain_cut_short_by_a_kill_reports_what_it_left() -> None:
+    """After a kill the drain returns nothing (it was cancelled): its errors are read from its
     DrainFinished event, never reported as a success (issue 16 item 7)."""
     deployer = Deployer(FailingAfterKill())  # type: ignore[arg-type]
-    kill_now = anyio.Event()
 
     async def consume() -> None:
-        async with deployer.terminate("w", kill_now=kill_now) as events:
-            async for _ in events:
-                kill_now.set()  # once the drain has begun
+        async with deployer.terminate("w") as drain:
+            async for _ in drain:
+                drain.kill()  # once the drain has begun
 
     with pytest.raises(DrainError, match="remove app: refused"), anyio.fail_after(5):
         await consume()

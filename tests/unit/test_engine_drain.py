@@ -1,21 +1,23 @@
-"""The engine drain without an engine: a fake ContainerOps (tests/unit/fake_engine.py) drives the
+"""The engine drain without an engine: a fake ContainerOps (asyncdeploy.testing.FakeOps) drives the
 ordering, the per-container pipelines, the deadline, grace 0, cancellation, the connection
 blinks, two deletes at once and every error path. The real engines' side: tests/engines."""
 
 from __future__ import annotations
 
-import io
-import tarfile
+import time
+from typing import Any
 
 import anyio
 import attrs
 import pytest
 
+from asyncdeploy import Container, WorkloadPlan
+from asyncdeploy._backoff import Backoff
 from asyncdeploy.deployer import Deployer
 from asyncdeploy.drivers import _books
 from asyncdeploy.drivers.base import Found
-from asyncdeploy.drivers.engine import _claim, _drain, _follow
-from asyncdeploy.drivers.engine._drain import drain_workloads
+from asyncdeploy.drivers.engine import _claim, _drain
+from asyncdeploy.drivers.engine._drain_steps import DrainTimings
 from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
 from asyncdeploy.errors import DrainError, DrainUnreachable, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import (
@@ -31,24 +33,33 @@ from asyncdeploy.events import (
     SidecarRemoved,
     SignalSent,
 )
+from asyncdeploy.labels import LABEL_CLAIM, LABEL_CLAIM_RECORD
 from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
-from tests.unit.fake_engine import ENGINE, FakeOps, refused
+from asyncdeploy.testing import ENGINE, FakeDriver, FakeOps, refused
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(autouse=True)
-def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The drain's margins, scaled down so a test takes a fraction of a second."""
-    monkeypatch.setattr(_drain, "GIVE_UP_AFTER", 0.3)
-    monkeypatch.setattr(_drain, "RETRY_MAX", 0.1)
-    monkeypatch.setattr(_drain, "KILL_WAIT", 0.5)
-    monkeypatch.setattr(_drain, "BEAT_INTERVAL", 0.1)
-    monkeypatch.setattr(_follow, "BEAT_STALE", 0.5)
-    monkeypatch.setattr(_follow, "RECORD_WAIT", 0.3)
-    monkeypatch.setattr(_follow, "OWNER_BOUND", 2.0)
-    monkeypatch.setattr(_follow, "TAKEOVER_SETTLE", 0.05)
-    monkeypatch.setattr(_follow, "FOLLOW_POLL_MAX", 0.05)
+# The drain's margins, scaled down so a test takes a fraction of a second: one value, passed in.
+FAST = DrainTimings(
+    give_up_after=0.3,
+    engine_call=Backoff(0.05, 0.1),
+    kill_wait=0.5,
+    record_delay=0.1,
+    record_wait=0.3,
+    owner_bound=2.0,
+    takeover_settle=0.05,
+    follow=Backoff(0.05, 0.05),
+    follow_catch_up=0.05,
+    follow_look_every=0.05,
+    call_margin=1.0,
+)
+
+
+async def drain_workloads(*args: Any, **kw: Any) -> list[DrainSummary]:
+    """The engine drain, with the test timings unless others are passed."""
+    kw.setdefault("timings", FAST)
+    return await _drain.drain_workloads(*args, **kw)
 
 
 def pod(ops: FakeOps, *, with_init: bool = False) -> FakeOps:
@@ -101,7 +112,7 @@ async def test_sidecar_first_then_pipelines_then_removals_and_the_pause_last() -
     assert ops.log.index(("run_hook", "app", "drain")) < ops.log.index(("signal", "app", "SIGTERM"))
     assert kinds[-2] == "PauseRemoved" and kinds.count("PauseRemoved") == 1
     assert sorted(names(events, ContainerRemoved)) == ["app", "setup", "side"]
-    assert ops.log[-1] == ("remove_volumes", "w", "")
+    assert ops.log[-2:] == [("remove_volumes", "w", ""), ("drop_claim", "pause", "")]
     assert outcomes(summary) == {
         "setup": ("already-exited", 0),
         "app": ("exited", 0),
@@ -305,12 +316,18 @@ async def test_a_cancelled_drain_still_cleans_up_and_ends_with_drain_finished() 
     assert ops.volumes_removed == ["w"]
 
 
-async def test_a_cleanup_that_hangs_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_drain, "CLEANUP_TIMEOUT", 0.2)
+async def test_a_cleanup_that_hangs_is_bounded() -> None:
     ops = pod(FakeOps())
     ops.add("app", drain=0.01)
     ops.hang.add(("remove", "app"))
-    summary, events = await drain(ops, declared=2)
+    events: list[DrainEvent] = []
+    [summary] = await drain_workloads(
+        ops,
+        [ops.snapshot(grace=2)],
+        grace_period_seconds=None,
+        emit=events.append,
+        timings=attrs.evolve(FAST, cleanup_timeout=0.2),
+    )
     assert summary.errors == ("cleanup did not finish within 0 s",)
     assert isinstance(events[-1], DrainFinished)
 
@@ -427,6 +444,32 @@ async def test_a_second_delete_follows_the_first_and_never_signals() -> None:
     assert all(b.state == "gone" for b in ops.boxes.values())
 
 
+async def test_with_claims_as_records_a_second_delete_follows_and_nothing_is_paused() -> None:
+    """Docker's claim: the record's volume. Two deletes at once: one claims and signals, the
+    other finds the claim held and follows; no pause container is paused; both succeed."""
+    ops = pod(FakeOps())
+    ops.claim_is_record = True
+    ops.add("a", drain=0.3)
+    snapshot = ops.snapshot(grace=5)
+    runs: list[tuple[DrainSummary, list[DrainEvent]]] = []
+
+    async def delete() -> None:
+        events: list[DrainEvent] = []
+        [summary] = await drain_workloads(
+            ops, [snapshot], grace_period_seconds=None, emit=events.append
+        )
+        runs.append((summary, events))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(delete)
+        tg.start_soon(delete)
+    assert ops.calls("signal", "a") == [("signal", "a", "SIGTERM")]
+    assert sorted(len(names(e, SignalSent)) for _, e in runs) == [0, 1]
+    assert [s.errors for s, _ in runs] == [(), ()]
+    assert ops.calls("write_claim") == []  # the claim was the record
+    assert all(b.state == "gone" for b in ops.boxes.values())
+
+
 async def test_a_stale_claim_is_taken_over_with_hooks_and_signals() -> None:
     """The pause is paused and holds no claim record (a user's ``docker pause``, or a deleter
     that died between its pause and its record): the follower takes over once no record has
@@ -458,9 +501,15 @@ async def test_a_takeover_gives_a_full_grace_and_then_kills() -> None:
     assert outcomes(summary) == {"app": ("killed", 137)}
 
 
+def live_record(grace: int, signalled: tuple[str, ...] = ()) -> _claim.ClaimRecord:
+    """The record of a deleter in this very process (alive)."""
+    me = _claim.Owner.this_process()
+    return _claim.new_record(me, started=time.time(), grace=grace, signalled=signalled)
+
+
 def dead_owner_record(grace: int, signalled: tuple[str, ...] = ()) -> _claim.ClaimRecord:
     """The record of a deleter on this host whose process has ended."""
-    record = _claim.new_record(grace, signalled)
+    record = live_record(grace, signalled)
     owner = attrs.evolve(record.owner, pid=999_999_999)  # above any pid_max: it runs nowhere
     return attrs.evolve(record, owner=owner)
 
@@ -479,7 +528,9 @@ async def test_a_dead_owner_is_taken_over_at_once_and_its_signals_are_not_sent_a
     assert ops.calls("signal", "a") == []
     assert ops.calls("signal", "b") == [("signal", "b", "SIGTERM")]
     assert outcomes(summary) == {"a": ("exited", 0), "b": ("exited", 0)}
-    assert first(events, SignalSent, "b").elapsed < 0.25  # no RECORD_WAIT, no BEAT_STALE
+    # at the follower's first check of the owner, record_wait (0.3 s here) in: a follower
+    # checks no sooner (eight deleters of forty workloads read 280 records at once)
+    assert first(events, SignalSent, "b").elapsed < 0.6
 
 
 async def test_a_follower_waits_for_the_owners_longer_override_grace() -> None:
@@ -546,13 +597,28 @@ async def test_a_slow_removal_by_a_live_owner_is_not_taken_over() -> None:
     assert ops.calls("signal", "app") == [("signal", "app", "SIGTERM")]
 
 
-async def test_the_owner_records_its_claim_before_its_first_signal_and_beats() -> None:
+async def test_the_owner_signals_first_and_records_its_claim_once_after() -> None:
+    """Nothing but the pause stands between the drain's start and its signals: the claim
+    record is written once, ``record_delay`` later, naming what was signalled, and never
+    rewritten (it was written before the first signal and again every second, per workload);
+    it is dropped with the pause container."""
     ops = pod(FakeOps())
     ops.add("app", drain=0.35)
+    ops.add("other", drain=0.35)
     await drain(ops, grace=4, declared=1)
-    writes = [i for i, c in enumerate(ops.log) if c[0] == "write_claim"]
-    assert writes and writes[0] < ops.log.index(("signal", "app", "SIGTERM"))
-    assert len(writes) >= 3  # the first record, the signal, and beats every 0.1 s here
+    calls = [c[0] for c in ops.log if c[0] != "exits"]
+    assert calls[:3] == ["claim", "signal", "signal"], ops.log
+    [write] = [i for i, c in enumerate(ops.log) if c[0] == "write_claim"]
+    assert write > ops.log.index(("signal", "other", "SIGTERM"))
+    assert ops.log.index(("remove", "pause", "")) < ops.log.index(("drop_claim", "pause", ""))
+    assert ops.boxes["pause"].claim is None
+
+
+async def test_a_drain_over_before_its_record_delay_writes_no_record() -> None:
+    ops = pod(FakeOps())
+    ops.add("app", drain=0.01)
+    await drain(ops, grace=4, declared=1)
+    assert ops.calls("write_claim") == [] and ops.calls("drop_claim") == []
 
 
 async def test_a_follower_takes_over_at_once_when_nothing_runs() -> None:
@@ -676,6 +742,20 @@ async def test_a_kill_the_engine_does_not_confirm_in_time_leaves_the_outcome_unk
     ops.hang.add(("wait_killed", "stubborn"))
     summary, _ = await drain(ops, grace=0)
     assert outcomes(summary) == {"stubborn": ("missing", None)}
+
+
+async def test_an_exit_of_its_own_as_the_kill_lands_is_exited_with_its_code() -> None:
+    """The engine took the deadline's SIGKILL, but the container had exited 0 on its own: the
+    summary says ``exited 0`` (graceful), as the engine saw it; ``killed`` is for an exit the
+    kill caused (137). It used to say ``killed`` whenever the kill call was accepted."""
+    ops = pod(FakeOps())
+    ops.add("app", ignores_term=True, exiting_at_kill=True)
+    ops.add("stubborn", ignores_term=True)
+    summary, events = await drain(ops, declared=1)
+    assert outcomes(summary) == {"app": ("exited", 0), "stubborn": ("killed", 137)}
+    assert sorted(names(events, ContainerForceKilled)) == ["app", "stubborn"]  # both were sent
+    assert first(events, ContainerExited, "app").graceful  # type: ignore[attr-defined]
+    assert not first(events, ContainerExited, "stubborn").graceful  # type: ignore[attr-defined]
 
 
 async def test_a_survivor_that_went_before_its_kill_is_missing() -> None:
@@ -823,84 +903,63 @@ async def test_kill_now_while_following_kills_and_says_so() -> None:
     running; now it is killed and reported ``killed``."""
     ops = FakeOps()
     ops.add("pause", "pause", state="paused")
-    ops.boxes["pause"].claim = _claim.new_record(30)  # a live owner (this process), beating
+    ops.boxes["pause"].claim = live_record(30)  # a live owner (this process)
     ops.add("app")
-
-    async def beat() -> None:
-        while True:
-            await anyio.sleep(0.1)
-            claim = ops.boxes["pause"].claim
-            assert claim is not None
-            ops.boxes["pause"].claim = claim.bumped(())
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(beat)
-        events = await cancelled_after(ops, 0.5)
-        tg.cancel_scope.cancel()
+    events = await cancelled_after(ops, 0.5)
     summary = events[-1].summary  # type: ignore[attr-defined]
     assert outcomes(summary) == {"app": ("killed", 137)}
     assert all(b.state == "gone" for b in ops.boxes.values())
 
 
-class FakeDriver:
-    """A driver around the fake engine, for the deployer's side of a drain."""
-
-    name = ENGINE
-
-    def __init__(self, ops: FakeOps) -> None:
-        self.ops = ops
-
-    async def find(self, names: list[str]) -> Found:
-        return Found(names=tuple(names))
-
-    async def drain(self, found: Found, *, grace_period_seconds: int | None, emit):  # type: ignore[no-untyped-def]
-        return await drain_workloads(
-            self.ops, [self.ops.snapshot(grace=30)], grace_period_seconds=None, emit=emit
-        )
+async def app_on_a_fake_driver(**behaviour: object) -> tuple[FakeDriver, Deployer]:
+    """Workload ``w`` (declared grace 30 s) with one run container ``app``, through the deployer
+    on asyncdeploy.testing's driver (whose drain is this drain)."""
+    driver = FakeDriver()
+    plan = WorkloadPlan(name="w", containers=[Container(name="app", image="any/image")])
+    await Deployer(driver).create(plan)
+    driver.script("w", "app", **behaviour)
+    return driver, Deployer(driver)
 
 
 async def test_kill_now_reports_what_really_happened() -> None:
     """A second Ctrl-C while the engine refuses a removal: the deployer raises DrainError with
     the summary (it used to collect summaries only from drain()'s return: after the cancel the
     list was empty and the CLI said everything was removed)."""
-    ops = pod(FakeOps())
-    ops.add("app", ignores_term=True)
-    ops.fail("remove", "app", refused("remove", "app"))
-    kill_now = anyio.Event()
-    deployer = Deployer(FakeDriver(ops))  # type: ignore[arg-type]
+    driver, deployer = await app_on_a_fake_driver(ignores_term=True)
+    driver.engine("w").fail("remove", "app", refused("remove", "app"))
     with pytest.raises(DrainError) as caught:  # noqa: PT012 - raised as the stream ends
-        async with deployer.terminate("w", kill_now=kill_now) as stream:
-            async for event in stream:
+        async with deployer.terminate("w") as drain:
+            async for event in drain:
                 if isinstance(event, SignalSent):
-                    kill_now.set()
+                    drain.kill()
     [summary] = caught.value.summaries
     assert outcomes(summary) == {"app": ("killed", 137)}
     assert "remove app" in summary.errors[0]
 
 
 async def test_kill_now_with_the_engine_gone_is_unreachable() -> None:
-    ops = pod(FakeOps())
-    ops.add("app", ignores_term=True)
-    kill_now = anyio.Event()
-    deployer = Deployer(FakeDriver(ops))  # type: ignore[arg-type]
+    driver, deployer = await app_on_a_fake_driver(ignores_term=True)
     with pytest.raises(DrainUnreachable):  # noqa: PT012 - raised as the stream ends
-        async with deployer.terminate("w", kill_now=kill_now) as stream:
-            async for event in stream:
+        async with deployer.terminate("w") as drain:
+            async for event in drain:
                 if isinstance(event, SignalSent):
-                    ops.down = True
-                    kill_now.set()
+                    driver.engine("w").down = True
+                    drain.kill()
 
 
 async def test_kill_now_set_before_the_drain_began_kills() -> None:
-    """The second Ctrl-C came during connect or find: the drain starts with kill_now set and
-    kills (it used to be cancelled before anything, and killed nothing)."""
-    ops = pod(FakeOps())
-    ops.add("app", ignores_term=True)
-    kill_now = anyio.Event()
-    kill_now.set()
-    deployer = Deployer(FakeDriver(ops))  # type: ignore[arg-type]
-    async with deployer.terminate("w", kill_now=kill_now) as stream:
-        seen = [event async for event in stream]
+    """The second Ctrl-C came during connect or find: the drain starts killed, at grace 0, and
+    kills at once what ignores SIGTERM (it used to be cancelled before anything, and killed
+    nothing). The workload declares 30 s: a drain that ignored the kill would wait them out."""
+    driver, deployer = await app_on_a_fake_driver(ignores_term=True)
+    ops = driver.engine("w")
+    drain = deployer.terminate("w")
+    drain.kill()
+    started = anyio.current_time()
+    async with drain:
+        seen = [event async for event in drain]
+    assert anyio.current_time() - started < 5  # not the declared 30 s
+    assert isinstance(seen[0], DrainStarted) and seen[0].grace_period_seconds == 0
     assert isinstance(seen[-1], DrainFinished)
     assert outcomes(seen[-1].summary) == {"app": ("killed", 137)}
     assert all(b.state == "gone" for b in ops.boxes.values())
@@ -965,14 +1024,15 @@ async def test_a_hook_that_stops_its_container_is_exited_not_already_exited() ->
     assert names(events, SignalSent) == []  # none was sent: it had stopped
 
 
-def test_a_claim_record_survives_its_archive_and_tells_a_dead_owner() -> None:
-    record = _claim.new_record(45, ("a", "b"))
-    with tarfile.open(fileobj=io.BytesIO(_claim.pack(record))) as tar:
-        assert _claim.unpack(tar) == record
+def test_a_claim_record_survives_its_labels_and_tells_a_dead_owner() -> None:
+    record = live_record(45, ("a", "b"))
+    labels = _claim.claim_labels("abc", record)
+    assert _claim.ClaimRecord.from_json(labels[LABEL_CLAIM_RECORD]) == record
+    assert labels[LABEL_CLAIM] == "abc"
     assert record.owner.alive() is True
     assert dead_owner_record(45).owner.alive() is False
     elsewhere = attrs.evolve(record.owner, host="another-host")
-    assert elsewhere.alive() is None  # told by its beat instead
+    assert elsewhere.alive() is None  # trusted until its deadline plus the owner bound
     assert _claim.ClaimRecord.from_json(b'{"owner": 1}') is None
 
 

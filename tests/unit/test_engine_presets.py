@@ -105,7 +105,56 @@ def test_a_short_engine_timeout_after_a_prestop_drain_is_fine() -> None:
     assert not any("twice" in m for m in messages(plan(grace=90, **engine)))
 
 
-@pytest.mark.parametrize("name", ["vllm.yaml", "sglang.yaml", "tgi.yaml"])
+LISTENING = [
+    # (image, argv, env, where the engine listens, flagged behind a gate)
+    ("vllm/vllm-openai:v0.6.3", [], {}, "0.0.0.0", True),
+    ("vllm/vllm-openai:v0.6.3", ["--host", "127.0.0.1"], {}, "127.0.0.1", False),
+    ("vllm/vllm-openai:v0.6.3", ["--host=0.0.0.0"], {}, "0.0.0.0", True),
+    ("lmsysorg/sglang:v0.4.6", [], {}, "127.0.0.1", False),
+    ("lmsysorg/sglang:v0.4.6", ["--host", "0.0.0.0"], {}, "0.0.0.0", True),
+    ("ghcr.io/huggingface/text-generation-inference:2.4.1", [], {}, "0.0.0.0", True),
+    (
+        "ghcr.io/huggingface/text-generation-inference:2.4.1",
+        [],
+        {"HOSTNAME": "tgi-0"},
+        "tgi-0",
+        True,
+    ),
+    (
+        "ghcr.io/huggingface/text-generation-inference:2.4.1",
+        ["--hostname", "127.0.0.1"],
+        {"HOSTNAME": "tgi-0"},
+        "127.0.0.1",
+        False,
+    ),
+    ("nvcr.io/nvidia/tritonserver:24.08-py3", [], {}, "0.0.0.0", True),
+    ("ghcr.io/ggml-org/llama.cpp:server", [], {}, "0.0.0.0", True),
+    ("ghcr.io/ggml-org/llama.cpp:server", [], {"LLAMA_ARG_HOST": "127.0.0.1"}, "127.0.0.1", False),
+    ("ghcr.io/ggml-org/llama.cpp:server", ["--host", "::1"], {}, "::1", False),
+]
+
+
+@pytest.mark.parametrize(("image", "argv", "env", "address", "flagged"), LISTENING)
+def test_behind_a_gate_an_engine_listening_beyond_loopback_is_flagged(
+    image: str, argv: list[str], env: dict[str, str], address: str, flagged: bool
+) -> None:
+    """Issue 22 item 7: behind a gate the engine's own port must be on the workload's loopback,
+    else a client that finds it goes around the drain. Without a gate there is nothing to go
+    around: no such finding."""
+    preset = find_preset(image, argv)
+    assert preset is not None
+    assert preset.listen_address(argv, env)[0] == address
+    gated = lint_plan(plan(image=image, args=argv, env=env, gate=GATE))
+    found = [f for f in gated if "goes around the gate" in f.message]
+    assert len(found) == flagged, gated
+    if flagged:
+        assert found[0].path == "containers[0].args" and found[0].level == "warning"
+        assert f"{preset.listen_flag} 127.0.0.1" in found[0].message
+    ungated = lint_plan(plan(image=image, args=argv, env=env, pre_stop=["drain"]))
+    assert not any("goes around the gate" in f.message for f in ungated)
+
+
+@pytest.mark.parametrize("name", ["vllm.yaml", "sglang.yaml", "tgi.yaml", "llama-server.yaml"])
 def test_the_engine_example_plans_validate_lint_clean_and_put_a_gate_in_front(name: str) -> None:
     import yaml
 
@@ -121,3 +170,7 @@ def test_the_engine_example_plans_validate_lint_clean_and_put_a_gate_in_front(na
     sidecar, engine = expand_gates(example).containers
     assert (sidecar.role, engine.image) == ("sidecar", example.containers[0].image)
     assert engine.pre_stop_http is not None and engine.pre_stop_http.path.startswith("/-/drain")
+    # the engine's own port on the workload's loopback: only the gate reaches it
+    argv = example.containers[0].args or ()
+    address, said_by = preset.listen_address(argv, example.containers[0].env)
+    assert (address, said_by) == ("127.0.0.1", preset.listen_flag)

@@ -9,9 +9,11 @@ import attrs
 from asyncdeploy.drivers.kubernetes._manifest import pod_manifest, service_manifest
 from asyncdeploy.drivers.kubernetes._traffic import (
     PROPAGATION_WINDOW,
+    gate_traffic_left,
     propagation_window,
     ready_in,
     routing_services,
+    traffic_left_commands,
 )
 from asyncdeploy.labels import LABEL_SERVICE
 from asyncdeploy.plan import WorkloadPlan
@@ -125,3 +127,83 @@ def test_the_traffic_events_are_rendered_logged_and_serialised() -> None:
         "elapsed": 0.21,
         "services": ["llm", "llm-internal"],
     }
+
+
+def test_the_kits_drain_hooks_are_told_that_traffic_left() -> None:
+    """On TrafficLeft the driver runs the kit's own drain program in each container whose
+    preStop hook is it, with its socket and --traffic-left; any other hook is left alone."""
+
+    def container(name: str, command: list[str] | None, http: bool = False) -> dict[str, Any]:
+        hook: dict[str, Any] = {}
+        if command is not None:
+            hook = {"preStop": {"exec": {"command": command}}}
+        if http:
+            hook = {"preStop": {"httpGet": {"path": "/-/drain", "port": 8000}}}
+        return {"name": name, "lifecycle": hook}
+
+    pod = {
+        "spec": {
+            "containers": [
+                container(
+                    "kit",
+                    [
+                        "python3",
+                        "-m",
+                        "asyncdeploy.workload.drain_cmd",
+                        "--socket",
+                        "/run/a/c.sock",
+                        "--propagation-wait",
+                        "10s",
+                    ],
+                ),
+                container("cli", ["/usr/local/bin/asyncdeploy", "drain", "--socket=/s.sock"]),
+                container("default-socket", ["asyncdeploy", "drain", "--timeout", "20s"]),
+                container("shell", ["sh", "-c", "asyncdeploy drain"]),
+                container("sleep", ["sleep", "5"]),
+                container("gate", None, http=True),
+                container("none", None),
+            ]
+        }
+    }
+    assert traffic_left_commands(pod) == [
+        (
+            "kit",
+            [
+                "python3",
+                "-m",
+                "asyncdeploy.workload.drain_cmd",
+                "--socket",
+                "/run/a/c.sock",
+                "--traffic-left",
+            ],
+        ),
+        ("cli", ["/usr/local/bin/asyncdeploy", "drain", "--socket=/s.sock", "--traffic-left"]),
+        ("default-socket", ["asyncdeploy", "drain", "--traffic-left"]),
+    ]
+
+
+def test_the_gates_are_told_that_traffic_left_on_their_admin_port() -> None:
+    """On TrafficLeft the driver sends a drain gate's admin port ``/-/traffic-left`` with the
+    token of its preStop hook (through the API server's pod proxy); other hooks are left alone."""
+
+    def container(name: str, hook: dict[str, Any]) -> dict[str, Any]:
+        return {"name": name, "lifecycle": {"preStop": hook}}
+
+    pod = {
+        "spec": {
+            "containers": [
+                container(
+                    "gated",
+                    {"httpGet": {"path": "/-/drain?timeout=25s&token=s3cret", "port": 9901}},
+                ),
+                container("no-token", {"httpGet": {"path": "/-/drain", "port": 9902}}),
+                container("other", {"httpGet": {"path": "/shutdown", "port": 8080}}),
+                container("named-port", {"httpGet": {"path": "/-/drain", "port": "admin"}}),
+                container("exec", {"exec": {"command": ["asyncdeploy", "drain"]}}),
+            ]
+        }
+    }
+    assert gate_traffic_left(pod) == [
+        (9901, "/-/traffic-left", {"X-Asyncdeploy-Token": "s3cret"}),
+        (9902, "/-/traffic-left", {}),
+    ]

@@ -32,6 +32,7 @@ from asyncdeploy.events import (
     PreStopStarted,
     SidecarRemoved,
     SignalSent,
+    TeardownPending,
     TrafficLeft,
     TrafficStillRouted,
 )
@@ -73,6 +74,7 @@ EVENTS: list[tuple[DrainEvent, int]] = [
         TrafficStillRouted(workload=W, elapsed=10.0, services=("old",), window=10.0),
         logging.WARNING,
     ),
+    (TeardownPending(workload=W, elapsed=25.0, timeout=25.0), logging.WARNING),
     (DrainFinished(workload=W, elapsed=2.8, summary=SUMMARY), logging.INFO),
 ]
 

@@ -7,7 +7,6 @@ import inspect
 import aiodocker
 import pytest
 
-import asyncdeploy
 from asyncdeploy import errors
 from asyncdeploy.drivers import DRIVERS, driver_entry
 from asyncdeploy.drivers.engine import DockerDriver, PodmanDriver
@@ -19,13 +18,6 @@ from asyncdeploy.events import (
     SignalSent,
     event_to_dict,
 )
-
-
-def test_all_matches_the_exports() -> None:
-    """Every exported name exists, once (ruff's RUF022 keeps ``__all__`` sorted)."""
-    assert len(set(asyncdeploy.__all__)) == len(asyncdeploy.__all__)
-    for name in asyncdeploy.__all__:
-        assert hasattr(asyncdeploy, name)
 
 
 def test_every_error_descends_from_the_root() -> None:
@@ -136,3 +128,16 @@ def test_drain_error_lists_every_problem() -> None:
         workload="w", grace_period_seconds=1, seconds=1, containers=(), errors=("remove a: boom",)
     )
     assert "w: remove a: boom" in str(errors.DrainError([summary]))
+
+
+def test_what_no_engine_said_does_not_pose_as_an_engine_answer() -> None:
+    """A workload a list did not hold, a lock another replace holds: neither is an engine
+    error, and neither carries a status no engine answered. An engine's own 404 keeps its."""
+    missing = errors.WorkloadNotFound("no workload named 'w'", engine="docker")
+    held = errors.ReplaceInProgress("a replace of 'w' holds its lock", engine="docker")
+    for error in (missing, held):
+        assert not isinstance(error, errors.EngineError)
+        assert error.status is None and "[" not in str(error)
+    answered = errors.WorkloadNotFound("no such container", engine="docker", status=404)
+    assert answered.status == 404 and str(answered).startswith("[404] ")
+    assert isinstance(missing, LookupError)

@@ -18,7 +18,10 @@ NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent.sock", "ASYNCDEPLOY_DRIVER": "d
         (["--balancer", "haproxy", "--mode", "delete-all"], "nothing to send to"),
         (["--balancer", "haproxy", "--instances", "1"], "second instance"),
         (["--wrk", "2"], "use it with a balancer"),
-        (["--balancer", "nginx"], "Invalid value for '--balancer'"),
+        (["--balancer", "envoy"], "Invalid value for '--balancer'"),
+        (["--balancer", "nginx", "--nginx-config", "tuned"], "Invalid value for '--nginx-config'"),
+        (["--connection", "sometimes"], "Invalid value for '--connection'"),
+        (["--rise", "0", "--balancer", "haproxy"], "Invalid value for '--rise'"),
         (["--fall", "0", "--balancer", "haproxy"], "Invalid value for '--fall'"),
     ],
 )

@@ -22,7 +22,9 @@ FINISHED = DrainFinished(workload="w", elapsed=2.0, summary=SUMMARY)
 
 def report(*outcomes: str) -> VerifyReport:
     records = tuple(
-        RequestRecord(id=str(i), kind="stream", started=float(i), ended=float(i) + 1, outcome=o)  # type: ignore[arg-type]
+        RequestRecord(
+            id=str(i), kind="stream", started=float(i), ended=float(i) + 1, outcome=o, endpoint="w"
+        )  # type: ignore[arg-type]
         for i, o in enumerate(outcomes)
     )
     return VerifyReport(
@@ -94,3 +96,22 @@ def test_wrk_counts_are_read_and_gate_the_verdict() -> None:
     failed = attrs.evolve(ok, wrk=dirty)
     assert not failed.passed
     assert "non-2xx/3xx 17" in failed.text()
+
+
+def test_nothing_in_flight_on_the_drained_workload_is_no_pass() -> None:
+    """Issue 23: a replace that passed with "in flight when the drain began: 0" tested nothing
+    of a drain. Requests in flight only on another workload do not count either."""
+    busy = report("completed", "completed")
+    assert busy.in_flight_on_disrupted == 1 and busy.passed
+    idle = attrs.evolve(busy, drain_started_at=5.0)  # every request had ended
+    assert idle.in_flight_on_disrupted == 0 and not idle.passed
+    assert "nothing was in flight on the drained workload" in idle.text()
+    elsewhere = report("completed", "completed")
+    for record in elsewhere.records:
+        record.endpoint, record.instance = "haproxy", "other"
+    assert elsewhere.in_flight_at_drain == 1 and elsewhere.in_flight_on_disrupted == 0
+    assert not elsewhere.passed
+    served = report("completed")
+    served.records[0].endpoint, served.records[0].instance = "haproxy", "w"  # by its name
+    assert served.in_flight_on_disrupted == 1 and served.passed
+    assert served.to_dict()["in_flight_on_disrupted"] == 1

@@ -19,12 +19,14 @@ from asyncdeploy.verify.traffic import (
     Router,
     SingleEndpoint,
     TrafficMix,
+    opened_clients,
     send_traffic,
 )
 
 pytestmark = pytest.mark.anyio
 
 seen: list[tuple[str, str, bytes, str | None]] = []
+peers: list[object] = []  # the client address of every /echo request: one per connection
 
 
 async def _refuse(request: web.Request) -> web.Response:
@@ -33,6 +35,7 @@ async def _refuse(request: web.Request) -> web.Response:
 
 async def _echo(request: web.Request) -> web.Response:
     body = await request.read()
+    peers.append(request.transport.get_extra_info("peername") if request.transport else None)
     seen.append((request.method, request.path_qs, body, request.headers.get("X-Tenant")))
     return web.json_response({"ok": True}, status=201)
 
@@ -143,7 +146,7 @@ async def test_the_users_requests_arrive_as_named(server: str) -> None:
     target = SingleEndpoint(Endpoint(name="lb", base_url=server, ready=True))
     line = 'POST /echo?x=1 body=\'{"prompt": "hi"}\' header=X-Tenant:t1 rate=10 expect=201'
     report = await _run(target, [line], 0.4, retries=0)
-    assert report.passed, report.text()
+    assert report.records and not report.bad, report.text()
     assert seen and set(seen) == {("POST", "/echo?x=1", b'{"prompt": "hi"}', "t1")}
     assert report.counts()["POST /echo?x=1"]["completed"] == len(report.records)
 
@@ -174,3 +177,30 @@ async def test_a_wrong_status_is_a_failure(server: str) -> None:
     report = await _run(target, ["/nowhere rate=10"], 0.3, retries=0)
     assert report.records and {r.outcome for r in report.records} == {"failed"}
     assert not report.passed
+
+
+@pytest.mark.parametrize("connection", ["keep-alive", "close"])
+async def test_clients_keep_their_connections_alive_as_sdks_do(
+    server: str, connection: str
+) -> None:
+    """Issue 23: verify's clients were one fresh connection per request, so neither a balancer
+    nor a gate ever reused one. Now each kind of request is a client with a kept-alive pool
+    (HTTP/1.1), reused from request to request; ``--connection close`` keeps one per request."""
+    peers.clear()
+    requests = [parse_request("POST /echo body=x rate=20 expect=201 name=a"),
+                parse_request("POST /echo body=y rate=20 expect=201 name=b")]  # fmt: skip
+    target = SingleEndpoint(Endpoint(name="lb", base_url=server, ready=True))
+    records: list[RequestRecord] = []
+    stop = anyio.Event()
+    async with opened_clients(requests, connection) as clients:  # type: ignore[arg-type]
+        assert clients(requests[0]) is not clients(requests[1])  # a pool per client
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(send_traffic, clients, target, requests, TrafficMix(), stop, records)
+            await anyio.sleep(0.6)
+            stop.set()
+    assert len(records) >= 16 and {r.outcome for r in records} == {"completed"}
+    assert len(peers) == len(records)
+    if connection == "keep-alive":
+        assert len(set(peers)) <= 4, peers  # the requests of each client share its pool
+    else:
+        assert len(set(peers)) == len(peers)  # a connection each

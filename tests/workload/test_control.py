@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from asyncdeploy.workload import (
+    BalancerCheck,
     ControlSocketError,
     ControlSocketInUse,
     DrainController,
@@ -203,7 +204,8 @@ async def test_a_client_that_never_reads_is_closed_once_replies_stall(
 
 
 async def test_drain_command_reports_the_window_the_server_observed(sock_path: str) -> None:
-    """Without --propagation-wait the server's window applies; the report says how it closed."""
+    """Without --propagation-wait the server's window applies, closed early by the balancer
+    check the command declares; the report says how it closed."""
     controller = DrainController(propagation=PropagationWindow(max_seconds=30, quiet_seconds=0.2))
     controller.mark_started()
     async with anyio.create_task_group() as tg:
@@ -218,15 +220,19 @@ async def test_drain_command_reports_the_window_the_server_observed(sock_path: s
 
         tg.start_soon(balancer)
         with anyio.fail_after(10):
-            report = await run_drain_command(sock_path, propagation_wait=None, timeout=10)
+            report = await run_drain_command(
+                sock_path, None, 10, balancer=BalancerCheck(interval=0.1, fall=2)
+            )
         tg.cancel_scope.cancel()
     assert report.drained
-    assert report.final.window_close_reason == "traffic-left"
+    assert report.final.window_close_reason == "balancer-check"
+    assert (report.final.balancer_interval, report.final.balancer_fall) == (0.1, 2)
     assert report.final.admitted_while_draining == 1
     assert report.propagation_observed is not None and 0 < report.propagation_observed < 2
-    assert 0.2 <= report.propagation_waited < 5  # ended by the quiet period, not the 30 s max
+    # ended once the check had certainly taken it out (2 x 0.1 s + 1 s), not at the 30 s max
+    assert 1.2 <= report.propagation_waited < 5
     data = report.to_dict()
-    assert data["window_close_reason"] == "traffic-left"
+    assert data["window_close_reason"] == "balancer-check"
     assert data["propagation_observed"] == report.propagation_observed
 
 
@@ -288,3 +294,45 @@ def test_any_command_line_gets_a_reply_and_never_raises(command: str) -> None:
     elif words and words[0] == "drain":
         assert controller.state is DrainState.DRAINING
         assert controller.propagation.max_seconds == 5  # the server's own setting is untouched
+
+
+async def test_traffic_left_told_on_the_socket_closes_the_window_after_the_margin(
+    sock_path: str,
+) -> None:
+    """``traffic-left`` (what the Kubernetes driver sends on TrafficLeft): the window closes
+    once kube-proxy's margin passed and no request came for the quiet period; told before the
+    drain began, it counts from when it was told."""
+    window = PropagationWindow(max_seconds=30, quiet_seconds=0.2, endpoints_margin=0.3)
+    controller = DrainController(propagation=window)
+    controller.mark_started()
+    async with anyio.create_task_group() as tg:
+        await tg.start(serve_control_socket, controller, sock_path)
+        reply = await control_request(sock_path, "traffic-left")
+        assert reply["ok"] is True and reply["command"] == "traffic-left"
+        assert controller.accepting  # not draining yet: nothing changes but the record
+        await anyio.sleep(0.1)
+        with anyio.fail_after(10):
+            report = await run_drain_command(sock_path, None, 10)
+        tg.cancel_scope.cancel()
+    assert report.drained and report.final.window_close_reason == "traffic-left"
+    assert report.final.traffic_left_after is not None and report.final.traffic_left_after < 0
+    assert report.propagation_waited < 2  # not the 30 s maximum
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "drain balancer-fall=3",
+        "drain balancer-interval=0",
+        "drain balancer-interval=nan",
+        "drain balancer-interval=2 balancer-fall=0",
+        "drain balancer-interval=2 balancer-fall=x",
+        "drain balancer-interval=2 sometimes=1",
+    ],
+)
+def test_a_malformed_balancer_check_is_refused_and_changes_nothing(line: str) -> None:
+    controller = DrainController()
+    controller.mark_started()
+    reply = _execute(controller, line)
+    assert reply["ok"] is False and reply["error"].startswith("drain: "), reply
+    assert controller.state is DrainState.SERVING

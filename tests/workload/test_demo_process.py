@@ -68,8 +68,10 @@ def events(body: str) -> list[str]:
 
 
 async def test_sigterm_drains_the_open_stream_then_exits(tmp_path: Path) -> None:
-    """SIGTERM: readiness fails at once, the stream ends with done, the process exits 0."""
-    async with demo_process(tmp_path, "--drain-timeout", "10s") as (process, base, sock):
+    """SIGTERM: readiness fails at once, the stream ends with done, the process exits 0 (the
+    test's probe plays a balancer checking every 0.1 s, out after one failure)."""
+    flags = ("--drain-timeout", "10s", "--balancer-interval", "0.1s", "--balancer-fall", "1")
+    async with demo_process(tmp_path, *flags) as (process, base, sock):
         async with httpx.AsyncClient(base_url=base, trust_env=False, timeout=10) as client:
             first = anyio.Event()
             result: dict[str, Any] = {}

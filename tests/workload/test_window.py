@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from asyncdeploy.workload import (
+    BalancerCheck,
     DrainController,
     DrainState,
     PropagationWindow,
@@ -36,26 +37,65 @@ def test_without_a_failed_probe_the_window_runs_to_its_maximum() -> None:
     assert (tracker.closed_at, tracker.reason) == (110.0, WindowClose.MAX)
 
 
-def test_a_failed_probe_and_a_quiet_period_close_it_early() -> None:
-    """Closed quiet seconds after the last request, once a probe saw the drain."""
+def test_one_failed_probe_and_silence_are_no_evidence() -> None:
+    """Issue 23: a balancer needs ``fall`` failed checks, and sparse traffic is silent anyway.
+    Without a declared check (or the deployer's word) the window runs to its maximum."""
     tracker = WindowTracker(100.0, PropagationWindow(max_seconds=10, quiet_seconds=2), None)
-    tracker.note_request(100.2)
     tracker.note_failed_probe(100.4)
-    tracker.note_request(100.5)  # the balancer's last request before it acted on the probe
-    assert not tracker.refresh(102.4)
-    assert tracker.refresh(102.6)
-    assert tracker.closed_at == pytest.approx(102.5)
-    assert tracker.reason is WindowClose.TRAFFIC_LEFT
-    assert tracker.propagation_observed(103) == pytest.approx(0.5)
-    assert tracker.failed_probe_after() == pytest.approx(0.4)
+    tracker.note_request(100.5)
+    assert not tracker.refresh(109.9)
+    assert tracker.refresh(110.0) and tracker.reason is WindowClose.MAX
 
 
-def test_a_late_probe_closes_it_at_the_probe() -> None:
-    """Traffic stopped long before a probe came: the window closes when the probe comes."""
-    tracker = WindowTracker(100.0, PropagationWindow(max_seconds=10, quiet_seconds=2), None)
-    tracker.note_failed_probe(105.0)
-    assert tracker.refresh(105.0)
-    assert tracker.closed_at == 105.0
+HAPROXY_DEFAULTS = BalancerCheck(interval=2.0, fall=3)  # inter 2s, fall 3
+
+
+def test_a_declared_check_closes_it_once_the_balancer_has_certainly_stopped() -> None:
+    """HAProxy at its defaults: out by 3 x 2 s (+1 s) after the drain start at the latest;
+    the window closes then, or a quiet period after the last request if that is later."""
+    window = PropagationWindow(max_seconds=10, quiet_seconds=2, balancer=HAPROXY_DEFAULTS)
+    tracker = WindowTracker(100.0, window, None)
+    tracker.note_failed_probe(101.5)  # its first failed check: it still sends
+    tracker.note_request(105.6)  # its last request before the third failed check
+    assert not tracker.refresh(107.5)
+    assert tracker.refresh(107.6)
+    assert tracker.closed_at == pytest.approx(107.6)
+    assert tracker.reason is WindowClose.BALANCER_CHECK
+    assert tracker.propagation_observed(108) == pytest.approx(5.6)
+    assert tracker.failed_probe_after() == pytest.approx(1.5)
+    quiet = WindowTracker(100.0, window, None)
+    quiet.note_failed_probe(100.1)
+    assert not quiet.refresh(106.9)
+    assert quiet.refresh(107.0) and quiet.closed_at == pytest.approx(107.0)
+
+
+def test_a_declared_check_without_any_failed_probe_is_not_evidence() -> None:
+    """The declared balancer never probed (a wrong path, a TCP check): run to the maximum."""
+    window = PropagationWindow(max_seconds=10, balancer=BalancerCheck(interval=0.5, fall=1))
+    tracker = WindowTracker(0.0, window, None)
+    assert not tracker.refresh(9.9)
+    assert tracker.refresh(10.0) and tracker.reason is WindowClose.MAX
+
+
+def test_of_two_declared_checks_the_slower_holds() -> None:
+    tracker = WindowTracker(0.0, PropagationWindow(balancer=BalancerCheck(interval=3)), None)
+    tracker.declare_check(BalancerCheck(interval=0.5, fall=1))
+    assert tracker.check == BalancerCheck(interval=3, fall=3)
+
+
+def test_the_deployers_word_closes_it_after_kube_proxys_margin() -> None:
+    """``traffic-left``: closed at the word + the endpoints margin, or quiet after the last
+    request; told before the drain began, counted from when it was told."""
+    window = PropagationWindow(max_seconds=10, quiet_seconds=2, endpoints_margin=2)
+    tracker = WindowTracker(100.0, window, None)
+    tracker.note_traffic_left(101.0)
+    tracker.note_request(101.5)
+    assert not tracker.refresh(103.4)
+    assert tracker.refresh(103.5) and tracker.reason is WindowClose.TRAFFIC_LEFT
+    early = WindowTracker(100.0, window, None)
+    early.note_traffic_left(99.0)
+    assert early.refresh(102.0) and early.closed_at == pytest.approx(102.0)  # the quiet period
+    assert early.traffic_left_after() == pytest.approx(-1.0)
 
 
 def test_the_deadline_and_a_shorter_request_bound_the_window() -> None:
@@ -83,46 +123,64 @@ def test_bounds_are_checked(bad: float) -> None:
 @given(
     maximum=st.floats(0, 30),
     quiet=st.floats(0, 5),
-    probe=st.none() | st.floats(0, 40),
+    check=st.none() | st.builds(BalancerCheck, interval=st.floats(0.1, 5), fall=st.integers(1, 5)),
+    probes=st.lists(st.floats(0, 40), max_size=5),
+    left=st.none() | st.floats(0, 40),
     requests=st.lists(st.floats(0, 40), max_size=20),
     deadline=st.none() | st.floats(0, 40),
 )
-def test_the_window_never_outlives_its_bounds(
+def test_the_window_never_outlives_its_bounds_nor_closes_before_the_evidence(
     maximum: float,
     quiet: float,
-    probe: float | None,
+    check: BalancerCheck | None,
+    probes: list[float],
+    left: float | None,
     requests: list[float],
     deadline: float | None,
 ) -> None:
-    """Whatever arrives, it closes by the maximum and the deadline, and never closes early
-    without a failed probe; admitted requests all arrived before it closed."""
-    tracker = WindowTracker(
-        0.0, PropagationWindow(max_seconds=maximum, quiet_seconds=quiet), deadline
-    )
+    """Whatever arrives, it closes by the maximum and the deadline; before them only once a
+    declared check has certainly taken the server out (a probe failed, fall x interval + margin
+    passed) or the deployer's word + margin passed, and never within the quiet period after a
+    request; admitted requests all arrived before it closed."""
+    window = PropagationWindow(max_seconds=maximum, quiet_seconds=quiet, balancer=check)
+    tracker = WindowTracker(0.0, window, deadline)
     events = sorted(
-        [(t, "request") for t in requests] + ([(probe, "probe")] if probe is not None else [])
+        [(t, "request") for t in requests]
+        + [(t, "probe") for t in probes]
+        + ([(left, "left")] if left is not None else [])
     )
     for at, kind in events:
         if tracker.refresh(at):
             break
         if kind == "request":
             tracker.note_request(at)
-        else:
+        elif kind == "probe":
             tracker.note_failed_probe(at)
+        else:
+            tracker.note_traffic_left(at)
     tracker.refresh(100.0)
     assert tracker.closed_at is not None
     bound = maximum if deadline is None else min(maximum, deadline)
     assert tracker.closed_at <= bound + 1e-9
-    if tracker.first_failed_probe is None or tracker.first_failed_probe > tracker.closed_at:
-        assert tracker.closed_at == pytest.approx(bound)
+    if tracker.closed_at < bound - 1e-9:
+        proofs = []
+        if check is not None and tracker.first_failed_probe is not None:
+            proofs.append(max(tracker.first_failed_probe, check.takes_out_within))
+        if tracker.traffic_left is not None:
+            proofs.append(tracker.traffic_left + window.endpoints_margin)
+        assert proofs and tracker.closed_at >= min(proofs) - 1e-9
+        if tracker.last_request is not None:
+            assert tracker.closed_at >= tracker.last_request + quiet - 1e-9
     if tracker.last_request is not None:
         assert tracker.last_request <= tracker.closed_at
 
 
 # -- the controller ------------------------------------------------------------------------------
-async def test_a_draining_server_serves_new_work_until_traffic_left() -> None:
-    """Readiness fails at once; new work is admitted until a probe saw it and traffic stopped."""
-    controller = _serving(PropagationWindow(max_seconds=30, quiet_seconds=0.2))
+async def test_a_draining_server_serves_new_work_until_the_balancer_has_stopped() -> None:
+    """Readiness fails at once; new work is admitted until the declared check has certainly
+    taken the server out (0.1 s x 1 + 1 s) and traffic stopped."""
+    check = BalancerCheck(interval=0.1, fall=1)
+    controller = _serving(PropagationWindow(max_seconds=30, quiet_seconds=0.2, balancer=check))
     controller.begin_drain()
     assert controller.state is DrainState.DRAINING
     assert controller.check_ready() is False  # the balancer's probe: it sees the drain
@@ -140,10 +198,10 @@ async def test_a_draining_server_serves_new_work_until_traffic_left() -> None:
     assert stats.accepting is False
     assert stats.admitted_while_draining == 1
     assert stats.rejected_while_draining == 1
-    assert stats.window_close_reason == "traffic-left"
+    assert stats.window_close_reason == "balancer-check"
     assert stats.readiness_failed_after is not None and stats.readiness_failed_after < 1
     assert stats.propagation_observed is not None and stats.propagation_observed < 1
-    assert stats.window_closed_after is not None and 0.2 <= stats.window_closed_after < 5
+    assert stats.window_closed_after is not None and 1.1 <= stats.window_closed_after < 5
     assert (
         stats.drain_duration is not None
         and stats.drain_duration >= stats.window_closed_after - 0.01
@@ -211,7 +269,8 @@ async def test_a_cut_and_a_stop_close_the_window() -> None:
 
 async def test_the_metrics_report_the_window() -> None:
     """The text format says whether the window is open and the propagation observed."""
-    controller = _serving(PropagationWindow(max_seconds=30, quiet_seconds=0.05))
+    check = BalancerCheck(interval=0.05, fall=1)
+    controller = _serving(PropagationWindow(max_seconds=30, quiet_seconds=0.05, balancer=check))
     text = render_metrics(controller)
     assert "asyncdeploy_accepting 1" in text
     controller.begin_drain()
@@ -225,7 +284,7 @@ async def test_the_metrics_report_the_window() -> None:
     text = render_metrics(controller)
     assert "asyncdeploy_accepting 0" in text
     assert "asyncdeploy_admitted_while_draining_total 1" in text
-    assert 'asyncdeploy_propagation_window_closed{reason="traffic-left"} 1' in text
+    assert 'asyncdeploy_propagation_window_closed{reason="balancer-check"} 1' in text
     observed = [
         line
         for line in text.splitlines()

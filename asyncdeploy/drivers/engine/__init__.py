@@ -25,18 +25,45 @@ module             concern
 ``_markers``       markers (a replace's lock): labelled volumes
 ``_ops``           the values a drain works on, and the ``ContainerOps`` it calls
 ``_container_ops`` :class:`EngineContainerOps`: those calls over a session
-``_drain``         the one deadline, the order and the events of a container-engine drain
-``_drain_state``   a workload drain's flags and its give-up rule, pure
-``_pipeline``      one container's way out of a drain: hook, stop signal, exit
-``_follow``        a delete that finds the drain claimed: follow it, or take over
-``_claim``         the claim record in the pause container: who drains, since when
-``_exits``         container exits from one engine event stream per drain
+``_drain``         a container-engine drain: one deadline, one machine per workload
+``_drain_core``    one workload's drain as a state machine: observations in, commands out;
+                   its claim and its transitions, pure
+``_drain_context`` what the machine's states share: books, containers, commands, pure
+``_drain_pipelines`` the owner's state: one pipeline per container (hook, signal, exit), pure
+``_drain_follow``  the follower's state: follow another delete, or take over, pure
+``_drain_cleanup`` the last state: kill, remove, the pause last, pure
+``_drain_steps``   the core's words: timings, commands, answers, pure
+``_drain_loop``    the one loop that carries the core's commands over ``ContainerOps``
+``_drain_waits``   the drain's calls that are more than one: retries, hooks, exit waits
+``_claim``         the claim record (Docker: a labelled volume; Podman: a file in the pause
+                   container): who drains, since when, pure
+``_coalesce``      one engine call for many concurrent callers (rounds)
+``_looks``         the driver's looks (lists, volumes, images), shared by concurrent calls
+``_exits``         container exits from one engine event stream per deployer
+``_coalesce``      one engine call for many concurrent callers asking the same question
 =================  ======================================================================
 """
 
 from __future__ import annotations
 
-from asyncdeploy.drivers.engine._docker import DockerDriver
-from asyncdeploy.drivers.engine._podman import PodmanDriver
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from asyncdeploy.drivers.engine._docker import DockerDriver as DockerDriver
+    from asyncdeploy.drivers.engine._podman import PodmanDriver as PodmanDriver
 
 __all__ = ["DockerDriver", "PodmanDriver"]
+
+
+def __getattr__(name: str) -> Any:
+    """The drivers load aiodocker: only when one is asked for (the drain's pure parts and
+    :mod:`asyncdeploy.testing`'s fakes import this package without an engine client)."""
+    if name == "DockerDriver":
+        from asyncdeploy.drivers.engine._docker import DockerDriver
+
+        return DockerDriver
+    if name == "PodmanDriver":
+        from asyncdeploy.drivers.engine._podman import PodmanDriver
+
+        return PodmanDriver
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

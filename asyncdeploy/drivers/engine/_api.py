@@ -17,28 +17,32 @@ from typing import Any, ClassVar, Self, cast
 import anyio
 import attrs
 
+from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
+from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
-from asyncdeploy.drivers.engine._drain import drain_workloads
+from asyncdeploy.drivers.engine._drain import DrainTimings, drain_workloads
 from asyncdeploy.drivers.engine._history import events_query, parse_events
+from asyncdeploy.drivers.engine._looks import EngineLooks
 from asyncdeploy.drivers.engine._markers import EngineMarkers
 from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
 from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._ready import wait_until_ready
-from asyncdeploy.drivers.engine._session import EngineSession
+from asyncdeploy.drivers.engine._session import EngineSession, answer_timeout
 from asyncdeploy.drivers.engine._state import (
+    matching,
+    ping_info,
     plan_order,
     planned_state,
     snapshot,
     volumes_status,
-    workload_labels,
     workload_status,
 )
 from asyncdeploy.drivers.engine._unfinished import dead_claim, left_volumes
 from asyncdeploy.errors import (
-    EngineError,
+    ENGINE_FAILURES,
     EngineUnavailable,
     ExecInterrupted,
     WorkloadConflict,
@@ -98,6 +102,7 @@ class EngineAPIDriver:
         self.session = session
         self.ops = EngineContainerOps(session)  # the drain's engine calls
         self.markers = EngineMarkers(session)
+        self.looks = EngineLooks(session)  # shared by concurrent calls
 
     @property
     def url(self) -> str:
@@ -146,8 +151,10 @@ class EngineAPIDriver:
     async def ping(self) -> EngineInfo:
         try:
             with self.session.errors("ping"), anyio.fail_after(PING_TIMEOUT):
+                if (info := ping_info(self.name, await self.session.ping())) is not None:
+                    return info
                 version = await self.session.version()
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             raise EngineUnavailable(
                 f"no {self.name} engine answers at {self.url}: {exc.message}", engine=self.name
             ) from exc
@@ -161,42 +168,38 @@ class EngineAPIDriver:
 
     # --- reading state -----------------------------------------------------------------------
 
-    async def _by_workload(
-        self, labels: Mapping[str, str] | None = None
-    ) -> dict[str, builtins.list[dict[str, Any]]]:
-        grouped: dict[str, builtins.list[dict[str, Any]]] = {}
-        for item in await self.session.containers(labels or {}):
-            grouped.setdefault(item["Labels"][LABEL_WORKLOAD], []).append(item)
-        return grouped
-
     async def get(self, name: str) -> WorkloadStatus:
         items = await self._items(name)
         return await self._marked(name, items, await self._restarts(items))
 
     async def _marked(
-        self, name: str, items: Sequence[Mapping[str, Any]], restarts: Mapping[str, int]
+        self,
+        name: str,
+        items: Sequence[Mapping[str, Any]],
+        restarts: Mapping[str, int],
+        claims: Mapping[str, ClaimRecord] | None = None,
     ) -> WorkloadStatus:
-        """Its status, read with the drain's claim when its pause is paused (the record in the
-        pause container says who drains, and until when: ``_claim.py``): ``draining`` with that
-        deadline while its owner lives (or cannot be told dead from here), half-drained when
-        it is dead (``_unfinished.py``)."""
+        """Its status, read with the drain's claim (who drains, and until when: ``_claim.py``)
+        where a drain claimed it: its pause paused, or killed at the drain's end (not removed
+        yet), or on Docker, whose claim is the record's volume, the record there. ``draining``
+        with that deadline while its owner lives (or cannot be told dead from here),
+        half-drained when it is dead (``_unfinished.py``). ``claims``: every record, read once
+        for a whole list."""
         status = workload_status(self.name, name, items, restarts)
-        claimed = [  # paused by a drain's claim, or killed at its end (not removed yet)
-            i
-            for i in items
-            if i["Labels"].get(LABEL_ROLE) == "pause"
-            and i.get("State") in ("paused", "exited", "stopped")
-        ]
-        if not claimed:
+        pauses = [i for i in items if i["Labels"].get(LABEL_ROLE) == "pause"]
+        if not pauses:
             return status
-        ref = ContainerRef(id=str(claimed[0]["Id"]), name="pause", role="pause", running=True)
+        claimed = pauses[0].get("State") in ("paused", "exited", "stopped")
+        if not claimed and not self.ops.claim_is_record:
+            return status
+        ref = ContainerRef(id=str(pauses[0]["Id"]), name="pause", role="pause", running=True)
         try:
-            record = await self.ops.read_claim(ref)
-            if record is None:  # read while the drain rewrote it (Podman answers empty then)
+            record = claims.get(ref.id) if claims is not None else await self.ops.read_claim(ref)
+            if record is None and claimed:  # read while the drain rewrote it (Podman: empty)
                 await anyio.sleep(CLAIM_REREAD)
                 record = await self.ops.read_claim(ref)
-        except EngineError:  # a look only (the pause may be going): no mark said on a guess
-            return attrs.evolve(status, unfinished=None)
+        except ENGINE_FAILURES:  # a look only (the pause may be going): no mark said on a guess
+            return attrs.evolve(status, unfinished=None) if claimed else status
         reason = dead_claim(record)
         if reason:
             return attrs.evolve(status, unfinished=reason)
@@ -211,10 +214,13 @@ class EngineAPIDriver:
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         chosen = as_selector(selector)
-        everything = await self._by_workload()
-        matching = _matching(everything, chosen)
-        restarts = await self._restarts([i for items in matching.values() for i in items])
-        found = [await self._marked(name, items, restarts) for name, items in matching.items()]
+        everything = await self.looks.everything()
+        chosen_ones = matching(everything, chosen)
+        restarts = await self._restarts([i for items in chosen_ones.values() for i in items])
+        claims = await self.ops.claim_records() if chosen_ones else None
+        found = [
+            await self._marked(name, items, restarts, claims) for name, items in chosen_ones.items()
+        ]
         for plan, (why, labels) in (await self._left_volumes(everything, None)).items():
             if chosen is None or chosen.matches({**labels, LABEL_WORKLOAD: plan}):
                 found.append(volumes_status(self.name, plan, why, labels))
@@ -226,8 +232,8 @@ class EngineAPIDriver:
         """The plans (or ``plan``) whose named volumes no container uses (``left_volumes``)."""
         label = LABEL_VOLUME_PLAN if plan is None else f"{LABEL_VOLUME_PLAN}={plan}"
         with self.session.errors("list volumes"):
-            volumes = await self.session.volumes(label)
-            markers = await self.session.volumes(LABEL_LOCK) if volumes else []
+            volumes = await self.looks.volumes(label)
+            markers = await self.looks.volumes(LABEL_LOCK) if volumes else []
         # a replace lock held (a tombstone, its empty record, says it is free: _markers.py)
         markers = [m for m in markers if (m.get("Labels") or {}).get(LABEL_LOCK_RECORD)]
         items = [item for group in grouped.values() for item in group]
@@ -238,9 +244,9 @@ class EngineAPIDriver:
 
     async def _items(self, name: str) -> builtins.list[dict[str, Any]]:
         """The workload's list entries; ``WorkloadNotFound`` when it has none."""
-        items = await self.session.containers({LABEL_WORKLOAD: name})
+        items = (await self.looks.named(name)).get(name)
         if not items:
-            raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name, status=404)
+            raise WorkloadNotFound(f"no workload named {name!r}", engine=self.name)
         return items
 
     async def _container_id(self, name: str, container: str | None) -> str:
@@ -252,7 +258,7 @@ class EngineAPIDriver:
             ) == container:
                 return str(item["Id"])
         raise WorkloadNotFound(
-            f"workload {name!r} has no container {container!r}", engine=self.name, status=404
+            f"workload {name!r} has no container {container!r}", engine=self.name
         )
 
     def logs(
@@ -371,10 +377,12 @@ class EngineAPIDriver:
             if proto in ("", "tcp") and port.isdigit()
         )
 
-    async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
+    async def wait_ready(
+        self, name: str, *, timeout: float, settle_seconds: float | None = None
+    ) -> WorkloadStatus:
         """Every run container ready, or ``CreateError`` with the exit code and the logs of one
         that ended first (``_ready.py``)."""
-        return await wait_until_ready(self.ops, name, timeout=timeout)
+        return await wait_until_ready(self.ops, name, timeout=timeout, settle=settle_seconds)
 
     # --- the drain (its engine calls: _container_ops.py) -------------------------------------
 
@@ -383,7 +391,9 @@ class EngineAPIDriver:
         names = tuple(dict.fromkeys(names))
         if not names:
             return _found({})
-        grouped = await self._by_workload({LABEL_WORKLOAD: names[0]} if len(names) == 1 else None)
+        grouped = await (
+            self.looks.named(names[0]) if len(names) == 1 else self.looks.by_workload()
+        )
         missing = [n for n in names if n not in grouped]
         for name in list(missing):  # only its volumes left (a killed create): drained away
             if await self._only_volumes_left(name, grouped if len(names) > 1 else None):
@@ -391,7 +401,7 @@ class EngineAPIDriver:
                 missing.remove(name)
         if missing:
             raise WorkloadNotFound(
-                f"no workload named {', '.join(map(repr, missing))}", engine=self.name, status=404
+                f"no workload named {', '.join(map(repr, missing))}", engine=self.name
             )
         return _found({n: grouped[n] for n in names})
 
@@ -407,11 +417,11 @@ class EngineAPIDriver:
         except WorkloadNotFound:
             return False
         if everything is None:
-            everything = await self._by_workload({LABEL_INSTANCE_OF: plan})
+            everything = await self.looks.by_workload({LABEL_INSTANCE_OF: plan})
         return plan in await self._left_volumes(everything, plan)
 
     async def find_matching(self, selector: Selector | None) -> EngineFound:
-        return _found(_matching(await self._by_workload(), selector))
+        return _found(matching(await self.looks.by_workload(), selector))
 
     async def drain(
         self,
@@ -430,6 +440,7 @@ class EngineAPIDriver:
             emit=emit,
             engine=self.name,
             keep_volumes=keep_volumes,
+            timings=DrainTimings(call_margin=answer_timeout()),
         )
 
     # --- create ------------------------------------------------------------------------------
@@ -439,12 +450,12 @@ class EngineAPIDriver:
         plan: WorkloadPlan,
         *,
         emit: Emit | None = None,
-        kill_now: anyio.Event | None = None,
+        kill: KillSwitch | None = None,
     ) -> ApplyResult:
         """Create the workload; unchanged → no call that writes; changed → drain, then create
         (a failed drain raises ``DrainError`` and creates nothing; a cancellation lets a begun
         drain finish: :func:`~asyncdeploy.drivers._replaced.drain_replaced`)."""
-        grouped = await self._by_workload({LABEL_WORKLOAD: plan.name})
+        grouped = await self.looks.named(plan.name)
         existing = grouped.get(plan.name)
         replaced = None
         if existing:
@@ -467,13 +478,14 @@ class EngineAPIDriver:
                         f"{', '.join(sorted(map(str, names)))} of {', '.join(sorted(wanted))}), "
                         "or a create of it was killed; wait and retry, or delete it",
                         engine=self.name,
-                        status=409,
                     )
                 # "dead": the same plan, complete, but not in the state it asks for (left
                 # unstarted by a killed create, half deleted, every run container exited):
                 # repaired below like a changed plan, its remains drained first.
         # Pull what is needed, then create: a failed pull leaves the old workload serving.
-        await ImagePuller(self.session).pull_for(plan, emit or ignore_events)
+        await ImagePuller(self.session, self.looks.image_present).pull_for(
+            plan, emit or ignore_events
+        )
         if existing:
             try:
                 found = await self.find([plan.name])  # afresh: the pull may have taken long
@@ -487,7 +499,7 @@ class EngineAPIDriver:
                         found, grace_period_seconds=None, emit=watch, keep_volumes=True
                     ),
                     emit or ignore_events,
-                    kill_now,
+                    kill,
                 )
         items = await CreateAttempt(self.session, self.ops, plan).run()
         return ApplyResult(
@@ -497,7 +509,7 @@ class EngineAPIDriver:
         )
 
     async def pull(self, plan: WorkloadPlan, *, emit: Emit) -> None:
-        await ImagePuller(self.session).pull_for(plan, emit)
+        await ImagePuller(self.session, self.looks.image_present).pull_for(plan, emit)
 
     # --- markers (a replace's lock: _markers.py) ---------------------------------------------
 
@@ -509,15 +521,3 @@ class EngineAPIDriver:
 
     async def drop_marker(self, key: str, record: str) -> None:
         await self.markers.drop_marker(key, record)
-
-
-def _matching(
-    grouped: Mapping[str, builtins.list[dict[str, Any]]], selector: Selector | None
-) -> dict[str, builtins.list[dict[str, Any]]]:
-    """The workloads ``selector`` matches, by name. Matched here, not by the engine's label
-    filter: Podman reads "team=" as "any value"."""
-    return {
-        name: items
-        for name, items in sorted(grouped.items())
-        if selector is None or selector.matches(workload_labels(items))
-    }

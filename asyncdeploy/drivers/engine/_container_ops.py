@@ -6,28 +6,53 @@ The driver hands these to the drain, and the create's roll-back uses them too.
 
 from __future__ import annotations
 
+import json
 import math
 import tarfile
+import time
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 import aiohttp
 import anyio
 
-from asyncdeploy.drivers.engine._claim import CLAIM_FILE, ClaimRecord, pack, unpack
-from asyncdeploy.drivers.engine._exits import ExitWatch, watch_exits
+from asyncdeploy._backoff import KILLED_POLL
+from asyncdeploy.drivers.engine._claim import (
+    CLAIM_FILE,
+    ClaimRecord,
+    claim_labels,
+    claim_volume,
+    pack,
+    unpack,
+)
+from asyncdeploy.drivers.engine._coalesce import Rounds
+from asyncdeploy.drivers.engine._exits import ExitHub, ExitWatch
+from asyncdeploy.drivers.engine._history import events_query, signalled_after_pause
 from asyncdeploy.drivers.engine._netcheck import http_get, workload_address
 from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook, ContainerRef
 from asyncdeploy.drivers.engine._session import EngineSession
-from asyncdeploy.errors import EngineUnavailable, WorkloadConflict, WorkloadNotFound
-from asyncdeploy.labels import LABEL_VOLUME_PLAN, LABEL_WORKLOAD
+from asyncdeploy.errors import (
+    ENGINE_FAILURES,
+    EngineAPIError,
+    EngineUnavailable,
+    WorkloadConflict,
+    WorkloadNotFound,
+)
+from asyncdeploy.labels import (
+    LABEL_CLAIM,
+    LABEL_CLAIM_RECORD,
+    LABEL_VOLUME_PLAN,
+    LABEL_WORKLOAD,
+)
 
 __all__ = ["EngineContainerOps"]
 
 REMOVAL_POLL_SECONDS = 0.05
-KILL_POLL_SECONDS = 0.02
 # Failures that mean the request never left: no connection could be made.
 _NEVER_SENT = (aiohttp.ClientConnectorError, ConnectionRefusedError, FileNotFoundError)
+FREEZE_TRIES = 3
+HISTORY_WINDOW = 3600.0  # how far back a takeover reads the engine's events for signals sent
 
 
 class EngineContainerOps:
@@ -36,13 +61,25 @@ class EngineContainerOps:
 
     def __init__(self, session: EngineSession) -> None:
         self.session = session
+        # one event stream for every drain of this deployer
+        self.hub = ExitHub(
+            session.url,
+            api_version=session.client.api_version,
+            labelled=session.labelled_events,
+        )
+        # every follower's look at the claim records meanwhile: one volume list
+        self.claims = Rounds(self._list_claims)
+
+    @property
+    def name(self) -> str:
+        return self.session.engine
 
     @property
     def kill_triggers_restart(self) -> bool:
         return self.session.kill_triggers_restart
 
     def exits(self) -> AbstractAsyncContextManager[ExitWatch]:
-        return watch_exits(self.session.url, api_version=self.session.client.api_version)
+        return self.hub.subscribe()
 
     async def signal(self, ref: ContainerRef, signal: str) -> bool:
         try:
@@ -77,17 +114,14 @@ class EngineContainerOps:
         or libpod) blocks until the hook's exec session is cleaned up, 20 s later."""
         if not self.session.polls_killed:
             return await self.wait_exit(ref)
-        pause = KILL_POLL_SECONDS
+        pauses = KILLED_POLL.pauses()
         while True:
             look = await self.look(ref)
             if look is None:
-                raise WorkloadNotFound(
-                    f"{ref.name} is gone", engine=self.session.engine, status=404
-                )
+                raise WorkloadNotFound(f"{ref.name} is gone", engine=self.session.engine)
             if not look.running:
                 return look.exit_code
-            await anyio.sleep(pause)
-            pause = min(pause * 2, 0.2)  # many containers: do not flood the API service
+            await anyio.sleep(next(pauses))
 
     async def remove(self, ref: ContainerRef) -> None:
         """Force-remove a stopped container (the drain has signalled it: Podman's force-delete
@@ -104,20 +138,73 @@ class EngineContainerOps:
                     return
                 await anyio.sleep(REMOVAL_POLL_SECONDS)
 
-    async def claim(self, pause: ContainerRef) -> bool:
-        try:
-            with self.session.errors(f"pause {pause.name}"):
-                await self.session.pause(pause.id)
-        except WorkloadConflict:
-            return False  # already paused (another delete drains it), or not running
-        return True
+    @property
+    def claim_is_record(self) -> bool:
+        return self.session.claims_in_volumes
+
+    async def claim(self, pause: ContainerRef, record: ClaimRecord) -> str:
+        if self.session.claims_in_volumes:
+            # Docker creates a volume once under a lock per name, and answers a second create
+            # of the name with the first one's volume: whose labels it holds says who claimed.
+            name = claim_volume(pause.id)
+            try:
+                made = await self._create_volume(name, claim_labels(pause.id, record))
+            except WorkloadConflict:
+                return "held"
+            held = (made.get("Labels") or {}).get(LABEL_CLAIM_RECORD)
+            return "claimed" if held == record.to_json() else "held"
+        return "claimed" if await self._pause(pause) else "refused"
+
+    async def _pause(self, pause: ContainerRef) -> bool:
+        """Pause it; False when refused (paused already, or not running)."""
+        for attempt in range(FREEZE_TRIES):
+            try:
+                with self.session.errors(f"pause {pause.name}"):
+                    await self.session.pause(pause.id)
+            except WorkloadConflict:
+                return False  # already paused (another delete drains it), or not running
+            except EngineAPIError as exc:
+                # runc's "unable to freeze" (a loaded host): the freezer timed out, try again
+                if "freeze" not in exc.message or attempt + 1 == FREEZE_TRIES:
+                    raise
+                await anyio.sleep(0.05)
+                continue
+            return True
+        return False
 
     async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
-        # Both engines extract an archive into a paused (and a stopped) container.
-        with self.session.errors(f"record the claim in {pause.name}"):
-            await self.session.put_archive(pause.id, "/", pack(record))
+        """Docker: one volume create; a record left by another owner is replaced (Docker
+        returns an existing volume as if created). Podman: a file in the pause container."""
+        if not self.session.claims_in_volumes:
+            # Both engines extract an archive into a paused (and a stopped) container.
+            with self.session.errors(f"record the claim in {pause.name}"):
+                await self.session.put_archive(pause.id, "/", pack(record))
+            return
+        name = claim_volume(pause.id)
+        for _ in range(2):
+            try:
+                created = await self._create_volume(name, claim_labels(pause.id, record))
+            except WorkloadConflict:
+                created = {}
+            if (created.get("Labels") or {}).get(LABEL_CLAIM_RECORD) == record.to_json():
+                return
+            await self._drop_volume(name)
+
+    async def _create_volume(self, name: str, labels: dict[str, str]) -> dict[str, Any]:
+        body = json.dumps({"Name": name, "Labels": labels})
+        with self.session.errors(f"record the claim in {name}"):
+            answer = await self.session.query_json("volumes/create", "POST", data=body)
+        return dict(answer or {})
+
+    async def _drop_volume(self, name: str) -> None:
+        try:
+            await self.remove_volume(name)
+        except WorkloadNotFound:
+            pass
 
     async def read_claim(self, pause: ContainerRef) -> ClaimRecord | None:
+        if self.session.claims_in_volumes:
+            return (await self.claims.ask(pause.id)).get(pause.id)
         try:
             with self.session.errors(f"read the claim in {pause.name}"):
                 return unpack(await self.session.get_archive(pause.id, "/" + CLAIM_FILE))
@@ -125,6 +212,45 @@ class EngineContainerOps:
             return None  # no record (or no pause: the look says which)
         except tarfile.TarError:
             return None  # an empty answer: Podman, while the pause container is being removed
+
+    async def claim_records(self) -> dict[str, ClaimRecord] | None:
+        """Every claim record, by pause container id, where they are volumes (one list); None
+        elsewhere, or when the list failed (each is then read on its own)."""
+        if not self.session.claims_in_volumes:
+            return None
+        try:
+            return await self.claims.ask("")
+        except ENGINE_FAILURES:
+            return None
+
+    async def _list_claims(self, _: frozenset[str]) -> dict[str, ClaimRecord]:
+        with self.session.errors("list the drain claims"):
+            listed = await self.session.volumes(LABEL_CLAIM)
+        found = {}
+        for volume in listed:
+            labels = volume.get("Labels") or {}
+            record = ClaimRecord.from_json(labels.get(LABEL_CLAIM_RECORD) or "")
+            if record is not None and labels.get(LABEL_CLAIM):
+                found[str(labels[LABEL_CLAIM])] = record
+        return found
+
+    async def drop_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
+        """Once its pause container is gone, the record has nothing left to tell (a takeover's
+        record of the same pause included): removed without a look first."""
+        if not self.session.claims_in_volumes:
+            return  # the file went with its pause container
+        await self._drop_volume(claim_volume(pause.id))
+
+    async def signalled_since_pause(
+        self, pause: ContainerRef, refs: Sequence[ContainerRef]
+    ) -> frozenset[str]:
+        workload = pause.workload
+        now = time.time()
+        params = events_query(workload, now - HISTORY_WINDOW, now, engine=self.session.engine)
+        with self.session.errors(f"events of {workload}"):
+            async with self.session.query("events", params=params) as response:
+                text = await response.text()
+        return signalled_after_pause(text.splitlines(), pause.name, [r.name for r in refs])
 
     async def look(self, ref: ContainerRef) -> ContainerLook | None:
         try:

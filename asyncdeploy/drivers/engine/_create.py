@@ -24,17 +24,18 @@ from typing import Any, TypeVar
 import anyio
 import attrs
 
+from asyncdeploy._backoff import ENGINE_CALL
 from asyncdeploy._owner import Owner
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._devices import accelerators
 from asyncdeploy.drivers.engine._ops import ContainerRef
-from asyncdeploy.drivers.engine._session import EngineSession
+from asyncdeploy.drivers.engine._session import EngineSession, NoAnswer
 from asyncdeploy.errors import (
+    ENGINE_FAILURES,
     AsyncDeployError,
     CreateError,
     EngineAPIError,
-    EngineError,
     EngineUnavailable,
     WorkloadConflict,
     WorkloadNotFound,
@@ -106,10 +107,13 @@ class CreateAttempt:
         except Exception as exc:
             left = await self._roll_back_shielded()
             if left:  # the more important news: the engine still holds what failed
-                raise CreateError(
+                message = (
                     f"{exc}; and the roll-back could not remove {', '.join(left)} "
                     f"(delete workload {plan.name!r} once the engine answers)"
-                ) from exc
+                )
+                if isinstance(exc, EngineUnavailable):  # still an engine gone (exit 3)
+                    raise EngineUnavailable(message, engine=self.session.engine) from exc
+                raise CreateError(message) from exc
             raise
         except BaseException:  # cancelled: the cancellation goes on; what is left is logged
             left = await self._roll_back_shielded()
@@ -171,7 +175,7 @@ class CreateAttempt:
         try:
             with session.errors(f"start {ref.name}"):
                 await session.start(ref.id)
-        except EngineAPIError as exc:
+        except (EngineAPIError, WorkloadNotFound, WorkloadConflict) as exc:
             if container is not None and container.resources.accelerated:
                 hints = [hint for known, hint in _DEVICE_HINTS.items() if known in exc.message]
                 raise CreateError(
@@ -227,7 +231,6 @@ class CreateAttempt:
                 f"workload {self.plan.name!r} was deleted by another command while it was "
                 f"being created ({', '.join(lost)} gone)",
                 engine=self.session.engine,
-                status=409,
             )
         return items
 
@@ -267,7 +270,7 @@ class CreateAttempt:
                     {LABEL_WORKLOAD: self.plan.name, LABEL_ATTEMPT: self.token}
                 )
             )
-        except EngineError:
+        except ENGINE_FAILURES:
             found = []  # what it recorded is still removed below
         for item in found:
             labels = item["Labels"]
@@ -287,28 +290,29 @@ class CreateAttempt:
                 await _retried(lambda ref=ref: ops.remove(ref))  # type: ignore[misc]
             except WorkloadNotFound:
                 pass  # gone already
-            except EngineError:
+            except ENGINE_FAILURES:
                 left.append(spec.container_name(self.plan.name, ref.name))
         for volume in self.volumes:
             try:
                 await _retried(lambda volume=volume: ops.remove_volume(volume))  # type: ignore[misc]
             except WorkloadNotFound:
                 pass
-            except EngineError:
+            except ENGINE_FAILURES:
                 left.append(f"volume {volume}")
         return left
 
 
 async def _retried(call: Callable[[], Awaitable[T]]) -> T:
     """``call()``, tried again with backoff while the engine is unreachable (bounded by the
-    caller's timeout)."""
-    pause = 0.05
+    caller's timeout); not when it took the call and gave no answer (it would wait as long)."""
+    pauses = ENGINE_CALL.pauses()
     while True:
         try:
             return await call()
+        except NoAnswer:
+            raise
         except EngineUnavailable:
-            await anyio.sleep(pause)
-            pause = min(pause * 2, 1.0)
+            await anyio.sleep(next(pauses))
 
 
 def _socket_path(url: str) -> str:

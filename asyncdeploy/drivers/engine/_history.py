@@ -15,7 +15,7 @@ from typing import Any
 from asyncdeploy.labels import LABEL_CONTAINER, LABEL_WORKLOAD
 from asyncdeploy.results import WorkloadEvent
 
-__all__ = ["SHOWN_ACTIONS", "events_query", "parse_events"]
+__all__ = ["SHOWN_ACTIONS", "events_query", "parse_events", "signalled_after_pause"]
 
 # What a person asks "what happened to it?" about; exec_create/exec_start (every readiness check
 # runs one) and attach/resize would drown these.
@@ -77,4 +77,24 @@ def _event(raw: Mapping[str, Any]) -> WorkloadEvent | None:
         container=str(attributes.get(LABEL_CONTAINER) or attributes.get("name") or ""),
         action=action,
         message=message,
+    )
+
+
+def signalled_after_pause(lines: Iterable[str], pause: str, names: Iterable[str]) -> frozenset[str]:
+    """Which of the containers ``names`` the engine saw signalled (a kill other than SIGKILL,
+    or a stop) after the last ``pause`` of the pause container: what a drain that claimed it
+    had sent. Docker names the signal (``signal 15``); Podman's kill events do not."""
+    events = parse_events(lines, limit=1_000_000)
+    paused = [e.time for e in events if e.container == pause and e.action == "pause"]
+    since = paused[-1] if paused else 0.0
+    wanted = set(names)
+    return frozenset(
+        e.container
+        for e in events
+        if e.time >= since
+        and e.container in wanted
+        and (
+            e.action == "stop"
+            or (e.action == "kill" and e.message not in ("signal 9", "signal SIGKILL"))
+        )
     )

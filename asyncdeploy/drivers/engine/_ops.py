@@ -13,7 +13,13 @@ from asyncdeploy.drivers.engine._exits import ExitWatch
 from asyncdeploy.errors import EngineUnavailable
 from asyncdeploy.labels import ContainerRole
 
-__all__ = ["CallNotSent", "ContainerLook", "ContainerOps", "ContainerRef", "WorkloadSnapshot"]
+__all__ = [
+    "CallNotSent",
+    "ContainerLook",
+    "ContainerOps",
+    "ContainerRef",
+    "WorkloadSnapshot",
+]
 
 
 class CallNotSent(EngineUnavailable):
@@ -21,14 +27,11 @@ class CallNotSent(EngineUnavailable):
     safe. A plain ``EngineUnavailable`` from a call that changes something may have landed."""
 
 
-Role = ContainerRole
-
-
 @attrs.frozen(kw_only=True)
 class ContainerRef:
     id: str
     name: str
-    role: Role
+    role: ContainerRole
     running: bool
     paused: bool = False
     exit_code: int | None = None
@@ -36,6 +39,7 @@ class ContainerRef:
     pre_stop_http: tuple[int, str] | None = None  # (port, path): a GET to the workload
     stop_signal: str = "SIGTERM"
     restart_policy: str = "no"
+    workload: str = ""  # the workload it belongs to (its label)
 
 
 @attrs.frozen(kw_only=True)
@@ -44,6 +48,9 @@ class WorkloadSnapshot:
     grace_period_seconds: int
     containers: tuple[ContainerRef, ...]
     plan_name: str = ""  # the plan it is an instance of (its volumes' owner); "" = its name
+    # whether a container mounts a named volume (False: the drain need not look for any);
+    # None: unknown (nothing is left but the volumes, say), so the drain looks
+    volumes: bool | None = None
 
     @property
     def volume_owner(self) -> str:
@@ -108,18 +115,37 @@ class ContainerOps(Protocol):
         more (an instance of the same plan may still run: its volume stays)."""
         ...
 
-    async def claim(self, pause: ContainerRef) -> bool:
-        """Mark the workload as draining, atomically on the engine: pause its pause container
-        (the engines cannot relabel a container; a paused one shows in every listing). False
-        when that was refused: already paused (another delete drains it), or not running."""
+    @property
+    def claim_is_record(self) -> bool:
+        """True where the claim is made by writing the record (Docker: a volume named after the
+        pause container; the pause container is then never paused)."""
+        ...
+
+    async def claim(self, pause: ContainerRef, record: ClaimRecord) -> str:
+        """Claim the drain, atomically on the engine: ``"claimed"``, ``"held"`` (another delete
+        holds it) or ``"refused"`` (could not tell: paused already, or not running). Docker: the
+        record's volume, created (one cheap call: a pause forks the runtime). Podman: a pause
+        (forty concurrent volume creates held its database 17 s); a second one is refused."""
         ...
 
     async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
-        """Write the claim record into the pause container (see :mod:`._claim`)."""
+        """Write (or replace) the claim record of this pause container (see :mod:`._claim`)."""
         ...
 
     async def read_claim(self, pause: ContainerRef) -> ClaimRecord | None:
-        """The claim record in the pause container; None when there is none."""
+        """The claim record of the pause container; None when there is none."""
+        ...
+
+    async def drop_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
+        """Remove the claim record, when it is still ``record`` (its drain has ended)."""
+        ...
+
+    async def signalled_since_pause(
+        self, pause: ContainerRef, refs: Sequence[ContainerRef]
+    ) -> frozenset[str]:
+        """The names of ``refs`` the engine recorded a signal to (a kill or a stop) since the
+        pause container was last paused: what a dead owner had sent (best effort: the engine's
+        event log may not reach that far back)."""
         ...
 
     async def look(self, ref: ContainerRef) -> ContainerLook | None:

@@ -14,7 +14,7 @@ pulled image (``RepoDigests``), the same on both engines.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiodocker
@@ -105,10 +105,14 @@ class LayerProgress:
 class ImagePuller:
     """Pulls what one plan needs on one engine, reporting through ``emit``."""
 
-    def __init__(self, session: EngineSession) -> None:
+    def __init__(
+        self, session: EngineSession, present: Callable[[str], Awaitable[bool]] | None = None
+    ) -> None:
         self._session = session
         self._engine = session.engine
         self._errors = session.errors  # the edge: transport errors → EngineUnavailable
+        # whether an image is on the engine (the driver's: one look shared by concurrent creates)
+        self._present = present or self.present
 
     async def pull_for(self, plan: WorkloadPlan, emit: Emit) -> None:
         """Pull every image the plan must have; raise ``CreateError`` naming each that failed
@@ -146,7 +150,8 @@ class ImagePuller:
             )
         await self._pull(plan, image, policy, emit, started)
 
-    async def _present(self, image: str) -> bool:
+    async def present(self, image: str) -> bool:
+        """Whether ``image`` is on the engine (one inspect)."""
         try:
             with self._errors(f"inspect image {image}"):
                 await self._session.inspect_image(image)

@@ -1,10 +1,12 @@
 """``wait_ready`` on Docker and Podman: every run container running and ready, or why not.
 
 Ready means: the container runs and its readiness command (a label, run with exec) exits 0; a
-container without a readiness check must run and keep running for
-:data:`~asyncdeploy.drivers.base.READY_SETTLE_SECONDS` with no restart, the same rule as on
-Kubernetes. A run container that exits (or restarts) first fails the wait at once with a
-:class:`~asyncdeploy.errors.CreateError` carrying its exit code and its last log lines, read
+container without a readiness check must run and keep running with no restart for the settle
+time (the caller's, else :data:`~asyncdeploy.drivers.base.READY_SETTLE_SECONDS`) past its start
+as the engine recorded it (``State.StartedAt``), the same rule as on Kubernetes: one that started
+longer ago is settled at the first look, and the engine's own state (no report delay here) is
+read every 0.25 s meanwhile. A run container that exits (or restarts) first fails the wait at
+once with a :class:`~asyncdeploy.errors.CreateError` carrying its exit code and its last log lines, read
 before anything is removed. An exec racing the container's exit (Podman: 500 "can only create
 exec sessions on running containers", Docker: 409 "is not running") or one that hangs on a
 dying container (bounded) is not an answer: the next look at the container's state is.
@@ -13,8 +15,10 @@ dying container (bounded) is not an answer: the next look at the container's sta
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -25,7 +29,12 @@ from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._netcheck import probe_from_here
 from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.drivers.engine._state import workload_status
-from asyncdeploy.errors import CreateError, EngineError, EngineTimeout, WorkloadNotFound
+from asyncdeploy.errors import (
+    ENGINE_FAILURES,
+    CreateError,
+    EngineTimeout,
+    WorkloadNotFound,
+)
 from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_READINESS,
@@ -35,7 +44,7 @@ from asyncdeploy.labels import (
 )
 from asyncdeploy.results import WorkloadStatus
 
-__all__ = ["LOG_LINES", "exited_error", "wait_until_ready"]
+__all__ = ["LOG_LINES", "engine_time", "exited_error", "wait_until_ready"]
 
 LOG_LINES = 20  # the end of a failed container's output that the error carries
 POLL_SECONDS = 0.25
@@ -44,24 +53,26 @@ EXEC_BOUND_SECONDS = 10.0  # one readiness exec; a dying container may never ans
 
 @attrs.define
 class _Seen:
-    since: float  # when this wait first saw it running
+    since: float  # when it started (the engine's StartedAt, on the event loop's clock)
     restarts: int
 
 
-async def wait_until_ready(ops: EngineContainerOps, name: str, *, timeout: float) -> WorkloadStatus:
-    """Poll until every run container is ready; its status then."""
+async def wait_until_ready(
+    ops: EngineContainerOps, name: str, *, timeout: float, settle: float | None = None
+) -> WorkloadStatus:
+    """Poll until every run container is ready; its status then. ``settle``: how long past its
+    start a container without a readiness check must have run (None: the default)."""
     session = ops.session
     seen: dict[str, _Seen] = {}
+    settle = READY_SETTLE_SECONDS if settle is None else settle
     try:
         with anyio.fail_after(timeout):
             while True:
                 items = await session.containers({LABEL_WORKLOAD: name})
                 if not items:
-                    raise WorkloadNotFound(
-                        f"no workload named {name!r}", engine=session.engine, status=404
-                    )
+                    raise WorkloadNotFound(f"no workload named {name!r}", engine=session.engine)
                 runs = [i for i in items if i["Labels"].get(LABEL_ROLE) in ("run", "sidecar")]
-                if await _all_ready(ops, name, runs, items, seen):
+                if await _all_ready(ops, name, runs, items, seen, settle):
                     restarts = await session.restarts([str(i["Id"]) for i in items])
                     return workload_status(session.engine, name, items, restarts)
                 await anyio.sleep(POLL_SECONDS)
@@ -77,6 +88,7 @@ async def _all_ready(
     runs: Sequence[Mapping[str, Any]],
     items: Sequence[Mapping[str, Any]],
     seen: dict[str, _Seen],
+    settle: float,
 ) -> bool:
     session = ops.session
     ready = True
@@ -91,7 +103,7 @@ async def _all_ready(
             ready = False
             continue
         if ident not in seen:
-            seen[ident] = _Seen(since=time.monotonic(), restarts=await _restarts(session, ident))
+            seen[ident] = await _first_look(session, ident)
         target = item["Labels"].get(LABEL_READINESS_NET)
         if target is not None:  # an HTTP or TCP check: sent from here, nothing runs inside
             address = address or await _address(ops, items)
@@ -100,7 +112,7 @@ async def _all_ready(
             ready = await probe_from_here(address, json.loads(target)) and ready
         elif readiness is not None:
             ready = await _check(session, name, ident, json.loads(readiness)) and ready
-        elif time.monotonic() - seen[ident].since < READY_SETTLE_SECONDS:
+        elif anyio.current_time() - seen[ident].since < settle:
             ready = False
         elif await _restarts(session, ident) != seen[ident].restarts:
             raise await exited_error(session, name, item, restarted=True)
@@ -118,9 +130,36 @@ async def _check(session: EngineSession, name: str, ident: str, command: list[st
         with anyio.move_on_after(EXEC_BOUND_SECONDS):
             result = await session.exec(ident, command, f"readiness of {name}")
             return result.exit_code == 0
-    except EngineError:
+    except ENGINE_FAILURES:
         return False  # it exited under the exec (or is restarting): the next look says which
     return False
+
+
+async def _first_look(session: EngineSession, ident: str) -> _Seen:
+    """When it started, on the event loop's clock (now when the engine does not say, or says a
+    time still to come: another clock), and its restart count."""
+    try:
+        with session.errors(f"inspect {ident[:12]}"):
+            data = await session.show(ident)
+    except WorkloadNotFound:
+        return _Seen(since=anyio.current_time(), restarts=-1)
+    started = engine_time((data.get("State") or {}).get("StartedAt"))
+    age = 0.0 if started is None else max(0.0, time.time() - started)
+    return _Seen(since=anyio.current_time() - age, restarts=int(data.get("RestartCount") or 0))
+
+
+_ENGINE_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)")
+
+
+def engine_time(text: object) -> float | None:
+    """An engine's RFC 3339 time (nanoseconds, ``Z`` or an offset) as a Unix time; None for
+    none (Docker's ``0001-01-01T00:00:00Z`` of a container never started) or another form."""
+    match = _ENGINE_TIME.fullmatch(str(text or ""))
+    if match is None or match[1].startswith("0001-"):
+        return None
+    whole, fraction, zone = match.groups()
+    moment = datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone))
+    return moment.timestamp() + float(f"0.{fraction or 0}")
 
 
 async def _restarts(session: EngineSession, ident: str) -> int:
@@ -146,7 +185,7 @@ async def exited_error(
             data = await session.show(ident)
             exit_code = (data.get("State") or {}).get("ExitCode")
             lines = await session.logs(ident, stdout=True, stderr=True, tail=str(LOG_LINES))
-    except (EngineError, TimeoutError):
+    except (*ENGINE_FAILURES, TimeoutError):
         pass  # best effort: the error is about the exit; it says so without the logs
     what = "restarted" if restarted else "exited"
     return CreateError(

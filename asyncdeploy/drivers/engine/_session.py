@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any, ClassVar
@@ -37,7 +38,7 @@ from asyncdeploy.errors import (
 from asyncdeploy.labels import LABEL_WORKLOAD
 from asyncdeploy.results import ExecResult
 
-__all__ = ["EngineSession", "PodmanSession"]
+__all__ = ["EngineSession", "NoAnswer", "PodmanSession", "answer_timeout"]
 
 # A connection cut while a response streams in is a lost connection, like a refused one.
 _CONNECTION_LOST = (
@@ -47,7 +48,26 @@ _CONNECTION_LOST = (
     FileNotFoundError,
 )
 LIBPOD_API = "v4.0.0/libpod"  # the libpod API on the same socket; any v4 prefix is served
+# A call the engine took and does not answer within this is an engine that is not answering
+# (EngineUnavailable): a daemon that deadlocked must not hang a deployer. The calls that wait
+# by design (wait, stop, exec, logs, events, pulls) are not bounded by it; a drain's own are,
+# by its deadline plus this margin. ``ASYNCDEPLOY_ENGINE_TIMEOUT`` (seconds) sets it, as
+# ``COMPOSE_HTTP_TIMEOUT`` does for docker compose.
+ANSWER_TIMEOUT = 30.0
+TIMEOUT_VARIABLE = "ASYNCDEPLOY_ENGINE_TIMEOUT"
+# The connections of one deployer's short calls (list, inspect, signal, pause, remove ...): a
+# burst of drains queues on this side, not as unbounded work on the engine. 40 drains' calls
+# take the same engine CPU at 16, 32 and 100 connections, and 10 % more wall time at 32 than
+# at 100 (Docker; benchmarks/pool.py). The long waits have their own connections
+# (``long_client``), so that forty hooks running cannot hold back one signal.
+POOL_SIZE = 32
+_ENDLESS = aiohttp.ClientTimeout(total=None, sock_read=None)
 _PODMAN_CONFLICTS = ("state improper", "already in use", "dependent containers")
+
+
+class NoAnswer(EngineUnavailable):
+    """The engine took the call and gave no answer within the bound (a deadlocked daemon):
+    asking again would only wait as long again."""
 
 
 @attrs.define(kw_only=True)
@@ -58,24 +78,44 @@ class EngineSession:
     url: str
     engine: str
     api_version: str = ""  # what the engine said it speaks (devices depend on it)
+    _long: list[aiodocker.Docker] = attrs.field(factory=list)  # the waits' own client, shared
 
     kill_triggers_restart: ClassVar[bool] = False  # Docker: a kill is a stop for restart policies
     polls_killed: ClassVar[bool] = False  # Docker's wait returns as a killed container dies
+    claims_in_volumes: ClassVar[bool] = True  # a drain's claim record: a volume (see _claim)
+    labelled_events: ClassVar[bool] = True  # its event stream takes a label filter
 
     @classmethod
     def open(cls, url: str, *, engine: str, client_api_version: str = "auto") -> EngineSession:
         """A client of its own for ``url`` (``ValueError`` when aiodocker refuses the address);
         ``client_api_version``: the version it asks for (``auto``: what the engine says)."""
-        client = aiodocker.Docker(url=url, api_version=client_api_version)
+        client = _client(url, client_api_version, limit=POOL_SIZE)
         return cls(client=client, url=url, engine=engine)
 
     def variant(self, engine: str, api_version: str) -> EngineSession:
         """The same client, under the rules of the engine that answered."""
         kind = PodmanSession if engine == "podman" else EngineSession
-        return kind(client=self.client, url=self.url, engine=engine, api_version=api_version)
+        return kind(
+            client=self.client,
+            url=self.url,
+            engine=engine,
+            api_version=api_version,
+            long=self._long,
+        )
+
+    @property
+    def long_client(self) -> aiodocker.Docker:
+        """The client of the calls that wait by design (made on first use, with the API
+        version the main client learnt)."""
+        if not self._long:
+            self._long.append(_client(self.url, self.client.api_version, limit=0))
+        return self._long[0]
 
     async def aclose(self) -> None:
         await self.client.close()
+        for client in self._long:
+            await client.close()
+        self._long.clear()
 
     # --- the one translation of engine errors ------------------------------------------------
 
@@ -101,6 +141,12 @@ class EngineSession:
             if self.conflict(exc):
                 raise WorkloadConflict(message, engine=self.engine, status=exc.status) from exc
             raise EngineAPIError(message, engine=self.engine, status=exc.status) from exc
+        except aiohttp.ServerTimeoutError as exc:  # a deadlocked daemon: no answer, no error
+            raise NoAnswer(
+                f"{what}: the engine took the call and gave no answer within "
+                f"{answer_timeout():g} s ({self.url}; ASYNCDEPLOY_ENGINE_TIMEOUT sets how long)",
+                engine=self.engine,
+            ) from exc
         except _CONNECTION_LOST as exc:
             raise EngineUnavailable(f"{what}: {exc} at {self.url}", engine=self.engine) from exc
         except aiohttp.ClientError as exc:
@@ -122,8 +168,26 @@ class EngineSession:
 
     # --- containers ----------------------------------------------------------------------------
 
+    async def ping(self) -> dict[str, str]:
+        """The headers of ``/_ping`` (fast on both engines: Podman's ``/version`` is slow); a
+        client on ``auto`` takes its API version from them."""
+        async with self.query("_ping", versioned_api=False) as response:
+            await response.read()
+            headers = dict(response.headers)
+        api = next((v for k, v in headers.items() if k.lower() == "api-version"), "")
+        if self.client.api_version == "auto" and api:
+            self.client.api_version = f"v{api}"
+        return headers
+
     async def version(self) -> dict[str, Any]:
-        return dict(await self.client.version())
+        """The engine's ``/version``, asked once: a client on ``auto`` learns its API version
+        from it (aiodocker would ask ``/version`` for that first, then again for the answer:
+        on Podman, whose ``/version`` takes 0.3 s idle and seconds when loaded, every CLI
+        command paid it twice before its first call)."""
+        answer = dict(await self.query_json("version", versioned_api=False))
+        if self.client.api_version == "auto" and answer.get("ApiVersion"):
+            self.client.api_version = f"v{answer['ApiVersion']}"
+        return answer
 
     async def containers(self, labels: Mapping[str, str]) -> builtins.list[dict[str, Any]]:
         """asyncdeploy's containers carrying exactly these (non-empty) label values."""
@@ -135,14 +199,18 @@ class EngineSession:
     def _handle(self, ident: str) -> aiodocker.containers.DockerContainer:
         return self.client.containers.container(ident)
 
+    def _waiting(self, ident: str) -> aiodocker.containers.DockerContainer:
+        """A handle for a call that waits by design, on its own connections."""
+        return self.long_client.containers.container(ident)
+
     async def show(self, ident: str) -> dict[str, Any]:
         return dict(await self._handle(ident).show())
 
     async def logs(self, ident: str, **params: Any) -> builtins.list[str]:
-        return list(await self._handle(ident).log(**params))
+        return list(await self._waiting(ident).log(**params))
 
     def follow_logs(self, ident: str, **params: Any) -> AsyncIterator[str]:
-        return self._handle(ident).log(follow=True, **params)
+        return self._waiting(ident).log(follow=True, **params)
 
     async def create(self, config: dict[str, Any], name: str) -> str:
         """Create one container; its id."""
@@ -152,14 +220,15 @@ class EngineSession:
         await self._handle(ident).start()
 
     async def kill(self, ident: str, signal: str) -> None:
-        await self._handle(ident).kill(signal=signal)
+        # aiodocker lets a kill wait for ever; a signal is answered at once, or not at all
+        await self._handle(ident).kill(signal=signal, timeout=_bounded())
 
     async def wait(self, ident: str) -> int | None:
-        code = (await self._handle(ident).wait()).get("StatusCode")
+        code = (await self._waiting(ident).wait()).get("StatusCode")
         return None if code is None else int(code)
 
     async def stop(self, ident: str, t: int) -> None:
-        await self._handle(ident).stop(t=t)
+        await self._waiting(ident).stop(t=t, timeout=_bounded(t))
 
     async def delete(self, ident: str) -> None:
         await self._handle(ident).delete(force=True, v=True)
@@ -183,7 +252,7 @@ class EngineSession:
         """Run ``command`` attached, its output to ``on_output`` as it comes; translated."""
         output: builtins.list[str] = []
         with self.errors(what):
-            execution = await self._handle(ident).exec(list(command))
+            execution = await self._waiting(ident).exec(list(command))
             async with execution.start(detach=False) as stream:
                 while (message := await stream.read_out()) is not None:
                     text = message.data.decode(errors="replace")
@@ -241,6 +310,8 @@ class PodmanSession(EngineSession):
 
     kill_triggers_restart: ClassVar[bool] = True  # only a stop call keeps the policy from acting
     polls_killed: ClassVar[bool] = True  # every wait blocks on a cut-off hook's exec session
+    claims_in_volumes: ClassVar[bool] = False  # concurrent volume creates stall its database
+    labelled_events: ClassVar[bool] = False  # 4.3's compatible stream: nothing under a label filter
 
     def missing(self, exc: aiodocker.DockerError) -> bool:
         """A container removed while the call ran: 500 "no such container" (another delete)."""
@@ -283,5 +354,33 @@ class PodmanSession(EngineSession):
         after Podman's per-container cleanup (about 0.2 s later for one container)."""
         path = f"{LIBPOD_API}/containers/{ident}/wait"
         params = {"condition": "stopped", "interval": "10ms"}
-        code = await self.query_json(path, "POST", params=params, versioned_api=False)
+        code = await self.long_client._query_json(
+            path, "POST", params=params, versioned_api=False, timeout=_ENDLESS
+        )
         return None if code is None else int(code)
+
+
+def answer_timeout() -> float:
+    """How long an engine may take to answer one call (``ASYNCDEPLOY_ENGINE_TIMEOUT``, else
+    ``ANSWER_TIMEOUT``); a value that is not a positive number is ignored."""
+    try:
+        value = float(os.environ.get(TIMEOUT_VARIABLE, ""))
+    except ValueError:
+        return ANSWER_TIMEOUT
+    return value if 0 < value < float("inf") else ANSWER_TIMEOUT
+
+
+def _bounded(more: float = 0) -> aiohttp.ClientTimeout:
+    """The answer bound (plus ``more`` seconds the call may wait by design), to the answer's
+    headers and between its reads."""
+    bound = answer_timeout()
+    return aiohttp.ClientTimeout(sock_connect=bound, sock_read=bound + more)
+
+
+def _client(url: str, api_version: str, *, limit: int) -> aiodocker.Docker:
+    """An aiodocker client whose short calls are bounded by :func:`answer_timeout` and whose
+    connections are at most ``limit`` (0: no limit)."""
+    client = aiodocker.Docker(url=url, api_version=api_version, timeout=_bounded())
+    # aiodocker builds the connector from the address; its pool size is set before any call
+    client.connector._limit = limit
+    return client

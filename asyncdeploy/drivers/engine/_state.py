@@ -26,9 +26,12 @@ from asyncdeploy.labels import (
     selector_labels,
     shown_labels,
 )
-from asyncdeploy.results import ContainerStatus, PublishedPort, WorkloadStatus
+from asyncdeploy.results import ContainerStatus, EngineInfo, PublishedPort, WorkloadStatus
+from asyncdeploy.selectors import Selector
 
 __all__ = [
+    "matching",
+    "ping_info",
     "plan_order",
     "planned_state",
     "published_ports",
@@ -154,6 +157,7 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
                 pre_stop_http=(int(hook["port"]), str(hook["path"])) if hook else None,
                 stop_signal=labels.get(LABEL_STOP_SIGNAL, "SIGTERM"),
                 restart_policy=labels.get(LABEL_RESTART_POLICY, "no"),
+                workload=name,
             )
         )
     refs.sort(key=lambda r: _ROLE_ORDER.get(r.role, 9))
@@ -164,7 +168,16 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
         grace_period_seconds=grace,
         containers=tuple(refs),
         plan_name=first.get(LABEL_INSTANCE_OF, ""),
+        volumes=_mounts_volume(items),
     )
+
+
+def _mounts_volume(items: Sequence[Mapping[str, Any]]) -> bool | None:
+    """Whether a listed container mounts a volume; None when the list does not say."""
+    mounts = [mount for item in items for mount in item.get("Mounts") or ()]
+    if not all(isinstance(mount, Mapping) for mount in mounts):
+        return None
+    return any(mount.get("Type") == "volume" for mount in mounts)
 
 
 def volumes_status(
@@ -209,3 +222,30 @@ def planned_state(
     if states.get("pause") != "running" or unstarted or not serving:
         return "dead"
     return "as-planned"
+
+
+def ping_info(driver: str, headers: Mapping[str, str]) -> EngineInfo | None:
+    """What answered, from the headers of ``/_ping`` (None when they do not say): Podman adds
+    ``Libpod-Api-Version``; both name their API version and ``Server: Docker/20.10.24 ...``.
+    (``/version`` says the same in its body, and takes Podman 0.3 s idle, seconds loaded.)"""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    api, server = lowered.get("api-version"), lowered.get("server", "")
+    if not api:
+        return None
+    libpod = lowered.get("libpod-api-version")
+    version = libpod or server.partition("/")[2].partition(" ")[0]
+    return EngineInfo(
+        driver=driver, version=version, api_version=api, engine="podman" if libpod else "docker"
+    )
+
+
+def matching(
+    grouped: Mapping[str, list[dict[str, Any]]], selector: Selector | None
+) -> dict[str, list[dict[str, Any]]]:
+    """The workloads ``selector`` matches, by name. Matched here, not by the engine's label
+    filter: Podman reads "team=" as "any value"."""
+    return {
+        name: items
+        for name, items in sorted(grouped.items())
+        if selector is None or selector.matches(workload_labels(items))
+    }

@@ -12,6 +12,8 @@ module           concern
 ``_pod_states``  what those watches show → the drain events and summaries, pure
 ``_traffic``     the EndpointSlices of the Services routing to a Pod → ``TrafficLeft``;
                  one Service's endpoints followed as kube-proxy does
+``_ready``       ``wait_ready``: the Pod Ready, every container without a probe settled
+                 (the settle window read past the kubelet's report delay)
 ``_kubelet``     the kubelet's Events and start-up reasons (ErrImagePull, ...), pure
 ``_watch``       following Pods (or Events, slices) through a watch resumed from a fresh list
 ``_api``         the calls, JSON in and out, through one explicit ``ApiClient``

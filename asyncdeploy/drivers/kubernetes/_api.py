@@ -1,36 +1,43 @@
-"""The Pod calls the driver makes, on kubernetes-asyncio, as plain JSON in and out.
+"""The calls the driver makes to the API server, as plain JSON in and out.
 
-Every call goes through kubernetes-asyncio's generated ``CoreV1Api`` with
-``_preload_content=False`` and parses the JSON itself, because the generated models get real
-answers wrong: a collection delete answers a ``PodList`` that the client squeezes into a
-``V1Status`` (dropping the items), and a watch ``BOOKMARK`` carries ``containers: null``, which
-``V1PodSpec`` refuses. Statuses and transport errors are mapped here (:mod:`._errors`).
+Every call goes through kubernetes-asyncio's ``ApiClient.call_api`` (the transport the generated
+API classes use: the kubeconfig's TLS, bearer tokens and their refresh) with a path built here
+and ``_preload_content=False``, and parses the JSON itself: the generated models get real answers
+wrong (a collection delete answers a ``PodList`` that the client squeezes into a ``V1Status``,
+dropping the items; a watch ``BOOKMARK`` carries ``containers: null``, which ``V1PodSpec``
+refuses), and neither they nor the generated API classes are imported (:mod:`._library`).
+Statuses and transport errors are mapped here (:mod:`._errors`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any, Literal, cast
+from urllib.parse import quote
 
 import aiohttp
-from kubernetes_asyncio.client import ApiClient, CoreV1Api, DiscoveryV1Api, VersionApi
-from kubernetes_asyncio.stream import WsApiClient
 
 from asyncdeploy.drivers.kubernetes._errors import ENGINE, map_errors, status_error
+from asyncdeploy.drivers.kubernetes._library import ApiClient, websocket_client
 from asyncdeploy.errors import EngineAPIError, EngineUnavailable
 
-__all__ = ["JSONLines", "PodAPI", "Resource", "TextLines"]
+__all__ = ["JSONLines", "PodAPI", "Resource", "TextLines", "resource_path"]
 
 STDOUT, STDERR, ERROR = 1, 2, 3  # exec channels (v4.channel.k8s.io)
-Resource = Literal["pods", "events", "services", "endpointslices"]
-_LISTS: dict[str, Callable[[ApiClient], Callable[..., Awaitable[object]]]] = {
-    "pods": lambda client: CoreV1Api(client).list_namespaced_pod,
-    "events": lambda client: CoreV1Api(client).list_namespaced_event,  # the kubelet's records
-    "services": lambda client: CoreV1Api(client).list_namespaced_service,
-    "endpointslices": lambda client: DiscoveryV1Api(client).list_namespaced_endpoint_slice,
-}
+Resource = Literal["pods", "events", "services", "endpointslices", "configmaps"]
+_GROUPS: dict[str, str] = {"endpointslices": "/apis/discovery.k8s.io/v1"}  # the rest: core v1
+Query = Iterable[tuple[str, Any]]
+
+
+def resource_path(resource: Resource, namespace: str | None, name: str | None = None) -> str:
+    """``/api/v1/namespaces/{namespace}/pods[/{name}]`` (``namespace`` None: every namespace's)."""
+    path = _GROUPS.get(resource, "/api/v1")
+    if namespace is not None:
+        path += f"/namespaces/{quote(namespace, safe='')}"
+    path += f"/{resource}"
+    return path if name is None else f"{path}/{quote(name, safe='')}"
 
 
 class TextLines:
@@ -77,13 +84,13 @@ class JSONLines(TextLines):
 
 
 class PodAPI:
-    """Pods in one cluster, through one ``ApiClient`` (never the global default client)."""
+    """Pods (and their Events, Services, slices, ConfigMaps) in one cluster, through one
+    ``ApiClient`` (never the global default client)."""
 
     def __init__(self, client: ApiClient, *, request_timeout: float = 30.0) -> None:
         self.client = client
         self.request_timeout = request_timeout
-        self._core = CoreV1Api(client)
-        self._ws: WsApiClient | None = None  # for exec, made on first use (a second session)
+        self._ws: ApiClient | None = None  # for exec, made on first use (a second session)
 
     async def aclose(self) -> None:
         try:
@@ -93,6 +100,37 @@ class PodAPI:
             await self.client.close()
 
     # --- plumbing ------------------------------------------------------------------------
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query = (),
+        body: Any = None,
+        timeout: aiohttp.ClientTimeout | None = None,
+        accept: str = "application/json",
+        client: ApiClient | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Awaitable[object]:
+        """The request, as the generated API classes send it: the client's auth settings, the
+        answer left unread (``_preload_content=False``)."""
+        headers = {**(headers or {}), "Accept": accept}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        return cast(
+            Awaitable[object],
+            (client or self.client).call_api(
+                path,
+                method,
+                query_params=[(key, value) for key, value in query if value is not None],
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout or self._timeout(),
+            ),
+        )
 
     async def _open(self, request: Awaitable[object], what: str) -> aiohttp.ClientResponse:
         """Send ``request``; return the open response, or raise the mapped error."""
@@ -124,6 +162,12 @@ class PodAPI:
             ) from exc
         return data
 
+    async def call(
+        self, method: str, path: str, what: str, *, query: Query = (), body: Any = None
+    ) -> dict[str, Any]:
+        """One request answered with JSON; the mapped error when it fails (named ``what``)."""
+        return await self._json(self._send(method, path, query=query, body=body), what)
+
     def _timeout(self) -> aiohttp.ClientTimeout:
         return aiohttp.ClientTimeout(total=self.request_timeout)
 
@@ -131,17 +175,12 @@ class PodAPI:
 
     async def version(self) -> dict[str, Any]:
         """``GET /version``."""
-        call = VersionApi(self.client).get_code(
-            _preload_content=False, _request_timeout=self._timeout()
-        )
-        return await self._json(call, "GET /version")
+        return await self.call("GET", "/version/", "GET /version")
 
     async def read(self, namespace: str, name: str) -> dict[str, Any]:
         """``GET /api/v1/namespaces/{namespace}/pods/{name}``."""
-        call = self._core.read_namespaced_pod(
-            name, namespace, _preload_content=False, _request_timeout=self._timeout()
-        )
-        return await self._json(call, f"get pod {namespace}/{name}")
+        path = resource_path("pods", namespace, name)
+        return await self.call("GET", path, f"get pod {namespace}/{name}")
 
     async def list_pods(
         self,
@@ -153,23 +192,22 @@ class PodAPI:
     ) -> dict[str, Any]:
         """``GET /api/v1/namespaces/{namespace}/pods`` (or ``events``): a list with its
         resourceVersion."""
-        call = _LISTS[resource](self.client)(
-            namespace,
-            **_selectors(label_selector, field_selector),
-            _preload_content=False,
-            _request_timeout=self._timeout(),
+        return await self.call(
+            "GET",
+            resource_path(resource, namespace),
+            f"list {resource} in {namespace}",
+            query=_selectors(label_selector, field_selector),
         )
-        return await self._json(call, f"list {resource} in {namespace}")
 
     async def list_pods_everywhere(self, *, label_selector: str) -> dict[str, Any]:
         """``GET /api/v1/pods?labelSelector=...``: the Pods of every namespace (``-A``); its
         resourceVersion is the cluster's, so a watch in any one namespace may start from it."""
-        call = self._core.list_pod_for_all_namespaces(
-            label_selector=label_selector,
-            _preload_content=False,
-            _request_timeout=self._timeout(),
+        return await self.call(
+            "GET",
+            resource_path("pods", None),
+            "list pods in every namespace",
+            query=_selectors(label_selector, None),
         )
-        return await self._json(call, "list pods in every namespace")
 
     async def list_events(self, namespace: str, *, field_selector: str) -> dict[str, Any]:
         """``GET /api/v1/namespaces/{namespace}/events?fieldSelector=...``."""
@@ -177,10 +215,8 @@ class PodAPI:
 
     async def create(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any]:
         """``POST /api/v1/namespaces/{namespace}/pods``."""
-        call = self._core.create_namespaced_pod(
-            namespace, cast(Any, pod), _preload_content=False, _request_timeout=self._timeout()
-        )
-        return await self._json(call, f"create pod {namespace}/{pod['metadata']['name']}")
+        what = f"create pod {namespace}/{pod['metadata']['name']}"
+        return await self.call("POST", resource_path("pods", namespace), what, body=pod)
 
     async def delete(
         self, namespace: str, name: str, *, uid: str, grace: int | None
@@ -193,53 +229,31 @@ class PodAPI:
         }
         if grace is not None:
             options["gracePeriodSeconds"] = grace
-        call = self._core.delete_namespaced_pod(
-            name,
-            namespace,
-            body=cast(Any, options),
-            _preload_content=False,
-            _request_timeout=self._timeout(),
-        )
-        return await self._json(call, f"delete pod {namespace}/{name}")
+        path = resource_path("pods", namespace, name)
+        return await self.call("DELETE", path, f"delete pod {namespace}/{name}", body=options)
 
     async def create_service(self, namespace: str, service: dict[str, Any]) -> dict[str, Any]:
         """``POST /api/v1/namespaces/{namespace}/services``."""
-        call = self._core.create_namespaced_service(
-            namespace, cast(Any, service), _preload_content=False, _request_timeout=self._timeout()
-        )
-        return await self._json(call, f"create service {namespace}/{service['metadata']['name']}")
+        what = f"create service {namespace}/{service['metadata']['name']}"
+        return await self.call("POST", resource_path("services", namespace), what, body=service)
 
     async def read_service(self, namespace: str, name: str) -> dict[str, Any]:
         """``GET /api/v1/namespaces/{namespace}/services/{name}``."""
-        call = self._core.read_namespaced_service(
-            name, namespace, _preload_content=False, _request_timeout=self._timeout()
-        )
-        return await self._json(call, f"get service {namespace}/{name}")
+        path = resource_path("services", namespace, name)
+        return await self.call("GET", path, f"get service {namespace}/{name}")
 
     async def replace_service(self, namespace: str, service: dict[str, Any]) -> dict[str, Any]:
         """``PUT /api/v1/namespaces/{namespace}/services/{name}``: ``service`` carries the
         ``resourceVersion`` it was read at (a 409 when it changed since)."""
         name = service["metadata"]["name"]
-        call = self._core.replace_namespaced_service(
-            name,
-            namespace,
-            cast(Any, service),
-            _preload_content=False,
-            _request_timeout=self._timeout(),
-        )
-        return await self._json(call, f"replace service {namespace}/{name}")
+        path = resource_path("services", namespace, name)
+        return await self.call("PUT", path, f"replace service {namespace}/{name}", body=service)
 
     async def delete_service(self, namespace: str, name: str, *, uid: str) -> dict[str, Any]:
         """``DELETE /api/v1/namespaces/{namespace}/services/{name}``, only if the uid matches."""
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
-        call = self._core.delete_namespaced_service(
-            name,
-            namespace,
-            body=cast(Any, options),
-            _preload_content=False,
-            _request_timeout=self._timeout(),
-        )
-        return await self._json(call, f"delete service {namespace}/{name}")
+        path = resource_path("services", namespace, name)
+        return await self.call("DELETE", path, f"delete service {namespace}/{name}", body=options)
 
     async def delete_collection(
         self, namespace: str, *, label_selector: str, grace: int | None
@@ -248,15 +262,12 @@ class PodAPI:
 
         Answers the matched Pods as they were *before* the delete.
         """
-        extra: dict[str, Any] = {} if grace is None else {"grace_period_seconds": grace}
-        call = self._core.delete_collection_namespaced_pod(
-            namespace,
-            label_selector=label_selector,
-            **extra,
-            _preload_content=False,
-            _request_timeout=self._timeout(),
+        return await self.call(
+            "DELETE",
+            resource_path("pods", namespace),
+            f"delete pods {label_selector!r} in {namespace}",
+            query=[("labelSelector", label_selector), ("gracePeriodSeconds", grace)],
         )
-        return await self._json(call, f"delete pods {label_selector!r} in {namespace}")
 
     @asynccontextmanager
     async def watch(
@@ -277,16 +288,14 @@ class PodAPI:
         timeout = aiohttp.ClientTimeout(
             sock_connect=self.request_timeout, sock_read=timeout_seconds + self.request_timeout
         )
-        call = _LISTS[resource](self.client)(
-            namespace,
-            **_selectors(label_selector, field_selector),
-            watch=True,
-            allow_watch_bookmarks=True,
-            resource_version=resource_version,
-            timeout_seconds=timeout_seconds,
-            _preload_content=False,
-            _request_timeout=timeout,
-        )
+        query = [
+            *_selectors(label_selector, field_selector),
+            ("watch", True),
+            ("allowWatchBookmarks", True),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", timeout_seconds),
+        ]
+        call = self._send("GET", resource_path(resource, namespace), query=query, timeout=timeout)
         what = f"watch {resource} in {namespace}"
         response = await self._open(call, what)
         async with response:
@@ -294,28 +303,45 @@ class PodAPI:
 
     @asynccontextmanager
     async def log_lines(
-        self, namespace: str, name: str, *, container: str, follow: bool, **options: Any
+        self,
+        namespace: str,
+        name: str,
+        *,
+        container: str,
+        follow: bool,
+        tail_lines: int | None = None,
+        since_seconds: int | None = None,
+        timestamps: bool = False,
     ) -> AsyncIterator[TextLines]:
-        """``GET /api/v1/namespaces/{namespace}/pods/{name}/log?container=...&follow=...``.
-
-        ``options``: ``tail_lines``, ``since_seconds``, ``timestamps``, as the API names them.
-        """
+        """``GET /api/v1/namespaces/{namespace}/pods/{name}/log?container=...&follow=...``."""
         timeout = aiohttp.ClientTimeout(sock_connect=self.request_timeout)
         if not follow:
             timeout = self._timeout()
-        call = self._core.read_namespaced_pod_log(
-            name,
-            namespace,
-            container=container,
-            follow=follow,
-            _preload_content=False,
-            _request_timeout=timeout,
-            **options,
-        )
+        query = [
+            ("container", container),
+            ("follow", follow),
+            ("sinceSeconds", since_seconds),
+            ("tailLines", tail_lines),
+            ("timestamps", timestamps),
+        ]
+        path = resource_path("pods", namespace, name) + "/log"
+        call = self._send("GET", path, query=query, timeout=timeout, accept="*/*")
         what = f"logs of {namespace}/{name}/{container}"
         response = await self._open(call, what)
         async with response:
             yield TextLines(response, what)
+
+    async def proxy_get(
+        self, namespace: str, name: str, *, port: int, path: str, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        """``GET .../pods/{name}:{port}/proxy/{path}`` (the API server relays it to the Pod);
+        the status and the body (an error status raises, as every call here)."""
+        what = f"GET {path} on {namespace}/{name}:{port}"
+        proxy = resource_path("pods", namespace, f"{name}:{port}") + "/proxy/" + path.lstrip("/")
+        response = await self._open(self._send("GET", proxy, accept="*/*", headers=headers), what)
+        with map_errors(what):
+            async with response:
+                return response.status, await response.read()
 
     async def exec(
         self,
@@ -335,19 +361,18 @@ class PodAPI:
         output: list[str] = []
         exit_code = -1
         if self._ws is None:
-            self._ws = WsApiClient(self.client.configuration)
+            self._ws = websocket_client(self.client.configuration)
+        query = [
+            ("command", command),  # the websocket client sends one parameter per word
+            ("container", container),
+            ("stderr", True),
+            ("stdin", False),
+            ("stdout", True),
+            ("tty", False),
+        ]
+        path = resource_path("pods", namespace, name) + "/exec"
         with map_errors(what):
-            connecting = await CoreV1Api(self._ws).connect_get_namespaced_pod_exec(
-                name,
-                namespace,
-                command=cast(Any, command),
-                container=container,
-                stderr=True,
-                stdin=False,
-                stdout=True,
-                tty=False,
-                _preload_content=False,
-            )
+            connecting = await self._send("GET", path, query=query, accept="*/*", client=self._ws)
             async with cast(Any, connecting) as socket:
                 async for message in socket:
                     data = message.data
@@ -378,10 +403,10 @@ def _exit_code(payload: bytes, what: str) -> int:
     raise status_error(int(status.get("code") or 500), status, what)
 
 
-def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _selectors(label_selector: str | None, field_selector: str | None) -> list[tuple[str, str]]:
+    out = []
     if label_selector:
-        out["label_selector"] = label_selector
+        out.append(("labelSelector", label_selector))
     if field_selector:
-        out["field_selector"] = field_selector
+        out.append(("fieldSelector", field_selector))
     return out

@@ -15,9 +15,10 @@ For the workloads of one ``drain`` call:
    never lengthens the first);
 3. one watch over all of them, beside the deletes, until every Pod is gone, resumed from a fresh
    list whenever it ends (:mod:`._watch`), under a deadline of each Pod's grace plus its margin
-   (:func:`._pod_states.teardown_margin`).
+   (:func:`._pod_states.teardown_margin`), or until the caller's ``timeout`` from the start;
+   a Pod still there then whose containers all ended is reported tearing down, not failed.
 
-Cancelled (a second Ctrl-C reaches here as a cancellation: ``kill_now``), the drain is finished
+Cancelled (a second Ctrl-C reaches here as a cancellation: the kill switch), the drain is finished
 shielded: a grace-0 delete of every Pod still there (uid-guarded, retried the same way), the
 watch until they are gone (``KILL_WAIT``), ``DrainFinished`` for each; then the cancellation
 goes on. What the watches show is handed to :class:`._pod_states.PodDrainReader`, which turns
@@ -29,12 +30,14 @@ under one start (:func:`drain_namespaces`). After a drain, a plan's Service goes
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
 import attrs
 
+from asyncdeploy._backoff import POD_DELETE
+from asyncdeploy._groups import lone_error
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
@@ -48,8 +51,9 @@ from asyncdeploy.drivers.kubernetes._pod_states import (
 from asyncdeploy.drivers.kubernetes._traffic import TrafficWatch
 from asyncdeploy.drivers.kubernetes._watch import KubeletEvents, PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
+    ENGINE_FAILURES,
     EngineAPIError,
-    EngineError,
+    EngineFailure,
     EngineTimeout,
     EngineUnavailable,
     WorkloadConflict,
@@ -70,7 +74,6 @@ __all__ = [
     "remove_unused_services",
 ]
 
-RETRY_FIRST, RETRY_MAX = 0.05, 1.0  # backoff between tries of a delete (as the engine drain's)
 _log = logging.getLogger(__name__)
 GIVE_UP_AFTER = 5.0  # past a Pod's deadline: how long its delete is tried again
 
@@ -105,7 +108,6 @@ async def find_pods(
         raise WorkloadNotFound(
             f"no workload named {', '.join(map(repr, missing))} in namespace {namespace}",
             engine=ENGINE,
-            status=404,
         )
     return PodsFound(
         names=tuple(names),
@@ -163,9 +165,12 @@ async def drain_pods(
     margin: float = WATCH_MARGIN,
     started: float | None = None,
     qualified: bool = False,
+    timeout: float | None = None,
 ) -> list[DrainSummary]:
     """Drain the Pods ``found`` concurrently, all timed from one start (``started``, else now);
-    one summary each. ``qualified``: the events name each workload ``namespace/name``."""
+    one summary each. ``qualified``: the events name each workload ``namespace/name``;
+    ``timeout``: how long from the start to wait for the Pods to go (default: each one's
+    deadline plus its teardown margin)."""
     if not found.names:
         return []
     namespace, selector = found.namespace, _named(found.names)
@@ -179,6 +184,7 @@ async def drain_pods(
             margin=margin,
             emit=emit,
             workload=f"{namespace}/{name}" if qualified else None,
+            timeout=timeout,
         )
         for name, pod in zip(found.names, found.pods, strict=True)
     ]
@@ -216,9 +222,10 @@ async def drain_namespaces(
     emit: Emit,
     margin: float = WATCH_MARGIN,
     qualified: bool = False,
+    timeout: float | None = None,
 ) -> list[DrainSummary]:
     """Drain the Pods of one or more namespaces (``-A``) side by side, timed from one start (one
-    deadline); the summaries in the order of ``parts``. A lone exception of the namespaces'
+    deadline, one ``timeout``); the summaries in the order of ``parts``. A lone exception of the namespaces'
     drains (a cancellation: each finishes shielded first) is raised as itself."""
     started = anyio.current_time()
     drained: dict[int, list[DrainSummary]] = {}
@@ -232,6 +239,7 @@ async def drain_namespaces(
             margin=margin,
             started=started,
             qualified=qualified,
+            timeout=timeout,
         )
 
     if len(parts) == 1:
@@ -242,22 +250,8 @@ async def drain_namespaces(
                 for index, part in enumerate(parts):
                     tg.start_soon(drain_part, index, part)
         except BaseExceptionGroup as group:
-            raise _lone(group) from None
+            raise lone_error(group) from None
     return [s for index in sorted(drained) for s in drained[index]]
-
-
-def _lone(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one exception the namespaces' drains raised, else the group."""
-    leaves = list(_leaves(group))
-    return leaves[0] if len(leaves) == 1 else group
-
-
-def _leaves(error: BaseException) -> Iterator[BaseException]:
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield error
 
 
 async def remove_unused_services(api: PodAPI, found: PodsFound) -> None:
@@ -285,7 +279,7 @@ async def remove_unused_services(api: PodAPI, found: PodsFound) -> None:
                 await api.delete_service(found.namespace, metadata["name"], uid=metadata["uid"])
         except (WorkloadNotFound, WorkloadConflict):
             pass  # gone, or replaced by someone else's meanwhile
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             _log.warning("the Service %s/%s was not removed: %s", found.namespace, name, exc)
 
 
@@ -298,7 +292,7 @@ async def _kill(api: PodAPI, namespace: str, selector: str, drains: list[PodDrai
         drain.kill()
     left = [d for d in drains if not d.done]
     if left:
-        with anyio.move_on_after(KILL_WAIT + RETRY_MAX):  # a bound for the shielded part
+        with anyio.move_on_after(KILL_WAIT + POD_DELETE.longest):  # the shielded part's bound
             await _delete_and_follow(api, namespace, selector, None, left, 0)
     for drain in left:
         drain.fail(drain.stuck())
@@ -328,7 +322,7 @@ async def _delete_and_follow(
         tg.cancel_scope.cancel()  # every drain is done: no delete is worth retrying
 
 
-def _retryable(exc: EngineError) -> bool:
+def _retryable(exc: EngineFailure) -> bool:
     """Worth sending again: a lost connection, a timeout, a 429 (too many requests) or a 5xx."""
     if isinstance(exc, EngineUnavailable | EngineTimeout):
         return True
@@ -344,7 +338,7 @@ async def _delete_one(
 ) -> None:
     """Delete the drain's Pod, only if its uid still matches; retried until ``GIVE_UP_AFTER``
     past its deadline (or its give-up time, when killing), honouring ``Retry-After``."""
-    pause, tries = RETRY_FIRST, 0
+    pauses, tries = POD_DELETE.pauses(), 0
     give_up = drain.give_up if drain.killing else drain.books.deadline + GIVE_UP_AFTER
     while True:
         tries += 1
@@ -353,12 +347,12 @@ async def _delete_one(
             return
         except (WorkloadNotFound, WorkloadConflict):
             return  # already gone, or replaced by a successor: the watch sees our uid is gone
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
+            pause = next(pauses)
             wait = exc.after if isinstance(exc, RetryLater) else pause
             left = give_up - anyio.current_time()
             if _retryable(exc) and left > 0:
                 await anyio.sleep(min(wait, left))  # the last try comes at the give-up time
-                pause = min(pause * 2, RETRY_MAX)
                 continue
             if drain.killing:
                 drain.fail(
@@ -405,7 +399,7 @@ async def _watch_until_gone(
         now = anyio.current_time()
         for drain in drains:
             if not drain.done and now >= drain.give_up:
-                drain.fail(drain.stuck(follower.last_error))
+                drain.ran_out(follower.last_error)
         return all(d.done for d in drains)
 
     def poll() -> float:
@@ -418,8 +412,8 @@ async def _watch_until_gone(
         latest = max(d.give_up for d in drains)
         with anyio.move_on_at(latest + max(d.margin for d in drains)):
             await follower.run(handle, resource_version=version, poll=poll)
-    except EngineError as exc:  # watching is refused (403, ...): the Pods cannot be followed
+    except ENGINE_FAILURES as exc:  # watching is refused (403, ...): the Pods cannot be followed
         for drain in drains:
             drain.fail(f"cannot follow pod {drain.pod_name}: {exc.message}")
     for drain in drains:
-        drain.fail(drain.stuck(follower.last_error))
+        drain.ran_out(follower.last_error)

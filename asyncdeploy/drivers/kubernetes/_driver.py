@@ -20,15 +20,15 @@ spellings cannot cause a recreation.
 from __future__ import annotations
 
 import builtins
-import collections
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import anyio
-from kubernetes_asyncio.client import ApiClient
+import attrs
 
+from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import READY_SETTLE_SECONDS, Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
@@ -44,16 +44,15 @@ from asyncdeploy.drivers.kubernetes._drain import (
     remove_unused_services,
 )
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
-from asyncdeploy.drivers.kubernetes._kubelet import StartupFailure, startup_failure
+from asyncdeploy.drivers.kubernetes._library import ApiClient
 from asyncdeploy.drivers.kubernetes._manifest import apply_decision, pod_manifest
 from asyncdeploy.drivers.kubernetes._markers import ConfigMapMarkers
 from asyncdeploy.drivers.kubernetes._pod_states import WATCH_MARGIN
+from asyncdeploy.drivers.kubernetes._ready import wait_until_ready
 from asyncdeploy.drivers.kubernetes._service import apply_service
-from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
 from asyncdeploy.errors import (
-    CreateError,
-    EngineError,
-    EngineTimeout,
+    ENGINE_FAILURES,
+    DrainError,
     EngineUnavailable,
     WorkloadNotFound,
 )
@@ -89,11 +88,13 @@ class KubernetesDriver:
         request_timeout: float = 30.0,
         watch_margin: float = WATCH_MARGIN,
         all_namespaces: bool = False,
+        drain_timeout: float | None = None,
     ) -> None:
         self.api = PodAPI(client, request_timeout=request_timeout)
         self.namespace = namespace
         self.watch_margin = watch_margin
         self.all_namespaces = all_namespaces
+        self.drain_timeout = drain_timeout
 
     # --- life cycle --------------------------------------------------------------------------
 
@@ -106,9 +107,14 @@ class KubernetesDriver:
         namespace: str | None = None,
         request_timeout: float = 30.0,
         all_namespaces: bool = False,
+        drain_timeout: float | None = None,
     ) -> KubernetesDriver:
         """Open the cluster the kubeconfig (or the in-cluster account) names, and ping it;
-        ``all_namespaces``: list and drain across every namespace (see the module docstring)."""
+        ``all_namespaces``: list and drain across every namespace (see the module docstring);
+        ``drain_timeout``: how long a drain waits for its Pods to be gone, from its start, as
+        kubectl's ``delete --timeout`` (default: each Pod's grace period plus its teardown
+        margin). A Pod still there then whose containers all ended is reported tearing down
+        (``TeardownPending``, the summary's ``tearing_down``), not as a failed drain."""
         found = await load_cluster_config(
             kubeconfig=kubeconfig, context=context, namespace=namespace
         )
@@ -117,6 +123,7 @@ class KubernetesDriver:
             namespace=found.namespace,
             request_timeout=request_timeout,
             all_namespaces=all_namespaces,
+            drain_timeout=drain_timeout,
         )
         try:
             await driver.ping()
@@ -149,7 +156,7 @@ class KubernetesDriver:
                 version = await self.api.version()
         except TimeoutError as exc:
             raise EngineUnavailable(f"{host} did not answer in time", engine=ENGINE) from exc
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             raise EngineUnavailable(
                 f"no Kubernetes API server answers at {host}: {exc.message}", engine=ENGINE
             ) from exc
@@ -166,7 +173,6 @@ class KubernetesDriver:
             raise WorkloadNotFound(
                 f"pod {self.namespace}/{name} is not an asyncdeploy workload",
                 engine=ENGINE,
-                status=404,
             )
         return pod
 
@@ -207,44 +213,17 @@ class KubernetesDriver:
     async def image_ports(self, image: str) -> frozenset[int] | None:
         return None  # the node pulls; the API server cannot see images
 
-    async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
-        """The Pod ready (:meth:`_until_ready`), and every run container without a readiness
-        probe still running, with no restart, :data:`READY_SETTLE_SECONDS` after it was seen
-        running (a Pod without probes is Ready the moment its containers start): the same rule
-        as on Docker and Podman. A container that ends or restarts in that time fails the wait
-        with its exit code and last log lines.
-        """
-        deadline = anyio.current_time() + timeout
-        seen: dict[str, tuple[float, int]] = {}  # unchecked container -> (first seen, restarts)
-        while True:
-            try:
-                left = max(0.0, deadline - anyio.current_time())
-                pod = await self._until_ready(name, timeout=left)
-            except EngineTimeout:
-                raise EngineTimeout(
-                    f"workload {name!r} was not ready within {timeout:g} s", engine=ENGINE
-                ) from None
-            now = anyio.current_time()
-            statuses = pod_status.container_statuses(pod)
-            unchecked = [
-                spec["name"]
-                for role, spec in pod_status.container_specs(pod)
-                if role == "run" and not spec.get("readinessProbe")
-            ]
-            for container in unchecked:
-                restarts = int((statuses.get(container) or {}).get("restartCount") or 0)
-                if container in seen and seen[container][1] != restarts:
-                    raise await self._startup_error(name, _restarted(pod, container))
-                seen.setdefault(container, (now, restarts))
-            settle = max((seen[c][0] + READY_SETTLE_SECONDS - now for c in unchecked), default=0)
-            if settle <= 0:
-                await self._serve_behind_service(pod)
-                return pod_status.workload_status(pod)
-            if now + settle > deadline:
-                raise EngineTimeout(
-                    f"workload {name!r} was not ready within {timeout:g} s", engine=ENGINE
-                )
-            await anyio.sleep(settle)
+    async def wait_ready(
+        self, name: str, *, timeout: float, settle_seconds: float | None = None
+    ) -> WorkloadStatus:
+        """The Pod ready, and every run container without a readiness probe settled: still
+        running, with no restart, its settle time past its start and the kubelet's report
+        delay after that (:mod:`._ready`), or ``CreateError`` with why and its last log lines.
+        Its plan's Service then follows it (:meth:`_serve_behind_service`)."""
+        settle = READY_SETTLE_SECONDS if settle_seconds is None else settle_seconds
+        pod = await wait_until_ready(self.api, self.namespace, name, timeout=timeout, settle=settle)
+        await self._serve_behind_service(pod)
+        return pod_status.workload_status(pod)
 
     async def _serve_behind_service(self, pod: Mapping[str, Any]) -> None:
         """A ready Pod's plan decides its Service now: a change that ``apply`` left while an
@@ -253,83 +232,6 @@ class KubernetesDriver:
         plan = plan_from_record(annotations.get(LABEL_PLAN))
         if plan is not None and plan.service is not None:
             await apply_service(self.api, plan, self.namespace, wait_for_others=False)
-
-    async def _until_ready(self, name: str, *, timeout: float) -> dict[str, Any]:
-        """Watch the Pod until its ``Ready`` condition is True; the Pod then.
-
-        ``CreateError`` at once, naming the container, when the Pod will not start
-        (:func:`._kubelet.startup_failure`): no node can take it ("Insufficient cpu"), an image
-        cannot be pulled (``ErrImagePull``, ``ImagePullBackOff``, ``ErrImageNeverPull``), the
-        container cannot be created (``CreateContainerConfigError``), it crash-loops, an init
-        container fails, a run container ends, or the Pod fails or is deleted meanwhile (with the
-        exit code and the container's last log lines when it ran) — the Pod is left for
-        inspection; ``WorkloadNotFound`` when it is (or goes) missing;
-        ``EngineTimeout`` after ``timeout``.
-        """
-        ready: list[dict[str, Any]] = []
-        failed: list[StartupFailure] = []
-
-        def check(pod: Mapping[str, Any]) -> bool:
-            if (pod.get("metadata") or {}).get("deletionTimestamp"):
-                raise CreateError(f"pod {name} is being deleted; it will not become ready")
-            if (failure := startup_failure(pod)) is not None:
-                failed.append(failure)
-                return True
-            if pod_status.pod_ready(pod):
-                ready.append(dict(pod))
-                return True
-            return False
-
-        def handle(event: PodEvent) -> bool:
-            if isinstance(event, Resync):
-                if not event.pods:
-                    raise WorkloadNotFound(
-                        f"no workload named {name!r} in namespace {self.namespace}",
-                        engine=ENGINE,
-                        status=404,
-                    )
-                return check(event.pods[0])
-            if event.type == "DELETED":
-                raise WorkloadNotFound(f"pod {name} was deleted", engine=ENGINE, status=404)
-            return check(event.pod)
-
-        follower = PodFollower(
-            self.api,
-            self.namespace,
-            label_selector=LABEL_WORKLOAD,
-            field_selector=f"metadata.name={name}",
-        )
-        deadline = anyio.current_time() + timeout
-        try:
-            with anyio.fail_after(timeout):
-                await follower.run(handle, poll=lambda: deadline - anyio.current_time())
-                if failed:
-                    raise await self._startup_error(name, failed[0])
-        except TimeoutError:
-            raise EngineTimeout(
-                f"workload {name!r} was not ready within {timeout:g} s", engine=ENGINE
-            ) from None
-        return ready[-1]
-
-    async def _startup_error(self, name: str, failure: StartupFailure) -> CreateError:
-        """The error for a Pod that will not start: the kubelet's or the scheduler's reason and
-        message, and the end of the container's log when it ran."""
-        where = f"{failure.container} of {name!r}" if failure.container else repr(name)
-        message = f"{failure.what}: {where}"
-        if failure.message:
-            message += f": {failure.message}"
-        if failure.exit_code is None and failure.what != "container exited":
-            return CreateError(message, exit_code=failure.exit_code)  # it never ran: no logs
-        lines: collections.deque[str] = collections.deque(maxlen=20)
-        try:
-            async with self.api.log_lines(
-                self.namespace, name, container=failure.container, follow=False
-            ) as stream:
-                async for line in stream:
-                    lines.append(line)
-        except EngineError:
-            pass  # best effort: the error is about the exit, not the logs
-        return CreateError(message, exit_code=failure.exit_code, logs="".join(lines))
 
     def logs(
         self,
@@ -385,9 +287,7 @@ class KubernetesDriver:
         if any(spec["name"] == container for _, spec in specs):
             return container
         name = pod_status.workload_name(pod)
-        raise WorkloadNotFound(
-            f"workload {name!r} has no container {container!r}", engine=ENGINE, status=404
-        )
+        raise WorkloadNotFound(f"workload {name!r} has no container {container!r}", engine=ENGINE)
 
     # --- drain -------------------------------------------------------------------------------
 
@@ -423,6 +323,7 @@ class KubernetesDriver:
                 emit=emit,
                 margin=self.watch_margin,
                 qualified=qualified,
+                timeout=self.drain_timeout,
             )
         finally:
             if not keep_volumes:
@@ -437,7 +338,7 @@ class KubernetesDriver:
         plan: WorkloadPlan,
         *,
         emit: Emit | None = None,
-        kill_now: anyio.Event | None = None,
+        kill: KillSwitch | None = None,
     ) -> ApplyResult:
         """Create; unchanged digest → no write at all; changed → drain (events), then create
         (a failed drain raises ``DrainError`` and creates nothing; a cancellation lets a begun
@@ -465,10 +366,14 @@ class KubernetesDriver:
                         grace_period_seconds=None,
                         emit=watch,
                         margin=self.watch_margin,
+                        timeout=self.drain_timeout,
                     ),
                     emit or ignore_events,
-                    kill_now,
+                    kill,
                 )
+                if replaced.tearing_down:  # the old Pod still holds the name: no create
+                    held = "its Pod was still being torn down, holding the name"
+                    raise DrainError([attrs.evolve(replaced, errors=(*replaced.errors, held))])
         created = await self.api.create(namespace, manifest)
         await apply_service(self.api, plan, namespace, wait_for_others=True)
         return ApplyResult(
@@ -482,13 +387,3 @@ class KubernetesDriver:
             return await self.api.read(namespace, name)
         except WorkloadNotFound:
             return None
-
-
-def _restarted(pod: Mapping[str, Any], container: str) -> StartupFailure:
-    """A run container that ended and was restarted while the wait settled: its last exit."""
-    entry = pod_status.container_statuses(pod).get(container) or {}
-    last = pod_status.terminated({"state": entry.get("lastState")}) or {}
-    code = last.get("exitCode")
-    return StartupFailure(
-        "container exited", container, None if code is None else int(code), reason="Restarted"
-    )

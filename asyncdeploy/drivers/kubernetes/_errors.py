@@ -27,12 +27,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio.client.exceptions import ApiException
-from kubernetes_asyncio.config import ConfigException
 
+from asyncdeploy.drivers.kubernetes._library import ApiException, ConfigException
 from asyncdeploy.errors import (
+    ENGINE_FAILURES,
     EngineAPIError,
-    EngineError,
+    EngineFailure,
     EngineTimeout,
     EngineUnavailable,
     WorkloadConflict,
@@ -97,7 +97,7 @@ def status_error(
     what: str,
     *,
     retry_after_header: str | None = None,
-) -> EngineError:
+) -> EngineFailure:
     """The asyncdeploy error for an HTTP error answer to ``what``."""
     detail = status_message(body)
     message = f"{what}: {detail}" if detail else f"{what}: HTTP {status}"
@@ -117,7 +117,7 @@ def map_errors(what: str) -> Iterator[None]:
     """Translate kubernetes-asyncio and aiohttp errors raised inside into asyncdeploy's."""
     try:
         yield
-    except EngineError:
+    except ENGINE_FAILURES:
         raise
     except ApiException as exc:
         headers: Mapping[str, str] = exc.headers or {}

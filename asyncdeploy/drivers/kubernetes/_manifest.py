@@ -145,7 +145,6 @@ def apply_decision(live: Mapping[str, Any] | None, plan: WorkloadPlan) -> Decisi
             f"pod {metadata.get('namespace')}/{metadata.get('name')} exists and is not an "
             "asyncdeploy workload",
             engine="kubernetes",
-            status=409,
         )
     if metadata.get("deletionTimestamp"):
         return "replace"

@@ -7,11 +7,9 @@ a marker re-created by someone else after the look is never removed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
-from kubernetes_asyncio.client import CoreV1Api
-
-from asyncdeploy.drivers.kubernetes._api import PodAPI
+from asyncdeploy.drivers.kubernetes._api import PodAPI, resource_path
 from asyncdeploy.errors import WorkloadConflict, WorkloadNotFound
 from asyncdeploy.labels import LABEL_LOCK
 
@@ -23,15 +21,12 @@ RECORD = "record"
 class ConfigMapMarkers:
     def __init__(self, api: PodAPI, namespace: str) -> None:
         self._api = api
-        self._core = CoreV1Api(api.client)
         self._namespace = namespace
 
     async def _read(self, key: str) -> dict[str, Any] | None:
-        call = self._core.read_namespaced_config_map(
-            key, self._namespace, _preload_content=False, _request_timeout=self._api._timeout()
-        )
+        path = resource_path("configmaps", self._namespace, key)
         try:
-            return await self._api._json(call, f"get configmap {self._namespace}/{key}")
+            return await self._api.call("GET", path, f"get configmap {self._namespace}/{key}")
         except WorkloadNotFound:
             return None
 
@@ -46,14 +41,11 @@ class ConfigMapMarkers:
             "metadata": {"name": key, "labels": {**labels, LABEL_LOCK: "true"}},
             "data": {RECORD: record},
         }
-        call = self._core.create_namespaced_config_map(
-            self._namespace,
-            cast(Any, body),
-            _preload_content=False,
-            _request_timeout=self._api._timeout(),
-        )
+        path = resource_path("configmaps", self._namespace)
         try:
-            await self._api._json(call, f"create configmap {self._namespace}/{key}")
+            await self._api.call(
+                "POST", path, f"create configmap {self._namespace}/{key}", body=body
+            )
             return None
         except WorkloadConflict:
             found = await self._read(key)
@@ -63,14 +55,11 @@ class ConfigMapMarkers:
         found = await self._read(key)
         if found is None or (found.get("data") or {}).get(RECORD) != record:
             return
-        call = self._core.delete_namespaced_config_map(
-            key,
-            self._namespace,
-            body=cast(Any, {"preconditions": {"uid": found["metadata"]["uid"]}}),
-            _preload_content=False,
-            _request_timeout=self._api._timeout(),
-        )
+        path = resource_path("configmaps", self._namespace, key)
+        options = {"preconditions": {"uid": found["metadata"]["uid"]}}
         try:
-            await self._api._json(call, f"delete configmap {self._namespace}/{key}")
+            await self._api.call(
+                "DELETE", path, f"delete configmap {self._namespace}/{key}", body=options
+            )
         except (WorkloadNotFound, WorkloadConflict):
             pass  # gone, or re-created by another replace: not ours to remove

@@ -26,10 +26,14 @@ Pod deleted with grace 0 (the API removes the object at once, the kubelet kills 
 ``Killing`` Event, then SIGKILL after its minimum grace of 2 s, with no status left to show it);
 ``missing`` for containers that went with the Pod without a terminated state otherwise (a
 container never started).
-A Pod still there past its deadline plus a margin (:func:`teardown_margin`: at least
-``WATCH_MARGIN``, half the grace period for longer ones, as a GPU Pod's teardown is slow), or
-that cannot be followed (a watch refused with 403), is an error in its summary, which says what
-was seen: containers not yet ended, or every container ended and the Pod still being torn down.
+The wait for a Pod to go ends at the caller's ``timeout`` (seconds from the drain's start, as
+kubectl's ``delete --timeout``), else past its deadline plus a margin (:func:`teardown_margin`:
+at least ``WATCH_MARGIN``, half the grace period for longer ones, as a GPU Pod's teardown is
+slow). A Pod still there then whose containers were all seen to end after the delete is not a
+failed drain: the kubelet is still tearing it down (a slow node, volumes, devices), which
+``TeardownPending`` says and the summary's ``tearing_down`` marks, with no error. A Pod still
+there with containers not seen to end, or that cannot be followed (a watch refused with 403),
+is an error in its summary, which says what was seen.
 A drain cut short (:meth:`PodDrainReader.kill`: the caller cancelled, e.g. a second Ctrl-C) is
 finished by a grace-0 delete: the containers still running are ``killed`` (reason
 ``cancelled``), and ``KILL_WAIT`` bounds the wait for the Pod to go.
@@ -64,6 +68,7 @@ from asyncdeploy.events import (
     PreStopFinished,
     PreStopStarted,
     SignalSent,
+    TeardownPending,
 )
 
 __all__ = [
@@ -127,6 +132,7 @@ class PodDrainReader:
     killing: bool = False  # cut short: a grace-0 delete follows (kill)
     began: bool = False  # DrainStarted emitted
     summary: DrainSummary | None = None
+    timeout: float | None = None  # the caller's bound on the wait, from the drain's start
     _give_up_at: float | None = None
 
     @classmethod
@@ -140,8 +146,11 @@ class PodDrainReader:
         emit: Emit,
         clock: Callable[[], float] = anyio.current_time,
         workload: str | None = None,
+        timeout: float | None = None,
     ) -> PodDrainReader:
-        """``workload``: the name the events carry (default: the Pod's workload label)."""
+        """``workload``: the name the events carry (default: the Pod's workload label);
+        ``timeout``: how long from ``started`` to wait for the Pod to go (default: its deadline
+        plus ``margin``)."""
         metadata = pod.get("metadata") or {}
         spec_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
         effective = effective_grace(spec_grace, grace)
@@ -180,11 +189,17 @@ class PodDrainReader:
             uid=pod_uid(pod),
             margin=teardown_margin(effective, margin),
             containers=containers,
+            timeout=timeout,
         )
 
     @property
     def give_up(self) -> float:
-        return self.books.deadline + self.margin if self._give_up_at is None else self._give_up_at
+        """When the wait for the Pod to go ends."""
+        if self._give_up_at is not None:
+            return self._give_up_at
+        if self.timeout is not None:
+            return self.books.started + self.timeout
+        return self.books.deadline + self.margin
 
     def kill(self) -> None:
         """The drain is cut short: what still runs is killed (the caller sends a grace-0
@@ -198,6 +213,8 @@ class PodDrainReader:
         running = [c.name for c in self.containers if c.outcome is None]
         if self.killing:
             when = f"{KILL_WAIT:g} s after its grace-0 delete"
+        elif self.timeout is not None:
+            when = f"at the {self.timeout:g} s timeout"
         else:
             when = f"{self.margin:g} s after its {self.books.grace} s grace period"
         if running:
@@ -211,6 +228,18 @@ class PodDrainReader:
             )
         why = f"; last watch error: {last_error}" if last_error else ""
         return f"pod {self.pod_name} was still there {when}: {seen}{why}"
+
+    def ran_out(self, last_error: str | None = None) -> None:
+        """The wait for the Pod ended (:attr:`give_up`) with the Pod still there: tearing down
+        when every container was seen to end after the delete took effect, else stuck."""
+        if self.done:
+            return
+        if self.killing or not self.deleting or any(c.outcome is None for c in self.containers):
+            self.fail(self.stuck(last_error))
+            return
+        waited = self.give_up - self.books.started
+        self.books.emit(TeardownPending(**self.books.at(), timeout=round(waited, 3)))
+        self.summary = self.books.finish(self.containers, tearing_down=True)
 
     @property
     def done(self) -> bool:

@@ -24,16 +24,16 @@ __all__ = [
     "container_specs",
     "container_state",
     "container_statuses",
+    "kubelet_wrote",
     "masked_pod",
     "pod_events",
     "pod_ready",
     "stop_signal",
     "terminated",
+    "timestamp",
     "workload_name",
     "workload_status",
 ]
-
-Role = PlanRole
 
 
 def workload_name(pod: Mapping[str, Any]) -> str:
@@ -41,7 +41,7 @@ def workload_name(pod: Mapping[str, Any]) -> str:
     return str((metadata.get("labels") or {}).get(LABEL_WORKLOAD) or metadata.get("name", ""))
 
 
-def container_specs(pod: Mapping[str, Any]) -> Iterator[tuple[Role, dict[str, Any]]]:
+def container_specs(pod: Mapping[str, Any]) -> Iterator[tuple[PlanRole, dict[str, Any]]]:
     """``(role, container spec)`` for the init containers (a native sidecar, one with
     ``restartPolicy: Always``, is a ``sidecar``), then the run containers."""
     spec = pod.get("spec") or {}
@@ -135,11 +135,11 @@ def workload_status(pod: Mapping[str, Any]) -> WorkloadStatus:
         containers=tuple(containers),
         ports=_ports(pod),
         namespace=metadata.get("namespace"),
-        created=_timestamp(metadata["creationTimestamp"])
+        created=timestamp(metadata["creationTimestamp"])
         if metadata.get("creationTimestamp")
         else None,
         # the API server's deletionTimestamp is the deletion's deadline (its start + grace)
-        draining_until=_timestamp(metadata["deletionTimestamp"])
+        draining_until=timestamp(metadata["deletionTimestamp"])
         if metadata.get("deletionTimestamp")
         else None,
     )
@@ -192,7 +192,7 @@ def pod_events(listing: Mapping[str, Any], *, limit: int) -> list[WorkloadEvent]
         container = field_path.partition("{")[2].rstrip("}")  # spec.containers{server}
         found.append(
             WorkloadEvent(
-                time=_timestamp(stamp),
+                time=timestamp(stamp),
                 container=container,
                 action=str(item.get("reason") or ""),
                 message=str(item.get("message") or ""),
@@ -202,10 +202,22 @@ def pod_events(listing: Mapping[str, Any], *, limit: int) -> list[WorkloadEvent]
     return found[-limit:] if limit > 0 else []
 
 
-def _timestamp(value: Any) -> float:
+def timestamp(value: Any) -> float:
+    """An API time (RFC 3339, whole seconds) as a Unix time; 0.0 for none or another form."""
     if not isinstance(value, str) or not value:
         return 0.0
     try:
         return datetime.datetime.fromisoformat(value).timestamp()  # 3.11 reads "Z"
     except ValueError:
         return 0.0
+
+
+def kubelet_wrote(pod: Mapping[str, Any]) -> float | None:
+    """When the API received the kubelet's last write of the Pod's status (its ``managedFields``
+    entry: manager ``kubelet``, subresource ``status``; whole seconds), None when not on record."""
+    times = [
+        timestamp(entry.get("time"))
+        for entry in (pod.get("metadata") or {}).get("managedFields") or []
+        if entry.get("manager") == "kubelet" and entry.get("subresource") == "status"
+    ]
+    return max(times, default=0.0) or None

@@ -11,14 +11,23 @@ A Pod no Service routes to gets no event. The window is the largest ``--propagat
 the Pod's preStop commands (``asyncdeploy drain``'s), else ``PROPAGATION_WINDOW``, at most the
 grace period. When Services or slices cannot be read (RBAC), the drain goes on without.
 
+``TrafficLeft`` is also the evidence a drain kit's propagation window may close on (every
+kube-proxy follows the same slices): for each container whose preStop hook is the kit's drain
+command (``python3 -m asyncdeploy.workload.drain_cmd`` or ``asyncdeploy drain``, exec form), the
+same program is run in the container with ``--traffic-left`` (pods/exec), which tells the server
+on its control socket; for each whose hook is a drain gate's (``httpGet`` of ``/-/drain`` on its
+admin port), ``/-/traffic-left`` with the hook's token is sent to that port through the API
+server (pods/proxy). Without those rights, or for any other hook, the window runs as it would.
+
 :func:`follow_service` follows one Service's endpoints as kube-proxy does (``verify --balancer
 service`` routes its clients by them).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -29,7 +38,7 @@ from asyncdeploy.drivers.kubernetes._api import PodAPI, Resource
 from asyncdeploy.drivers.kubernetes._pod_states import PodDrainReader
 from asyncdeploy.drivers.kubernetes._watch import MAX_WATCH_SECONDS, PodEvent, PodFollower, Resync
 from asyncdeploy.durations import parse_duration
-from asyncdeploy.errors import EngineError
+from asyncdeploy.errors import ENGINE_FAILURES
 from asyncdeploy.events import TrafficLeft, TrafficStillRouted
 
 __all__ = [
@@ -39,9 +48,11 @@ __all__ = [
     "TrafficWatch",
     "endpoint_states",
     "follow_service",
+    "gate_traffic_left",
     "propagation_window",
     "ready_in",
     "routing_services",
+    "traffic_left_commands",
 ]
 
 SERVICE_NAME = "kubernetes.io/service-name"  # the label every EndpointSlice of a Service has
@@ -110,11 +121,63 @@ def propagation_window(pod: Mapping[str, Any], grace: int) -> float:
     return min(window, max(float(grace), 1.0))
 
 
+def _kit_drain_program(command: list[str]) -> list[str] | None:
+    """The words that run the kit's drain command in a preStop exec ``command``, or None."""
+    for index, word in enumerate(command):
+        if word == "asyncdeploy.workload.drain_cmd" and index > 0 and command[index - 1] == "-m":
+            return command[: index + 1]
+        if word.rsplit("/", 1)[-1] == "asyncdeploy" and command[index + 1 : index + 2] == ["drain"]:
+            return command[: index + 2]
+    return None
+
+
+def traffic_left_commands(pod: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """(container, command) telling each kit server of the Pod that traffic left: the
+    program of its preStop drain command, its ``--socket``, and ``--traffic-left``."""
+    found = []
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        hook = (container.get("lifecycle") or {}).get("preStop") or {}
+        command = [str(w) for w in (hook.get("exec") or {}).get("command") or []]
+        program = _kit_drain_program(command)
+        if program is None:
+            continue
+        socket: list[str] = []
+        for index, word in enumerate(command):
+            if word == "--socket" and index + 1 < len(command):
+                socket = ["--socket", command[index + 1]]
+            elif word.startswith("--socket="):
+                socket = [word]
+        found.append((str(container.get("name", "")), [*program, *socket, "--traffic-left"]))
+    return found
+
+
+def gate_traffic_left(pod: Mapping[str, Any]) -> list[tuple[int, str, dict[str, str]]]:
+    """(admin port, path, headers) telling each drain gate of the Pod that traffic left: its
+    preStop ``httpGet`` of ``/-/drain`` turned into ``/-/traffic-left``, with the hook's token."""
+    found = []
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        hook = ((container.get("lifecycle") or {}).get("preStop") or {}).get("httpGet") or {}
+        target = urlsplit(str(hook.get("path", "")))
+        if target.path != "/-/drain" or not isinstance(hook.get("port"), int):
+            continue
+        headers = {}
+        token = parse_qs(target.query).get("token")
+        if token:
+            headers["X-Asyncdeploy-Token"] = token[-1]
+        found.append((int(hook["port"]), "/-/traffic-left", headers))
+    return found
+
+
+#: Bound of one ``--traffic-left`` exec (a Pod that stopped answering must not hold the drain).
+TELL_SECONDS = 10.0
+
+
 @attrs.define
 class _Routed:
     drain: PodDrainReader
     services: tuple[str, ...]
     window: float
+    pod: Mapping[str, Any] = attrs.field(factory=dict)
     left: bool = False
     warned: bool = False
 
@@ -131,6 +194,8 @@ class TrafficWatch:
     routed: list[_Routed] = attrs.field(factory=list)
     slices: dict[str, Mapping[str, Any]] = attrs.field(factory=dict)
     version: str | None = None
+    #: Starts a task beside the watch (set while :meth:`run` runs).
+    _spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], None] | None = None
 
     async def start(self) -> None:
         lists: dict[Resource, dict[str, Any]] = {}
@@ -138,7 +203,7 @@ class TrafficWatch:
         async def read(resource: Resource) -> None:
             try:
                 lists[resource] = await self.api.list_pods(self.namespace, resource=resource)
-            except EngineError as exc:
+            except ENGINE_FAILURES as exc:
                 _log.debug("%s cannot be read (%s)", resource, exc)
 
         async with anyio.create_task_group() as tg:  # both lists at once
@@ -152,7 +217,7 @@ class TrafficWatch:
             names = routing_services(pod, services.get("items") or [], items)
             if names:
                 window = propagation_window(pod, drain.books.grace)
-                self.routed.append(_Routed(drain, names, window))
+                self.routed.append(_Routed(drain, names, window, pod))
         wanted = {name for r in self.routed for name in r.services}
         self.slices = {
             _key(s): s
@@ -171,6 +236,8 @@ class TrafficWatch:
             if not still:
                 routed.left = True
                 drain.books.emit(TrafficLeft(**drain.books.at(), services=routed.services))
+                if self._spawn is not None:
+                    self._spawn(functools.partial(self._tell, routed))
             elif not routed.warned and drain.books.elapsed() >= routed.window:
                 routed.warned = True
                 drain.books.emit(
@@ -186,8 +253,49 @@ class TrafficWatch:
         ]
         return min(waiting, default=MAX_WATCH_SECONDS)
 
+    async def _tell(self, routed: _Routed) -> None:
+        """Tell the Pod's kit servers that traffic left (their window may close sooner)."""
+        for container, command in traffic_left_commands(routed.pod):
+            with anyio.move_on_after(TELL_SECONDS):
+                try:
+                    code, output = await self.api.exec(
+                        self.namespace, routed.drain.pod_name, container=container, command=command
+                    )
+                except ENGINE_FAILURES as exc:
+                    _log.debug("telling %s that traffic left failed: %s", container, exc)
+                    continue
+                _log.debug("told %s that traffic left: exit %s %s", container, code, output[:200])
+        for port, path, headers in gate_traffic_left(routed.pod):
+            with anyio.move_on_after(TELL_SECONDS):
+                try:
+                    status, body = await self.api.proxy_get(
+                        self.namespace,
+                        routed.drain.pod_name,
+                        port=port,
+                        path=path,
+                        headers=headers,
+                    )
+                except ENGINE_FAILURES as exc:
+                    _log.debug("telling the gate on %d that traffic left failed: %s", port, exc)
+                    continue
+                _log.debug("told the gate on %d that traffic left: %s %s", port, status, body[:200])
+
     async def run(self) -> None:
-        if not self.routed or self._check():
+        if not self.routed:
+            return
+        async with anyio.create_task_group() as told:  # the tells end with the watch
+
+            def spawn(task: Callable[[], Coroutine[Any, Any, None]]) -> None:
+                told.start_soon(task)
+
+            self._spawn = spawn
+            try:
+                await self._follow()
+            finally:
+                self._spawn = None
+
+    async def _follow(self) -> None:
+        if self._check():
             return
         names = sorted({name for r in self.routed for name in r.services})
         follower = PodFollower(
@@ -208,7 +316,7 @@ class TrafficWatch:
 
         try:
             await follower.run(handle, resource_version=self.version, poll=self._poll)
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             _log.debug("following the EndpointSlices stopped (%s)", exc)
 
 

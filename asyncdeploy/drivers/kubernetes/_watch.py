@@ -27,10 +27,17 @@ from typing import Any
 import anyio
 import attrs
 
+from asyncdeploy._backoff import WATCH
 from asyncdeploy.drivers.kubernetes._api import PodAPI, Resource
 from asyncdeploy.drivers.kubernetes._errors import status_error
 from asyncdeploy.drivers.kubernetes._kubelet import KubeletEvent, read_event
-from asyncdeploy.errors import EngineAPIError, EngineError, EngineTimeout, EngineUnavailable
+from asyncdeploy.errors import (
+    ENGINE_FAILURES,
+    EngineAPIError,
+    EngineFailure,
+    EngineTimeout,
+    EngineUnavailable,
+)
 
 __all__ = ["MAX_WATCH_SECONDS", "KubeletEvents", "PodChange", "PodEvent", "PodFollower", "Resync"]
 
@@ -100,7 +107,7 @@ class PodFollower:
                     resource=self.resource,
                 )
                 break
-            except EngineError as exc:
+            except ENGINE_FAILURES as exc:
                 if not _transient(exc):
                     raise
                 await self._failed(exc)
@@ -137,7 +144,7 @@ class PodFollower:
                     if handle(PodChange(str(kind), body)):
                         self._done = True
                         return
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             if not _transient(exc):
                 raise
             if isinstance(exc, EngineAPIError) and exc.status == 410:
@@ -146,10 +153,10 @@ class PodFollower:
             else:
                 await self._failed(exc)
 
-    async def _failed(self, exc: EngineError) -> None:
+    async def _failed(self, exc: EngineFailure) -> None:
         self._failures += 1
         self.last_error = exc.message
-        pause = min(0.1 * 2 ** (self._failures - 1), 2.0)
+        pause = WATCH.after(self._failures)
         _log.debug("%s; retrying in %.1f s", exc.message, pause)
         await anyio.sleep(pause)
 
@@ -186,7 +193,7 @@ class KubeletEvents:
         """List what is there (it is not about this delete) and where the watch starts."""
         try:
             listing = await self.api.list_events(self.namespace, field_selector=self.selector)
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             _log.debug("the Pods' Events cannot be read (%s)", exc)
             return
         for item in listing.get("items") or []:
@@ -214,11 +221,11 @@ class KubeletEvents:
 
         try:
             await follower.run(handle, resource_version=self.version)
-        except EngineError as exc:
+        except ENGINE_FAILURES as exc:
             _log.debug("following the Pods' Events stopped (%s)", exc)
 
 
-def _transient(exc: EngineError) -> bool:
+def _transient(exc: EngineFailure) -> bool:
     """Worth a fresh list: a lost connection, a timeout, 410 Expired, 429 or a 5xx."""
     if isinstance(exc, EngineUnavailable | EngineTimeout):
         return True

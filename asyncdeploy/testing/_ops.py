@@ -1,4 +1,4 @@
-"""A fake ``ContainerOps``: containers that drain, hooks that hang, a pause that takes the others
+"""A fake ``ContainerOps`` (the engine calls a drain makes): containers that drain, hooks that hang, a pause that takes the others
 with it, and faults on demand, so the engine drain's ordering and error paths run without an
 engine. It follows what the real engines were seen to do (tests/engines): a stop signal starts a
 drain that ends in exit 0, SIGKILL is exit 137, killing the pause kills every container that
@@ -41,6 +41,8 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 
+__all__ = ["ENGINE", "Box", "FakeOps", "refused"]
+
 ENGINE = "fake"
 
 
@@ -59,6 +61,9 @@ class Box:
     exit_at: float | None = None
     crash_in_hook: bool = False  # its process exits 1 while its pre_stop hook runs
     restarts: int = 0  # on-failure restarts left
+    # Its own exit (0) was under way when the deadline's SIGKILL came: the engine accepts the
+    # kill, and reports the exit 0 the container made (Docker under load, issue 25 item 3).
+    exiting_at_kill: bool = False
     changed: anyio.Event = attrs.field(factory=anyio.Event)
     on_die: Callable[[str, int], None] | None = None
     claim: ClaimRecord | None = None  # the claim file (pause containers)
@@ -88,6 +93,7 @@ class FakeOps:
 
     name: ClassVar[str] = ENGINE
     kill_triggers_restart: ClassVar[bool] = False
+    claim_is_record: bool = False  # True: Docker's claim (the record's volume), else a pause
 
     def __init__(self) -> None:
         self.boxes: dict[str, Box] = {}
@@ -193,12 +199,18 @@ class FakeOps:
         watch = ExitWatch()
         self.watches.append(watch)
 
-        async def opening() -> None:
-            await anyio.sleep(self.stream_delay)
+        def settle() -> None:
             if not self.exit_stream or self.down:
                 watch.lose()
             else:
                 watch.open()
+
+        async def opening() -> None:
+            await anyio.sleep(self.stream_delay)
+            settle()
+
+        if not self.stream_delay:
+            settle()  # an engine that answers at once
 
         try:
             async with anyio.create_task_group() as tg:
@@ -235,7 +247,7 @@ class FakeOps:
         if not box.running:
             return False
         if signal == "SIGKILL":
-            box.die(137)
+            box.die(0 if box.exiting_at_kill else 137)
             if ref.role == "pause":  # the others lose their namespaces with it
                 for other in self.boxes.values():
                     if other.pause == ref.name:
@@ -319,15 +331,20 @@ class FakeOps:
             raise queued.pop(0)
         self.volumes_removed.append(workload)
 
-    async def claim(self, pause: ContainerRef) -> bool:
+    async def claim(self, pause: ContainerRef, record: ClaimRecord) -> str:
         box = await self._enter("claim", pause)
+        if self.claim_is_record:  # Docker's way: the record's volume, created once
+            if box.claim is not None:
+                return "held"
+            box.claim = record
+            return "claimed"
         if box.state != "running":
-            return False
+            return "refused"
         box.state = "paused"
-        return True
+        return "claimed"
 
     async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
-        box = await self._enter("write_claim", pause, str(record.beat))
+        box = await self._enter("write_claim", pause, record.token)
         box.claim = record
 
     async def read_claim(self, pause: ContainerRef) -> ClaimRecord | None:
@@ -336,6 +353,24 @@ class FakeOps:
         except WorkloadNotFound:
             return None
         return box.claim
+
+    async def drop_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
+        box = self.boxes[pause.name]
+        self.log.append(("drop_claim", pause.name, ""))
+        if box.claim == record:
+            box.claim = None
+
+    async def signalled_since_pause(
+        self, pause: ContainerRef, refs: Sequence[ContainerRef]
+    ) -> frozenset[str]:
+        """The engine's record of the stop signals sent (this fake's log of them)."""
+        self.log.append(("signalled_since_pause", pause.name, ""))
+        names = {r.name for r in refs}
+        return frozenset(
+            c[1]
+            for c in self.log
+            if c[0] in ("signal", "stop") and c[1] in names and c[2] != "SIGKILL"
+        )
 
     async def look(self, ref: ContainerRef) -> ContainerLook | None:
         try:
@@ -348,4 +383,5 @@ class FakeOps:
 
 
 def refused(call: str, name: str) -> EngineError:
+    """The error an engine answers when it refuses ``call`` on container ``name`` (a 500)."""
     return EngineAPIError(f"{call} {name}: refused", engine=ENGINE, status=500)

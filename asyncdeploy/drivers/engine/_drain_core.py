@@ -1,0 +1,270 @@
+"""One workload's engine drain as a state machine: observations in, commands out. Pure.
+
+The machine (this module: the shared books, the command plumbing, the claim) is told what happened (an operation's answer, a timer that fired, the caller's kill
+request, each with the time on the loop's clock) and says what to do next (an engine operation,
+a timer, a cancellation, an event: :mod:`._drain_steps`); it never awaits and never calls the
+engine, so every order and every fault is tested without one. The loop (:mod:`._drain_loop`)
+carries the commands out over ``ContainerOps``.
+
+Its states, in the order a drain meets them:
+
+- **claiming**: the autoheal sidecar is removed (so it cannot resurrect a draining container)
+  while the drain is claimed by pausing the pause container: one call, and the only one before
+  the signals. A pause refused because it is paused already means another delete drains it.
+- **draining** (the owner, :mod:`._drain_pipelines`): one pipeline per init and run container,
+  then per sidecar, under the one deadline: its ``pre_stop`` hook, its stop signal (once), the
+  wait for its exit. A drain still running ``record_delay`` after its start records its claim
+  (:mod:`._claim`).
+- **following** (a second delete, :mod:`._drain_follow`): it reports the exits and removals it
+  sees and never signals, until the workload is gone; **taking over** when the owner is dead
+  (its process gone, no record for ``record_wait``, or past its deadline plus ``owner_bound``):
+  it records its own claim, checks after ``takeover_settle`` that no other follower's replaced
+  it, then drains with a full grace from then on, except for the containers the dead owner had
+  signalled.
+- **cleaning** (:mod:`._drain_cleanup`): at the deadline (or when every pipeline ended, or on
+  the kill request), what still runs is SIGKILLed; each container is removed once its end is
+  seen, the pause container last (it holds the namespaces), then the volumes; bounded by
+  ``cleanup_timeout``.
+- **done**: the summary, ``DrainFinished``.
+
+A failing step is a line in the summary and the drain goes on; an engine unreachable past the
+give-up rule (:func:`gives_up`) makes the containers whose end was not seen ``unreachable``.
+"""
+
+from __future__ import annotations
+
+from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner, new_record
+from asyncdeploy.drivers.engine._drain_cleanup import Cleanup
+from asyncdeploy.drivers.engine._drain_context import DrainContext
+from asyncdeploy.drivers.engine._drain_follow import Following
+from asyncdeploy.drivers.engine._drain_pipelines import OwnerDrain
+from asyncdeploy.drivers.engine._drain_steps import (
+    Claim,
+    ClaimSeen,
+    Command,
+    DrainTimings,
+    Key,
+    LookPause,
+    ReadClaim,
+    RemoveSidecar,
+    Then,
+)
+from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef, WorkloadSnapshot
+from asyncdeploy.errors import ENGINE_FAILURES, EngineUnavailable, WorkloadNotFound
+from asyncdeploy.events import (
+    DrainStarted,
+    SidecarRemoved,
+)
+
+__all__ = ["WorkloadDrain", "gives_up"]
+
+
+def gives_up(
+    now: float, *, deadline: float, unreachable_since: float, cleaning: bool, after: float
+) -> bool:
+    """Whether a call lost with the connection is no longer tried again.
+
+    Before the deadline the drain waits for the engine (a connection that blinks kills
+    nothing), unless it is cleaning up early (the caller's "kill now"); then the engine gets
+    ``after`` seconds from when it was lost. At or past the deadline it gets ``after`` seconds
+    from the later of the deadline and the loss.
+    """
+    if now >= deadline:
+        return now - max(unreachable_since, deadline) >= after
+    return cleaning and now - unreachable_since >= after
+
+
+class WorkloadDrain(DrainContext):
+    """One workload's drain. ``start`` and ``observe`` return the commands to carry out."""
+
+    def __init__(
+        self,
+        snapshot: WorkloadSnapshot,
+        *,
+        grace: int,
+        started: float,
+        wall_started: float,
+        timings: DrainTimings,
+        me: Owner,
+        kill_triggers_restart: bool = False,
+        keep_volumes: bool = False,
+        claim_is_record: bool = False,
+    ) -> None:
+        self.claim_is_record = claim_is_record  # the claim writes the record (Docker)
+        super().__init__(
+            snapshot,
+            grace=grace,
+            started=started,
+            wall_started=wall_started,
+            timings=timings,
+            me=me,
+            kill_triggers_restart=kill_triggers_restart,
+            keep_volumes=keep_volumes,
+        )
+        self._opening: set[str] = set()  # what must end before the pipelines: sidecars, claim
+        # the states after the claim, each its own small machine over these books
+        self.cleanup = Cleanup(self)
+        self.owner_drain = OwnerDrain(self, clean_up=self.clean_up)
+        self.following = Following(self, drain=self.owner_drain.start)
+
+    def start(self) -> list[Command]:
+        for t in self.tracked:
+            if not t.ref.running:
+                t.outcome, t.exit_code = "already-exited", t.ref.exit_code
+        self.books.emit(
+            DrainStarted(
+                **self.books.at(),
+                grace_period_seconds=self.books.grace,
+                deadline=self.books.deadline + self.wall_offset,
+                containers=tuple(r.name for r in self.snapshot.containers),
+            )
+        )
+        for ref in self.snapshot.containers:
+            if ref.role == "autoheal":
+                self._opening.add(ref.name)
+                self.do(("sidecar", ref.name), RemoveSidecar(ref), self._sidecar_removed(ref))
+        self._opening.add("")
+        self._claim()
+        return self._flush()
+
+    def observe(self, key: Key, answer: object, now: float) -> list[Command]:
+        """An operation's answer (or None: a timer fired) under ``key``, at ``now``."""
+        self.now = max(self.now, now)
+        then = self._then.pop(key, None)
+        if then is not None:
+            then(answer)
+        return self._flush()
+
+    def kill(self, now: float) -> list[Command]:
+        """The caller's kill request: what still runs is killed at once, and all removed."""
+        self.now = max(self.now, now)
+        if not self.cleaning:
+            self.cut = True
+            self.clean_up()
+        return self._flush()
+
+    # the carrier's give-up rule for calls lost with the connection
+    def unreachable(self, now: float) -> None:
+        if self.unreachable_since is None:
+            self.unreachable_since = now
+
+    def reached(self) -> None:
+        self.unreachable_since = None
+
+    def gives_up(self, now: float) -> bool:
+        since = now if self.unreachable_since is None else self.unreachable_since
+        return gives_up(
+            now,
+            deadline=self.books.deadline,
+            unreachable_since=since,
+            cleaning=self.cleaning,
+            after=self.timings.give_up_after,
+        )
+
+    def call_bound(self, now: float) -> float:
+        """How long one engine call may go unanswered from ``now``: to the deadline plus the
+        call margin, and at least that margin."""
+        return max(self.books.deadline, now) + self.timings.call_margin - now
+
+    # --- commands ----------------------------------------------------------------------------
+
+    def _sidecar_removed(self, ref: ContainerRef) -> Then:
+        def then(answer: object) -> None:
+            if isinstance(answer, ENGINE_FAILURES) and not isinstance(answer, WorkloadNotFound):
+                self.failed(f"remove {ref.name}", answer)
+            else:
+                self.gone.add(ref.id)
+                self.books.emit(SidecarRemoved(**self.books.at(), container=ref.name))
+            self._opened(ref.name)
+
+        return then
+
+    def _opened(self, part: str, *, owner: bool | None = None) -> None:
+        if owner is not None:
+            self.owner = owner
+        self._opening.discard(part)
+        if self._opening or self.cleaning:
+            return
+        if self.owner:
+            self.owner_drain.start()
+        else:
+            self.following.start()
+
+    def _claim(self) -> None:
+        pause = self.pause
+        if pause is None or self.books.grace == 0:
+            self._opened("", owner=True)  # grace 0 kills at once: no drain to protect
+        elif pause.paused:
+            self._opened("", owner=False)
+        elif not pause.running:  # killed in another delete's cleanup: its record tells
+            self.do(("claim", ""), ReadClaim(pause), self._claim_read)
+        else:
+            started = self.books.started + self.wall_offset  # the owner's deadline, in its record
+            record = new_record(self.me, started=started, grace=self.books.grace)
+            self.do(("claim", ""), Claim(pause, record), self._claimed(record))
+
+    def _claim_read(self, answer: object) -> None:
+        held = isinstance(answer, ClaimSeen) and answer.record is not None
+        self._opened("", owner=not held)
+
+    def _claimed(self, record: ClaimRecord) -> Then:
+        def then(answer: object) -> None:
+            pause = self.pause
+            assert pause is not None
+            if answer == "claimed":
+                self.record = record
+                self.record_written = self.claim_is_record  # Docker: the claim is the record
+                self._opened("", owner=True)
+            elif answer == "held":  # another delete holds the claim: follow it
+                self._opened("", owner=False)
+            elif answer == "refused":  # paused by another delete, or not running: a look says
+                self.do(("claim", ""), LookPause(pause), self._pause_looked)
+            elif isinstance(answer, WorkloadNotFound):
+                self._opened("", owner=True)  # gone: nothing to claim
+            elif isinstance(answer, EngineUnavailable):
+                self.failed(f"claim the drain of {self.name}", answer)
+                self._opened("", owner=True)
+            else:  # an engine that cannot pause (no cgroup freezer): the record alone decides
+                self.do(("claim", ""), ReadClaim(pause), self._claim_by_record)
+
+        return then
+
+    def _pause_looked(self, answer: object) -> None:
+        if isinstance(answer, EngineUnavailable):
+            self.failed(f"claim the drain of {self.name}", answer)
+        paused = isinstance(answer, ContainerLook) and answer.paused
+        self._opened("", owner=not paused)
+
+    def _claim_by_record(self, answer: object) -> None:
+        if not isinstance(answer, ClaimSeen):
+            self._opened("", owner=True)  # nothing can be recorded: it drains unclaimed
+            return
+        found = answer.record
+        if (
+            found is not None
+            and answer.owner_alive is not False
+            and self.wall < found.deadline + self.timings.owner_bound
+        ):
+            self._opened("", owner=False)
+            return
+        self._opening.discard("")
+        self.state = "taking-over"
+        self.following.take_over(found, own_deadline=True)
+
+    # --- what every state writes down --------------------------------------------------------
+
+    def clean_up(self) -> None:
+        """Kill what still runs and remove everything, once; a cut follower kills too: the
+        caller asked to kill now."""
+        if self.cleaning:
+            return
+        self.cleaning = True
+        self.owner_drain.cut()
+        self.cancel(k for k in self._then if k != ("record", ""))  # the record still tells
+        if self.cut:
+            self.owner = True
+        if not self.owner:
+            self.finish()
+            return
+        self.state = "cleaning"
+        self.cleanup.start()

@@ -1,0 +1,205 @@
+"""The one loop that carries the drain core's commands over ``ContainerOps``.
+
+Every command of every workload's machine (:mod:`._drain_core`) runs as a task of the loop's
+task group: an engine operation (answered with its result, or the ``EngineError`` it raised, as
+a value), a timer, a cancellation of an earlier command, an event handed to the caller. Answers
+come back through one channel, each under the key it was asked under; an answer to a command
+cancelled or replaced meanwhile is dropped.
+
+Engine calls lost with the connection are tried again with backoff until the machine's give-up
+rule says no more (a connection that blinks kills nothing); a stop signal is sent again only
+when it surely never reached the engine. No call waits for ever: each is bounded by the
+drain's deadline plus ``give_up_after`` (once the engine was given up on, by that margin
+alone), and one that is not answered in time is an engine that is not answering.
+
+The caller's cancellation is the kill request: it reaches every machine as one observation
+(:meth:`~._drain_core.WorkloadDrain.kill`), converted here, once; the machines then kill what
+still runs and remove everything, bounded by their cleanup timeout, shielded from the
+cancellation, which propagates once they are done.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import anyio
+from anyio.abc import TaskGroup
+
+from asyncdeploy.drivers.engine import _drain_waits as waits
+from asyncdeploy.drivers.engine._drain_core import WorkloadDrain
+from asyncdeploy.drivers.engine._drain_steps import (
+    AwaitExit,
+    AwaitKilled,
+    Cancel,
+    Claim,
+    ClaimSeen,
+    Command,
+    Do,
+    DrainTimings,
+    DropClaim,
+    EngineOp,
+    FollowLook,
+    Key,
+    Kill,
+    KillPause,
+    LookPause,
+    OwnerAlive,
+    ReadClaim,
+    Remove,
+    RemoveSidecar,
+    RemoveVolumes,
+    RunHook,
+    Sent,
+    Signal,
+    SignalledBefore,
+    Stop,
+    Tell,
+    Wake,
+    WriteClaim,
+)
+from asyncdeploy.drivers.engine._exits import ExitWatch
+from asyncdeploy.drivers.engine._ops import ContainerOps
+from asyncdeploy.errors import ENGINE_FAILURES
+from asyncdeploy.events import Emit
+
+__all__ = ["DrainLoop"]
+
+T = TypeVar("T")
+_Slot = tuple[int, Key]  # (machine index, key)
+
+
+class DrainLoop:
+    """Runs machines to their end; ``emit`` gets their events."""
+
+    def __init__(
+        self, ops: ContainerOps, exits: ExitWatch, timings: DrainTimings, emit: Emit
+    ) -> None:
+        self.ops, self.exits, self.timings, self.emit = ops, exits, timings, emit
+        self.calls = waits.Calls(ops, exits, timings)
+        self._machines: list[WorkloadDrain] = []
+        self._scopes: dict[_Slot, anyio.CancelScope] = {}
+        self._serial = 0
+        self._current: dict[_Slot, int] = {}
+        self._send, self._receive = anyio.create_memory_object_stream[tuple[int, Key, int, object]](
+            math.inf
+        )
+
+    async def run(self, machines: Sequence[WorkloadDrain]) -> None:
+        self._machines = list(machines)
+        async with anyio.create_task_group() as caller:
+            caller.start_soon(self._kill_on_cancel)  # the caller's cancellation, observed
+            with anyio.CancelScope(shield=True):
+                async with anyio.create_task_group() as tasks:
+                    for index, machine in enumerate(self._machines):
+                        self._carry(tasks, index, machine.start())
+                    await self._until_finished(tasks)
+                    tasks.cancel_scope.cancel()
+            caller.cancel_scope.cancel()
+        await anyio.lowlevel.checkpoint()  # a caller's cancellation propagates from here
+
+    async def _kill_on_cancel(self) -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:  # cancelled: by the caller (kill now), or by run() at its end
+            self._send.send_nowait((-1, ("kill", ""), 0, None))
+
+    async def _until_finished(self, tasks: TaskGroup) -> None:
+        if all(m.finished for m in self._machines):
+            return  # nothing to wait for (no workload, or one that ended at its start)
+        async for index, key, serial, answer in self._receive:
+            if index < 0:
+                for i, machine in enumerate(self._machines):
+                    self._carry(tasks, i, machine.kill(anyio.current_time()))
+            elif self._current.get((index, key)) == serial:
+                del self._current[(index, key)]
+                self._scopes.pop((index, key), None)
+                machine = self._machines[index]
+                self._carry(tasks, index, machine.observe(key, answer, anyio.current_time()))
+            if all(m.finished for m in self._machines):
+                return
+
+    def _carry(self, tasks: TaskGroup, index: int, commands: list[Command]) -> None:
+        for command in commands:
+            if isinstance(command, Tell):
+                self.emit(command.event)
+            elif isinstance(command, Cancel):
+                self._current.pop((index, command.key), None)
+                scope = self._scopes.pop((index, command.key), None)
+                if scope is not None:
+                    scope.cancel()
+            else:
+                self._serial += 1
+                slot = (index, command.key)
+                old = self._scopes.pop(slot, None)
+                if old is not None:
+                    old.cancel()
+                self._current[slot] = self._serial
+                scope = self._scopes[slot] = anyio.CancelScope()
+                tasks.start_soon(self._one, index, command, self._serial, scope)
+
+    async def _one(
+        self, index: int, command: Wake | Do, serial: int, scope: anyio.CancelScope
+    ) -> None:
+        answer: object = None
+        with scope:
+            if isinstance(command, Wake):
+                await anyio.sleep_until(command.at)
+            else:
+                try:
+                    answer = await self._operate(self._machines[index], command.operation)
+                except ENGINE_FAILURES as exc:
+                    answer = exc
+            self._send.send_nowait((index, command.key, serial, answer))
+
+    async def _operate(self, m: WorkloadDrain, op: EngineOp) -> object:
+        ops, calls = self.ops, self.calls
+
+        def call(fn: Callable[[], Awaitable[T]], *, once: bool = False) -> Awaitable[T]:
+            return calls.call(m, fn, once=once)
+
+        if isinstance(op, RemoveSidecar):
+            if op.ref.running:
+                await call(lambda: ops.signal(op.ref, "SIGKILL"))  # nothing to drain
+            await call(lambda: ops.remove(op.ref))
+            return None
+        if isinstance(op, Claim):
+            return await call(lambda: ops.claim(op.pause, op.record))
+        if isinstance(op, LookPause):
+            return await call(lambda: ops.look(op.pause))
+        if isinstance(op, ReadClaim):
+            record = await call(lambda: ops.read_claim(op.pause))
+            return ClaimSeen(record, None if record is None else record.owner.alive())
+        if isinstance(op, OwnerAlive):
+            return op.owner.alive()
+        if isinstance(op, WriteClaim):
+            return await call(lambda: ops.write_claim(op.pause, op.record))
+        if isinstance(op, DropClaim):
+            return await call(lambda: ops.drop_claim(op.pause, op.record))
+        if isinstance(op, SignalledBefore):
+            return await call(lambda: ops.signalled_since_pause(op.pause, op.refs))
+        if isinstance(op, RunHook):
+            return await calls.hook(op.ref, op.pause)
+        if isinstance(op, Signal):
+            return await calls.stop_signal(m, op.ref)
+        if isinstance(op, Stop):
+            return await calls.stop(m, op.ref, op.timeout)
+        if isinstance(op, AwaitExit):
+            return await calls.exit_of(m, op)
+        if isinstance(op, Kill):
+            since = self.exits.mark()
+            delivered = await call(lambda: ops.signal(op.ref, "SIGKILL"))
+            return Sent(delivered, since, before_stream=not self.exits.opened)
+        if isinstance(op, AwaitKilled):
+            return await calls.killed(m, op.ref, op.since)
+        if isinstance(op, KillPause):
+            await call(lambda: ops.signal(op.pause, "SIGKILL"))
+            return None
+        if isinstance(op, Remove):
+            return await call(lambda: ops.remove(op.ref))
+        if isinstance(op, RemoveVolumes):
+            return await call(lambda: ops.remove_volumes(op.owner))
+        if isinstance(op, FollowLook):
+            return await calls.follow(m, op)
+        raise AssertionError(f"no such operation: {op!r}")

@@ -1,0 +1,170 @@
+"""The owner's drain: one pipeline per container under the one deadline. Pure.
+
+A state of :class:`~._drain_core.WorkloadDrain` (its books, its commands): init and run
+containers first, each its ``pre_stop`` hook (one that fails goes straight on; a hung one holds
+back its own container only), its stop signal (once), the wait for its exit; then the sidecars
+(a proxy, the drain gate), once the others ended. Book-keeping comes after the signals: the
+claim record, written once ``record_delay`` in if the drain is not over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from asyncdeploy.drivers.engine._drain_context import DrainContext
+from asyncdeploy.drivers.engine._drain_steps import (
+    AwaitExit,
+    EngineOp,
+    Hooked,
+    RunHook,
+    Sent,
+    Signal,
+    Stop,
+    Then,
+    TrackedRef,
+    WriteClaim,
+    code_of,
+)
+from asyncdeploy.errors import ENGINE_FAILURES, WorkloadNotFound
+from asyncdeploy.events import PreStopFinished, PreStopStarted, SignalSent
+
+__all__ = ["OwnerDrain"]
+
+
+class OwnerDrain:
+    def __init__(self, m: DrainContext, *, clean_up: Callable[[], None]) -> None:
+        self.m = m
+        self._clean_up = clean_up  # the next state
+        self._active: dict[str, str] = {}  # name → the step its pipeline is at
+        self._wave: tuple[str, ...] = ()
+
+    def cut(self) -> None:
+        """The drain is over (deadline, kill, every pipeline ended): a hook still running was
+        cut off, with no exit code and no error."""
+        for hooked in self.m.tracked:
+            if self._active.get(hooked.name) == "hook":
+                self._hook_finished(hooked, None, timed_out=True)
+        self._active.clear()
+
+    def start(self) -> None:
+        """Drain as the owner: the deadline, the record's timer, the first wave."""
+        self.m.state = "draining"
+        if self.m.books.grace == 0:
+            self._clean_up()
+            return
+        self.m.wake(("deadline", ""), self.m.books.deadline, lambda _: self._clean_up())
+        at = self.m.books.started + self.m.timings.record_delay
+        if self.m.record is not None and not self.m.record_written:
+            self.m.wake(("record", ""), at, lambda _: self._write_record())
+
+        self._start_wave(("init", "run"))
+
+    def _start_wave(self, roles: tuple[str, ...]) -> None:
+        self._wave = roles
+        for t in self.m.tracked:
+            if t.outcome is None and t.role in roles:
+                self._pipeline(t)
+        self._wave_ended()
+
+    def _wave_ended(self) -> None:
+        if self._active or self.m.cleaning:
+            return
+        if self._wave == ("init", "run"):
+            self._start_wave(("sidecar",))  # sidecars (a proxy, the gate) once the others ended
+        else:
+            self._clean_up()  # every pipeline ended before the deadline
+
+    def _step(self, t: TrackedRef, step: str, operation: EngineOp, then: Then) -> None:
+        self._active[t.name] = step
+        self.m.do((step, t.name), operation, then)
+
+    def _pipeline_ended(self, t: TrackedRef) -> None:
+        self._active.pop(t.name, None)
+        self._wave_ended()
+
+    def _pipeline(self, t: TrackedRef) -> None:
+        """One container's way out: its hook, then its signal, then its exit. A container a
+        dead owner signalled already (a takeover) is only waited for."""
+        ref = t.ref
+        if t.name in self.m.signalled:
+            wait = AwaitExit(ref, since=-1, before_stream=True)
+            self._step(t, "exit", wait, self._ended(t, delivered=True))
+        elif ref.pre_stop or ref.pre_stop_http:
+            self.m.books.emit(PreStopStarted(**self.m.books.at(t)))
+            self._step(t, "hook", RunHook(ref, self.m.pause), self._hooked(t))
+        else:
+            self._stop(t)
+
+    def _hooked(self, t: TrackedRef) -> Then:
+        def then(answer: object) -> None:
+            hooked = answer if isinstance(answer, Hooked) else Hooked(None, True)
+            if hooked.error is not None:
+                self.m.books.error(f"pre_stop of {t.name}: {hooked.error}")
+            self._hook_finished(t, hooked.exit_code, timed_out=False)
+            self._stop(t)
+
+        return then
+
+    def _hook_finished(self, t: TrackedRef, exit_code: int | None, *, timed_out: bool) -> None:
+        self.m.books.emit(
+            PreStopFinished(**self.m.books.at(t), exit_code=exit_code, timed_out=timed_out)
+        )
+
+    def _stop(self, t: TrackedRef) -> None:
+        ref = t.ref
+        self.m.signalled.add(t.name)
+        if ref.restart_policy != "no" and self.m.kill_triggers_restart:
+            # Podman restarts a killed container under its policy: its stop call does not
+            self._signal_sent(t)
+            stop = Stop(ref, self.m.books.deadline - self.m.now)
+            self._step(t, "exit", stop, self._ended(t, delivered=True))
+        else:
+            self._step(t, "signal", Signal(ref), self._sent(t))
+
+    def _sent(self, t: TrackedRef) -> Then:
+        def then(answer: object) -> None:
+            if not isinstance(answer, Sent):
+                self._ended(t, delivered=True)(answer)
+                return
+            ref = t.ref
+            if answer.delivered:
+                self._signal_sent(t)
+                restartable = ref.restart_policy != "no"
+                wait = AwaitExit(ref, answer.since, answer.before_stream, restartable)
+            else:  # it was not running: its exit, as the engine tells it
+                wait = AwaitExit(ref, answer.since, answer.before_stream, wait_only=True)
+            self._step(t, "exit", wait, self._ended(t, delivered=answer.delivered))
+
+        return then
+
+    def _signal_sent(self, t: TrackedRef) -> None:
+        self.m.books.emit(SignalSent(**self.m.books.at(t), signal=t.ref.stop_signal))
+
+    def _ended(self, t: TrackedRef, *, delivered: bool) -> Then:
+        def then(answer: object) -> None:
+            if isinstance(answer, WorkloadNotFound):
+                t.outcome = "missing"  # removed by hand, or by another delete: not a failure
+            elif isinstance(answer, ENGINE_FAILURES):
+                self.m.failed(f"stop {t.name}", answer)
+            else:
+                # Not running at the signal: ended by its hook (a drain step), else on its own.
+                ended_by_us = delivered or bool(t.ref.pre_stop or t.ref.pre_stop_http)
+                self.m.exited(t, code_of(answer), "exited" if ended_by_us else "already-exited")
+            self._pipeline_ended(t)
+
+        return then
+
+    def _write_record(self) -> None:
+        """Book-keeping after the signals: the claim record, once, if the drain (its removals
+        included) is not over."""
+        pause = self.m.pause
+        if pause is None or self.m.finished:
+            return
+        assert self.m.record is not None
+        self.m.record = attrs.evolve(self.m.record, signalled=tuple(sorted(self.m.signalled)))
+        self.m.do(("record", ""), WriteClaim(pause, self.m.record), self._recorded)
+
+    def _recorded(self, answer: object) -> None:
+        self.m.record_written = not isinstance(answer, ENGINE_FAILURES)

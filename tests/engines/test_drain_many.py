@@ -1,0 +1,158 @@
+"""Many drains at once (issue 25 item 1): forty deletes through one deployer, and eight deleters
+in separate processes, each container exiting 1 s after its SIGTERM under a grace of 5 s. Every
+SIGTERM goes out at once, whatever else the drains do, and every container exits by itself."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from asyncdeploy import Deployer
+from asyncdeploy.events import (
+    ContainerForceKilled,
+    DrainEvent,
+    DrainFinished,
+    SignalSent,
+)
+from tests.engines.helpers import graceful, plan, read_markers, started
+
+pytestmark = pytest.mark.anyio
+
+WORKLOADS = 40
+GRACE = 5
+SIGNAL_WITHIN = 1.0  # seconds from a drain's start to its SignalSent
+
+
+async def create_many(deployer: Deployer, names: list[str], markers: Path, **labels: str) -> None:
+    """One app per workload that exits 1 s after SIGTERM (not timed: four creates at a time)."""
+    limiter = anyio.CapacityLimiter(4)
+
+    async def one(i: int, workload: str) -> None:
+        async with limiter:
+            app = graceful(f"app{i:02d}", 1, markers)
+            await deployer.create(
+                plan(workload, [app], extra_labels=labels, termination_grace_period_seconds=GRACE)
+            )
+
+    async with anyio.create_task_group() as tg:
+        for i, workload in enumerate(names):
+            tg.start_soon(one, i, workload)
+    await started(markers, *(f"app{i:02d}" for i in range(len(names))), timeout=60)
+
+
+def each_drained_once(markers: Path, count: int) -> None:
+    marks = Counter(read_markers(markers))
+    for i in range(count):
+        app = f"app{i:02d}"
+        assert marks[(app, "got-TERM")] == 1, (app, marks)
+        assert marks[(app, "drained-ok")] == 1, (app, marks)
+
+
+async def test_forty_deletes_at_once_signal_every_container_at_once(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """40 concurrent ``terminate()`` through one deployer: each SIGTERM goes out within 1 s of
+    its drain's start and each container exits 0 by itself, none killed. (On the code that
+    wrote a claim record into every pause container before its signal and rewrote it every
+    second, the signals went out 1.7-4.9 s in and a third of the containers were SIGKILLed.)"""
+    names = [name(f"many{i:02d}") for i in range(WORKLOADS)]
+    await create_many(deployer, names, markers)
+    seen: dict[str, list[DrainEvent]] = {}
+
+    async def delete(workload: str) -> None:
+        async with deployer.terminate(workload) as stream:
+            seen[workload] = [event async for event in stream]
+
+    with anyio.fail_after(90):
+        async with anyio.create_task_group() as tg:
+            for workload in names:
+                tg.start_soon(delete, workload)
+    late = {}
+    for workload, events in seen.items():
+        [sent] = [e for e in events if isinstance(e, SignalSent)]
+        if sent.elapsed > SIGNAL_WITHIN:
+            late[workload] = round(sent.elapsed, 2)
+        assert not [e for e in events if isinstance(e, ContainerForceKilled)], events
+        [finished] = [e for e in events if isinstance(e, DrainFinished)]
+        [app] = finished.summary.containers
+        assert (app.outcome, app.exit_code) == ("exited", 0), finished.summary
+        assert finished.summary.errors == (), finished.summary
+    assert late == {}, f"SignalSent later than {SIGNAL_WITHIN} s into the drain: {late}"
+    each_drained_once(markers, WORKLOADS)
+
+
+async def test_eight_deleters_in_separate_processes_drain_each_workload_once(
+    deployer: Deployer, name: Callable[[str], str], markers: Path
+) -> None:
+    """Eight deleter processes at once over the same 40 workloads (each a ``terminate_all`` of
+    them, started together once all eight are connected): one drains each workload, its SIGTERM
+    within 1 s of its drain's start; the others follow it. Every container gets one SIGTERM and
+    exits 0 by itself; every process succeeds."""
+    batch = name("batch")
+    names = [name(f"deleters{i:02d}") for i in range(WORKLOADS)]
+    await create_many(deployer, names, markers, batch=batch)
+    command = [sys.executable, "-m", "tests.engines.deleter_process", deployer.driver_name]
+    results: list[tuple[int, str, list[dict[str, Any]]]] = []
+    async with AsyncExitStack() as stack:
+        processes = [
+            await stack.enter_async_context(
+                await anyio.open_process([*command, f"batch={batch}"], cwd=Path.cwd())
+            )
+            for _ in range(8)
+        ]
+        outputs = [BufferedByteReceiveStream(p.stdout) for p in processes]  # type: ignore[arg-type]
+        with anyio.fail_after(60):
+            for output in outputs:
+                assert await output.receive_until(b"\n", 100) == b"ready"
+        for process in processes:
+            assert process.stdin is not None
+            await process.stdin.send(b"go\n")
+
+        async def finish(process: Process, output: BufferedByteReceiveStream) -> None:
+            assert process.stdout is not None and process.stderr is not None
+            text = bytearray(output.buffer)
+            async for chunk in process.stdout:
+                text += chunk
+            stderr = b"".join([chunk async for chunk in process.stderr]).decode()
+            lines = [json.loads(line) for line in text.decode().splitlines() if line]
+            results.append((await process.wait(), stderr, lines))
+
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                for process, output in zip(processes, outputs, strict=True):
+                    tg.start_soon(finish, process, output)
+    signalled: Counter[str] = Counter()
+
+    def seen_by_all(workload: str) -> list[list[tuple[str, float]]]:
+        return [
+            [(ln["event"], ln["elapsed"]) for ln in lines if ln.get("workload") == workload]
+            for _, _, lines in results
+        ]
+
+    for code, stderr, lines in results:
+        assert code == 0, (code, stderr)
+        for line in lines:
+            assert line["event"] != "ContainerForceKilled", line
+            if line["event"] == "SignalSent":  # its elapsed: from its drain's start
+                signalled[line["workload"]] += 1
+                assert line["elapsed"] <= SIGNAL_WITHIN, seen_by_all(line["workload"])
+            if line["event"] == "DrainFinished":
+                for container in line["containers"]:
+                    outcome = (container["outcome"], container["exit_code"])
+                    # (already-exited: a deleter that listed after the owner's drain ended it)
+                    assert outcome in (("exited", 0), ("already-exited", 0), ("missing", None)), (
+                        line
+                    )
+                assert line["errors"] == [], line
+    assert signalled == Counter(dict.fromkeys(names, 1)), signalled
+    each_drained_once(markers, WORKLOADS)

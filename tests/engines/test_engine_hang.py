@@ -1,0 +1,188 @@
+"""An engine that takes the calls and never answers (issue 25 item 2): a deadlocked daemon.
+
+The CLI talks to the engine through the fault proxy (:mod:`tests.engines.fault_proxy`), which
+freezes mid-operation: it keeps accepting connections and forwards nothing more, either way.
+A delete, a create and a replacement each end with exit 3 ("engine unreachable") within their
+bound (``ASYNCDEPLOY_ENGINE_TIMEOUT``, set short here) instead of hanging; once the proxy lets
+the engine answer again, everything is cleaned up. (Docker 20.10 was seen deadlocked after 40
+concurrent deletes; a ``replace`` then waited over 20 minutes.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.streams.text import TextReceiveStream
+
+from asyncdeploy import Deployer
+from asyncdeploy.labels import LABEL_CONTAINER, LABEL_WORKLOAD
+from tests.engines.fault_proxy import EngineProxy
+from tests.engines.helpers import graceful, plan, plan_file
+from tests.polling import until
+
+pytestmark = pytest.mark.anyio
+
+ANSWER = 3  # seconds the engine may take to answer one call, here
+
+
+def upstream(deployer: Deployer) -> str:
+    return deployer.driver.url.removeprefix("unix://")  # type: ignore[attr-defined]
+
+
+async def through_frozen_proxy(
+    deployer: Deployer,
+    proxy: EngineProxy,
+    args: list[str],
+    freeze_when: Callable[[dict[str, Any]], bool] | None = None,
+    freeze_after: Callable[[], Awaitable[None]] | None = None,
+) -> tuple[int, str, list[dict[str, Any]], float]:
+    """Run the CLI through the proxy; freeze it when a JSON line matches (or once
+    ``freeze_after`` returns); return the exit code, stderr, the JSON lines and the seconds
+    from the freeze to the exit."""
+    env = {
+        **os.environ,
+        "DOCKER_HOST": proxy.url,
+        "CONTAINER_HOST": proxy.url,
+        "ASYNCDEPLOY_ENGINE_TIMEOUT": str(ANSWER),
+    }
+    command = [sys.executable, "-m", "asyncdeploy", "--driver", deployer.driver_name, *args]
+    lines: list[dict[str, Any]] = []
+    frozen: list[float] = []
+
+    def freeze() -> None:
+        if not frozen:
+            frozen.append(time.monotonic())
+            proxy.freeze()
+
+    async with anyio.create_task_group() as tg, await anyio.open_process(command, env=env) as cli:
+        assert cli.stdout is not None and cli.stderr is not None
+        if freeze_after is not None:
+
+            async def later() -> None:
+                await freeze_after()
+                freeze()
+
+            tg.start_soon(later)
+        pending = ""
+        try:
+            with anyio.fail_after(120):  # the code before this change waited for ever
+                async for chunk in TextReceiveStream(cli.stdout):
+                    *complete, pending = (pending + chunk).split("\n")
+                    for line in complete:
+                        if line.startswith("{"):
+                            lines.append(json.loads(line))
+                            if freeze_when is not None and freeze_when(lines[-1]):
+                                freeze()
+                error = b"".join([c async for c in cli.stderr]).decode()
+                code = await cli.wait()
+        finally:
+            if cli.returncode is None:
+                cli.kill()  # a CLI that hangs fails the test, and is not left behind
+        tg.cancel_scope.cancel()
+    assert frozen, (code, error, lines)
+    return code, error, lines, time.monotonic() - frozen[0]
+
+
+@pytest.fixture
+async def proxy(deployer: Deployer, tmp_path: Path) -> Any:
+    frozen = EngineProxy(tmp_path / "engine.sock", upstream(deployer))
+    async with anyio.create_task_group() as tg:
+        await tg.start(frozen.serve)
+        yield frozen
+        frozen.release()  # what was held answers now: the fixture's clean-up can run
+        tg.cancel_scope.cancel()
+
+
+async def test_a_delete_whose_engine_stops_answering_is_exit_3(
+    deployer: Deployer, proxy: EngineProxy, name: Callable[[str], str], markers: Path
+) -> None:
+    """Frozen at the first SIGTERM, grace 3: the drain's calls get its deadline plus the
+    answer bound, then the delete ends with exit 3 and the JSON stream with DrainFinished."""
+    workload = name("frozen")
+    await deployer.create(
+        plan(workload, [graceful("app", 60, markers)], termination_grace_period_seconds=3)
+    )
+    await deployer.wait_ready(workload, timeout=30)
+    code, error, lines, after = await through_frozen_proxy(
+        deployer,
+        proxy,
+        ["delete", workload, "--output", "json"],
+        freeze_when=lambda line: line["event"] == "SignalSent",
+    )
+    assert code == 3, error
+    assert "engine unreachable" in error
+    assert lines[-1]["event"] == "DrainFinished"
+    assert [c["outcome"] for c in lines[-1]["containers"]] == ["unreachable"]
+    assert after < 3 + 3 * ANSWER + 30, after  # deadline, its margin, the cleanup's bounds
+
+
+async def test_a_create_whose_engine_stops_answering_is_exit_3(
+    deployer: Deployer,
+    proxy: EngineProxy,
+    name: Callable[[str], str],
+    markers: Path,
+    tmp_path: Path,
+) -> None:
+    """Frozen once the pause container exists: the create's next call is not answered within
+    the bound, and the create ends with exit 3 instead of waiting for ever."""
+    workload = name("frozencreate")
+    path = plan_file(
+        tmp_path,
+        workload,
+        [{"name": "app", "image": "asyncdeploy-test/busybox:latest", "command": ["sleep", "600"]}],
+    )
+    session = deployer.driver.session  # type: ignore[attr-defined]
+
+    async def pause_made() -> None:
+        async def made() -> bool:
+            return bool(await session.containers({LABEL_WORKLOAD: workload}))
+
+        await until(made, timeout=60, interval=0.02)
+
+    code, error, _, after = await through_frozen_proxy(
+        deployer, proxy, ["create", "-f", str(path)], freeze_after=pause_made
+    )
+    assert code == 3, error
+    assert f"gave no answer within {ANSWER} s" in error, error
+    assert after < 10 * ANSWER, after
+
+
+async def test_a_replacement_whose_engine_stops_answering_is_exit_3(
+    deployer: Deployer,
+    proxy: EngineProxy,
+    name: Callable[[str], str],
+    markers: Path,
+    tmp_path: Path,
+) -> None:
+    """``create`` of a changed plan drains the old workload first; frozen at its SIGTERM, the
+    replacement ends with exit 3 (the drain is unreachable) and creates nothing."""
+    workload = name("frozenreplace")
+    await deployer.create(
+        plan(workload, [graceful("old", 60, markers)], termination_grace_period_seconds=3)
+    )
+    await deployer.wait_ready(workload, timeout=30)
+    changed = plan_file(
+        tmp_path,
+        workload,
+        [{"name": "new", "image": "asyncdeploy-test/busybox:latest", "command": ["sleep", "600"]}],
+        termination_grace_period_seconds=3,
+    )
+    code, error, _, after = await through_frozen_proxy(
+        deployer,
+        proxy,
+        ["create", "-f", str(changed), "--output", "json"],
+        freeze_when=lambda line: line.get("event") == "SignalSent",
+    )
+    assert code == 3, error
+    assert after < 3 + 3 * ANSWER + 30, after
+    proxy.release()  # (what the frozen CLI had sent reaches the engine now)
+    listed = await deployer.driver.session.containers({LABEL_WORKLOAD: workload})  # type: ignore[attr-defined]
+    assert not [c for c in listed if c["Labels"].get(LABEL_CONTAINER) == "new"], listed
