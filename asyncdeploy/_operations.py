@@ -93,6 +93,7 @@ class Operation(Generic[E, Started]):
 
     @property
     def killed(self) -> bool:
+        """Whether :meth:`kill` was called."""
         return self._switch.thrown
 
     @property

@@ -25,7 +25,14 @@ opened under trio it raises :class:`~asyncdeploy.errors.UnsupportedEventLoop`. T
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -37,8 +44,8 @@ from asyncdeploy._event_stream import event_stream
 from asyncdeploy._kill import KillSwitch
 from asyncdeploy._log import log_event
 from asyncdeploy._operations import CreateEvents, Drain, Replacement, draining
-from asyncdeploy.drivers.base import Driver
-from asyncdeploy.errors import EngineTimeout, WorkloadNotFound
+from asyncdeploy.drivers.base import Driver, Found
+from asyncdeploy.errors import EngineTimeout, SelectorError, WorkloadNotFound
 from asyncdeploy.events import DrainFinished, DrainSummary, Emit, Event, PullEvent
 from asyncdeploy.plan import WorkloadPlan, plan_digest
 from asyncdeploy.plan.gating import expand_gates
@@ -46,13 +53,30 @@ from asyncdeploy.replace import _run as _replace
 from asyncdeploy.replace._names import current_name, current_plan, resolving
 from asyncdeploy.replace._run import OnEvent, ReplaceOptions, ReplaceResult
 from asyncdeploy.replace.events import REPLACE_EVENTS, ReplaceEvent, Strategy
-from asyncdeploy.results import ApplyResult, ExecResult, WorkloadEvent, WorkloadStatus
-from asyncdeploy.selectors import SelectorLike, as_selector
+from asyncdeploy.results import (
+    ApplyResult,
+    EngineInfo,
+    ExecResult,
+    WorkloadEvent,
+    WorkloadStatus,
+)
+from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
 __all__ = [
     "Deployer",
     "ReplaceResult",
 ]
+
+
+def _everything_or(selector: SelectorLike | None, *, all: bool) -> Selector | None:
+    """The selector a drain of many takes: ``None`` (everything) only when asked by name."""
+    if selector is not None and all:
+        raise SelectorError("give a selector or all=True, not both")
+    if selector is None and not all:
+        raise SelectorError(
+            "no selector: that would drain every workload; pass all=True to mean it"
+        )
+    return as_selector(selector)
 
 
 @attrs.define
@@ -63,6 +87,7 @@ class Deployer:
 
     @property
     def driver_name(self) -> str:
+        """``docker``, ``podman`` or ``kubernetes``: what this deployer drives."""
         return self.driver.name
 
     async def create(
@@ -208,6 +233,28 @@ class Deployer:
             self.driver, name, lambda n: self.driver.recent_events(n, limit=limit)
         )
 
+    async def engine_info(self) -> EngineInfo:
+        """What answers: the driver, the engine's version and API version (on Kubernetes the
+        API server's version); ``EngineUnavailable`` when it no longer does."""
+        return await self.driver.ping()
+
+    async def image_labels(self, image: str) -> Mapping[str, str] | None:
+        """The labels of an image on the engine (None: absent, or not visible to this driver)."""
+        return await self.driver.image_labels(image)
+
+    async def build_image(
+        self,
+        context: bytes,
+        tag: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
+        """Build a tar build context (holding a ``Dockerfile``) as ``tag`` on Docker or Podman,
+        its ``RUN`` steps without network; ``on_line`` sees the build's output. The built-in
+        images come from :mod:`asyncdeploy.cli.images` (``asyncdeploy images build``)."""
+        await self.driver.build_image(context, tag, labels=labels or {}, on_line=on_line)
+
     async def image_ports(self, image: str) -> frozenset[int] | None:
         """The TCP ports a local image ``EXPOSE``s (None: absent, or not visible to this driver)."""
         return await self.driver.image_ports(image)
@@ -215,10 +262,11 @@ class Deployer:
     async def wait_ready(
         self, name: str, *, timeout: float = 60, settle_seconds: float | None = None
     ) -> WorkloadStatus:
-        """Every run container ready: its readiness check passes, or, without one, it runs and
-        has kept running with no restart ``settle_seconds`` past its start (default 2 s: a
-        server that dies in its first seconds fails the wait with ``CreateError``; 0: running
-        is enough). ``EngineTimeout`` after ``timeout`` s."""
+        """Wait until every run container is ready and return the workload's status: its
+        readiness check passes, or, without one, it runs and has kept running with no restart
+        ``settle_seconds`` past its start (default 2 s; 0: running is enough). ``CreateError`` at
+        once when a container exits or restarts first (its exit code and last log lines in it),
+        ``EngineTimeout`` after ``timeout`` seconds."""
         return await resolving(
             self.driver,
             name,
@@ -275,10 +323,16 @@ class Deployer:
         container: str | None = None,
         timeout: float | None = None,
         on_output: Callable[[str], None] | None = None,
+        stdin: AsyncIterable[bytes] | None = None,
+        tty: bool = False,
+        size: tuple[int, int] | None = None,
     ) -> ExecResult:
         """Run ``command`` in a container (default: the plan's first run container).
 
-        ``on_output`` sees the output as it comes (it must not block). ``ExecInterrupted`` when
+        ``on_output`` sees the output as it comes (it must not block). ``stdin``: the bytes of the
+        command's standard input (its end is the command's end of file); ``tty``: the command
+        runs in a terminal of ``size`` (columns, lines), as ``docker exec -it`` (Docker and
+        Podman; on Kubernetes not yet). ``ExecInterrupted`` when
         the container stops before the command ends; ``EngineTimeout`` when it has not ended
         within ``timeout`` seconds (the engines cannot stop an exec: the command may still
         run in the container).
@@ -289,7 +343,13 @@ class Deployer:
                     self.driver,
                     name,
                     lambda n: self.driver.exec(
-                        n, command, container=container, on_output=on_output
+                        n,
+                        command,
+                        container=container,
+                        on_output=on_output,
+                        stdin=stdin,
+                        tty=tty,
+                        size=size,
                     ),
                 )
         except TimeoutError:
@@ -300,6 +360,8 @@ class Deployer:
             ) from None
 
     async def inspect(self, name: str) -> dict[str, Any]:
+        """The engine's own description of the workload (containers or Pod), secret-looking
+        values masked."""
         return await resolving(self.driver, name, self.driver.inspect)
 
     def terminate(self, name: str, *, grace_period_seconds: int | None = None) -> Drain:
@@ -328,14 +390,49 @@ class Deployer:
             grace_period_seconds,
         )
 
-    def terminate_all(
-        self, selector: SelectorLike | None = None, *, grace_period_seconds: int | None = None
+    def terminate_many(
+        self,
+        names: Sequence[str],
+        *,
+        grace_period_seconds: int | None = None,
+        ignore_not_found: bool = False,
     ) -> Drain:
-        """Drain every workload ``selector`` matches (every one for ``None``) concurrently
-        under one deadline (``kill()``: as for :meth:`terminate`), from one look at them all;
-        none matching yields no event. An invalid selector raises ``SelectorError`` before any
-        call."""
-        chosen = as_selector(selector)
+        """Drain the named workloads concurrently under one deadline, as :meth:`terminate`
+        drains one (a plan's name finds its current instance). ``WorkloadNotFound`` naming every
+        missing one on entry, before any event, unless ``ignore_not_found``: then they are left
+        out (none left: no event)."""
+        driver = self.driver
+
+        async def look() -> Found:
+            present: builtins.list[str] = []
+            missing: builtins.list[str] = []
+            for name in dict.fromkeys(names):
+                try:
+                    present.append(await current_name(driver, name))
+                except WorkloadNotFound:
+                    missing.append(name)
+            if missing and not ignore_not_found:
+                raise WorkloadNotFound(
+                    f"no workload named {', '.join(map(repr, missing))}",
+                    engine=driver.name,
+                )
+            return await driver.find(present)
+
+        return draining(driver, look, grace_period_seconds)
+
+    def terminate_all(
+        self,
+        selector: SelectorLike | None = None,
+        *,
+        grace_period_seconds: int | None = None,
+        all: bool = False,
+    ) -> Drain:
+        """Drain every workload ``selector`` matches concurrently under one deadline
+        (``kill()``: as for :meth:`terminate`), from one look at them all; none matching yields
+        no event. Every workload asyncdeploy manages only with ``all=True`` and no selector, as
+        the CLI's ``delete-all --all``: no selector alone is refused. An invalid selector, or
+        no selector without ``all``, raises ``SelectorError`` before any call."""
+        chosen = _everything_or(selector, all=all)
         return draining(
             self.driver, lambda: self.driver.find_matching(chosen), grace_period_seconds
         )
@@ -352,9 +449,14 @@ class Deployer:
         selector: SelectorLike | None = None,
         *,
         grace_period_seconds: int | None = None,
+        all: bool = False,
     ) -> builtins.list[DrainSummary]:
-        """Drain and remove every matching workload; none matching is not an error."""
-        async with self.terminate_all(selector, grace_period_seconds=grace_period_seconds) as drain:
+        """Drain and remove every matching workload; none matching is not an error. Every
+        workload only with ``all=True`` (and no selector): ``delete_all()`` alone is refused
+        (``SelectorError``), as ``delete-all`` without ``--selector`` or ``--all`` is."""
+        async with self.terminate_all(
+            selector, grace_period_seconds=grace_period_seconds, all=all
+        ) as drain:
             async for _ in drain:
                 pass
         return builtins.list(drain.summaries)
@@ -423,4 +525,5 @@ class Deployer:
         return Replacement(lambda kill: _replace.replacing(self.driver, plan, options, kill))
 
     async def aclose(self) -> None:
+        """Close the engine client (``open_deployer`` does it when its block ends)."""
         await self.driver.aclose()

@@ -75,24 +75,68 @@ class AsyncDeployError(Exception):
 
 
 class PlanError(AsyncDeployError, ValueError):
-    """A plan (or one of its values) is invalid; ``path`` names the field, e.g. ``containers[1].image``."""
+    """A plan (or one of its values) is invalid; ``path`` names the field, e.g. ``containers[1].image``.
 
-    def __init__(self, path: str, message: str) -> None:
+    A plan read from a file names it (``source``) and the line (``line``) of the field. A plan
+    with several problems raises one ``PlanError`` holding each in ``problems`` (itself when it
+    is the only one): ``path`` and ``message`` are the first's, ``str()`` lists them all, one a
+    line (``plan.yaml:4: containers[0].image: ...``).
+    """
+
+    def __init__(
+        self,
+        path: str,
+        message: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        problems: Sequence[PlanError] = (),
+    ) -> None:
         self.path = path
         self.message = message
-        super().__init__(f"{path}: {message}" if path else message)
+        self.source = source
+        self.line = line
+        self.problems: tuple[PlanError, ...] = tuple(problems) or (self,)
+        if len(self.problems) > 1:
+            text = "\n".join(p.located() for p in self.problems)
+        else:
+            text = self.located()
+        super().__init__(text)
+
+    @classmethod
+    def of(cls, problems: Sequence[PlanError]) -> PlanError:
+        """One error for every problem found (the problem itself when there is one)."""
+        flat = [p for problem in problems for p in problem.problems]
+        if len(flat) == 1:
+            return flat[0]
+        first = flat[0]
+        return cls(first.path, first.message, source=first.source, line=first.line, problems=flat)
+
+    def located(self) -> str:
+        """``source:line: path: message``, as much of it as is known."""
+        where = self.source or ""
+        if where and self.line is not None:
+            where = f"{where}:{self.line}"
+        text = f"{self.path}: {self.message}" if self.path else self.message
+        return f"{where}: {text}" if where else text
+
+    def at(self, source: str | None, line: int | None) -> PlanError:
+        """The same problem, located in a file."""
+        return PlanError(self.path, self.message, source=source, line=line)
 
     def within(self, prefix: str) -> PlanError:
-        """The same error, with its path nested under ``prefix``."""
+        """The same error, with its path (each problem's) nested under ``prefix``."""
         if not prefix:
             return self
+        if len(self.problems) > 1:
+            return PlanError.of([p.within(prefix) for p in self.problems])
         if not self.path:
             path = prefix
         elif self.path.startswith("["):
             path = f"{prefix}{self.path}"
         else:
             path = f"{prefix}.{self.path}"
-        return PlanError(path, self.message)
+        return PlanError(path, self.message, source=self.source, line=self.line)
 
 
 class SelectorError(AsyncDeployError, ValueError):

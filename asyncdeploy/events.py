@@ -84,6 +84,8 @@ class SidecarRemoved:
 
 @attrs.frozen(kw_only=True)
 class PreStopStarted:
+    """A container's ``pre_stop`` hook (a command, or a ``pre_stop_http`` GET) began."""
+
     workload: str
     elapsed: float
     container: str
@@ -104,6 +106,8 @@ class PreStopFinished:
 
 @attrs.frozen(kw_only=True)
 class SignalSent:
+    """A container was sent its stop signal (once, never twice), after its hook."""
+
     workload: str
     elapsed: float
     container: str
@@ -136,6 +140,8 @@ class ContainerForceKilled:
 
 @attrs.frozen(kw_only=True)
 class ContainerRemoved:
+    """A drained (or killed) container was removed from the engine."""
+
     workload: str
     elapsed: float
     container: str
@@ -211,10 +217,13 @@ class DrainSummary:
     tearing_down: bool = False  # every container ended; the Pod was still going (TeardownPending)
 
     def count(self, outcome: ContainerEnd) -> int:
+        """How many containers ended this way (``exited``, ``killed``, ...)."""
         return sum(1 for c in self.containers if c.outcome == outcome)
 
     @property
     def ok(self) -> bool:
+        """Whether every step of the drain succeeded (what was killed at the deadline counts
+        as done: a kill is no error)."""
         return not self.errors
 
 

@@ -27,6 +27,8 @@ __all__ = [
 
 @attrs.frozen(kw_only=True)
 class EngineInfo:
+    """What answered a deployer: its driver, the engine's version and API version."""
+
     driver: str
     version: str
     api_version: str
@@ -35,6 +37,8 @@ class EngineInfo:
 
 @attrs.frozen(kw_only=True)
 class ContainerStatus:
+    """One container of a workload as the engine reports it, in plan order."""
+
     name: str
     role: ContainerRole
     image: str
@@ -70,6 +74,8 @@ class PublishedPort:
 
 @attrs.frozen(kw_only=True)
 class WorkloadStatus:
+    """A workload as the engine reports it: its containers, ports, labels and grace period."""
+
     name: str
     driver: str
     labels: Mapping[str, str]
@@ -131,6 +137,8 @@ class ApplyResult:
 
 @attrs.frozen(kw_only=True)
 class ExecResult:
+    """A command run by ``exec``: its exit code (-1 when the engine gave none) and output."""
+
     exit_code: int
     output: str
 

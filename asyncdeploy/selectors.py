@@ -153,6 +153,7 @@ class Selector:
         return cls(tuple(Requirement(k, "=", (v,)) for k, v in labels.items()))
 
     def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether ``labels`` meet every requirement (Kubernetes' ``Selector.Matches``)."""
         return all(r.matches(labels) for r in self.requirements)
 
     def __iter__(self) -> Iterator[Requirement]:

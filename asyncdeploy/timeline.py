@@ -1,8 +1,9 @@
 """Drain events drawn as one self-contained HTML page (no script, no external file).
 
-``delete --timeline`` writes it: a bar per container from the drain's start to its exit, filled
-by its outcome, the drain's steps (drain started, hooks, signals, exits, kills, pause removed) as
-marked moments, the summary table after. ``verify``'s report draws its requests with the same
+``delete --timeline`` writes it: a row per container, labelled, its bar from the drain's start
+to its exit split into phases (waiting, its pre_stop hook, after its stop signal, after a kill)
+and its outcome after it; the drain's steps (drain started, hooks, signals, exits, kills, pause
+removed) as numbered lines, listed under the drawing; the summary table after. ``verify``'s report draws its requests with the same
 pieces (:mod:`asyncdeploy.verify.html`). Elements carry ``data-*`` attributes so a browser test
 can read what is drawn.
 """
@@ -28,9 +29,14 @@ from asyncdeploy.events import (
 
 __all__ = [
     "OUTCOME_COLOURS",
+    "PHASE_COLOURS",
     "Bar",
+    "ContainerDrain",
     "Moment",
+    "Segment",
     "drain_moments",
+    "drain_phases",
+    "draw_drain_svg",
     "draw_legend",
     "draw_page",
     "draw_svg",
@@ -102,6 +108,8 @@ def drain_moments(events: Sequence[DrainEvent]) -> list[Moment]:
 
 @attrs.frozen
 class Bar:
+    """One bar on a lane (a request of ``verify``'s report) from ``start`` to ``end``."""
+
     lane: str
     id: str
     kind: str
@@ -199,6 +207,7 @@ td, th {{ border: 1px solid #ccc; padding: 2px 8px; text-align: right; }}
 .swatch {{ display: inline-block; width: 10px; height: 10px; margin: 0 3px 0 10px; }}
 #verdict[data-passed="true"] {{ color: #3a9d5d; }} #verdict[data-passed="false"] {{ color: #c0392b; }}
 svg text {{ font-family: system-ui, sans-serif; font-size: 10px; }}
+#drawing {{ overflow-x: auto; }}
 </style></head>
 <body>
 <h1>{escape(title)}: <span id="verdict" data-passed="{str(passed).lower()}">{verdict}</span></h1>
@@ -217,34 +226,199 @@ def draw_legend(outcomes: Sequence[str]) -> str:
     )
 
 
-def timeline_html(events: Sequence[DrainEvent], title: str = "asyncdeploy delete") -> str:
-    """A delete's page: a bar per container from the drain's start to its exit (filled by its
-    outcome), the drain's steps as moments, the summary table of every workload."""
-    moments = drain_moments(events)
+PHASE_COLOURS = {  # a container's drain, phase by phase
+    "waiting": "#dfe6e9",  # the drain has begun, nothing asked of this container yet
+    "pre-stop": "#2e86de",  # its pre_stop hook runs
+    "signal": "#f39c12",  # its stop signal was sent: it drains on its own
+    "kill": "#c0392b",  # SIGKILL sent
+}
+_CHAR = 6.5  # the width of one character of the labels, in SVG units (10 px sans-serif)
+_BAR_ROW = 18
+_AXIS = 24
+
+
+@attrs.frozen
+class Segment:
+    """One phase of one container's drain, in wall-clock seconds."""
+
+    phase: str
+    start: float
+    end: float
+
+
+@attrs.frozen
+class ContainerDrain:
+    """One container's drain: its phases in order, and how it ended."""
+
+    workload: str
+    container: str
+    role: str
+    outcome: str
+    exit_code: int | None
+    segments: tuple[Segment, ...]
+
+
+def drain_phases(events: Sequence[DrainEvent]) -> list[ContainerDrain]:
+    """Each container's phases from the drain's events: waiting (the drain has begun, nothing
+    asked of it yet), its pre_stop hook, the wait after its stop signal, after a SIGKILL."""
     starts = {
         e.workload: e.deadline - e.grace_period_seconds
         for e in events
         if isinstance(e, DrainStarted)
     }
-    summaries = [e.summary for e in events if isinstance(e, DrainFinished)]
-    bars = []
-    for summary in summaries:
-        start = starts.get(summary.workload)
-        if start is None:
+    at: dict[tuple[str, str, str], float] = {}
+    for event in events:
+        container = getattr(event, "container", None)
+        start = starts.get(event.workload)
+        if container is None or start is None:
             continue
-        for c in summary.containers:
-            end = None if c.seconds is None else start + c.seconds
-            bars.append(
-                Bar(
-                    lane=summary.workload,
-                    id=c.name,
-                    kind=c.role,
+        kind = {
+            PreStopStarted: "hook",
+            PreStopFinished: "hook-end",
+            SignalSent: "signal",
+            ContainerForceKilled: "kill",
+            ContainerExited: "exit",
+        }.get(type(event))
+        if kind is not None:
+            at.setdefault((event.workload, container, kind), start + event.elapsed)
+    drains = []
+    for finished in (e for e in events if isinstance(e, DrainFinished)):
+        t0 = starts.get(finished.workload)
+        if t0 is None:
+            continue
+        for c in finished.summary.containers:
+            mark = {k: v for (w, n, k), v in at.items() if (w, n) == (finished.workload, c.name)}
+            end = t0 + c.seconds if c.seconds is not None else mark.get("exit", t0)
+            end = max(end, *mark.values()) if mark else end
+            cuts = [("hook", mark.get("hook")), ("signal", mark.get("signal"))]
+            cuts.append(("kill", mark.get("kill")))
+            steps = sorted((t, phase) for phase, t in cuts if t is not None)
+            segments = []
+            first = steps[0][0] if steps else end
+            if first > t0:
+                segments.append(Segment("waiting", t0, first))
+            for i, (begin, phase) in enumerate(steps):
+                stop = steps[i + 1][0] if i + 1 < len(steps) else end
+                if phase == "hook" and "hook-end" in mark:
+                    stop = min(stop, mark["hook-end"])
+                name = "pre-stop" if phase == "hook" else phase
+                segments.append(Segment(name, begin, max(stop, begin)))
+            drains.append(
+                ContainerDrain(
+                    workload=finished.workload,
+                    container=c.name,
+                    role=c.role,
                     outcome=c.outcome,
-                    start=start,
-                    end=end,
-                    tip=f"{summary.workload}/{c.name} ({c.role}): {c.outcome}, exit {c.exit_code}",
+                    exit_code=c.exit_code,
+                    segments=tuple(segments),
                 )
             )
+    return drains
+
+
+def _tick_step(span: float) -> float:
+    for step in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600):
+        if span / step <= 12:
+            return float(step)
+    return 1200.0
+
+
+def draw_drain_svg(drains: Sequence[ContainerDrain], moments: Sequence[Moment]) -> str:
+    """A row per container, its label before its bar (never cut: the label column is as wide
+    as the longest), the bar split into its phases, the outcome after it; the drain's steps as
+    dashed lines, numbered (the numbers are the list under the drawing)."""
+    times = [s.start for d in drains for s in d.segments] + [
+        s.end for d in drains for s in d.segments
+    ]
+    times += [m.at for m in moments]
+    t0, t1 = (min(times), max(times)) if times else (0.0, 1.0)
+    span = max(t1 - t0, 1e-3)
+    labels = [f"{d.workload}/{d.container}" for d in drains]
+    left = 12 + _CHAR * max([len(label) for label in labels] + [8])
+    ends = [
+        f"{d.outcome} ({d.exit_code})" if d.exit_code is not None else d.outcome for d in drains
+    ]
+    right = 16 + _CHAR * max([len(end) for end in ends] + [8])
+    plot = 600.0
+
+    def x(when: float) -> float:
+        return left + (when - t0) / span * plot
+
+    parts = []
+    step = _tick_step(span)
+    tick = 0.0
+    while tick <= span + 1e-9:
+        tx = x(t0 + tick)
+        parts.append(
+            f'<text class="tick" x="{tx:.2f}" y="12" text-anchor="middle">{tick:g} s</text>'
+            f'<line x1="{tx:.2f}" x2="{tx:.2f}" y1="15" y2="20" stroke="#999"/>'
+        )
+        tick += step
+    y = _AXIS
+    for drain, label, end in zip(drains, labels, ends, strict=True):
+        colour = OUTCOME_COLOURS.get(drain.outcome, "#000")
+        parts.append(
+            f'<g class="container" data-container="{escape(label)}" data-role="{drain.role}">'
+            f'<text class="container-label" data-container="{escape(label)}" x="{left - 6:.2f}" '
+            f'y="{y + 12}" text-anchor="end">{escape(label)}</text>'
+        )
+        start = drain.segments[0].start if drain.segments else t0
+        finish = drain.segments[-1].end if drain.segments else t0
+        parts.append(
+            f'<rect class="request" data-id="{escape(drain.container)}" '
+            f'data-instance="{escape(drain.workload)}" data-outcome="{drain.outcome}" '
+            f'x="{x(start):.2f}" y="{y + 2}" width="{max(x(finish) - x(start), 1.5):.2f}" '
+            f'height="14" fill="none" stroke="{colour}" stroke-width="1.5">'
+            f"<title>{escape(label)} ({drain.role}): {escape(end)}</title></rect>"
+        )
+        for segment in drain.segments:
+            width = max(x(segment.end) - x(segment.start), 1.0)
+            parts.append(
+                f'<rect class="segment" data-phase="{segment.phase}" '
+                f'data-container="{escape(label)}" x="{x(segment.start):.2f}" y="{y + 4}" '
+                f'width="{width:.2f}" height="10" fill="{PHASE_COLOURS[segment.phase]}">'
+                f"<title>{escape(label)}: {segment.phase}, "
+                f"{segment.start - t0:.2f}-{segment.end - t0:.2f} s</title></rect>"
+            )
+        parts.append(
+            f'<text class="outcome" x="{x(finish) + 6:.2f}" y="{y + 12}" fill="{colour}">'
+            f"{escape(end)}</text></g>"
+        )
+        y += _BAR_ROW + 4
+    placed: list[list[float]] = []  # per level, the x of each number on it
+    for number, moment in enumerate(moments, 1):
+        mx = x(moment.at)
+        level = next(
+            (i for i, row in enumerate(placed) if all(abs(mx - other) > 14 for other in row)),
+            len(placed),
+        )  # numbers of moments close in time go one under the other, never on top
+        if level == len(placed):
+            placed.append([])
+        placed[level].append(mx)
+        parts.append(
+            f'<g class="moment" data-step="{moment.step}" data-at="{moment.at:.3f}">'
+            f'<line x1="{mx:.2f}" x2="{mx:.2f}" y1="{_AXIS - 4}" y2="{y + level * 11}" '
+            f'stroke="#555" stroke-dasharray="3,2"/><text class="moment-number" x="{mx:.2f}" '
+            f'y="{y + 10 + level * 11}" text-anchor="middle" font-size="9">{number}</text>'
+            f"<title>{escape(moment.label)}</title></g>"
+        )
+    width, height = left + plot + right, y + 14 + 11 * max(len(placed), 1)
+    return (
+        f'<svg id="timeline" xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" '
+        f'height="{height}" viewBox="0 0 {width:.0f} {height}">{"".join(parts)}</svg>'
+    )
+
+
+def timeline_html(events: Sequence[DrainEvent], title: str = "asyncdeploy delete") -> str:
+    """A delete's page: a row per container, labelled, its bar split into its phases (waiting,
+    pre_stop hook, after its signal, after a kill) and its outcome; the drain's steps as
+    numbered lines, listed under the drawing; the summary table of every workload."""
+    moments = sorted(drain_moments(events), key=lambda m: m.at)
+    summaries = [e.summary for e in events if isinstance(e, DrainFinished)]
+    t0 = min((m.at for m in moments), default=0.0)
+    steps = "".join(
+        f'<li data-step="{m.step}">{m.at - t0:.2f} s: {escape(m.label)}</li>' for m in moments
+    )
     rows = "".join(
         f'<tr data-kind="{escape(s.workload)}/{escape(c.name)}"><th>{escape(s.workload)}/'
         f'{escape(c.name)}</th><td>{c.role}</td><td data-outcome="{c.outcome}">{c.outcome}</td>'
@@ -253,13 +427,18 @@ def timeline_html(events: Sequence[DrainEvent], title: str = "asyncdeploy delete
         for c in s.containers
     )
     table = (
+        f'<ol id="steps">{steps}</ol>'
         '<table id="summary"><tr><th>container</th><th>role</th><th>outcome</th><th>exit</th>'
         f"<th>seconds</th></tr>{rows}</table>"
     )
     passed = bool(summaries) and all(s.ok for s in summaries)
     setting = (
-        f"{len(summaries)} workload(s) drained; each bar is one container from the drain's start "
-        "to its exit, filled by its outcome; dashed lines are the drain's steps."
+        f"{len(summaries)} workload(s) drained; a row per container from the drain's start to "
+        "its exit, in phases; the numbered dashed lines are the drain's steps, listed below."
     )
-    legend = draw_legend(["exited", "killed", "already-exited", "missing", "unreachable"])
-    return draw_page(title, passed, setting, legend, draw_svg(bars, moments, row_height=10), table)
+    legend = "".join(
+        f'<span class="swatch" data-phase="{phase}" style="background:{colour}"></span>{phase} '
+        for phase, colour in PHASE_COLOURS.items()
+    )
+    svg = draw_drain_svg(drain_phases(events), moments)
+    return draw_page(title, passed, setting, legend, f'<div id="drawing">{svg}</div>', table)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# build-demo-image.sh - build asyncdeploy-demo/server:latest (the drain-kit demo inference server)
+# build-demo-image.sh - build localhost/asyncdeploy/demo:latest (the drain-kit demo inference server)
 # without any registry, and load it into every running engine. DEMO_IMAGE=name:tag builds it
 # under another name (a branch testing its own kit beside others on shared engines; the tests
 # take it from ASYNCDEPLOY_TEST_DEMO_IMAGE).
@@ -21,12 +21,12 @@
 # Prints the image name on stdout, logs on stderr. `build-demo-image.sh --source-hash` prints the
 # hash only (no engine needed): the same for every checkout of the same sources, at any path.
 # Environment (all optional):
-#   DEMO_IMAGE=asyncdeploy-demo/server:latest  ENGINES="docker podman"  FORCE=0
+#   DEMO_IMAGE=localhost/asyncdeploy/demo:latest  ENGINES="docker podman"  FORCE=0
 #   DOCKER_SOCK=/var/run/docker.sock
 #   IMAGE_CACHE_DIR=/var/cache/asyncdeploy-test-images  PIP="python3 -m pip"  SMOKE=1
 set -euo pipefail
 
-IMAGE=${DEMO_IMAGE:-asyncdeploy-demo/server:latest}
+IMAGE=${DEMO_IMAGE:-localhost/asyncdeploy/demo:latest}
 BASE=asyncdeploy-test/python:latest
 LABEL=io.asyncdeploy.demo.source-hash
 ENGINES=${ENGINES:-"docker podman"}

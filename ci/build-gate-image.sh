@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # build-gate-image.sh - build, without any registry, and load into every running engine:
 #
-#   asyncdeploy-gate/gate:latest       the drain gate (python3 -m asyncdeploy.gate): FROM
+#   localhost/asyncdeploy/gate:latest       the drain gate (python3 -m asyncdeploy.gate): FROM
 #                                      asyncdeploy-test/python:latest (ci/build-test-image.sh)
 #                                      + the wheels of anyio, attrs, httptools and uvloop
 #                                      (downloaded on the host; httptools: llhttp, the gate's
@@ -19,11 +19,11 @@
 # engine whose image has the current hash is left alone, FORCE=1 rebuilds. Prints the image
 # names on stdout, logs on stderr. Environment (all optional):
 #   ENGINES="docker podman"  FORCE=0  DOCKER_SOCK=/var/run/docker.sock
-#   GATE_IMAGE=asyncdeploy-gate/gate:latest (another tag: a branch's gate beside main's)
+#   GATE_IMAGE=localhost/asyncdeploy/gate:latest (another tag: a branch's gate beside main's)
 #   IMAGE_CACHE_DIR=/var/cache/asyncdeploy-test-images  PIP="python3 -m pip"
 set -euo pipefail
 
-GATE=${GATE_IMAGE:-asyncdeploy-gate/gate:latest}
+GATE=${GATE_IMAGE:-localhost/asyncdeploy/gate:latest}
 STOCK=asyncdeploy-test/stock-engine:latest
 BASE=asyncdeploy-test/python:latest
 LABEL=io.asyncdeploy.gate.source-hash

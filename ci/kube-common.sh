@@ -16,7 +16,7 @@ ETCD_PEER_PORT=$((ETCD_PORT + 1))
 POD_SUBNET=198.18.0.0/24 # RFC 2544 benchmarking range: never routed anywhere else
 BRIDGE=adbr0
 IMAGE_TAG=${ASYNCDEPLOY_KUBE_IMAGE_TAG:-kube}
-TEST_IMAGES="asyncdeploy-test/busybox asyncdeploy-test/pause asyncdeploy-test/python asyncdeploy-demo/server asyncdeploy-gate/gate asyncdeploy-test/stock-engine"
+TEST_IMAGES="asyncdeploy-test/busybox asyncdeploy-test/pause asyncdeploy-test/python localhost/asyncdeploy/demo localhost/asyncdeploy/gate asyncdeploy-test/stock-engine"
 # imported when Docker has them: the llama-server image exists only where its binary is
 # (ci/build-llama-image.sh, from ../shared/engines/llama-server)
 OPTIONAL_TEST_IMAGES="asyncdeploy-test/llama-server"
@@ -299,6 +299,9 @@ start_cluster() { # BIN: every component, in order, each waited for
 }
 
 node_ref() { echo "$1:$IMAGE_TAG"; }
+# containerd's full name: Docker Hub names gain docker.io/, names with a registry host
+# (localhost/asyncdeploy/demo: the built-in images) stay as they are
+full_name() { case ${1%%/*} in *.* | *:* | localhost) echo "$1" ;; *) echo "docker.io/$1" ;; esac; }
 
 import_images() { # docker save -> ctr import, once per image ID (recorded in the state dir)
     local image id seen
@@ -310,12 +313,12 @@ import_images() { # docker save -> ctr import, once per image ID (recorded in th
         seen=$STATE/images/$(echo "$image" | tr / _)
         mkdir -p "$STATE/images"
         if [ "$(cat "$seen" 2>/dev/null)" = "$id" ] &&
-            ctr -a "$SOCK" -n k8s.io images check "name==docker.io/$(node_ref "$image")" 2>/dev/null | grep -q complete; then
+            ctr -a "$SOCK" -n k8s.io images check "name==$(full_name "$(node_ref "$image")")" 2>/dev/null | grep -q complete; then
             continue
         fi
         docker save "$image:latest" | ctr -a "$SOCK" -n k8s.io images import --all-platforms - >/dev/null ||
             die "importing $image into the node's containerd failed"
-        ctr -a "$SOCK" -n k8s.io images tag --force "docker.io/$image:latest" "docker.io/$(node_ref "$image")" >/dev/null
+        ctr -a "$SOCK" -n k8s.io images tag --force "$(full_name "$image:latest")" "$(full_name "$(node_ref "$image")")" >/dev/null
         echo "$id" >"$seen"
         log "imported $image as $(node_ref "$image")"
     done

@@ -79,7 +79,7 @@ echo "ASYNCDEPLOY_TEST_KUBECONFIG=$KUBECONFIG_OUT"
 echo "ASYNCDEPLOY_TEST_K8S_IMAGE=$(node_ref asyncdeploy-test/busybox)"
 echo "ASYNCDEPLOY_TEST_K8S_PYTHON_IMAGE=$(node_ref asyncdeploy-test/python)"
 echo "ASYNCDEPLOY_TEST_K8S_PAUSE_IMAGE=$(node_ref asyncdeploy-test/pause)"
-echo "ASYNCDEPLOY_TEST_K8S_DEMO_IMAGE=$(node_ref asyncdeploy-demo/server)"
+echo "ASYNCDEPLOY_TEST_K8S_DEMO_IMAGE=$(node_ref localhost/asyncdeploy/demo)"
 if ctr -a "$SOCK" -n k8s.io images check "name==docker.io/$(node_ref asyncdeploy-test/llama-server)" 2>/dev/null | grep -q complete; then
     echo "ASYNCDEPLOY_TEST_K8S_LLAMA_IMAGE=$(node_ref asyncdeploy-test/llama-server)"
 fi

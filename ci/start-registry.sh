@@ -112,11 +112,12 @@ push_images() {
     local docker=(docker) image
     [ -z "${DOCKER_HOST:-}" ] || docker=(docker -H "$DOCKER_HOST")
     for image in asyncdeploy-test/busybox:latest asyncdeploy-test/python:latest \
-            asyncdeploy-test/pause:latest asyncdeploy-demo/server:latest; do
-        "${docker[@]}" tag "$image" "127.0.0.1:$OPEN_PORT/$image"
-        "${docker[@]}" push -q "127.0.0.1:$OPEN_PORT/$image" >/dev/null
-        "${docker[@]}" rmi "127.0.0.1:$OPEN_PORT/$image" >/dev/null   # keep the engine as it was
-        log "pushed 127.0.0.1:$OPEN_PORT/$image"
+            asyncdeploy-test/pause:latest localhost/asyncdeploy/demo:latest; do
+        pushed=127.0.0.1:$OPEN_PORT/${image#localhost/}   # the registry's copy of a built-in image
+        "${docker[@]}" tag "$image" "$pushed"
+        "${docker[@]}" push -q "$pushed" >/dev/null
+        "${docker[@]}" rmi "$pushed" >/dev/null   # keep the engine as it was
+        log "pushed $pushed"
     done
     # what `asyncdeploy verify --registry 127.0.0.1:5000` asks for instead of registry.k8s.io/pause:3.10
     "${docker[@]}" tag asyncdeploy-test/pause:latest "127.0.0.1:$OPEN_PORT/pause:3.10"

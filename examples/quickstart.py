@@ -18,7 +18,7 @@ plan = WorkloadPlan(
     containers=[
         Container(
             name="server",
-            image="asyncdeploy-demo/server:latest",  # serves on 8080
+            image="localhost/asyncdeploy/demo:latest",  # serves on 8080
             ports=[Port(container_port=8080)],
             pre_stop=DRAIN,  # fail readiness, wait 2 s for the balancer, drain in-flight requests
         )

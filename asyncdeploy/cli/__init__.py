@@ -28,7 +28,7 @@ COMMANDS: dict[str, tuple[str, bool, str]] = {
     "delete": (
         "workloads:delete",
         True,
-        "Drain a workload gracefully, then remove it, showing every step.",
+        "Drain workloads gracefully, then remove them, showing every step.",
     ),
     "delete-all": (
         "workloads:delete_all",
@@ -46,6 +46,11 @@ COMMANDS: dict[str, tuple[str, bool, str]] = {
         "Run COMMAND in a container and exit with its exit code: exec NAME [-c C] -- CMD [ARG...]",
     ),
     "get": ("views:get", True, "Describe one workload: its containers (in plan order), ..."),
+    "images": (
+        "images:images",
+        False,
+        "Build the gate and demo images on your engine from the installed package.",
+    ),
     "inspect": (
         "workloads:inspect",
         True,
@@ -76,6 +81,16 @@ COMMANDS: dict[str, tuple[str, bool, str]] = {
         "schema:schema",
         False,
         "Print the plan's JSON Schema (for editors) or its reference page.",
+    ),
+    "version": (
+        "version:version",
+        True,
+        "Print the client's version and the engine's (Docker, Podman) or the cluster's.",
+    ),
+    "wait": (
+        "wait:wait",
+        True,
+        "Wait until the named workloads are ready (--for ready) or gone (--for deleted).",
     ),
     "verify": (
         "verify:verify",

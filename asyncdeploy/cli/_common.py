@@ -8,15 +8,17 @@ import math
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import anyio
 import attrs
 import click
+import click.shell_completion
 
 from asyncdeploy.cli._states import status_dict as status_dict_at
+from asyncdeploy.cli._terminal import fold, terminal_width
 from asyncdeploy.drivers.registry import DriverName
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.errors import (
@@ -65,7 +67,16 @@ class CommandFailed(click.ClickException):
     def show(self, file: Any = None) -> None:
         if self.as_json and self.exit_code < 128 and not isinstance(self.cause, DrainError):
             emit_json({"error": error_dict(self.cause or self, self.exit_code, self.message)})
-        super().show(file)
+        stream = file or sys.stderr
+        width = terminal_width(stream)
+        if width is None:
+            super().show(file)
+            return
+        # on a terminal each line folded at its words: never left for the terminal to wrap
+        text = "\n".join(
+            fold(line, width) for line in f"Error: {self.format_message()}".split("\n")
+        )
+        click.echo(text, file=stream)
 
 
 def error_dict(error: BaseException, exit_code: int, message: str) -> dict[str, Any]:
@@ -79,6 +90,10 @@ def error_dict(error: BaseException, exit_code: int, message: str) -> dict[str, 
         data.update(container_exit_code=error.exit_code, logs=error.logs)
     if isinstance(error, PlanError):
         data["path"] = error.path
+        data["problems"] = [
+            {"file": p.source, "line": p.line, "path": p.path, "message": p.message}
+            for p in error.problems
+        ]
     if isinstance(error, ENGINE_FAILURES):
         data["engine"] = error.engine
     return data
@@ -160,6 +175,32 @@ def run(function: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) 
         raise CommandFailed(str(exc), EXIT_FAILED, exc) from exc
 
 
+PLAN_FILES_HELP = (
+    "A plan file (YAML or JSON; several plans in one file separated by ---), a folder of them, "
+    "or - for stdin."
+)
+
+
+def read_plan_files(files: Sequence[str]) -> list[WorkloadPlan]:
+    """The plans ``-f`` names, read before any engine is touched: every problem of every plan
+    at once, each at its file and line (exit 2)."""
+    from asyncdeploy.plan import read_plans
+
+    try:
+        return read_plans(files, stdin=sys.stdin.buffer)
+    except PlanError as exc:
+        raise CommandFailed(str(exc), EXIT_USAGE, exc) from exc
+
+
+def read_one_plan(files: Sequence[str], command: str) -> WorkloadPlan:
+    """The one plan a command on one workload takes (exit 2 when the files hold more)."""
+    plans = read_plan_files(files)
+    if len(plans) != 1:
+        names = ", ".join(plan.name for plan in plans)
+        raise click.UsageError(f"{command} takes one plan; the files hold {len(plans)}: {names}")
+    return plans[0]
+
+
 GRACE_SECONDS = click.IntRange(0, MAX_SECONDS)
 """A grace period in seconds, bounded as in plans."""
 
@@ -237,6 +278,51 @@ class DurationParam(click.ParamType):  # type: ignore[type-arg]  # generic from 
 DURATION = DurationParam()
 
 
+class OutputFileParam(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """A file a command writes when its work is done (``--report``, ``--timeline``): checked
+    before the work, so a path that cannot be written is exit 2 at once, not a result lost."""
+
+    name = "file"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        problem = output_path_problem(str(value))
+        if problem is not None:
+            self.fail(f"cannot write {value!r}: {problem}", param, ctx)
+        return str(value)
+
+
+def output_path_problem(path: str) -> str | None:
+    """Why ``path`` cannot be written as a file (None: it can, as far as can be told)."""
+    target = os.path.abspath(path)
+    folder = os.path.dirname(target)
+    if os.path.isdir(target):
+        return "it is a folder"
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        return f"the folder {folder} {what}"
+    if os.path.exists(target):
+        if not os.access(target, os.W_OK):
+            return "it is not writable"
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None
+
+
+def write_output_file(path: str, text: str, what: str) -> bool:
+    """Write a result file; a failure (the disk filled up, the folder went away) is said on
+    stderr in one line, never a traceback: False, and the caller exits 1 after its output."""
+    try:
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(text)
+    except OSError as exc:
+        click.echo(f"Error: writing the {what} to {path!r} failed: {exc.strerror or exc}", err=True)
+        return False
+    return True
+
+
+OUTPUT_FILE = OutputFileParam()
+
+
 class FiniteRange(click.FloatRange):
     """``click.FloatRange`` that also refuses ``nan`` (which passes every comparison test)."""
 
@@ -262,6 +348,97 @@ class WorkloadNameParam(click.ParamType):  # type: ignore[type-arg]  # generic f
             self.fail(exc.message, param, ctx)
         return str(value)
 
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[click.shell_completion.CompletionItem]:
+        """The workloads on the engine the line names (``--driver``, ``-n`` ...) whose names
+        begin with what is typed."""
+        return complete(ctx, incomplete, _workload_names)
+
+
+COMPLETION_SECONDS = 5.0
+"""The longest a completion asks the engine: a slow one completes nothing, never hangs a shell."""
+
+
+def _settings_of(ctx: click.Context) -> Settings:
+    """The settings a command line names, read while completing (no callback has run)."""
+    root = ctx.find_root().params
+    return Settings(
+        driver=root.get("driver") or os.environ.get("ASYNCDEPLOY_DRIVER") or None,  # type: ignore[arg-type]
+        namespace=ctx.params.get("namespace") or root.get("namespace"),
+        context=ctx.params.get("context") or root.get("context"),
+        kubeconfig=ctx.params.get("kubeconfig") or root.get("kubeconfig"),
+    )
+
+
+def complete(
+    ctx: click.Context,
+    incomplete: str,
+    names: Callable[[Deployer, click.Context], Awaitable[list[str]]],
+) -> list[click.shell_completion.CompletionItem]:
+    """Completion items from the engine: ``names`` asked within :data:`COMPLETION_SECONDS`;
+    nothing when the engine does not answer (a completion never prints an error)."""
+    settings = _settings_of(ctx)
+
+    async def ask() -> list[str]:
+        with anyio.move_on_after(COMPLETION_SECONDS):
+            async with settings.open_deployer() as deployer:
+                return await names(deployer, ctx)
+        return []
+
+    try:
+        found = anyio.run(ask)
+    except (AsyncDeployError, click.ClickException, OSError):
+        return []
+    return [click.shell_completion.CompletionItem(n) for n in found if n.startswith(incomplete)]
+
+
+async def _workload_names(deployer: Deployer, ctx: click.Context) -> list[str]:
+    return sorted(status.name for status in await deployer.list())
+
+
+def _name_on_line(ctx: click.Context) -> str | None:
+    """The workload named on the line being completed. click leaves the command's arguments
+    unparsed when the line ends in an option awaiting its value (``logs NAME -c <TAB>``):
+    then the first word after the command that is neither an option nor an option's value."""
+    if ctx.params.get("name"):
+        return str(ctx.params["name"])
+    words = click.shell_completion.split_arg_string(os.environ.get("COMP_WORDS", ""))
+    if ctx.info_name not in words:
+        return None
+    options = [p for c in (ctx.command, ctx.find_root().command) for p in c.params]
+    valued = {
+        opt
+        for p in options
+        if isinstance(p, click.Option) and not p.is_flag and not p.count
+        for opt in p.opts
+    }
+    skip = False
+    for word in words[words.index(ctx.info_name) + 1 :]:
+        if skip or word == "--":
+            skip = False
+            continue
+        if word.startswith("-"):
+            skip = word in valued
+            continue
+        return word
+    return None
+
+
+async def _container_names(deployer: Deployer, ctx: click.Context) -> list[str]:
+    name = _name_on_line(ctx)
+    if not name:
+        return []
+    status = await deployer.get(str(name))
+    return [c.name for c in status.containers if c.role != "pause"]
+
+
+def complete_container(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[click.shell_completion.CompletionItem]:
+    """``-c``: the containers of the workload named before it on the line."""
+    return complete(ctx, incomplete, _container_names)
+
 
 WORKLOAD_NAME = WorkloadNameParam()
 
@@ -284,6 +461,16 @@ def drain_timeout_option(function: Callable[..., Any]) -> Callable[..., Any]:
         "[default: the grace period plus a teardown margin]. A Pod whose containers all ended "
         "but that is still being torn down then is reported so (exit 4), not as a failure.",
     )(function)
+
+
+class NamesArgument(click.Argument):
+    """Workload names (``nargs=-1``): ``NAME...`` in the usage line, ``NAME`` in errors."""
+
+    def make_metavar(self, *args: Any) -> str:
+        return "NAME..."
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        return "'NAME'"
 
 
 def selector_option(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import enum
 import signal
+import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Literal, Protocol, TypeVar
@@ -41,6 +42,7 @@ import attrs
 import click
 
 from asyncdeploy.cli._common import CommandFailed
+from asyncdeploy.cli._terminal import fold, terminal_width
 
 __all__ = ["TABLE", "Act", "Happened", "Interrupts", "Phase"]
 
@@ -332,4 +334,5 @@ class Interrupts:
         if self.notice is not None:
             self.notice(f"asyncdeploy: {message}")
         else:
-            click.echo(f"asyncdeploy: {message}", err=True)
+            # folded at words to a terminal's width: never cut, never left to wrap
+            click.echo(fold(f"asyncdeploy: {message}", terminal_width(sys.stderr)), err=True)

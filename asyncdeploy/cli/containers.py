@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import os
 import sys
 import time
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
 import anyio
@@ -15,6 +18,7 @@ from asyncdeploy.cli._common import (
     EXIT_INTERRUPTED,
     WORKLOAD_NAME,
     Settings,
+    complete_container,
     emit_json,
     output_option,
     pass_settings,
@@ -65,7 +69,11 @@ class _Prefixer:
 @click.argument("name", type=WORKLOAD_NAME)
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming new output.")
 @click.option(
-    "--container", "-c", default=None, help="Container name [default: the plan's first run]."
+    "--container",
+    "-c",
+    default=None,
+    shell_complete=complete_container,
+    help="Container name [default: the plan's first run].",
 )
 @click.option(
     "--all-containers",
@@ -131,17 +139,70 @@ def logs(
         raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
 
 
+DEFAULT_EXEC_TIMEOUT = 600.0
+
+
+async def _stdin_chunks() -> AsyncIterator[bytes]:
+    """This process's stdin as it comes, to its end: a terminal or a pipe is waited on by the
+    event loop (no thread left blocked in a read when the command ends first), a regular file
+    read in a worker thread."""
+    fd = sys.stdin.fileno()
+    while True:
+        try:
+            await anyio.wait_readable(fd)
+        except OSError:  # a regular file: the loop cannot watch it, and a read never waits
+            chunk = await anyio.to_thread.run_sync(os.read, fd, 65536)
+        else:
+            chunk = os.read(fd, 65536)  # readable: returns what is there
+        if not chunk:
+            return
+        yield chunk
+
+
+def _terminal_size() -> tuple[int, int] | None:
+    try:
+        size = os.get_terminal_size(sys.stdout.fileno())
+    except (OSError, ValueError):
+        return None
+    return size.columns, size.lines
+
+
+@contextlib.contextmanager
+def _raw_terminal(wanted: bool) -> Iterator[None]:
+    """stdin's terminal in raw mode meanwhile (keys go to the command as typed: Ctrl-C too),
+    restored whatever happens; nothing when stdin is no terminal."""
+    if not wanted or not sys.stdin.isatty():
+        yield
+        return
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setraw(fd)
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
 @click.command("exec", context_settings={"ignore_unknown_options": True})
 @click.argument("name", type=WORKLOAD_NAME)
 @click.option(
-    "--container", "-c", default=None, help="Container name [default: the plan's first run]."
+    "--container",
+    "-c",
+    default=None,
+    shell_complete=complete_container,
+    help="Container name [default: the plan's first run].",
 )
+@click.option("-i", "--stdin", "interactive", is_flag=True, help="Pass stdin to the command.")
+@click.option("-t", "--tty", is_flag=True, help="Run the command in a terminal (-it: a shell).")
 @click.option(
     "--timeout",
     type=DURATION,
-    default="10m",
-    show_default=True,
-    help="Fail (exit 1) when the command has not ended by then; 0: no bound.",
+    default=None,
+    help="Fail (exit 1) when the command has not ended by then; 0: no bound "
+    "[default: 10m; with -i or -t no bound].",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_settings
@@ -149,15 +210,21 @@ def exec_(
     settings: Settings,
     name: str,
     container: str | None,
-    timeout: float,
+    interactive: bool,
+    tty: bool,
+    timeout: float | None,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND in a container and exit with its exit code: exec NAME [-c C] -- CMD [ARG...]
 
-    Non-interactive (no stdin, no TTY); stdout and stderr come back interleaved on stdout, as
-    they come. A container that stops before the command ends, or a command still running
-    after --timeout, fails the exec (exit 1) with the output so far shown.
+    Without -i the command gets no stdin; stdout and stderr come back interleaved on stdout,
+    as they come. -i passes stdin (its end is the command's end of file); -t runs the command
+    in a terminal, this one put in raw mode meanwhile (exec -it NAME -- sh: a shell, as with
+    docker and kubectl; Docker and Podman). A container that stops before the command ends,
+    or a command still running after --timeout, fails the exec (exit 1).
     """
+    if timeout is None:
+        timeout = 0.0 if (interactive or tty) else DEFAULT_EXEC_TIMEOUT
 
     def show(text: str) -> None:
         sys.stdout.write(text)
@@ -171,10 +238,14 @@ def exec_(
                 container=container,
                 timeout=timeout or None,
                 on_output=show,
+                stdin=_stdin_chunks() if interactive else None,
+                tty=tty,
+                size=_terminal_size() if tty else None,
             )
         return result.exit_code
 
-    code = run(impl)
+    with _raw_terminal(tty and interactive):
+        code = run(impl)
     if code != 0:
         # -1: the engine reported no exit code; a shell could not tell it from 255 anyway
         raise click.exceptions.Exit(code if 0 < code < 256 else 1)

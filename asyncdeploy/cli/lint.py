@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import sys
+
 import attrs
 import click
 
 from asyncdeploy.cli._common import (
     DURATION,
     EXIT_FAILED,
-    EXIT_USAGE,
-    CommandFailed,
     Settings,
+    echo_out,
     emit_json,
     output_option,
+    read_plan_files,
     run,
 )
-from asyncdeploy.errors import PlanError
+from asyncdeploy.cli._terminal import fold, terminal_width
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.plan.lint import lint_plan
 
@@ -23,7 +25,7 @@ __all__ = ["lint"]
 
 
 @click.command("lint")
-@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.argument("plan_files", nargs=-1, required=True)
 @click.option(
     "--expected-drain", type=DURATION, default=None, help="How long draining takes, e.g. 30s."
 )
@@ -46,7 +48,7 @@ __all__ = ["lint"]
 )
 @output_option
 def lint(
-    plan_file: str,
+    plan_files: tuple[str, ...],
     expected_drain: float | None,
     request_timeout: float | None,
     margin: float,
@@ -56,29 +58,50 @@ def lint(
 ) -> None:
     """Check a plan's termination budget, probes and ports (exit 1 on errors).
 
-    A published port the server is known not to listen on (the demo image's 8080, an image's
-    EXPOSEd ports with --inspect-images) and a fixed host port (no replace in place) are warned.
+    PLAN: files, folders or - (stdin), as create -f reads them. For each plan, the budget line
+    by line (each run container's propagation wait, drain, an engine's own shutdown, GPUs to
+    free and the margin, against the grace period), then the findings. A published port the
+    server is known not to listen on (the demo image's 8080, an image's EXPOSEd ports with
+    --inspect-images, a gate's upstream) and a fixed host port (no replace in place) are warned.
     """
-    try:
-        plan = WorkloadPlan.from_file(plan_file)
-    except PlanError as exc:
-        raise CommandFailed(str(exc), EXIT_USAGE, exc) from exc
-    image_ports = run(_image_ports, plan) if inspect_images else None
-    findings = lint_plan(
-        plan,
-        expected_drain_seconds=expected_drain,
-        request_timeout_seconds=request_timeout,
-        margin_seconds=margin,
-        image_ports=image_ports,
-    )
-    if output == "json":
-        emit_json([attrs.asdict(f) for f in findings])
-    else:
-        for finding in findings:
-            click.echo(str(finding))
-        if not findings:
-            click.echo(f"{plan.name}: the termination budget holds")
-    if any(f.level == "error" or strict for f in findings):
+    from asyncdeploy.plan.budget import budget_text, termination_budget
+
+    failed = False
+    for plan in read_plan_files(plan_files):
+        image_ports = run(_image_ports, plan) if inspect_images else None
+        findings = lint_plan(
+            plan,
+            expected_drain_seconds=expected_drain,
+            request_timeout_seconds=request_timeout,
+            margin_seconds=margin,
+            image_ports=image_ports,
+        )
+        budgets = termination_budget(
+            plan,
+            expected_drain_seconds=expected_drain,
+            request_timeout_seconds=request_timeout,
+            margin_seconds=margin,
+        )
+        if output == "json":
+            emit_json(
+                {
+                    "plan": plan.name,
+                    "budget": [
+                        {**attrs.asdict(b), "total": b.total, "holds": b.holds} for b in budgets
+                    ],
+                    "findings": [attrs.asdict(f) for f in findings],
+                }
+            )
+        else:
+            for line in budget_text(plan, budgets):
+                echo_out(line)
+            width = terminal_width(sys.stdout)
+            for finding in findings:
+                echo_out(fold(str(finding), width))
+            if not findings:
+                echo_out(f"{plan.name}: the termination budget holds")
+        failed |= any(f.level == "error" or strict for f in findings)
+    if failed:
         raise click.exceptions.Exit(EXIT_FAILED)
 
 

@@ -8,6 +8,7 @@ from typing import TextIO
 
 import click
 
+from asyncdeploy.cli._terminal import fold, terminal_width
 from asyncdeploy.events import (
     ContainerExited,
     ContainerForceKilled,
@@ -134,33 +135,37 @@ class EventRenderer:
         self.stream.flush()
 
     @staticmethod
+    def summary_head(summary: DrainSummary) -> str:
+        """The summary's first line: drained, or which containers were killed, and when (a kill
+        before the deadline: the drain was cut short, by a second Ctrl-C or ``kill_now``)."""
+        killed = [c for c in summary.containers if c.outcome == "killed"]
+        if not killed:
+            head = f"{summary.workload}: drained in {summary.seconds:.2f} s"
+            return head + (" (its Pod still being torn down)" if summary.tearing_down else "")
+        names = ", ".join(c.name for c in killed)
+        at = max(summary.seconds if c.seconds is None else c.seconds for c in killed)
+        grace = summary.grace_period_seconds
+        done = f"(done in {summary.seconds:.2f} s)"
+        if at < grace - 0.5:
+            return (
+                f"{summary.workload}: cut short, killed {names} at {at:.2f} s of {grace} s {done}"
+            )
+        return f"{summary.workload}: killed {names} at the {grace} s deadline {done}"
+
+    @staticmethod
     def summary_table(summary: DrainSummary) -> str:
         rows = [f"{'CONTAINER':<20} {'ROLE':<8} {'OUTCOME':<15} {'EXIT':>4} {'SECONDS':>8}"]
         for c in summary.containers:
             exit_code = "-" if c.exit_code is None else str(c.exit_code)
             seconds = "-" if c.seconds is None else f"{c.seconds:.2f}"
             rows.append(f"{c.name:<20} {c.role:<8} {c.outcome:<15} {exit_code:>4} {seconds:>8}")
-        head = f"{summary.workload}: drained in {summary.seconds:.2f} s"
-        if summary.tearing_down:
-            head += " (its Pod still being torn down)"
+        head = EventRenderer.summary_head(summary)
         tail = [f"error: {e}" for e in summary.errors]
         return "\n".join([head, *rows, *tail])
 
 
 MIN_LIVE_WIDTH = 80
 """Narrower than this, or without a terminal, or with TERM=dumb: one line per event."""
-
-
-def terminal_width(stream: TextIO) -> int | None:
-    """The width of the terminal ``stream`` writes to, or None when it is no capable terminal."""
-    if os.environ.get("TERM", "") in ("dumb", "unknown"):
-        return None
-    try:
-        if not stream.isatty():
-            return None
-        return os.get_terminal_size(stream.fileno()).columns
-    except (AttributeError, OSError, ValueError):
-        return None
 
 
 def for_stream(stream: TextIO) -> EventRenderer | LiveView:
@@ -176,6 +181,14 @@ def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "\u2026"
 
 
+def clip_middle(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, its middle given up (an image's registry and tag stay)."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "\u2026" + text[len(text) - (width - 1 - head) :]
+
+
 def _amount(event: PullProgress) -> str:
     layers = f"{event.layers_done}/{event.layers_total} layers"
     if event.bytes_done is None or not event.bytes_total:
@@ -184,12 +197,27 @@ def _amount(event: PullProgress) -> str:
 
 
 class PullView:
-    """One progress bar per image being pulled, redrawn in place on a terminal."""
+    """One progress bar per image being pulled, redrawn in place on a terminal; every line
+    shorter than the terminal is wide (a wrapped line would add a line at each redraw)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self._rows: dict[str, str] = {}
         self._drawn = 0
+        self._lines: list[str] = []
+
+    def note(self, message: str) -> None:
+        """A line of the CLI's own (a signal's notice), written above the bars."""
+        if self._drawn:
+            self.stream.write(f"\x1b[{self._drawn}F\x1b[J")
+        self.stream.write(fold(message, terminal_width(self.stream) or MIN_LIVE_WIDTH) + "\n")
+        if self._lines:
+            self.stream.write("\n".join(self._lines) + "\n")
+        self.stream.flush()
+
+    def freeze(self) -> None:
+        """Other lines follow the bars from now on: they are never redrawn again."""
+        self._drawn, self._lines = 0, []
 
     def show(self, event: PullEvent) -> None:
         match event:
@@ -203,11 +231,21 @@ class PullView:
                 self._rows[event.image] = "FAILED"
         if self._drawn:
             self.stream.write(f"\x1b[{self._drawn}F\x1b[J")  # up N lines, clear to the end
+        # a line as wide as the terminal wraps, and every redraw would then add a line: the
+        # names give way first (their middle), then the line is cut
+        room = (terminal_width(self.stream) or MIN_LIVE_WIDTH) - 1
         width = max(len(image) for image in self._rows)
-        lines = [f"  {image:<{width}}  {state}" for image, state in self._rows.items()]
+        longest = max(len(state) for state in self._rows.values())
+        if 2 + width + 2 + longest > room:
+            width = max(12, room - 4 - longest)
+        lines = [
+            clip(f"  {clip_middle(image, width):<{width}}  {state}", room)
+            for image, state in self._rows.items()
+        ]
         self.stream.write("\n".join(lines) + "\n")
         self.stream.flush()
         self._drawn = len(lines)
+        self._lines = lines
 
 
 def _bar(event: PullProgress) -> str:
@@ -277,7 +315,7 @@ class LiveView:
             self.stream.flush()
             return
         self._clear()
-        self.stream.write(clip(message, self._size()[0] - 1) + "\n")
+        self.stream.write(fold(message, self._size()[0]) + "\n")
         self.redraw(clear=False)
 
     def show(self, event: DrainEvent) -> None:

@@ -13,11 +13,13 @@ import click
 from asyncdeploy import Deployer, Replacement
 from asyncdeploy.cli._common import (
     DURATION,
+    PLAN_FILES_HELP,
     Settings,
     emit_json,
     grace_option,
     output_option,
     pass_settings,
+    read_one_plan,
     run,
     status_dict,
     strategy_option,
@@ -39,7 +41,7 @@ __all__ = ["replace"]
 
 
 @click.command()
-@click.option("-f", "--file", "plan_file", required=True, type=click.Path(dir_okay=False))
+@click.option("-f", "--file", "plan_file", required=True, help=PLAN_FILES_HELP)
 @strategy_option
 @click.option(
     "--old",
@@ -86,8 +88,9 @@ def replace(
     ready_timeout = timeout
     interrupts = Interrupts("replace", f"replace from {plan_file}")
 
+    plan = read_one_plan([plan_file], "replace")
+
     async def impl() -> None:
-        plan = WorkloadPlan.from_file(plan_file)
         async with settings.for_plan(plan).open_deployer() as deployer:
             await stream_drain(
                 _replacing(

@@ -17,13 +17,16 @@ from asyncdeploy.cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,
     GRACE_SECONDS,
+    OUTPUT_FILE,
     CommandFailed,
     FiniteRange,
     Settings,
     emit_json,
     output_option,
     pass_settings,
+    read_one_plan,
     run,
+    write_output_file,
 )
 from asyncdeploy.cli.render import EventRenderer
 from asyncdeploy.errors import CreateError
@@ -180,7 +183,7 @@ class _Given:
         from asyncdeploy.verify import DEMO_IMAGE, demo_plan, from_registry
 
         if self.plan_file is not None:
-            return WorkloadPlan.from_file(self.plan_file)
+            return read_one_plan([self.plan_file], "verify")
         image, pause_image = self.image, self.pause_image
         if self.registry is not None:
             image = from_registry(image or DEMO_IMAGE, self.registry)
@@ -363,6 +366,7 @@ class _Given:
 @click.option(
     "--report",
     "report_file",
+    type=OUTPUT_FILE,
     default=None,
     help="Write the report here: a self-contained HTML page (every request on a time axis, the "
     "drain's steps, the summary) when the name ends in .html, else JSON.",
@@ -416,16 +420,16 @@ async def _verify(settings: Settings, given: _Given, options: VerifyOptions) -> 
                 f"{exc}; `asyncdeploy verify --registry HOST:PORT` pulls the demo and pause "
                 "images from a registry of yours"
             ) from exc
-    if given.report_file is not None:
-        await _write_report(report, given.report_file)
     if given.output == "json":
         emit_json(report.to_dict())
     else:
         click.echo(report.text())
+    if given.report_file is not None and not await _write_report(report, given.report_file):
+        raise click.exceptions.Exit(EXIT_FAILED)  # the result is shown; the page is not written
     return report.passed
 
 
-async def _write_report(report: VerifyReport, path: str) -> None:
+async def _write_report(report: VerifyReport, path: str) -> bool:
     """A self-contained HTML page for a name ending in .html (or .htm), else JSON."""
     if path.lower().endswith((".html", ".htm")):
         from asyncdeploy.verify.html import report_html
@@ -433,4 +437,4 @@ async def _write_report(report: VerifyReport, path: str) -> None:
         text = report_html(report)
     else:
         text = json.dumps(report.to_dict(), default=str)
-    await anyio.Path(path).write_text(text)
+    return await anyio.to_thread.run_sync(write_output_file, path, text, "report")

@@ -16,7 +16,10 @@ from asyncdeploy import Deployer
 from asyncdeploy.cli._common import (
     DURATION,
     EXIT_TEARING_DOWN,
+    OUTPUT_FILE,
+    PLAN_FILES_HELP,
     WORKLOAD_NAME,
+    NamesArgument,
     Settings,
     drain_timeout_option,
     echo_out,
@@ -24,13 +27,16 @@ from asyncdeploy.cli._common import (
     grace_option,
     output_option,
     pass_settings,
+    read_plan_files,
     run,
     selector_option,
     status_dict,
     strategy_option,
+    write_output_file,
 )
 from asyncdeploy.cli._kube_options import all_namespaces_option
 from asyncdeploy.cli._signals import Interrupts
+from asyncdeploy.cli._terminal import fold, terminal_width
 from asyncdeploy.cli.render import EventRenderer, LiveView, PullView, for_stream
 from asyncdeploy.errors import AsyncDeployError, CreateError, EngineTimeout
 from asyncdeploy.events import (
@@ -58,7 +64,7 @@ _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
 
 
 @click.command()
-@click.option("-f", "--file", "plan_file", required=True, type=click.Path(dir_okay=False))
+@click.option("-f", "--file", "plan_files", required=True, multiple=True, help=PLAN_FILES_HELP)
 @click.option(
     "--wait",
     is_flag=True,
@@ -92,7 +98,7 @@ _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
 @pass_settings
 def create(
     settings: Settings,
-    plan_file: str,
+    plan_files: tuple[str, ...],
     wait: bool,
     timeout: float,
     settle: float | None,
@@ -106,17 +112,33 @@ def create(
     (surge where it fits, else recreate), said before anything is touched, the new instance
     ready within --timeout.
 
+    -f may be repeated, name a folder, or be - for stdin; a file may hold several plans
+    (---): each is created in turn. Every problem of every plan is reported before anything
+    is created (exit 2).
+
     Images are pulled first, as the plan's pull policies say: progress bars on a terminal,
     a line per pull otherwise, one JSON object per event with --output json.
     """
-    interrupts = Interrupts("cancel", f"create from {plan_file}")
+    options = _CreateOptions(cast(Strategy, strategy), timeout, output)
+    for plan in read_plan_files(plan_files):
+        _create_one(settings, plan, wait, settle, keep_failed, options)
+
+
+def _create_one(
+    settings: Settings,
+    plan: WorkloadPlan,
+    wait: bool,
+    settle: float | None,
+    keep_failed: bool,
+    options: _CreateOptions,
+) -> None:
+    interrupts = Interrupts("cancel", f"create of {plan.name!r}")
+    timeout, output = options.ready_timeout, options.output
 
     async def impl() -> None:
-        plan = WorkloadPlan.from_file(plan_file)
         async with settings.for_plan(plan).open_deployer() as deployer:
             if await deployer.changes(plan):
                 interrupts.replaces()  # a signal before the old one's drain stops it
-            options = _CreateOptions(cast(Strategy, strategy), timeout, output)
             result = await _create_showing_events(deployer, plan, options, interrupts)
             if result is None:
                 return  # a signal stopped it: the guard says how
@@ -168,6 +190,8 @@ async def _create_showing_events(
     output = options.output
     bars = PullView(sys.stderr) if output == "text" and sys.stderr.isatty() else None
     lines = EventRenderer(sys.stderr)
+    if bars is not None:
+        interrupts.notice = bars.note  # a signal's notice above the bars, not through them
     creation = deployer.creating(
         plan,
         strategy=options.strategy,
@@ -190,6 +214,8 @@ async def _create_showing_events(
             elif bars is not None and isinstance(event, _PULL_EVENTS):
                 bars.show(event)
             else:
+                if bars is not None:
+                    bars.freeze()
                 lines.show(event)
             if isinstance(event, DrainFinished):
                 interrupts.drain_ended()
@@ -238,12 +264,19 @@ async def _wait(
 
 
 @click.command()
-@click.argument("name", type=WORKLOAD_NAME)
+@click.argument("names", nargs=-1, metavar="NAME", type=WORKLOAD_NAME, cls=NamesArgument)
+@selector_option
+@click.option(
+    "--ignore-not-found",
+    is_flag=True,
+    help="A name that no workload has is no error (exit 0), as kubectl's flag.",
+)
 @grace_option
 @drain_timeout_option
 @click.option(
     "--timeline",
     "timeline_file",
+    type=OUTPUT_FILE,
     default=None,
     help="Also write the drain as one self-contained HTML page (its steps on a time axis).",
 )
@@ -251,33 +284,58 @@ async def _wait(
 @pass_settings
 def delete(
     settings: Settings,
-    name: str,
+    names: tuple[str, ...],
+    selector: Selector | None,
+    ignore_not_found: bool,
     grace_period_seconds: int | None,
     timeline_file: str | None,
     output: str,
 ) -> None:
-    """Drain a workload gracefully, then remove it, showing every step."""
+    """Drain workloads gracefully, then remove them, showing every step.
 
-    interrupts = Interrupts("drain", f"delete of {name!r}")
+    delete NAME [NAME...], or delete -l SELECTOR: several are drained at once, under one
+    deadline. A name no workload has fails the delete before anything is drained, unless
+    --ignore-not-found.
+    """
+    if bool(names) == (selector is not None):
+        raise click.UsageError("delete needs workload names or --selector/-l (not both)")
+    what = f"delete of {', '.join(map(repr, names))}" if names else "delete"
+    interrupts = Interrupts("drain", what)
+    written = [True]
 
     async def impl() -> list[DrainSummary]:
         async with settings.open_deployer() as deployer:
-            drain = deployer.terminate(name, grace_period_seconds=grace_period_seconds)
+            grace = grace_period_seconds
+            if selector is not None:
+                drain = deployer.terminate_all(selector, grace_period_seconds=grace)
+            elif len(names) == 1 and not ignore_not_found:
+                drain = deployer.terminate(names[0], grace_period_seconds=grace)
+            else:
+                drain = deployer.terminate_many(
+                    names, grace_period_seconds=grace, ignore_not_found=ignore_not_found
+                )
             interrupts.attach(drain)
             seen: list[DrainEvent] = []
             try:
                 summaries = await stream_drain(
                     _recorded(drain, seen) if timeline_file else drain, output, interrupts
                 )
+                if selector is not None and not summaries:
+                    click.echo("No resources found", err=True)  # as kubectl: exit 0
             finally:
                 if timeline_file is not None and seen:
                     from asyncdeploy.timeline import timeline_html
 
-                    await anyio.Path(timeline_file).write_text(timeline_html(seen))
+                    written[0] = await anyio.to_thread.run_sync(
+                        write_output_file, timeline_file, timeline_html(seen), "timeline"
+                    )
             interrupts.settled()  # drained: a late signal must not claim a kill
             return summaries
 
-    _exit_if_tearing_down(run(interrupts.guard, impl))
+    summaries = run(interrupts.guard, impl)
+    if not written[0]:
+        raise click.exceptions.Exit(1)  # drained and shown; only the page is missing
+    _exit_if_tearing_down(summaries)
 
 
 @click.command("delete-all")
@@ -307,7 +365,9 @@ def delete_all(
 
     async def impl() -> list[DrainSummary]:
         async with settings.open_deployer() as deployer:
-            drain = deployer.terminate_all(selector, grace_period_seconds=grace_period_seconds)
+            drain = deployer.terminate_all(
+                selector, grace_period_seconds=grace_period_seconds, all=everything
+            )
             interrupts.attach(drain)
             summaries = await stream_drain(drain, output, interrupts)
             if not summaries:
@@ -383,8 +443,10 @@ async def stream_drain(
             interrupts.notice = None
         if renderer is not None:
             renderer.close()
+            width = terminal_width(sys.stdout)  # on a terminal, a long head line folded
             for summary in summaries:
-                echo_out(EventRenderer.summary_table(summary))
+                table = EventRenderer.summary_table(summary).split("\n")
+                echo_out("\n".join(fold(line, width) for line in table))
     return summaries
 
 

@@ -7,7 +7,7 @@ this boundary. Every driver drains with the same event types (:mod:`asyncdeploy.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import attrs
@@ -100,6 +100,21 @@ class Driver(Protocol):
         an engine that keeps none gives an empty list)."""
         ...
 
+    async def image_labels(self, image: str) -> Mapping[str, str] | None:
+        """A local image's labels; None when the engine lacks it (or cannot see images)."""
+        ...
+
+    async def build_image(
+        self,
+        context: bytes,
+        tag: str,
+        *,
+        labels: Mapping[str, str],
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
+        """Build a tar build context as ``tag`` on the engine, its steps without network."""
+        ...
+
     async def image_ports(self, image: str) -> frozenset[int] | None:
         """The TCP ports a local image ``EXPOSE``s; None when it is not present or the engine
         cannot tell (Kubernetes: the node pulls, the API cannot see images)."""
@@ -138,9 +153,14 @@ class Driver(Protocol):
         *,
         container: str | None = None,
         on_output: Callable[[str], None] | None = None,
+        stdin: AsyncIterable[bytes] | None = None,
+        tty: bool = False,
+        size: tuple[int, int] | None = None,
     ) -> ExecResult:
         """Run ``command``; ``on_output`` sees its output as it comes (also kept in the result).
-        Raise ``ExecInterrupted`` when the container stops before the command ends."""
+        ``stdin``: bytes for the command's standard input (its end closes it); ``tty``: in a
+        terminal of ``size`` (columns, lines). Raise ``ExecInterrupted`` when the container
+        stops before the command ends."""
         ...
 
     async def inspect(self, name: str) -> dict[str, Any]:
@@ -188,4 +208,6 @@ class Driver(Protocol):
         """Remove the marker ``key`` if it still holds ``record`` (gone already is fine)."""
         ...
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Close the engine client."""
+        ...

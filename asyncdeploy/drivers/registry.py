@@ -56,12 +56,12 @@ class DriverEntry:
         """The driver class; ``DriverNotInstalled`` (naming the extra) when its library is missing."""
         module_name, _, class_name = self.target.partition(":")
         try:
-            module = importlib.import_module(module_name)
+            # the class too: a package may load its driver on first use (drivers/engine does)
+            driver_class: DriverClass = getattr(importlib.import_module(module_name), class_name)
         except ModuleNotFoundError as exc:
             if exc.name is None or exc.name.split(".")[0] == "asyncdeploy":
                 raise
             raise DriverNotInstalled(self.name, self.extra, exc.name.split(".")[0]) from exc
-        driver_class: DriverClass = getattr(module, class_name)
         return driver_class
 
     def refuse_unknown(self, options: dict[str, Any]) -> None:

@@ -17,6 +17,10 @@ The package (importing it loads the values only; the rest is imported by name):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+from typing import BinaryIO
+
 from asyncdeploy.plan._model import (
     DEFAULT_GATE_IMAGE,
     DEFAULT_GRACE_PERIOD_SECONDS,
@@ -77,4 +81,18 @@ __all__ = [
     "plan_from_record",
     "plan_record",
     "plan_to_mapping",
+    "read_plans",
 ]
+
+
+def read_plans(
+    sources: Sequence[str | Path], *, stdin: BinaryIO | None = None
+) -> list[WorkloadPlan]:
+    """Every plan in ``sources`` as kubectl reads ``-f``: files, folders (their ``.yaml``,
+    ``.yml`` and ``.json`` files), ``-`` for ``stdin``, several documents per file (``---``).
+
+    Raises one ``PlanError`` listing every problem, each at its file and line
+    (``PlanError.problems``)."""
+    from asyncdeploy.plan._files import read_plans as read  # PyYAML: not for the server kit
+
+    return read(sources, stdin=stdin)

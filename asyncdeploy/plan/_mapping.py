@@ -7,6 +7,7 @@ metadata from ``_fields.about``, its type), never from its name.
 
 from __future__ import annotations
 
+import difflib
 import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -50,42 +51,108 @@ def _bool_fields(cls: type[Any]) -> frozenset[str]:
 
 
 def structure(cls: type[T], data: Any, path: str) -> T:
-    """Build ``cls`` from ``data``, recursing into nested plan types, with field paths in errors."""
+    """Build ``cls`` from ``data``, recursing into nested plan types, with field paths in errors.
+
+    Every problem is found before one is raised: a ``PlanError`` whose ``problems`` holds each
+    (its message, the first's; ``str()``, all of them, one a line)."""
+    problems: list[PlanError] = []
+    built = _structure(cls, data, path, problems)
+    if problems:
+        raise PlanError.of(problems)
+    assert built is not None
+    return built
+
+
+def _kind(data: Any) -> str:
+    """What a value is, in words: where a mapping was wanted, what was there instead."""
+    if data is None:
+        return "nothing (empty)"
+    if isinstance(data, bool):
+        return f"{str(data).lower()} (a boolean)"
+    if isinstance(data, int | float):
+        return f"{data!r} (a number)"
+    if isinstance(data, str):
+        return f"{masked_repr(data)} (a string)"
+    if isinstance(data, list | tuple):
+        return "a list"
+    return type(data).__name__
+
+
+def _did_you_mean(key: Any, fields: Mapping[str, Any]) -> str:
+    close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _check_field(field: attrs.Attribute[Any], value: Any, path: str) -> PlanError | None:
+    """The field's own rule on ``value`` alone (its converter, then its validators), so that
+    each field of one mapping is judged, not only the first that fails."""
+    try:
+        converter: Any = field.converter  # a plain function on every plan field
+        if callable(converter):
+            value = converter(value)
+        if field.validator is not None:
+            field.validator(None, field, value)
+    except PlanError as exc:
+        return exc.within(path)
+    except (TypeError, ValueError, KeyError):
+        return None  # left to the constructor, which says it in its own words
+    return None
+
+
+def _structure(cls: type[T], data: Any, path: str, problems: list[PlanError]) -> T | None:
+    """``cls`` from ``data``, or None with what is wrong added to ``problems``."""
     if not isinstance(data, Mapping):
-        raise PlanError(path, f"must be a mapping, got {type(data).__name__}")
+        problems.append(PlanError(path, f"must be a mapping, got {_kind(data)}"))
+        return None
+    before = len(problems)
     data = _fold_inline(cls, data)
     fields = _plan_fields(cls)
-    unknown = sorted(set(data) - set(fields), key=str)
-    if unknown:
-        key = unknown[0]
+    for key in sorted(set(data) - set(fields), key=str):
         where = _join(path, key) if isinstance(key, str) and key.isidentifier() else None
-        raise PlanError(where or f"{path}[{masked_repr(key)}]", "unknown field")
+        problems.append(
+            PlanError(
+                where or f"{path}[{masked_repr(key)}]", "unknown field" + _did_you_mean(key, fields)
+            )
+        )
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
-        field = fields[key]
+        field = fields.get(key)
+        if field is None:
+            continue
         nested = field.metadata.get("nested")
         here = _join(path, key)
         if value is None and field.default not in (None, attrs.NOTHING):
             continue  # "checks:" left empty in YAML means the default, as if not written
         # Python code may pass any truthy value; a plan file says true or false.
         if key in _bool_fields(cls) and not isinstance(value, bool):
-            raise PlanError(here, f"must be true or false, got {masked_repr(value)}")
+            problems.append(PlanError(here, f"must be true or false, got {masked_repr(value)}"))
+            continue
         if nested is not None and field.metadata.get("many"):
             if not isinstance(value, list | tuple):
-                raise PlanError(here, f"must be a list, got {type(value).__name__}")
-            value = tuple(structure(nested, item, f"{here}[{i}]") for i, item in enumerate(value))
+                problems.append(PlanError(here, f"must be a list, got {_kind(value)}"))
+                continue
+            value = tuple(
+                _structure(nested, item, f"{here}[{i}]", problems) for i, item in enumerate(value)
+            )
+            if None not in value and (problem := _check_field(field, value, path)) is not None:
+                problems.append(problem)  # the list's own rule: one run container, no name twice
+                continue
         elif nested is not None and value is not None:
-            value = structure(nested, value, here)
+            value = _structure(nested, value, here, problems)
+        elif (problem := _check_field(field, value, path)) is not None:
+            problems.append(problem)
+            continue
         kwargs[key] = value
-    missing = [
-        name for name, f in fields.items() if f.default is attrs.NOTHING and name not in kwargs
-    ]
-    if missing:  # the last, as Python's own "missing ... arguments" message ends with it
-        raise PlanError(_join(path, missing[-1]), "is required")
+    for name, f in fields.items():
+        if f.default is attrs.NOTHING and name not in data:
+            problems.append(PlanError(_join(path, name), "is required"))
+    if len(problems) > before:
+        return None
     try:
         return cls(**kwargs)
     except PlanError as exc:
-        raise exc.within(path) from None
+        problems.append(exc.within(path))
+        return None
 
 
 def _join(path: str, key: str) -> str:

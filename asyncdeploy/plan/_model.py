@@ -383,14 +383,17 @@ class WorkloadPlan:
 
     @property
     def init_containers(self) -> tuple[Container, ...]:
+        """The ``init`` containers, in plan order (run one after another before the rest)."""
         return tuple(c for c in self.containers if c.role == "init")
 
     @property
     def run_containers(self) -> tuple[Container, ...]:
+        """The ``run`` containers, in plan order (the servers)."""
         return tuple(c for c in self.containers if c.role == "run")
 
     @property
     def sidecar_containers(self) -> tuple[Container, ...]:
+        """The ``sidecar`` containers (a gate, a proxy), in plan order."""
         return tuple(c for c in self.containers if c.role == "sidecar")
 
     @classmethod

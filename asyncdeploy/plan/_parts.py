@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
+from asyncdeploy.builtin_images import GATE_IMAGE
 from asyncdeploy.errors import PlanError
 from asyncdeploy.masking import masked_repr
 from asyncdeploy.plan._fields import (
@@ -65,7 +66,7 @@ __all__ = [
     "ServicePort",
 ]
 
-DEFAULT_GATE_IMAGE = "asyncdeploy-gate/gate:latest"  # built by ci/build-gate-image.sh
+DEFAULT_GATE_IMAGE = GATE_IMAGE  # built on the engine by `asyncdeploy images build gate`
 #: The environment variable that hands a gate its admin token (``plan.gating`` draws a fresh
 #: one per expansion; ``plan_digest`` covers where it goes, not its value).
 GATE_TOKEN_ENV = "ASYNCDEPLOY_GATE_TOKEN"
@@ -211,6 +212,8 @@ class Resources:
 
 @attrs.frozen(kw_only=True)
 class HTTPGet:
+    """An HTTP GET on a container port: a check's, or a ``pre_stop_http`` hook's."""
+
     summary: ClassVar[str] = "An HTTP GET health check; any status from 200 to 399 passes."
 
     path: str = attrs.field(default="/", validator=string, metadata=about("The request path."))
@@ -311,7 +314,9 @@ class Gate:
     image: str = attrs.field(
         default=DEFAULT_GATE_IMAGE,
         validator=non_empty_str,
-        metadata=about("The gate's image (built by `ci/build-gate-image.sh`)."),
+        metadata=about(
+            "The gate's image (built on the engine by `asyncdeploy images build gate`; never pulled)."
+        ),
     )
     propagation_seconds: int = attrs.field(
         default=10,

@@ -40,14 +40,23 @@ from asyncdeploy.plan import (
     gate_name,
 )
 
-__all__ = ["DRAIN_PATH", "GATE_MARGIN", "expand_gates", "gate_sidecar", "new_token"]
+__all__ = [
+    "DRAIN_PATH",
+    "GATE_MARGIN",
+    "expand_gates",
+    "gate_listen_port",
+    "gate_sidecar",
+    "new_token",
+]
 
 DRAIN_PATH = "/-/drain"
 #: Seconds of the grace period left after the gate's drain deadline: the engine's own exit.
 GATE_MARGIN = 5
 
 
-def _listen_port(container: Container) -> int:
+def gate_listen_port(container: Container) -> int:
+    """The port a container's gate listens on, where clients and checks arrive: its first tcp
+    port (the container keeps its ``gate.upstream``)."""
     return next(p.container_port for p in container.ports if p.protocol == "tcp")
 
 
@@ -57,7 +66,7 @@ def _cut_after(plan: WorkloadPlan) -> int:
 
 def gate_sidecar(plan: WorkloadPlan, container: Container, gate: Gate, token: str) -> Container:
     """The sidecar that ``container``'s gate becomes (``token``: its admin token)."""
-    listen = _listen_port(container)
+    listen = gate_listen_port(container)
     args = [
         "--listen", str(listen),
         "--admin-port", str(gate.admin_port),

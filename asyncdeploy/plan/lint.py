@@ -27,6 +27,7 @@ import attrs
 
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.plan import Container, Probe, WorkloadPlan
+from asyncdeploy.plan.budget import GPU_RELEASE_SECONDS
 from asyncdeploy.plan.gating import GATE_MARGIN
 from asyncdeploy.plan.lint_ports import lint_ports, lint_replace_in_place
 from asyncdeploy.plan.presets import EnginePreset, find_preset, is_loopback
@@ -34,7 +35,6 @@ from asyncdeploy.plan.presets import EnginePreset, find_preset, is_loopback
 __all__ = ["DEFAULT_MARGIN_SECONDS", "GPU_RELEASE_SECONDS", "Finding", "lint_plan"]
 
 DEFAULT_MARGIN_SECONDS = 15.0
-GPU_RELEASE_SECONDS = 10.0  # freeing a model's device memory after the drain (CUDA teardown)
 
 
 @attrs.frozen(kw_only=True)

@@ -20,12 +20,13 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from asyncdeploy.plan import Container, WorkloadPlan
+from asyncdeploy.plan.gating import gate_listen_port
 
 __all__ = ["DEMO_MODULE", "DEMO_PORT", "lint_ports", "lint_replace_in_place", "listening_ports"]
 
 DEMO_MODULE = "asyncdeploy.workload.demo"
 DEMO_PORT = 8080  # the demo server's default --port, and what the demo image's CMD passes
-DEMO_IMAGE_REPOSITORY = "asyncdeploy-demo/server"
+DEMO_IMAGE_REPOSITORY = "asyncdeploy/demo"
 
 Level = Literal["error", "warning"]
 PortFinding = tuple[Level, str, str]  # (level, path, message): lint.Finding's fields
@@ -47,7 +48,7 @@ def _demo_port(words: Sequence[str]) -> int | None:
 
 
 def _is_demo_image(image: str) -> bool:
-    """``asyncdeploy-demo/server`` at any tag, digest or registry (``localhost/``, a mirror)."""
+    """``localhost/asyncdeploy/demo`` at any tag, digest or registry (a mirror's copy too)."""
     name = image.split("@", 1)[0]
     if name.rfind(":") > name.rfind("/"):
         name = name[: name.rfind(":")]
@@ -80,12 +81,17 @@ def lint_ports(
         for i, c in enumerate(plan.containers)
         if c.role == "run"
     }
-    everywhere = frozenset().union(*(p for p in known.values() if p is not None))
+    # a gate listens on its container's first tcp port, where clients and checks arrive
+    gates = frozenset(gate_listen_port(c) for c in plan.containers if c.gate is not None)
+    everywhere = gates.union(*(p for p in known.values() if p is not None))
     findings: list[PortFinding] = []
     for i, ports in known.items():
         if ports is None:
             continue
         container = plan.containers[i]
+        if container.gate is not None:
+            findings += _lint_gated(i, container, ports)
+            continue
         listens = ", ".join(map(str, sorted(ports)))
         why = _source(container)
         for j, port in enumerate(container.ports):
@@ -121,6 +127,25 @@ def lint_ports(
                     )
                 )
     return findings
+
+
+def _lint_gated(i: int, container: Container, ports: frozenset[int]) -> list[PortFinding]:
+    """A gated container's published ports and checks are the gate's; what the engine behind
+    it listens on must be the gate's ``upstream``."""
+    assert container.gate is not None
+    if container.gate.upstream in ports:
+        return []
+    listens = ", ".join(map(str, sorted(ports)))
+    return [
+        (
+            "warning",
+            f"containers[{i}].gate.upstream",
+            (
+                f"{container.name} listens on {listens} ({_source(container)}), not on "
+                f"{container.gate.upstream}: the gate would pass requests to a port nobody answers"
+            ),
+        )
+    ]
 
 
 def _source(container: Container) -> str:

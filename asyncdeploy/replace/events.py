@@ -54,6 +54,8 @@ class ReplaceWaiting:
 
 @attrs.frozen(kw_only=True)
 class ReplaceReady:
+    """The new instance passed its readiness check after ``seconds``."""
+
     workload: str  # the new instance
     seconds: float
 

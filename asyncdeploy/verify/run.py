@@ -13,6 +13,7 @@ import aiohttp
 import anyio
 import attrs
 
+from asyncdeploy.builtin_images import DEMO_IMAGE
 from asyncdeploy.deployer import Deployer
 from asyncdeploy.errors import DrainError, OperationTimeout, WorkloadConflict
 from asyncdeploy.events import DrainEvent, DrainStarted, Event
@@ -45,7 +46,6 @@ __all__ = [
     "run_verify",
 ]
 
-DEMO_IMAGE = "asyncdeploy-demo/server:latest"
 VERIFY_LABEL = "asyncdeploy-verify"
 CONTROL_SOCKET = "/run/asyncdeploy/control.sock"
 # service: Kubernetes, routed as kube-proxy does
@@ -183,8 +183,8 @@ def demo_plan(
 
 def from_registry(image: str, registry: str) -> str:
     """The same repository and tag in ``registry``: ``registry.k8s.io/pause:3.10`` →
-    ``127.0.0.1:5000/pause:3.10``, ``asyncdeploy-demo/server:latest`` →
-    ``127.0.0.1:5000/asyncdeploy-demo/server:latest``."""
+    ``127.0.0.1:5000/pause:3.10``, ``localhost/asyncdeploy/demo:latest`` →
+    ``127.0.0.1:5000/asyncdeploy/demo:latest``."""
     first, slash, rest = image.partition("/")
     if slash and ("." in first or ":" in first or first == "localhost"):
         image = rest

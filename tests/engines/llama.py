@@ -38,7 +38,7 @@ MODEL = Path(
 )
 # the gate's image: another name where a branch tests its own gate beside others on shared engines
 # (GATE_IMAGE=... bash ci/build-gate-image.sh)
-GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_GATE_IMAGE", "asyncdeploy-gate/gate:latest")
+GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_GATE_IMAGE", "localhost/asyncdeploy/gate:latest")
 ENGINE_PORT = 8001  # llama-server's own port: on the workload's loopback behind the gate
 GATE_PORT = 8000  # the gate: what the balancer reaches
 # The balancer settings of the stock-server tests (tests/engines/test_verify_balancer.py): a

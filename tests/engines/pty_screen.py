@@ -24,11 +24,14 @@ def run_in_pty(
     timeout: float = 90,
     signals: Sequence[tuple[float, int]] = (),
     signals_after: bytes = b"",
+    keys: Sequence[tuple[bytes, bytes]] = (),
 ) -> tuple[int, bytes]:
     """Run ``python -m asyncdeploy ARGS`` on a pty of ``columns`` x ``lines``: (exit code, bytes).
 
     ``signals``: ``(seconds, signal number)`` to send the process, in order, the seconds counted
-    from when the output first holds ``signals_after`` (from the start when empty)."""
+    from when the output first holds ``signals_after`` (from the start when empty). ``keys``:
+    ``(prompt, typed)``, in order: ``typed`` is written to the terminal once the output since
+    the last keys holds ``prompt``."""
     leader, follower = os.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
     process = subprocess.Popen(
@@ -44,8 +47,13 @@ def run_in_pty(
     deadline = time.monotonic() + timeout
     started = time.monotonic() if not signals_after else None
     pending = list(signals)
+    typing = list(keys)
+    typed_at = 0  # where the output stood when the last keys were typed
     try:
         while time.monotonic() < deadline:
+            if typing and typing[0][0] in output[typed_at:]:
+                typed_at = len(output)
+                os.write(leader, typing.pop(0)[1])
             if started is None and signals_after in output:
                 started = time.monotonic()
             while pending and started is not None and time.monotonic() - started >= pending[0][0]:

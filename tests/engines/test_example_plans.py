@@ -125,7 +125,7 @@ async def test_lint_inspect_images_checks_ports_against_what_the_image_exposes(
     driver = deployer.driver_name
     client = deployer.driver.session.client  # type: ignore[attr-defined]
     repository = f"t{RUN_ID}-lint/exposed-{driver}"
-    await client.images.tag("asyncdeploy-demo/server:latest", repo=repository, tag="1")
+    await client.images.tag("localhost/asyncdeploy/demo:latest", repo=repository, tag="1")
     try:
         plan = tmp_path / "plan.yaml"
         for port, warned in ((9000, True), (8080, False)):
@@ -176,7 +176,7 @@ async def test_get_shows_a_containers_exit_and_restarts_from_the_engine(
                 "containers": [
                     {
                         "name": "server",
-                        "image": "asyncdeploy-demo/server:latest",
+                        "image": "localhost/asyncdeploy/demo:latest",
                         "ports": [{"container_port": 8080}],
                     },
                     {"name": "job", "image": BUSYBOX, "command": ["sh", "-c", "exit 3"]},

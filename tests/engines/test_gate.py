@@ -37,7 +37,7 @@ from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL
 pytestmark = pytest.mark.anyio
 logger = logging.getLogger(__name__)
 
-GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_GATE_IMAGE", "asyncdeploy-gate/gate:latest")
+GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_GATE_IMAGE", "localhost/asyncdeploy/gate:latest")
 STOCK_IMAGE = "asyncdeploy-test/stock-engine:latest"
 TOKENS = 30  # a stream: 30 tokens at 20/s, 1.5 s
 

@@ -101,13 +101,15 @@ async def test_one_line_per_event_where_the_terminal_cannot_hold_the_view(
     ), text
 
 
+@pytest.mark.parametrize("columns", [80, 100])
 async def test_a_signals_notice_stays_above_the_live_table_and_a_cut_hook_says_why(
-    deployer: Deployer,
+    deployer: Deployer, columns: int
 ) -> None:
     """Ctrl-C 1 s into the hook, again at 2.5 s, during a hook that would run 20 s under an 8 s grace: the
     first notice is not erased by the redraw (no second header), and the hook is reported cut
-    short at about 2.5 s of 8, not "at the deadline"."""
-    name = f"t{RUN_ID}-notice-{deployer.driver_name}"
+    short at about 2.5 s of 8, not "at the deadline". At 80 columns each notice is folded at
+    its words, never cut and never wrapped, and the summary says what was killed."""
+    name = f"t{RUN_ID}-notice-{columns}-{deployer.driver_name}"
     await deployer.create(
         plan(
             name,
@@ -126,7 +128,7 @@ async def test_a_signals_notice_stays_above_the_live_table_and_a_cut_hook_says_w
     code, output = await anyio.to_thread.run_sync(
         lambda: run_in_pty(
             args,
-            columns=100,
+            columns=columns,
             lines=40,
             env=_env("xterm"),
             signals=[(1.0, 2), (2.5, 2)],
@@ -134,10 +136,17 @@ async def test_a_signals_notice_stays_above_the_live_table_and_a_cut_hook_says_w
         )
     )
     assert code == 130, output.decode(errors="replace")
-    screen = screen_of(output, columns=100, lines=40)
+    screen = screen_of(output, columns=columns, lines=40)
     text = "\n".join(screen)
-    assert sum("the drain goes on until its deadline" in line for line in screen) == 1, text
-    assert sum("killing the remaining containers now" in line for line in screen) == 1, text
+    assert max(len(line) for line in screen) < columns, f"a line reached the edge:\n{text}"
+    words = " ".join(" ".join(screen).split())  # the notices, however folded
+    first = (
+        "the drain goes on until its deadline; press Ctrl-C again to kill the remaining "
+        "containers now"
+    )
+    assert words.count(first) == 1, text
+    assert words.count("killing the remaining containers now, then removing everything") == 1
+    assert f"{name}: cut short, killed app at " in text and " of 8 s (done in " in text, text
     headers = [line for line in screen if line.split()[:2] == ["WORKLOAD", "CONTAINER"]]
     assert len(headers) == 1, text
     [cut] = [line for line in screen if "pre_stop hook cut off" in line]

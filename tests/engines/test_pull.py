@@ -416,9 +416,10 @@ async def test_verify_pulls_what_it_needs_from_the_registry_named(
 ) -> None:
     """`verify --registry` on an engine without its images pulls them, and passes."""
     tag = f"verify-{RUN_ID}"
-    demo, pause = f"asyncdeploy-demo/server:{tag}", f"registry.k8s.io/pause:{tag}"
+    # the registry's copy of the built-in demo image: verify names it without localhost/
+    demo, pause = f"asyncdeploy/demo:{tag}", f"registry.k8s.io/pause:{tag}"
     pushed = {
-        demo: "asyncdeploy-demo/server:latest",
+        demo: "localhost/asyncdeploy/demo:latest",
         f"pause:{tag}": "asyncdeploy-test/pause:latest",
     }
     for target, source in pushed.items():
@@ -433,7 +434,7 @@ async def test_verify_pulls_what_it_needs_from_the_registry_named(
             "--registry",
             OPEN,
             "--image",
-            demo,
+            f"localhost/{demo}",
             "--pause-image",
             pause,
             "--warmup",
@@ -554,3 +555,28 @@ async def test_cli_create_shows_pulls_as_json_lines_and_text(
     text = outputs["text"].stderr
     assert f"pulling {image} (IfNotPresent)" in text and f"pulled {image} (sha256:" in text
     assert outputs["text"].stdout.startswith("created: ")
+
+
+async def test_pull_progress_fits_a_terminal_of_80_columns(
+    deployer: Deployer, image: str, name: Callable[[str], str], tmp_path: Path
+) -> None:
+    """`create` in a real 80-column terminal (a pty read back through pyte): every progress line
+    is shorter than the terminal, so each redraw stays in place (a wrapped line would leave a
+    line behind at every redraw); the bar ends as done."""
+    from tests.engines.pty_screen import run_in_pty, screen_of
+
+    long_name = name("a-workload-whose-name-is-long-enough")
+    app = {"name": "app", "image": image, "command": ["sleep", "600"]}
+    path = plan_file(tmp_path, long_name, [app])
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    args = ["--driver", deployer.driver_name, "create", "-f", str(path)]
+    code, output = await anyio.to_thread.run_sync(
+        lambda: run_in_pty(args, columns=80, lines=24, env={**env, "TERM": "xterm"})
+    )
+    screen = screen_of(output, columns=80, lines=24)
+    shown = "\n".join(screen)
+    assert code == 0, shown
+    assert max(len(line) for line in screen) < 80, f"a line reached the edge:\n{shown}"
+    tag = image.rsplit("/", 1)[1]  # the name's end stays: its middle gives way
+    bars = [line for line in screen if tag in line]
+    assert len(bars) == 1 and "done in" in bars[0], shown

@@ -7,7 +7,7 @@ demo server (the kit inside), and an unmodified server behind its drain gate
 (``asyncdeploy-test/stock-engine``, ``ci/build-gate-image.sh``: exits at once on SIGTERM, sent
 its own paths with ``requests``).
 
-The demo image is ``ASYNCDEPLOY_TEST_DEMO_IMAGE`` (default ``asyncdeploy-demo/server:latest``,
+The demo image is ``ASYNCDEPLOY_TEST_DEMO_IMAGE`` (default ``localhost/asyncdeploy/demo:latest``,
 what ci/build-demo-image.sh builds) and the gate's ``ASYNCDEPLOY_TEST_GATE_IMAGE``, so a branch
 can test its own build of the kit.
 """

@@ -180,7 +180,7 @@ async def test_verify_writes_the_page_of_a_real_run(tmp_path: Path) -> None:
         pytest.skip("no Docker")
     if shutil.which("haproxy") is None:
         pytest.skip("haproxy is not installed")
-    image = os.environ.get("ASYNCDEPLOY_TEST_DEMO_IMAGE", "asyncdeploy-demo/server:latest")
+    image = os.environ.get("ASYNCDEPLOY_TEST_DEMO_IMAGE", "localhost/asyncdeploy/demo:latest")
     page = tmp_path / "report.html"
     result = await invoke_in_thread(
         "--driver", "docker", "verify", "--balancer", "haproxy", "--image", image,

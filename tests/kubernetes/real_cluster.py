@@ -26,7 +26,8 @@ from asyncdeploy.drivers.kubernetes import KubernetesDriver
 
 KUBECONFIG = os.environ.get("ASYNCDEPLOY_TEST_KUBECONFIG", "")
 IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_IMAGE", "busybox:1.36")
-DEMO_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_DEMO_IMAGE", "asyncdeploy-demo/server:kube")
+DEMO_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_DEMO_IMAGE", "localhost/asyncdeploy/demo:kube")
+GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_GATE_IMAGE", "localhost/asyncdeploy/gate:kube")
 RUN_ID = secrets.token_hex(3)
 
 

@@ -36,6 +36,7 @@ from click.testing import CliRunner
 from kubernetes_asyncio.client import CoreV1Api
 from real_cluster import (
     DEMO_IMAGE,
+    GATE_IMAGE,
     IMAGE,
     RUN_ID,
     cli_kubeconfig,
@@ -289,7 +290,6 @@ async def test_verify_catches_the_negative_control_on_a_real_cluster(
     assert [s.count("killed") for s in report.summaries] == [1]
 
 
-GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_GATE_IMAGE", "asyncdeploy-gate/gate:kube")
 STOCK_IMAGE = os.environ.get(
     "ASYNCDEPLOY_TEST_K8S_STOCK_IMAGE", "asyncdeploy-test/stock-engine:kube"
 )

@@ -17,7 +17,7 @@ import os
 
 import k8s_contract
 import pytest
-from real_cluster import RUN_ID, namespace_fixtures
+from real_cluster import GATE_IMAGE, RUN_ID, namespace_fixtures
 
 from asyncdeploy import Deployer, WorkloadPlan
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
@@ -27,7 +27,6 @@ from tests.engines.llama import llama_plan, require_model, unavailable
 
 NAMESPACE = f"asyncdeploy-test-{RUN_ID}-llama"
 LLAMA_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_LLAMA_IMAGE", "")
-GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_K8S_GATE_IMAGE", "asyncdeploy-gate/gate:kube")
 
 pytestmark = pytest.mark.anyio
 

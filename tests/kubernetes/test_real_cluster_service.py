@@ -22,7 +22,7 @@ import k8s_contract
 import pytest
 from click.testing import CliRunner
 from kubernetes_asyncio.client import CoreV1Api
-from real_cluster import DEMO_IMAGE, RUN_ID, cli_kubeconfig, namespace_fixtures
+from real_cluster import DEMO_IMAGE, GATE_IMAGE, RUN_ID, cli_kubeconfig, namespace_fixtures
 
 from asyncdeploy import Deployer, TrafficLeft, WorkloadPlan
 from asyncdeploy.cli import main
@@ -159,7 +159,7 @@ async def test_a_gate_behind_a_service_is_told_that_traffic_left(
     through the API server; the gate's window closes 2 s later, its drain hook returns, and the
     engine is signalled: the delete takes a few seconds, not the 10 s window and more. (The gate
     image must be this branch's kit: an older one answers 400 and runs its window out.)"""
-    gate_image = os.environ.get("ASYNCDEPLOY_TEST_K8S_GATE_IMAGE", "asyncdeploy-gate/gate:kube")
+    gate_image = GATE_IMAGE
     stock_image = os.environ.get(
         "ASYNCDEPLOY_TEST_K8S_STOCK_IMAGE", "asyncdeploy-test/stock-engine:kube"
     )

@@ -21,7 +21,7 @@ from asyncdeploy.plan import Checks, HTTPGet, Probe
 from asyncdeploy.plan.lint import lint_plan
 from asyncdeploy.results import ContainerStatus, WorkloadStatus
 
-DEMO = "asyncdeploy-demo/server:latest"
+DEMO = "localhost/asyncdeploy/demo:latest"
 
 
 def plan(*containers: Container) -> WorkloadPlan:
@@ -47,7 +47,7 @@ def test_the_demo_image_on_a_port_it_does_not_serve_is_warned() -> None:
 
 @pytest.mark.parametrize(
     "image",
-    [DEMO, "localhost/asyncdeploy-demo/server:latest", "127.0.0.1:5000/asyncdeploy-demo/server"],
+    [DEMO, "localhost/asyncdeploy/demo:t1", "127.0.0.1:5000/asyncdeploy/demo"],
 )
 def test_the_demo_image_on_8080_is_quiet(image: str) -> None:
     assert (

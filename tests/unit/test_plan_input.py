@@ -71,7 +71,7 @@ def write(tmp_path: Path, text: str, suffix: str = ".yaml") -> Path:
 
 def test_a_key_given_twice_in_yaml_is_refused_by_name(tmp_path: Path) -> None:
     text = "name: a\ncontainers:\n  - name: x\n    image: one\n    image: two\n"
-    with pytest.raises(PlanError, match=r"line 5: the key 'image' appears twice"):
+    with pytest.raises(PlanError, match=r"plan\.yaml:5: the key 'image' appears twice"):
         WorkloadPlan.from_file(write(tmp_path, text))
 
 

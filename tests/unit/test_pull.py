@@ -224,8 +224,8 @@ def test_from_registry_keeps_the_repository_and_tag() -> None:
         from_registry("registry.k8s.io/pause:3.10", "127.0.0.1:5000") == "127.0.0.1:5000/pause:3.10"
     )
     assert (
-        from_registry("asyncdeploy-demo/server:latest", "127.0.0.1:5000")
-        == "127.0.0.1:5000/asyncdeploy-demo/server:latest"
+        from_registry("localhost/asyncdeploy/demo:latest", "127.0.0.1:5000")
+        == "127.0.0.1:5000/asyncdeploy/demo:latest"
     )
 
 

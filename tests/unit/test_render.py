@@ -7,6 +7,7 @@ import re
 import time
 
 import attrs
+import pytest
 
 from asyncdeploy.cli.render import EventRenderer, LiveView, clip, for_stream
 from asyncdeploy.events import (
@@ -111,3 +112,67 @@ def test_no_terminal_gets_one_line_per_event() -> None:
 
 def test_clip_marks_the_cut() -> None:
     assert clip("abcdef", 4) == "abc\u2026" and clip("abc", 4) == "abc"
+
+
+def test_the_summary_after_a_kill_says_what_was_killed_and_when() -> None:
+    """After a second Ctrl-C the table's head says what was killed, not "drained"."""
+    killed = attrs.evolve(
+        SUMMARY,
+        seconds=7.84,
+        grace_period_seconds=30,
+        containers=(
+            ContainerOutcome(name="app", role="run", outcome="killed", exit_code=137, seconds=3.1),
+            ContainerOutcome(name="side", role="run", outcome="exited", exit_code=0, seconds=1.0),
+        ),
+    )
+    head = EventRenderer.summary_table(killed).splitlines()[0]
+    assert head == "w: cut short, killed app at 3.10 s of 30 s (done in 7.84 s)"
+    at_deadline = attrs.evolve(killed, grace_period_seconds=3)
+    assert EventRenderer.summary_head(at_deadline) == (
+        "w: killed app at the 3 s deadline (done in 7.84 s)"
+    )
+    assert EventRenderer.summary_head(SUMMARY) == "w: drained in 2.10 s"
+
+
+class _Terminal(io.StringIO):
+    """A stream that says it is a terminal of 80 columns."""
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        raise OSError("no descriptor")
+
+
+def test_pull_bars_fit_80_columns_and_stay_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    import pyte
+
+    from asyncdeploy.cli.render import PullView
+    from asyncdeploy.events import PullFinished, PullProgress, PullStarted
+
+    monkeypatch.setattr(os, "get_terminal_size", lambda *_: os.terminal_size((80, 24)))
+    monkeypatch.setenv("TERM", "xterm")
+    image = "registry.example.com/team/vllm-openai-with-drain:v0.6.3-cuda12.4"
+    stream = _Terminal()
+    view = PullView(stream)
+    view.show(PullStarted(workload="w", elapsed=0, image=image, registry="r", policy="Always"))
+    for done in range(0, 5_000_000_001, 500_000_000):
+        view.show(
+            PullProgress(
+                workload="w",
+                elapsed=1,
+                image=image,
+                bytes_done=done,
+                bytes_total=5_000_000_000,
+                layers_done=done // 500_000_000,
+                layers_total=10,
+            )
+        )
+    view.show(PullFinished(workload="w", elapsed=9, image=image, digest="sha256:1", seconds=9))
+    screen = pyte.Screen(80, 24)
+    pyte.Stream(screen).feed(stream.getvalue().replace("\n", "\r\n"))
+    lines = [line.rstrip() for line in screen.display if line.strip()]
+    assert len(lines) == 1 and "done in 9.0 s" in lines[0] and len(lines[0]) < 80, lines
+    assert lines[0].startswith("  registry.example.com/") and ":v0.6.3-cuda12.4" in lines[0]

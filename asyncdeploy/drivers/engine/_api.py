@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Self, cast
 
 import anyio
@@ -20,6 +20,7 @@ import attrs
 from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
+from asyncdeploy.drivers.engine import _build
 from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
@@ -43,6 +44,7 @@ from asyncdeploy.drivers.engine._state import (
 from asyncdeploy.drivers.engine._unfinished import dead_claim, left_volumes
 from asyncdeploy.errors import (
     ENGINE_FAILURES,
+    AsyncDeployError,
     EngineUnavailable,
     ExecInterrupted,
     WorkloadConflict,
@@ -257,8 +259,14 @@ class EngineAPIDriver:
                 LABEL_CONTAINER
             ) == container:
                 return str(item["Id"])
+        have = [
+            str(item["Labels"].get(LABEL_CONTAINER))
+            for item in sorted(items, key=plan_order)
+            if item["Labels"].get(LABEL_ROLE) != "pause"
+        ]
         raise WorkloadNotFound(
-            f"workload {name!r} has no container {container!r}", engine=self.name
+            f"workload {name!r} has no container {container!r} (it has {', '.join(have)})",
+            engine=self.name,
         )
 
     def logs(
@@ -297,6 +305,9 @@ class EngineAPIDriver:
         *,
         container: str | None = None,
         on_output: Callable[[str], None] | None = None,
+        stdin: AsyncIterable[bytes] | None = None,
+        tty: bool = False,
+        size: tuple[int, int] | None = None,
     ) -> ExecResult:
         """Run ``command`` in the container, its output to ``on_output`` as it comes.
 
@@ -306,15 +317,25 @@ class EngineAPIDriver:
         ident = await self._container_id(name, container)
         what = f"exec in {name}"
         result: builtins.list[ExecResult] = []
+        failed: builtins.list[AsyncDeployError] = []
 
         async def run_it(scope: anyio.CancelScope) -> None:
-            result.append(await self.session.exec(ident, command, what, on_output))
+            try:
+                result.append(
+                    await self.session.exec(
+                        ident, command, what, on_output, stdin=stdin, tty=tty, size=size
+                    )
+                )
+            except AsyncDeployError as exc:  # raised below as itself, not in an exception group
+                failed.append(exc)
             scope.cancel()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_it, tg.cancel_scope)
             stopped = await self._until_stopped(ident, what)
             tg.cancel_scope.cancel()
+        if failed:
+            raise failed[0]
         if result:
             return result[0]
         raise ExecInterrupted(
@@ -362,6 +383,19 @@ class EngineAPIDriver:
             async with self.session.query("events", params=params) as response:
                 text = await response.text()
         return parse_events(text.splitlines(), limit=limit)
+
+    async def image_labels(self, image: str) -> Mapping[str, str] | None:
+        return await _build.image_labels(self.session, image)
+
+    async def build_image(
+        self,
+        context: bytes,
+        tag: str,
+        *,
+        labels: Mapping[str, str],
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
+        await _build.build_image(self.session, context, tag, labels=labels, on_line=on_line)
 
     async def image_ports(self, image: str) -> frozenset[int] | None:
         try:

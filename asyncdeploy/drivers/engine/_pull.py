@@ -22,6 +22,7 @@ import aiohttp
 import anyio
 import attrs
 
+from asyncdeploy.builtin_images import built_in, missing_message
 from asyncdeploy.drivers.engine._auth import auth_header, find_credentials, registry_of
 from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.errors import AsyncDeployError, CreateError, EngineUnavailable, WorkloadNotFound
@@ -139,6 +140,10 @@ class ImagePuller:
     async def _ensure(
         self, plan: WorkloadPlan, image: str, policy: PullPolicy, emit: Emit, started: float
     ) -> None:
+        if built_in(image) is not None:  # built on this engine, never pulled from anywhere
+            if not await self._present(image):
+                raise CreateError(missing_message(image, self._engine))
+            return
         if policy != "Always" and await self._present(image):
             return
         if policy == "Never":

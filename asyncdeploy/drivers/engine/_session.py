@@ -14,13 +14,15 @@ Podman's variant (its status codes and its libpod endpoints) is :class:`PodmanSe
 from __future__ import annotations
 
 import builtins
+import codecs
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any, ClassVar
 
 import aiodocker
+import aiodocker.stream
 import aiohttp
 import anyio
 import attrs
@@ -62,6 +64,7 @@ TIMEOUT_VARIABLE = "ASYNCDEPLOY_ENGINE_TIMEOUT"
 # (``long_client``), so that forty hooks running cannot hold back one signal.
 POOL_SIZE = 32
 _ENDLESS = aiohttp.ClientTimeout(total=None, sock_read=None)
+EXEC_POLL_SECONDS = 0.25  # how often an interactive exec looks whether its command has ended
 _PODMAN_CONFLICTS = ("state improper", "already in use", "dependent containers")
 
 
@@ -248,21 +251,61 @@ class EngineSession:
         command: Sequence[str],
         what: str,
         on_output: Callable[[str], None] | None = None,
+        *,
+        stdin: AsyncIterable[bytes] | None = None,
+        tty: bool = False,
+        size: tuple[int, int] | None = None,
     ) -> ExecResult:
-        """Run ``command`` attached, its output to ``on_output`` as it comes; translated."""
+        """Run ``command`` attached, its output to ``on_output`` as it comes; translated.
+        ``stdin`` is written to the command's input as it comes, its end half-closes it (the
+        command sees end of file); ``tty``: in a terminal of ``size`` (columns, lines)."""
         output: builtins.list[str] = []
+        decoder = codecs.getincrementaldecoder("utf-8")(
+            errors="replace"
+        )  # a chunk may cut a character
         with self.errors(what):
-            execution = await self._waiting(ident).exec(list(command))
-            async with execution.start(detach=False) as stream:
+            execution = await self._waiting(ident).exec(
+                list(command), stdin=stdin is not None, tty=tty
+            )
+            async with execution.start(detach=False) as stream, anyio.create_task_group() as tg:
+                if size is not None:
+                    await execution.resize(w=size[0], h=size[1])
+                if stdin is not None:
+                    tg.start_soon(self._feed, stream, stdin)
+                if stdin is not None or tty:  # the engine may keep such a stream open past the end
+                    tg.start_soon(self._until_ended, execution, tg.cancel_scope)
                 while (message := await stream.read_out()) is not None:
-                    text = message.data.decode(errors="replace")
+                    text = decoder.decode(message.data)
                     output.append(text)
-                    if on_output is not None:
+                    if on_output is not None and text:
                         on_output(text)
+                tg.cancel_scope.cancel()  # the command ended: its input is no longer read
             exit_code = (await execution.inspect())["ExitCode"]
         return ExecResult(
             exit_code=int(exit_code if exit_code is not None else -1), output="".join(output)
         )
+
+    @staticmethod
+    async def _until_ended(execution: Any, scope: anyio.CancelScope) -> None:
+        """Stop reading once the command has ended: with stdin attached (or a terminal) Docker
+        keeps the connection open after the command's exit until the client closes it."""
+        while True:
+            await anyio.sleep(EXEC_POLL_SECONDS)
+            if not (await execution.inspect()).get("Running", True):
+                await anyio.sleep(EXEC_POLL_SECONDS)  # its last output, still on its way
+                scope.cancel()
+                return
+
+    @staticmethod
+    async def _feed(stream: aiodocker.stream.Stream, data: AsyncIterable[bytes]) -> None:
+        """Write ``data`` to an exec's input, then half-close the connection: the command reads
+        end of file while its output still comes back."""
+        async for chunk in data:
+            await stream.write_in(chunk)
+        connection = stream._resp.connection if stream._resp is not None else None
+        transport = connection.transport if connection is not None else None
+        if transport is not None and transport.can_write_eof():
+            transport.write_eof()
 
     async def restarts(self, idents: Sequence[str]) -> dict[str, int]:
         """Each container's ``RestartCount`` (the list call does not carry it), inspected

@@ -22,7 +22,7 @@ from __future__ import annotations
 import builtins
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import anyio
@@ -53,6 +53,7 @@ from asyncdeploy.drivers.kubernetes._service import apply_service
 from asyncdeploy.errors import (
     ENGINE_FAILURES,
     DrainError,
+    EngineAPIError,
     EngineUnavailable,
     WorkloadNotFound,
 )
@@ -73,6 +74,13 @@ __all__ = ["KubernetesDriver"]
 
 PING_TIMEOUT = 5.0
 SERVICE_CLEANUP_TIMEOUT = 10.0
+
+
+NO_BUILD = (
+    "a cluster does not build images: build them on Docker or Podman (asyncdeploy --driver "
+    "docker images build), then load them into the nodes or push them to a registry they reach"
+)
+NO_INTERACTIVE_EXEC = "exec with stdin or a terminal (-i, -t) is not supported on Kubernetes yet"
 
 
 class KubernetesDriver:
@@ -210,6 +218,19 @@ class KubernetesDriver:
         )
         return pod_status.pod_events(listing, limit=limit)
 
+    async def image_labels(self, image: str) -> Mapping[str, str] | None:
+        return None  # the node holds the images; the API server cannot see them
+
+    async def build_image(
+        self,
+        context: bytes,
+        tag: str,
+        *,
+        labels: Mapping[str, str],
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
+        raise EngineAPIError(NO_BUILD, engine=self.name, status=0)
+
     async def image_ports(self, image: str) -> frozenset[int] | None:
         return None  # the node pulls; the API server cannot see images
 
@@ -268,7 +289,14 @@ class KubernetesDriver:
         *,
         container: str | None = None,
         on_output: Callable[[str], None] | None = None,
+        stdin: AsyncIterable[bytes] | None = None,
+        tty: bool = False,
+        size: tuple[int, int] | None = None,
     ) -> ExecResult:
+        if stdin is not None or tty:
+            raise EngineAPIError(
+                f"{NO_INTERACTIVE_EXEC}: kubectl exec -it", engine=ENGINE, status=0
+            )
         chosen = self._container(await self._pod(name), container)
         exit_code, output = await self.api.exec(
             self.namespace,
@@ -287,7 +315,10 @@ class KubernetesDriver:
         if any(spec["name"] == container for _, spec in specs):
             return container
         name = pod_status.workload_name(pod)
-        raise WorkloadNotFound(f"workload {name!r} has no container {container!r}", engine=ENGINE)
+        have = ", ".join(str(spec["name"]) for _, spec in specs)
+        raise WorkloadNotFound(
+            f"workload {name!r} has no container {container!r} (it has {have})", engine=ENGINE
+        )
 
     # --- drain -------------------------------------------------------------------------------
 

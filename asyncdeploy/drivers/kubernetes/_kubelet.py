@@ -31,6 +31,7 @@ from typing import Any
 
 import attrs
 
+from asyncdeploy.builtin_images import build_command, built_in
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 
 __all__ = [
@@ -174,12 +175,19 @@ def startup_failure(pod: Mapping[str, Any]) -> StartupFailure | None:
                 return StartupFailure("init container failed", spec["name"], int(ended["exitCode"]))
         if waiting.get("reason") in FATAL_WAITING:
             code = None if last is None or last.get("exitCode") is None else int(last["exitCode"])
+            message = str(waiting.get("message") or "")
+            image = str(spec.get("image") or "")
+            if built_in(image) is not None:  # never pulled: say how to provide it
+                message += (
+                    f" ({build_command(image)} on Docker or Podman, then load it into the "
+                    "nodes, or name a registry's copy in the plan)"
+                )
             return StartupFailure(
                 what=str(waiting["reason"]),
                 container=spec["name"],
                 exit_code=code,
                 reason=str(waiting["reason"]),
-                message=str(waiting.get("message") or ""),
+                message=message,
             )
         if role == "run" and (ended := pod_status.terminated(entry)) is not None:
             code = ended.get("exitCode")

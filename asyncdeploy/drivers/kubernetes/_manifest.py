@@ -36,6 +36,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from asyncdeploy.builtin_images import built_in
 from asyncdeploy.errors import PlanError, WorkloadConflict
 from asyncdeploy.labels import (
     LABEL_INSTANCE_OF,
@@ -212,7 +213,9 @@ def _container(
 ) -> dict[str, Any]:
     index = plan.containers.index(container)
     out: dict[str, Any] = {"name": container.name, "image": container.image}
-    if container.image_pull_policy is not None:  # else the cluster's default for the tag
+    if built_in(container.image) is not None:  # made on the node, never pulled (docs/cli.md)
+        out["imagePullPolicy"] = "Never"
+    elif container.image_pull_policy is not None:  # else the cluster's default for the tag
         out["imagePullPolicy"] = container.image_pull_policy
     if container.command is not None:
         out["command"] = list(container.command)

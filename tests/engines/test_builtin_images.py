@@ -1,0 +1,136 @@
+"""The built-in images on real engines: one the engine lacks is never pulled, and the create
+names the command that builds it; from a wheel in a fresh venv, with no checkout, the documented
+command builds both and a gated plan and the demo plan run, with nothing pulled from anywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import urllib.request
+import venv
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from asyncdeploy import Container, Deployer
+from asyncdeploy.builtin_images import DEMO_IMAGE, GATE_IMAGE
+from asyncdeploy.errors import CreateError
+from asyncdeploy.events import Event, PullStarted
+from tests.engines.conftest import PAUSE, PYTHON, RUN_ID, RUN_LABEL
+from tests.engines.helpers import plan
+from tests.engines.test_newcomer import README, block, default_pause_image  # noqa: F401 - a fixture
+
+ROOT = Path(__file__).resolve().parents[2]
+STOCK_IMAGE = "asyncdeploy-test/stock-engine:latest"  # ci/build-gate-image.sh: knows nothing of us
+
+
+@pytest.mark.anyio
+async def test_a_missing_built_in_image_is_refused_never_pulled(
+    deployer: Deployer, name: Callable[[str], str]
+) -> None:
+    image = f"localhost/asyncdeploy/demo:absent-{RUN_ID}"
+    seen: list[Event] = []
+    missing = plan(name("absent"), [Container(name="s", image=image, image_pull_policy="Always")])
+    with pytest.raises(CreateError) as caught:
+        await deployer.create(missing, on_event=seen.append)
+    command = f"asyncdeploy --driver {deployer.driver_name} images build demo --tag absent-{RUN_ID}"
+    assert command in str(caught.value)
+    assert not [e for e in seen if isinstance(e, PullStarted)], seen
+    assert await deployer.list({RUN_LABEL: RUN_ID, "never": "made"}) == []
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _sh(args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, check=False, **kw)  # type: ignore[call-overload, no-any-return]
+
+
+def _wheel_cache(tmp_path: Path) -> str:
+    """Where ``images build`` keeps the wheels it downloads: ci/'s image cache when there is
+    one (the download is the same every run), else this test's own folder."""
+    shared = Path(os.environ.get("IMAGE_CACHE_DIR", "/var/cache/asyncdeploy-test-images"))
+    if shared.is_dir() and os.access(shared, os.W_OK):
+        return str(shared / "xdg")
+    return str(tmp_path / "cache")
+
+
+def _yaml_block(name: str) -> str:
+    [code] = re.findall(rf"<!-- snippet: {name} -->\n```yaml\n(.*?)```", README, re.DOTALL)
+    return str(code)
+
+
+@pytest.mark.docker
+@pytest.mark.engine
+@pytest.mark.usefixtures("default_pause_image")
+def test_from_a_wheel_with_no_checkout(tmp_path: Path) -> None:
+    """The README's wheel block, verbatim, in an empty folder holding only the wheel and the
+    README's hello.yaml, from a fresh venv: ``asyncdeploy images build`` (on the project's local
+    Debian base: no registry is reachable here), the demo plan serves and drains; then a gated
+    plan, read from stdin, before an engine that knows nothing of asyncdeploy. Nothing is
+    pulled: the built-in images are never pulled, and no other image is missing."""
+    home = tmp_path / "user"  # no checkout: the wheel and a plan, nothing else
+    home.mkdir()
+    built = _sh(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(home), str(ROOT)]
+    )
+    assert built.returncode == 0, built.stderr
+    [wheel] = [p.name for p in home.glob("asyncdeploy-*.whl")]
+    (home / "hello.yaml").write_text(_yaml_block("hello-plan"))
+    where = tmp_path / "venv"
+    venv.create(where, with_pip=True)
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("PYTHONPATH", "VIRTUAL_ENV", "ASYNCDEPLOY_DRIVER", "CONTAINER_HOST")
+    }
+    env.update(
+        PATH=f"{where / 'bin'}:{os.environ['PATH']}",
+        VIRTUAL_ENV=str(where),
+        XDG_CACHE_HOME=_wheel_cache(tmp_path),  # the images' wheels, kept between runs
+        PIP_CACHE_DIR=os.environ.get("PIP_CACHE_DIR", os.path.expanduser("~/.cache/pip")),
+        DOCKER_HOST=os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"),
+        ASYNCDEPLOY_IMAGE_BASE=PYTHON,  # the documented default is Docker Hub's python image
+    )
+
+    def sh(line: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return _sh(["bash", "-c", line], cwd=home, env=env, input=stdin)
+
+    lines = block("wheel")
+    assert wheel in lines[0], f"the README installs {lines[0]!r}; the wheel is {wheel}"
+    gated = (
+        f"name: t{RUN_ID}-wheel-gated\nlabels: {{{RUN_LABEL}: {RUN_ID}}}\npause_image: {PAUSE}\n"
+        f"containers:\n  - name: engine\n    image: {STOCK_IMAGE}\n"
+        f"    ports: [{{container_port: 8000, host_port: {_free_port()}, host_ip: 127.0.0.1}}]\n"
+        "    gate: {upstream: 8001, ready: {path: /health}, propagation_seconds: 1}\n"
+    )
+    try:
+        outputs = {}
+        for line in lines:
+            done = sh(line)
+            assert done.returncode == 0, (line, done.stdout, done.stderr)
+            outputs[line.split()[1]] = done
+        assert outputs["images"].stdout.split() == [GATE_IMAGE, DEMO_IMAGE]
+        assert "pulling" not in outputs["create"].stderr, outputs["create"].stderr
+        assert outputs["-s"].stdout.strip(), "the demo server answered nothing"
+        created = sh("asyncdeploy create -f - --wait -o json", stdin=gated)
+        assert created.returncode == 0, created.stderr
+        events = [json.loads(line) for line in created.stdout.splitlines()]
+        assert events and not [e for e in events if e.get("event", "").startswith("Pull")]
+        port = gated.split("host_port: ")[1].split(",")[0]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/short", timeout=10) as answer:
+            assert answer.status == 200  # through the gate, to the stock engine
+        assert sh(f"asyncdeploy delete t{RUN_ID}-wheel-gated").returncode == 0
+        again = sh("asyncdeploy images build demo")
+        assert again.returncode == 0 and "is current" in again.stderr, again.stderr
+    finally:
+        for workload in ("hello", f"t{RUN_ID}-wheel-gated"):
+            sh(f"asyncdeploy delete {workload} --grace-period-seconds 0")

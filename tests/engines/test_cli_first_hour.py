@@ -1,0 +1,118 @@
+"""kubectl and docker habits on real engines: name completion (bash, zsh, fish), ``delete`` of
+several names, ``-l`` and ``--ignore-not-found``, ``wait --for ready|deleted``, ``version``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import anyio
+import pytest
+from click.testing import CliRunner
+
+from asyncdeploy import Container, Deployer, WorkloadNotFound
+from asyncdeploy.cli import main
+from tests.cli_runner import invoke_in_thread
+from tests.engines.conftest import BUSYBOX, RUN_ID
+from tests.engines.helpers import plan
+
+pytestmark = pytest.mark.anyio
+
+
+async def _sleepers(deployer: Deployer, *names: str, side: bool = False, **labels: str) -> None:
+    """Workloads that sleep (``side``: a second container, for completing ``-c``)."""
+    for name in names:
+        containers = [Container(name="app", image=BUSYBOX, command=["sleep", "600"])]
+        if side:
+            containers.append(Container(name="side", image=BUSYBOX, command=["sleep", "600"]))
+        await deployer.create(
+            plan(name, containers, extra_labels=labels, termination_grace_period_seconds=1)
+        )
+
+
+async def _complete(shell: str, words: str, cword: str) -> list[str]:
+    return await anyio.to_thread.run_sync(_complete_now, shell, words, cword)
+
+
+def _complete_now(shell: str, words: str, cword: str) -> list[str]:
+    env = {"_ASYNCDEPLOY_COMPLETE": f"{shell}_complete", "COMP_WORDS": words, "COMP_CWORD": cword}
+    result = CliRunner(env=env).invoke(main, [], prog_name="asyncdeploy")
+    assert result.exit_code == 0, result.output
+    if shell == "zsh":  # type, value, help: three lines each
+        return result.output.splitlines()[1::3]
+    return [line.split(",", 1)[1].split("\t")[0] for line in result.output.splitlines()]
+
+
+async def test_workload_and_container_names_complete(
+    deployer: Deployer, name: Callable[[str], str]
+) -> None:
+    workload = name("complete")
+    await _sleepers(deployer, workload, side=True)
+    driver = deployer.driver_name
+    prefix = f"t{RUN_ID}-complete"
+    assert await _complete("bash", f"asyncdeploy --driver {driver} logs {prefix}", "4") == [
+        workload
+    ]
+    assert await _complete("zsh", f"asyncdeploy --driver {driver} delete {prefix}", "4") == [
+        workload
+    ]
+    line = f"asyncdeploy --driver {driver} exec {workload} -c "
+    assert await _complete("fish", line, "") == ["app", "side"]  # not the pause container
+    assert await _complete("bash", f"asyncdeploy --driver {driver} logs {workload} -c s", "6") == [
+        "side"
+    ]
+    wrong = await invoke_in_thread("--driver", driver, "logs", workload, "-c", "nope")
+    assert wrong.exit_code == 1 and "no container 'nope' (it has app, side)" in wrong.output
+
+
+async def test_delete_several_by_name_or_selector(
+    deployer: Deployer, name: Callable[[str], str]
+) -> None:
+    one, two, three = name("del1"), name("del2"), name("del3")
+    await _sleepers(deployer, one)
+    await _sleepers(deployer, two, three, tier=f"t{RUN_ID}")
+    driver = ["--driver", deployer.driver_name]
+    missing = f"t{RUN_ID}-missing"
+    refused = await invoke_in_thread(*driver, "delete", one, missing)
+    assert refused.exit_code == 1 and f"no workload named '{missing}'" in refused.output
+    assert (await deployer.get(one)).name == one  # refused before anything was drained
+    done = await invoke_in_thread(*driver, "delete", one, missing, "--ignore-not-found")
+    assert done.exit_code == 0, done.output
+    by_label = await invoke_in_thread(*driver, "delete", "-l", f"tier=t{RUN_ID}", "-o", "json")
+    assert by_label.exit_code == 0, by_label.output
+    finished = [json.loads(line) for line in by_label.stdout.splitlines()]
+    assert sorted(e["workload"] for e in finished if e["event"] == "DrainFinished") == [two, three]
+    for gone in (one, two, three):
+        with pytest.raises(WorkloadNotFound):
+            await deployer.get(gone)
+    again = await invoke_in_thread(*driver, "delete", "-l", f"tier=t{RUN_ID}")
+    assert again.exit_code == 0 and "No resources found" in again.output
+    nothing = await invoke_in_thread(*driver, "delete", missing, "--ignore-not-found")
+    assert nothing.exit_code == 0, nothing.output
+    usage = await invoke_in_thread(*driver, "delete")
+    assert usage.exit_code == 2
+
+
+async def test_wait_for_ready_and_deleted(deployer: Deployer, name: Callable[[str], str]) -> None:
+    workload = name("wait")
+    await _sleepers(deployer, workload)
+    driver = ["--driver", deployer.driver_name]
+    ready = await invoke_in_thread(*driver, "wait", workload, "--for", "ready", "--timeout", "30s")
+    assert ready.exit_code == 0 and ready.stdout == f"{workload}: ready\n", ready.output
+    early = await invoke_in_thread(*driver, "wait", workload, "--for", "deleted", "--timeout", "1s")
+    assert early.exit_code == 1 and "timed out after 1 s waiting for deleted" in early.output
+    await deployer.delete(workload)
+    gone = await invoke_in_thread(*driver, "wait", workload, "--for", "deleted", "-o", "json")
+    assert gone.exit_code == 0 and json.loads(gone.stdout)["condition"] == "deleted"
+    absent = await invoke_in_thread(*driver, "wait", workload, "--timeout", "5s")
+    assert absent.exit_code == 1 and "no workload" in absent.output
+
+
+async def test_version_names_the_client_and_the_engine(deployer: Deployer) -> None:
+    result = await invoke_in_thread("--driver", deployer.driver_name, "version", "-o", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["client"]["version"] and data["engine"]["driver"] == deployer.driver_name
+    assert data["engine"]["version"] and data["engine"]["api_version"]
+    text = await invoke_in_thread("--driver", deployer.driver_name, "version")
+    assert text.stdout.startswith("Client: asyncdeploy ") and "\nEngine: " in text.stdout
