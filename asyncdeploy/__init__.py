@@ -92,6 +92,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "ReplaceDowntime",
         "ReplaceEvent",
         "ReplaceReady",
+        "ReplaceRestored",
         "ReplaceRolledBack",
         "ReplaceStrategy",
         "ReplaceWaiting",
@@ -187,6 +188,7 @@ if TYPE_CHECKING:  # the type checkers' view, written from _PUBLIC
     from asyncdeploy.replace.events import ReplaceDowntime as ReplaceDowntime
     from asyncdeploy.replace.events import ReplaceEvent as ReplaceEvent
     from asyncdeploy.replace.events import ReplaceReady as ReplaceReady
+    from asyncdeploy.replace.events import ReplaceRestored as ReplaceRestored
     from asyncdeploy.replace.events import ReplaceRolledBack as ReplaceRolledBack
     from asyncdeploy.replace.events import ReplaceStrategy as ReplaceStrategy
     from asyncdeploy.replace.events import ReplaceWaiting as ReplaceWaiting

@@ -12,7 +12,7 @@ engine that goes away).
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import anyio
@@ -26,11 +26,13 @@ from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
 from asyncdeploy.errors import (
     CreateError,
     DrainUnreachable,
+    EngineAPIError,
     EngineTimeout,
     WorkloadConflict,
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
+from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan, plan_digest
 from asyncdeploy.results import (
     ApplyResult,
@@ -154,7 +156,7 @@ class FakeDriver:
         return WorkloadStatus(
             name=name,
             driver=ENGINE,
-            labels=dict(plan.labels),
+            labels=_labels(plan),
             grace_period_seconds=plan.termination_grace_period_seconds,
             plan_digest=plan_digest(plan),
             containers=tuple(
@@ -177,7 +179,7 @@ class FakeDriver:
         return sorted(
             name
             for name, plan in self.plans.items()
-            if selector is None or selector.matches(plan.labels)
+            if selector is None or selector.matches(_labels(plan))
         )
 
     async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
@@ -187,9 +189,26 @@ class FakeDriver:
     async def image_ports(self, image: str) -> frozenset[int] | None:
         return None
 
-    async def wait_ready(self, name: str, *, timeout: float) -> WorkloadStatus:
-        """Ready: every run container runs, and still runs ``READY_SETTLE_SECONDS`` later (as on
-        an engine); one that exited is a ``CreateError`` with its exit code."""
+    async def image_labels(self, image: str) -> Mapping[str, str] | None:
+        return None  # no images: a plan's images are taken as they are
+
+    async def build_image(
+        self,
+        context: bytes,
+        tag: str,
+        *,
+        labels: Mapping[str, str],
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
+        raise EngineAPIError("the fake driver builds no images", engine=ENGINE, status=0)
+
+    async def wait_ready(
+        self, name: str, *, timeout: float, settle_seconds: float | None = None
+    ) -> WorkloadStatus:
+        """Ready: every run container runs, and still runs ``settle_seconds`` later (default
+        ``READY_SETTLE_SECONDS``, as on an engine); one that exited is a ``CreateError`` with
+        its exit code."""
+        settle = READY_SETTLE_SECONDS if settle_seconds is None else settle_seconds
         try:
             with anyio.fail_after(timeout):
                 while True:
@@ -202,7 +221,7 @@ class FakeDriver:
                             f"{name}: container {ended[0].name} exited",
                             exit_code=ended[0].exit_code,
                         )
-                    settled = await self._still_running(name)
+                    settled = await self._still_running(name, settle)
                     if settled is not None:
                         return settled
         except TimeoutError:
@@ -210,8 +229,8 @@ class FakeDriver:
                 f"{name} was not ready within {timeout:g} s", engine=ENGINE
             ) from None
 
-    async def _still_running(self, name: str) -> WorkloadStatus | None:
-        await anyio.sleep(READY_SETTLE_SECONDS)
+    async def _still_running(self, name: str, settle: float) -> WorkloadStatus | None:
+        await anyio.sleep(settle)
         status = await self.get(name)
         runs = [c for c in status.containers if c.role == "run"]
         return status if all(c.state == "running" for c in runs) else None
@@ -241,6 +260,9 @@ class FakeDriver:
         *,
         container: str | None = None,
         on_output: Callable[[str], None] | None = None,
+        stdin: AsyncIterable[bytes] | None = None,
+        tty: bool = False,
+        size: tuple[int, int] | None = None,
     ) -> ExecResult:
         await self.get(name)
         return ExecResult(exit_code=0, output="")
@@ -306,6 +328,13 @@ class FakeDriver:
             raise DrainUnreachable(summaries, engine=ENGINE)
         return summaries
 
+    async def recorded_plan(self, name: str) -> WorkloadPlan | None:
+        await self.get(name)  # WorkloadNotFound first
+        return self.plans[name]
+
+    async def read_marker(self, key: str) -> str | None:
+        return self._markers.get(key)
+
     async def hold_marker(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
         held = self._markers.get(key)
         if held is None:
@@ -318,3 +347,8 @@ class FakeDriver:
 
     async def aclose(self) -> None:
         return None
+
+
+def _labels(plan: WorkloadPlan) -> dict[str, str]:
+    """The plan's labels, and the plan an instance belongs to (as the engines label it)."""
+    return {**plan.labels, **({LABEL_INSTANCE_OF: plan.instance_of} if plan.instance_of else {})}

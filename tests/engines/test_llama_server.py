@@ -98,7 +98,9 @@ async def test_without_the_gate_the_same_delete_loses_requests(deployer: Deploye
     served = await serve_and_disrupt(deployer, plans, None, check_path="/health")
     lost = served.clients.failures()
     assert lost, served.report()
-    assert any(e.server == served.drained and e.ended > served.drain_started for e in lost), (
+    # a stream cut before its head names no server (its client never saw HAProxy's header);
+    # the delete's losses are those on the drained copy, or unnamed, after the drain began
+    assert any(e.server in (served.drained, "") and e.ended > served.drain_started for e in lost), (
         served.report()
     )
 

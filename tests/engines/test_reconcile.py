@@ -93,6 +93,34 @@ async def test_a_create_killed_at_its_init_container_is_marked_and_finished(
     assert await gone(deployer, app)
 
 
+async def test_create_again_after_a_killed_create_repairs_it(
+    deployer: Deployer, name: Callable[[str], str], markers: Path, tmp_path: Path
+) -> None:
+    """Re-running the create that was killed is what a user does (kubectl apply again): its
+    creator is dead, so the create drains what was left (the init container gets its signal)
+    and makes the workload, instead of refusing it as another create's work."""
+    app, driver = name("killrecreate"), deployer.driver_name
+    # the init container runs until signalled the first time, and ends at once the second
+    setup = marking("setup", markers, 1, role="init")
+    setup["command"] = ["sh", "-c", "[ -e /out/again ] && exit 0; exec graceful setup 1"]
+    path = plan_file(
+        tmp_path, app, [setup, marking("server", markers, 1)], termination_grace_period_seconds=10
+    )
+    cli = await start_cli(driver, "create", "-f", str(path), "-o", "json")
+    await until(lambda: ("setup", "start") in read_markers(markers), timeout=30)
+    cli.send(signal.SIGKILL)
+    await cli.finish()
+    (markers / "again").touch()
+
+    again = await invoke_in_thread("--driver", driver, "create", "-f", str(path), "-o", "json")
+    assert again.exit_code == 0, again.output
+    result = json.loads(again.stdout.splitlines()[-1])
+    assert result["action"] == "replaced", result
+    assert ("setup", "drained-ok") in read_markers(markers), "drained with its signal, not killed"
+    status = await deployer.wait_ready(app, timeout=60)
+    assert status.unfinished is None, status
+
+
 async def test_a_delete_killed_mid_drain_is_marked_half_drained_and_finished(
     deployer: Deployer, name: Callable[[str], str], markers: Path
 ) -> None:

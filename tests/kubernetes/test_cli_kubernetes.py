@@ -188,7 +188,8 @@ async def test_a_pod_still_torn_down_at_the_timeout_is_exit_4_not_a_failure(
     }
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(plan))
-    assert (await cli(kubeconfig, "create", "-f", str(path)))[0] == 0
+    # running before the delete (a container the fake kubelet has not started never ends)
+    assert (await cli(kubeconfig, "create", "-f", str(path), "--wait", "--settle", "0"))[0] == 0
     fake.final_delay = 4
     result = await invoke_in_thread(
         "--driver", "kubernetes", "delete", "slow", "--timeout", "1500ms", "-o", "json",
@@ -203,12 +204,12 @@ async def test_a_pod_still_torn_down_at_the_timeout_is_exit_4_not_a_failure(
     await until(lambda: not [key for key in fake.pods if key[1] == "slow"], timeout=10)
 
     fake.final_delay = 2
-    assert (await cli(kubeconfig, "create", "-f", str(path)))[0] == 0
+    assert (await cli(kubeconfig, "create", "-f", str(path), "--wait", "--settle", "0"))[0] == 0
     code, out = await cli(kubeconfig, "delete-all", "-l", "node=slow", "--timeout", "1s")
     assert code == 4, out
     assert "(its Pod still being torn down)" in out  # the summary table says it too
     await until(lambda: not [key for key in fake.pods if key[1] == "slow"], timeout=10)
-    assert (await cli(kubeconfig, "create", "-f", str(path)))[0] == 0
+    assert (await cli(kubeconfig, "create", "-f", str(path), "--wait", "--settle", "0"))[0] == 0
     code, out = await cli(kubeconfig, "delete", "slow", "--timeout", "30s")
     assert code == 0, out
     assert not [key for key in fake.pods if key[1] == "slow"]

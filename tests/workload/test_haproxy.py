@@ -153,7 +153,9 @@ async def haproxy(directory: Path, demos: list[Demo], check: str = "") -> AsyncI
             ["haproxy", "-f", str(config), "-db"], stdout=out, stderr=subprocess.STDOUT
         )
     try:
-        with anyio.fail_after(15):
+        # at HAProxy's defaults a server that failed its first checks needs 3 x 2 s to fall and
+        # 2 x 2 s to rise again: a loaded machine's slow start takes that long
+        with anyio.fail_after(40):
             while True:
                 assert process.returncode is None, log.read_text()
                 if stats.exists() and len(await _haproxy_servers_up(stats)) == len(demos):

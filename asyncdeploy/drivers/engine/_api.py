@@ -41,7 +41,7 @@ from asyncdeploy.drivers.engine._state import (
     volumes_status,
     workload_status,
 )
-from asyncdeploy.drivers.engine._unfinished import dead_claim, left_volumes
+from asyncdeploy.drivers.engine._unfinished import creators_alive, dead_claim, left_volumes
 from asyncdeploy.errors import (
     ENGINE_FAILURES,
     AsyncDeployError,
@@ -504,9 +504,9 @@ class EngineAPIDriver:
                     return ApplyResult(
                         action="unchanged", status=workload_status(self.name, plan.name, existing)
                     )
-                if state == "building":
-                    # The same plan, half built: another create is at work (or was killed).
-                    # Never replace it under that create's feet.
+                if state == "building" and creators_alive(existing) is not False:
+                    # The same plan, half built: another create is at work (or was killed
+                    # where its death cannot be told). Never replace it under that create's feet.
                     raise WorkloadConflict(
                         f"workload {plan.name!r} is being created by another command (it has "
                         f"{', '.join(sorted(map(str, names)))} of {', '.join(sorted(wanted))}), "
@@ -514,8 +514,9 @@ class EngineAPIDriver:
                         engine=self.name,
                     )
                 # "dead": the same plan, complete, but not in the state it asks for (left
-                # unstarted by a killed create, half deleted, every run container exited):
-                # repaired below like a changed plan, its remains drained first.
+                # unstarted by a killed create, half deleted, every run container exited), or
+                # half built by a create whose process is dead: repaired below like a changed
+                # plan, its remains drained first (hooks and signals, as reconcile would).
         # Pull what is needed, then create: a failed pull leaves the old workload serving.
         await ImagePuller(self.session, self.looks.image_present).pull_for(
             plan, emit or ignore_events

@@ -29,10 +29,10 @@ from asyncdeploy.labels import (
     shown_labels,
 )
 
-__all__ = ["dead_claim", "left_volumes", "unfinished"]
+__all__ = ["creators_alive", "dead_claim", "left_volumes", "unfinished"]
 
 
-def _owners_alive(items: Sequence[Mapping[str, Any]]) -> bool | None:
+def creators_alive(items: Sequence[Mapping[str, Any]]) -> bool | None:
     """True when a create attempt's owner lives, False when every owner is known dead, None
     when some cannot be told (another host, or no owner recorded)."""
     answers: list[bool | None] = []
@@ -72,7 +72,7 @@ def unfinished(items: Sequence[Mapping[str, Any]]) -> str | None:
         if pauses
         else "containers of a create whose pause container is gone"
     )
-    alive = _owners_alive(items)
+    alive = creators_alive(items)
     if alive is True:
         return None  # a create at work
     return f"half-made: {what}" + (" (unknown owner)" if alive is None else "")
@@ -103,7 +103,7 @@ def left_volumes(
             by_plan.setdefault(str(plan), []).append(volume)
     left: dict[str, tuple[str, dict[str, str]]] = {}
     for plan, found in sorted(by_plan.items()):
-        alive = _owners_alive(found)
+        alive = creators_alive(found)
         if alive is True:
             continue
         names = ", ".join(sorted(str(v.get("Name")) for v in found))
