@@ -78,7 +78,10 @@ __all__ = ["EngineAPIDriver", "EngineFound", "planned_state"]
 PING_TIMEOUT = 10.0
 EXEC_WATCH_INTERVAL = 1.0  # how often an exec looks whether its container still runs
 HISTORY_TIMEOUT = 10.0  # one bounded read of the engine's event log
-CLAIM_REREAD = 0.2  # a drain's claim read again once, when the first read found none
+CLAIM_REREAD = 0.2  # how often a paused pause's claim is read again while it has none
+# how long a look waits for a paused pause's record: a drain writes it ``record_delay`` in (on
+# Podman; Docker's claim is its record), and Podman answers empty while it is rewritten
+RECORD_LOOK = DrainTimings().record_delay + 2 * CLAIM_REREAD
 
 
 @attrs.frozen(kw_only=True)
@@ -197,9 +200,8 @@ class EngineAPIDriver:
         ref = ContainerRef(id=str(pauses[0]["Id"]), name="pause", role="pause", running=True)
         try:
             record = claims.get(ref.id) if claims is not None else await self.ops.read_claim(ref)
-            if record is None and claimed:  # read while the drain rewrote it (Podman: empty)
-                await anyio.sleep(CLAIM_REREAD)
-                record = await self.ops.read_claim(ref)
+            if record is None and claimed:
+                record = await self._claim_written(ref)
         except ENGINE_FAILURES:  # a look only (the pause may be going): no mark said on a guess
             return attrs.evolve(status, unfinished=None) if claimed else status
         reason = dead_claim(record)
@@ -214,15 +216,31 @@ class EngineAPIDriver:
             return status
         return attrs.evolve(status, unfinished=None, draining_until=record.deadline)
 
+    async def _claim_written(self, ref: ContainerRef) -> ClaimRecord | None:
+        """The record of a claimed pause that had none, read again until :data:`RECORD_LOOK`
+        has passed (None: nobody wrote one; a list waits once, its workloads side by side)."""
+        with anyio.move_on_after(RECORD_LOOK):
+            while True:
+                await anyio.sleep(CLAIM_REREAD)
+                if (record := await self.ops.read_claim(ref)) is not None:
+                    return record
+        return None
+
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         chosen = as_selector(selector)
         everything = await self.looks.everything()
         chosen_ones = matching(everything, chosen)
         restarts = await self._restarts([i for items in chosen_ones.values() for i in items])
         claims = await self.ops.claim_records() if chosen_ones else None
-        found = [
-            await self._marked(name, items, restarts, claims) for name, items in chosen_ones.items()
-        ]
+        marked: dict[str, WorkloadStatus] = {}
+
+        async def mark(name: str, items: Sequence[Mapping[str, Any]]) -> None:
+            marked[name] = await self._marked(name, items, restarts, claims)
+
+        async with anyio.create_task_group() as tg:  # a claim waited for is waited for once
+            for name, items in chosen_ones.items():
+                tg.start_soon(mark, name, items)
+        found = [marked[name] for name in chosen_ones]
         for plan, (why, labels) in (await self._left_volumes(everything, None)).items():
             if chosen is None or chosen.matches({**labels, LABEL_WORKLOAD: plan}):
                 found.append(volumes_status(self.name, plan, why, labels))
