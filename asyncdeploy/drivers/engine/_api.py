@@ -208,10 +208,17 @@ class EngineAPIDriver:
         if reason:
             return attrs.evolve(status, unfinished=reason)
         if record is None and (status.unfinished or "").startswith("half-drained"):
-            # No record says its drain's owner died (paused by hand, a claim not written yet,
-            # or the pause going at a drain's end): "half-drained" is said of a dead owner only;
-            # a delete takes such a workload over (no record for 3 s: see _follow.py)
-            return attrs.evolve(status, unfinished=None)
+            # No record even past the drain's record_delay: a drain over before it (its pause
+            # going at its end) leaves no half-drained workload, so that is said only of a pause
+            # still paused after the wait (an owner killed before its record, as _claim.py's
+            # record_wait judges it; a delete takes such a workload over).
+            try:
+                look = await self.ops.look(ref)
+            except ENGINE_FAILURES:
+                look = None
+            if look is None or not look.paused:
+                return attrs.evolve(status, unfinished=None)
+            return status
         if record is None:
             return status
         return attrs.evolve(status, unfinished=None, draining_until=record.deadline)
