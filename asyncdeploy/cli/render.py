@@ -137,7 +137,8 @@ class EventRenderer:
     @staticmethod
     def summary_head(summary: DrainSummary) -> str:
         """The summary's first line: drained, or which containers were killed, and when (a kill
-        before the deadline: the drain was cut short, by a second Ctrl-C or ``kill_now``)."""
+        before the deadline: the drain was cut short, by a second Ctrl-C or a handle's
+        ``kill()``)."""
         killed = [c for c in summary.containers if c.outcome == "killed"]
         if not killed:
             head = f"{summary.workload}: drained in {summary.seconds:.2f} s"
