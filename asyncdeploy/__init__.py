@@ -36,6 +36,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "NoDriverInstalled",
         "OperationTimeout",
         "PlanError",
+        "ReplaceFailed",
         "ReplaceInProgress",
         "SelectorError",
         "UnsupportedEventLoop",
@@ -91,6 +92,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "ReplaceDowntime",
         "ReplaceEvent",
         "ReplaceReady",
+        "ReplaceRestored",
         "ReplaceRolledBack",
         "ReplaceStrategy",
         "ReplaceWaiting",
@@ -136,6 +138,7 @@ if TYPE_CHECKING:  # the type checkers' view, written from _PUBLIC
     from asyncdeploy.errors import NoDriverInstalled as NoDriverInstalled
     from asyncdeploy.errors import OperationTimeout as OperationTimeout
     from asyncdeploy.errors import PlanError as PlanError
+    from asyncdeploy.errors import ReplaceFailed as ReplaceFailed
     from asyncdeploy.errors import ReplaceInProgress as ReplaceInProgress
     from asyncdeploy.errors import SelectorError as SelectorError
     from asyncdeploy.errors import UnsupportedEventLoop as UnsupportedEventLoop
@@ -185,6 +188,7 @@ if TYPE_CHECKING:  # the type checkers' view, written from _PUBLIC
     from asyncdeploy.replace.events import ReplaceDowntime as ReplaceDowntime
     from asyncdeploy.replace.events import ReplaceEvent as ReplaceEvent
     from asyncdeploy.replace.events import ReplaceReady as ReplaceReady
+    from asyncdeploy.replace.events import ReplaceRestored as ReplaceRestored
     from asyncdeploy.replace.events import ReplaceRolledBack as ReplaceRolledBack
     from asyncdeploy.replace.events import ReplaceStrategy as ReplaceStrategy
     from asyncdeploy.replace.events import ReplaceWaiting as ReplaceWaiting

@@ -20,7 +20,7 @@ from asyncdeploy._kill import KillSwitch
 from asyncdeploy._log import log_event
 from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import DrainError, DrainUnreachable, WorkloadNotFound
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event, PullEvent
+from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit
 
 __all__ = [
     "drain_stream",
@@ -28,7 +28,7 @@ __all__ = [
     "workload_exists",
 ]
 
-E = TypeVar("E", bound=Event)
+E = TypeVar("E")  # what the work emits (drain events are logged on the way)
 
 
 @asynccontextmanager
@@ -46,7 +46,7 @@ async def event_stream(
     send, receive = anyio.create_memory_object_stream[E](math.inf)
 
     def emit(event: E) -> None:
-        if not isinstance(event, PullEvent):
+        if isinstance(event, DrainEvent):
             log_event(event)  # every drain step, through the one place events pass
         try:
             send.send_nowait(event)

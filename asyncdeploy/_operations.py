@@ -29,11 +29,12 @@ from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Event
 from asyncdeploy.replace._run import Replaced
+from asyncdeploy.replace.events import ReplaceEvent
 from asyncdeploy.results import ApplyResult, WorkloadStatus
 
 __all__ = ["CreateEvents", "Drain", "Operation", "Replacement", "draining"]
 
-E = TypeVar("E", bound=Event)
+E = TypeVar("E", bound=Event | ReplaceEvent)
 Started = TypeVar("Started")
 
 
@@ -125,13 +126,16 @@ def draining(
     return Drain(start)
 
 
-class CreateEvents(Operation[Event, ObjectReceiveStream[Event]]):
-    """A create: its pull events (and a replaced workload's drain events); ``result`` once they
-    have all come. :meth:`cancel` stops it as a cancellation does (it removes what it made; a
+class CreateEvents(Operation[Event | ReplaceEvent, ObjectReceiveStream[Event | ReplaceEvent]]):
+    """A create: its pull events, a replaced workload's drain events, and for a changed plan the
+    replacement's own events; ``result`` once they have all come. :meth:`cancel` stops it as a cancellation does (it removes what it made; a
     drain of the workload it replaces that has begun runs to its end) while the events go on."""
 
     def __init__(
-        self, start: Callable[[KillSwitch], AbstractAsyncContextManager[ObjectReceiveStream[Event]]]
+        self,
+        start: Callable[
+            [KillSwitch], AbstractAsyncContextManager[ObjectReceiveStream[Event | ReplaceEvent]]
+        ],
     ) -> None:
         super().__init__(start)
         self._result: ApplyResult | None = None

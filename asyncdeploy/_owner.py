@@ -1,9 +1,13 @@
 """A process, as precisely as another process can tell whether it still lives.
 
-Host name, boot id, pid and the pid's start time (``/proc/PID/stat`` field 22: a reused pid has
-another). On the same host and boot the answer is exact; from elsewhere it is unknown (None), and
-callers fall back on a time bound. The same notion as the drain claim's owner (issue 16 item 2).
-Pure apart from reading ``/proc``.
+Host name, boot id, PID namespace, pid and the pid's start time (``/proc/PID/stat`` field 22: a
+reused pid has another). A pid means something only in its PID namespace: two deployers in two
+containers (or hostNetwork Pods) may share a host name and a kernel, and each be pid 1 of its
+own namespace. So the namespace (the inode of ``/proc/self/ns/pid``) is recorded too, and only a
+process of the same host, boot and PID namespace is judged; from elsewhere the answer is unknown
+(None), and callers fall back on a time bound. A record without a namespace (written by an
+older asyncdeploy) is judged as before, by host, boot, pid and start time. The same notion as
+the drain claim's owner (issue 16 item 2). Pure apart from reading ``/proc``.
 """
 
 from __future__ import annotations
@@ -24,18 +28,26 @@ class Owner:
     boot_id: str
     pid: int
     pid_started: str
+    pid_namespace: str = ""  # "pid:[4026531836]"; "" in records of older versions
 
     @classmethod
     def this_process(cls) -> Owner:
         pid = os.getpid()
         return cls(
-            host=socket.gethostname(), boot_id=_boot_id(), pid=pid, pid_started=_started(pid)
+            host=socket.gethostname(),
+            boot_id=_boot_id(),
+            pid=pid,
+            pid_started=_started(pid),
+            pid_namespace=_pid_namespace(),
         )
 
     def alive(self) -> bool | None:
-        """Whether this process still runs; None when that cannot be told from here."""
+        """Whether this process still runs; None when that cannot be told from here (another
+        host, boot or PID namespace: its pid would name another process here)."""
         here = Owner.this_process()
         if not self.boot_id or (self.host, self.boot_id) != (here.host, here.boot_id):
+            return None
+        if self.pid_namespace and self.pid_namespace != here.pid_namespace:
             return None
         if not here.pid_started:
             return None
@@ -55,6 +67,7 @@ class Owner:
                 boot_id=str(raw["boot_id"]),
                 pid=int(raw["pid"]),
                 pid_started=str(raw["pid_started"]),
+                pid_namespace=str(raw.get("pid_namespace") or ""),
             )
         except (KeyError, TypeError, ValueError):
             return None
@@ -63,6 +76,13 @@ class Owner:
 def _boot_id() -> str:
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
     except OSError:
         return ""
 

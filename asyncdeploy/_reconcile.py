@@ -9,16 +9,32 @@ container goes last; every step is an event.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from asyncdeploy._operations import Drain, draining
+from anyio.abc import ObjectReceiveStream
+
+from asyncdeploy._event_stream import drain_stream
+from asyncdeploy._kill import KillSwitch
+from asyncdeploy._operations import Drain
+from asyncdeploy.drivers.base import Driver
+from asyncdeploy.events import DrainEvent
+from asyncdeploy.labels import LABEL_INSTANCE_OF
+from asyncdeploy.replace._lock import lock_key
 from asyncdeploy.results import WorkloadStatus
 from asyncdeploy.selectors import SelectorLike, as_selector
 
 if TYPE_CHECKING:
     from asyncdeploy.deployer import Deployer
 
-__all__ = ["UNKNOWN_OWNER", "finishing", "plan_of_finish", "unfinished_workloads"]
+__all__ = [
+    "UNKNOWN_OWNER",
+    "being_replaced",
+    "finishing",
+    "plan_of_finish",
+    "unfinished_workloads",
+]
 
 UNKNOWN_OWNER = "(unknown owner)"
 
@@ -57,5 +73,33 @@ def plan_of_finish(status: WorkloadStatus) -> list[str]:
 def finishing(
     deployer: Deployer, names: list[str], *, grace_period_seconds: int | None = None
 ) -> Drain:
-    """Drain and remove these workloads from one look, under one deadline, with their events."""
-    return draining(deployer.driver, lambda: deployer.driver.find(names), grace_period_seconds)
+    """Drain and remove these workloads from one look, under one deadline, with their events.
+
+    A workload whose plan a replace was replacing when its deployer died (the replace's lock is
+    still there) keeps the plan's named volumes: the plan lives on, and its next instance mounts
+    them (a killed recreate had drained the old instance and not yet made the new one)."""
+    driver = deployer.driver
+
+    @asynccontextmanager
+    async def start(kill: KillSwitch) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
+        found = await driver.find(names)
+        keep = bool(await being_replaced(driver, names))
+        drain = drain_stream(driver, found, grace_period_seconds, kill, keep_volumes=keep)
+        async with drain as events:
+            yield events
+
+    return Drain(start)
+
+
+async def being_replaced(driver: Driver, names: list[str]) -> list[str]:
+    """The plans of ``names`` whose replace lock is held (by a live replace, or left by a dead
+    one)."""
+    plans = {name: name for name in names}
+    for status in await driver.list():
+        if status.name in plans:
+            plans[status.name] = status.labels.get(LABEL_INSTANCE_OF) or status.name
+    return [
+        plan
+        for plan in sorted(set(plans.values()))
+        if await driver.read_marker(lock_key(plan)) is not None
+    ]

@@ -46,13 +46,13 @@ from asyncdeploy._log import log_event
 from asyncdeploy._operations import CreateEvents, Drain, Replacement, draining
 from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import EngineTimeout, SelectorError, WorkloadNotFound
-from asyncdeploy.events import DrainSummary, Emit, Event, PullEvent
-from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.events import DrainFinished, DrainSummary, Emit, Event, PullEvent
+from asyncdeploy.plan import WorkloadPlan, plan_digest
 from asyncdeploy.plan.gating import expand_gates
 from asyncdeploy.replace import _run as _replace
 from asyncdeploy.replace._names import current_name, current_plan, resolving
 from asyncdeploy.replace._run import OnEvent, ReplaceOptions, ReplaceResult
-from asyncdeploy.replace.events import Strategy
+from asyncdeploy.replace.events import REPLACE_EVENTS, ReplaceEvent, Strategy
 from asyncdeploy.results import (
     ApplyResult,
     EngineInfo,
@@ -95,49 +95,127 @@ class Deployer:
         plan: WorkloadPlan,
         *,
         on_event: Emit | None = None,
+        strategy: Strategy = "auto",
+        ready_timeout: float = 60,
+        on_replace: Callable[[ReplaceEvent], None] | None = None,
     ) -> ApplyResult:
-        """Create the workload; unchanged plans are a no-op, changed ones replace it gracefully
-        (when the old one's drain fails, its ``DrainError`` is raised and nothing is created).
+        """Create the workload, as ``kubectl apply`` does: an unchanged plan is a no-op; a
+        changed one replaces the workload as :meth:`replace` does, with ``strategy`` (``auto``:
+        surge where it fits, else recreate; the ``ReplaceStrategy`` event says which and why
+        before anything is touched; a recreate's downtime is a ``ReplaceDowntime``). The same
+        plan over a dead workload (every run container ended) is repaired: drained, then made
+        again.
 
         Images are pulled first, as the plan's pull policies say; ``on_event`` sees the pull
-        events (and a replacement's drain events) as they happen, and must not block.
-        Cancelled, it removes what it had made; a drain of the old workload that has begun is
+        events and the drains' as they happen, ``on_replace`` a replacement's own events; neither
+        may block.
+        Cancelled, it removes what it had made; a drain of an old workload that has begun is
         never cut short by the cancellation (it runs to its end, then nothing new is created):
         only :meth:`creating`'s ``kill()`` kills its survivors at once.
         """
 
-        def emit(event: Event) -> None:
+        def emit(event: Event | ReplaceEvent) -> None:
+            if isinstance(event, REPLACE_EVENTS):
+                if on_replace is not None:
+                    on_replace(event)
+                return
             if not isinstance(event, PullEvent):
                 log_event(event)  # a replacement's drain steps, as every drain's are logged
             if on_event is not None:
                 on_event(event)
 
-        return await self.driver.apply(
-            expand_gates(await current_plan(self.driver, plan)), emit=emit
+        return await self._apply(
+            plan, emit, KillSwitch(), strategy=strategy, ready_timeout=ready_timeout
         )
 
-    def creating(self, plan: WorkloadPlan) -> CreateEvents:
-        """Create the workload, with its pull events (and a replacement's drain events).
+    def creating(
+        self,
+        plan: WorkloadPlan,
+        *,
+        strategy: Strategy = "auto",
+        ready_timeout: float = 60,
+        before_drain: Callable[[], None] | None = None,
+    ) -> CreateEvents:
+        """Create the workload (as :meth:`create`), with its events: the pulls, the drain of
+        what it replaces, and for a changed plan the replacement's own (``ReplaceStrategy``
+        first, before anything is touched).
 
         After the events end, ``creation.result`` is the :class:`ApplyResult`. ``cancel()``, or
         a cancellation of the block, cancels the create as :meth:`create` says; ``kill()`` cuts
         the drain of the workload it replaces short. An exception in the block (the consumer
         failed) cancels the create too, except a drain of the old workload: that goes on to its
-        end without the consumer; the exception is raised after it.
+        end without the consumer; the exception is raised after it. ``before_drain`` (a changed
+        plan) is called right before the old one's drain begins: a caller that stops creates on
+        a signal switches to a drain's policy there.
         """
 
         @asynccontextmanager
-        async def start(kill: KillSwitch) -> AsyncIterator[ObjectReceiveStream[Event]]:
-            async def work(emit: Emit) -> None:
+        async def start(
+            kill: KillSwitch,
+        ) -> AsyncIterator[ObjectReceiveStream[Event | ReplaceEvent]]:
+            async def work(emit: OnEvent) -> None:
                 with creation._stoppable():
-                    plan_now = expand_gates(await current_plan(self.driver, plan))
-                    creation._finished(await self.driver.apply(plan_now, emit=emit, kill=kill))
+                    result = await self._apply(
+                        plan,
+                        emit,
+                        kill,
+                        strategy=strategy,
+                        ready_timeout=ready_timeout,
+                        before_drain=before_drain,
+                    )
+                    creation._finished(result)
 
             async with event_stream(work, finish_on_error=False) as stream:
                 yield stream
 
         creation = CreateEvents(start)
         return creation
+
+    async def changes(self, plan: WorkloadPlan) -> bool:
+        """Whether ``create`` of ``plan`` replaces a workload of another plan (its current
+        instance records another digest): then it runs as a replace."""
+        return await self._changed(expand_gates(await current_plan(self.driver, plan)))
+
+    async def _changed(self, planned: WorkloadPlan) -> bool:
+        try:
+            status = await self.driver.get(planned.name)
+        except WorkloadNotFound:
+            return False
+        return status.plan_digest != plan_digest(planned)
+
+    async def _apply(
+        self,
+        plan: WorkloadPlan,
+        emit: OnEvent,
+        kill: KillSwitch,
+        *,
+        strategy: Strategy,
+        ready_timeout: float,
+        before_drain: Callable[[], None] | None = None,
+    ) -> ApplyResult:
+        """The create of :meth:`create` and :meth:`creating`: a changed plan as a replace."""
+        planned = expand_gates(await current_plan(self.driver, plan))
+        if not await self._changed(planned):
+            return await self.driver.apply(planned, emit=emit, kill=kill)
+        options = ReplaceOptions(
+            ready_timeout=ready_timeout,
+            strategy=strategy,
+            before_drain=before_drain,
+            on_event=emit,
+        )
+        async with _replace.replacing(self.driver, plan, options, kill) as replaced:
+            drained = list(replaced.drained)
+            async for event in replaced.events:
+                emit(event)
+                if isinstance(event, DrainFinished):
+                    drained.append(event.summary)
+        return ApplyResult(
+            action="replaced",
+            status=replaced.new,
+            replaced=drained[0] if drained else None,
+            strategy=replaced.strategy,
+            downtime=replaced.downtime,
+        )
 
     async def get(self, name: str) -> WorkloadStatus:
         """The workload ``name`` means (after a replace: its current instance, ``_names``)."""

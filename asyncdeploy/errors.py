@@ -24,6 +24,8 @@
     ├── CreateError                      a create failed (image, init container, start): on Docker and
     │                                    Podman its call rolled back what it made; from wait_ready
     │                                    (a container exited), nothing is removed (see the class)
+    │   └── ReplaceFailed                a recreate's new instance failed after the old one's drain:
+    │                                    ``.serving`` says what was brought back (or nothing)
     ├── DrainError                       a drain finished, but some steps failed; ``.summaries``
     │   └── DrainUnreachable             ... because the engine stopped answering (also an
     │                                    EngineUnavailable: the CLI exits 3); delete again later
@@ -59,6 +61,7 @@ __all__ = [
     "NoDriverInstalled",
     "OperationTimeout",
     "PlanError",
+    "ReplaceFailed",
     "ReplaceInProgress",
     "SelectorError",
     "UnsupportedEventLoop",
@@ -278,6 +281,19 @@ class CreateError(AsyncDeployError):
         if logs:
             detail = f"{detail}\n--- logs ---\n{logs.rstrip()}"
         super().__init__(detail)
+
+
+class ReplaceFailed(CreateError):
+    """A ``recreate`` whose new instance failed after the old ones were drained.
+
+    ``serving`` names what serves the plan now: the old instances brought back from the plans
+    they recorded, or nothing (the message then says what to run). The plan's named volumes and
+    its Kubernetes Service are kept either way; the new instance's error is the ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, serving: Sequence[str] = ()) -> None:
+        self.serving = tuple(serving)
+        super().__init__(message)
 
 
 class DrainError(AsyncDeployError):

@@ -20,8 +20,10 @@ __all__ = [
     "LABEL_GRACE",
     "LABEL_INDEX",
     "LABEL_INSTANCE_OF",
+    "LABEL_LIVENESS",
     "LABEL_LOCK",
     "LABEL_LOCK_RECORD",
+    "LABEL_PLAN",
     "LABEL_PLAN_DIGEST",
     "LABEL_PRE_STOP",
     "LABEL_PRE_STOP_HTTP",
@@ -53,6 +55,9 @@ LABEL_ROLE: Final = "asyncdeploy.io/role"
 LABEL_CONTAINER: Final = "asyncdeploy.io/container"
 LABEL_GRACE: Final = "asyncdeploy.io/termination-grace-period-seconds"
 LABEL_PLAN_DIGEST: Final = "asyncdeploy.io/plan-digest"
+LABEL_PLAN: Final = "asyncdeploy.io/plan"
+"""The plan a workload was created from (JSON, ``plan_record``; on the pause container, or an
+annotation of the Pod): a recreate whose new instance fails brings the old one back from it."""
 LABEL_INSTANCE_OF: Final = "replace.asyncdeploy.io/instance-of"
 """Set by ``Deployer.replace`` on a new instance: the plan name it serves."""
 LABEL_LOCK: Final = "replace.asyncdeploy.io/lock"
@@ -72,6 +77,8 @@ LABEL_READINESS: Final = "asyncdeploy.io/readiness"  # JSON list: the readiness 
 # JSON {"http": {port, path}} or {"tcp": port}, with "timeout": the readiness probe checked from
 # the deployer through the workload's address, needing nothing inside the container.
 LABEL_READINESS_NET: Final = "asyncdeploy.io/readiness-net"
+# "true": the engine's health check is the plan's liveness probe (not one the image brings)
+LABEL_LIVENESS: Final = "asyncdeploy.io/liveness"
 LABEL_INDEX: Final = "asyncdeploy.io/index"  # the container's position in the plan (list order)
 LABEL_ATTEMPT: Final = "asyncdeploy.io/create-attempt"  # which create call made a container
 LABEL_ATTEMPT_OWNER: Final = "asyncdeploy.io/create-owner"  # JSON: the process that made it

@@ -12,6 +12,7 @@ import attrs
 
 from asyncdeploy.events import DrainSummary
 from asyncdeploy.labels import ContainerRole
+from asyncdeploy.plan import gate_name
 
 __all__ = [
     "ApplyResult",
@@ -45,7 +46,14 @@ class ContainerStatus:
     exit_code: int | None = None
     health: str | None = None  # healthy, unhealthy, starting, or None without a check
     restarts: int | None = None  # restarts the engine counted (None: not known)
-    checks: tuple[str, ...] = ()  # the checks it has: startup, readiness, liveness
+    checks: tuple[str, ...] = ()  # the checks the plan gave it: startup, readiness, liveness
+
+    @property
+    def ready(self) -> bool:
+        """Running, and not failing a check the plan gave it."""
+        if self.state != "running":
+            return False
+        return not self.checks or self.health in (None, "healthy")
 
 
 @attrs.frozen(kw_only=True)
@@ -78,14 +86,42 @@ class WorkloadStatus:
     """Why a deployer that died left it half-made or half-drained (``reconcile`` finishes it)."""
     ports: tuple[PublishedPort, ...] = ()  # what the workload publishes, host -> container
     namespace: str | None = None  # Kubernetes: the Pod's namespace (engines have none)
+    created: float | None = None  # UNIX time it was created (its pause container, its Pod)
+    draining_until: float | None = None
+    """A drain of it is under way (its claim on Docker and Podman, the Pod's deletion on
+    Kubernetes): the UNIX time of that drain's deadline."""
 
     @property
     def state(self) -> str:
-        """``running`` when every run container runs, else the first run container's state."""
+        """``draining`` while a drain runs (``unfinished`` says when its deployer died);
+        ``running`` when every run container runs; else
+        the first run container's state (``creating`` before there is one)."""
+        if self.draining_until is not None or any(
+            c.role == "pause" and c.state == "paused" for c in self.containers
+        ):
+            return "draining"  # (a paused pause container is a drain's claim)
         runs = [c for c in self.containers if c.role == "run"]
         if runs and all(c.state == "running" for c in runs):
             return "running"
-        return runs[0].state if runs else "unknown"
+        if runs:
+            return runs[0].state
+        pause = next((c for c in self.containers if c.role == "pause"), None)
+        if pause is not None and pause.state in ("created", "running"):
+            return "creating"  # its run containers are not made yet
+        return pause.state if pause is not None else "unknown"
+
+    @property
+    def ready(self) -> tuple[int, int]:
+        """How many run containers are ready, of how many: running, and passing the checks the
+        plan gave them (a health check an image brings along is shown, not counted); a gated
+        container is ready when its gate is (the gate answers for it)."""
+        by_name = {c.name: c for c in self.containers}
+        runs = [c for c in self.containers if c.role == "run"]
+        ready = 0
+        for run in runs:
+            gate = by_name.get(gate_name(run.name))
+            ready += (gate if gate is not None and gate.role == "sidecar" else run).ready
+        return ready, len(runs)
 
 
 @attrs.frozen(kw_only=True)
@@ -95,6 +131,8 @@ class ApplyResult:
     action: Literal["created", "unchanged", "replaced"]
     status: WorkloadStatus
     replaced: DrainSummary | None = None
+    strategy: Literal["surge", "recreate"] | None = None  # how a changed plan replaced it
+    downtime: float | None = None  # recreate: seconds without a ready instance
 
 
 @attrs.frozen(kw_only=True)

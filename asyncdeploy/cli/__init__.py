@@ -23,7 +23,7 @@ COMMANDS: dict[str, tuple[str, bool, str]] = {
     "create": (
         "workloads:create",
         True,
-        "Create a workload from a YAML or JSON plan (a no-op when it is unchanged).",
+        "Create a workload from a YAML or JSON plan, as kubectl apply does.",
     ),
     "delete": (
         "workloads:delete",

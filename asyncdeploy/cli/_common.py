@@ -7,6 +7,7 @@ import json
 import math
 import os
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -16,6 +17,7 @@ import attrs
 import click
 import click.shell_completion
 
+from asyncdeploy.cli._states import status_dict as status_dict_at
 from asyncdeploy.cli._terminal import fold, terminal_width
 from asyncdeploy.drivers.registry import DriverName
 from asyncdeploy.durations import parse_duration
@@ -211,6 +213,20 @@ def output_option(function: Callable[..., Any]) -> Callable[..., Any]:
         default="text",
         show_default=True,
         help="Human-readable text, or JSON (one object per event for delete and delete-all).",
+    )(function)
+
+
+def strategy_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--strategy`` of ``replace``, and of ``create`` when its plan changed."""
+    return click.option(
+        "--strategy",
+        type=click.Choice(["auto", "surge", "recreate"]),
+        default="auto",
+        show_default=True,
+        help="How a changed plan replaces the workload. surge: the new instance ready, then "
+        "the old drained (needs room for both); recreate: the old drained, then the new "
+        "started (a downtime, reported); auto: surge when both fit (no fixed host port on one "
+        "host; on Kubernetes, the new Pod scheduled beside the old), else recreate.",
     )(function)
 
 
@@ -490,7 +506,5 @@ def emit_json(data: Any) -> None:
 
 
 def status_dict(status: WorkloadStatus) -> dict[str, Any]:
-    data = attrs.asdict(status, recurse=True)
-    data["labels"] = dict(status.labels)
-    data["state"] = status.state
-    return data
+    """A workload's JSON form, now (``_states.py``: state, ready, age and every field)."""
+    return status_dict_at(status, time.time())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from asyncdeploy.cli._states import age, state_text
 from asyncdeploy.cli._table import render_table
 from asyncdeploy.results import ContainerStatus, PublishedPort, WorkloadEvent, WorkloadStatus
 
@@ -16,12 +17,18 @@ __all__ = ["describe_workload"]
 
 def describe_workload(status: WorkloadStatus, events: Sequence[WorkloadEvent] | None) -> list[str]:
     """The description's lines; ``events`` None when the engine could not be asked."""
-    table = render_table
-    runs = [c for c in status.containers if c.role == "run"]
-    ready = sum(_ready(c) for c in runs)
+    table, now = render_table, time.time()
+    ready, runs = status.ready
+    created = (
+        "-"
+        if status.created is None
+        else f"{_when(status.created)} ({age(now - status.created)} ago)"
+    )
+    state = state_text(status, now)
     lines = [
-        f"{status.name} ({status.driver}): {status.state}, grace {status.grace_period_seconds} s",
-        f"Ready:       {ready}/{len(runs)} run containers",
+        f"{status.name} ({status.driver}): {state}, grace {status.grace_period_seconds} s",
+        f"Ready:       {ready}/{runs} run containers",
+        f"Created:     {created}",
         "Labels:      " + (", ".join(f"{k}={v}" for k, v in status.labels.items()) or "-"),
         "Ports:       " + (", ".join(_port(p) for p in status.ports) or "none published"),
         "Containers:",
@@ -31,7 +38,7 @@ def describe_workload(status: WorkloadStatus, events: Sequence[WorkloadEvent] | 
             c.role,
             c.name,
             c.state,
-            c.health or ("-" if not c.checks else "not checked"),
+            _health(c),
             ",".join(c.checks) or "-",
             "-" if c.restarts is None else str(c.restarts),
             "-" if c.exit_code is None else str(c.exit_code),
@@ -52,8 +59,10 @@ def describe_workload(status: WorkloadStatus, events: Sequence[WorkloadEvent] | 
     return lines
 
 
-def _ready(container: ContainerStatus) -> bool:
-    return container.state == "running" and container.health in (None, "healthy")
+def _health(container: ContainerStatus) -> str:
+    if container.health and not container.checks:
+        return f"{container.health} (image's own check, not counted)"
+    return container.health or ("-" if not container.checks else "not checked")
 
 
 def _port(port: PublishedPort) -> str:

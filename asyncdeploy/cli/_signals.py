@@ -7,8 +7,9 @@ The ``docker compose`` convention, for commands that change an engine:
   (the operation's ``kill()``); everything is still removed, the JSON stream still ends with
   ``DrainFinished``, and the command exits 128 + that signal (130 for Ctrl-C, 143 for SIGTERM).
 - a create: the first signal cancels it; the create removes everything it had made (shielded,
-  bounded) and the command exits 128 + that signal. A create that replaces a workload never
-  kills it on that signal: a drain of the old workload that has begun runs to its end (the
+  bounded) and the command exits 128 + that signal. A create of a changed plan is a replace,
+  and follows the replace's policy below. A create that repairs a dead workload of the same
+  plan never kills it on that signal: a drain of the old workload that has begun runs to its end (the
   library shields it from the cancellation), then the create stops and nothing new is made; a
   second signal during that drain kills the old workload's survivors at once, as for a delete.
   The create's events keep flowing meanwhile: the CLI cancels only the create (its handle's
@@ -79,6 +80,7 @@ class Happened(enum.Enum):
     DRAIN_ENDED = "drain ended"
     MADE = "made"  # a create has made its workload
     SETTLED = "settled"  # the outcome stands
+    CHANGED = "changed"  # a create's plan changed: it runs as a replace
 
 
 class Act(enum.Enum):
@@ -147,6 +149,8 @@ TABLE: dict[tuple[Phase, Happened], tuple[Phase, Act, str | None]] = {
     # a create: a signal stops it; a drain of what it replaces runs to its end all the same,
     # and only a second signal kills that drain
     (Phase.CREATING, Happened.SIGNAL): (Phase.STOPPING, Act.CANCEL, _STOP_THE_CREATE),
+    # a create of a changed plan is a replace (before anything is touched)
+    (Phase.CREATING, Happened.CHANGED): (Phase.REPLACING, Act.NOTHING, None),
     (Phase.CREATING, Happened.DRAIN_BEGAN): (Phase.REPLACED_DRAINING, Act.NOTHING, None),
     (Phase.CREATING, Happened.MADE): (Phase.CREATED, Act.NOTHING, None),
     (Phase.REPLACED_DRAINING, Happened.DRAIN_ENDED): (Phase.CREATING, Act.NOTHING, None),
@@ -263,6 +267,10 @@ class Interrupts:
         """(replace) The old instance's drain begins: from now on signals follow the drain's
         policy; one that came before has already stopped the replacement."""
         self.happened(Happened.DRAIN_BEGAN)
+
+    def replaces(self) -> None:
+        """(create) The plan changed: the create runs as a replace, under the replace's policy."""
+        self.happened(Happened.CHANGED)
 
     def drain_began(self) -> None:
         """A create began draining the workload it replaces."""

@@ -22,6 +22,7 @@ from asyncdeploy.cli._common import (
     read_one_plan,
     run,
     status_dict,
+    strategy_option,
 )
 from asyncdeploy.cli._signals import Interrupts
 from asyncdeploy.cli.render import EventRenderer
@@ -29,12 +30,8 @@ from asyncdeploy.cli.workloads import stream_drain
 from asyncdeploy.events import DrainEvent, PullEvent, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.replace.events import (
-    ReplaceDowntime,
+    REPLACE_EVENTS,
     ReplaceEvent,
-    ReplaceReady,
-    ReplaceRolledBack,
-    ReplaceStrategy,
-    ReplaceWaiting,
     Strategy,
     describe_replace,
     replace_event_to_dict,
@@ -42,27 +39,10 @@ from asyncdeploy.replace.events import (
 
 __all__ = ["replace"]
 
-_REPLACE_EVENTS = (
-    ReplaceStrategy,
-    ReplaceWaiting,
-    ReplaceReady,
-    ReplaceDowntime,
-    ReplaceRolledBack,
-)
-
 
 @click.command()
 @click.option("-f", "--file", "plan_file", required=True, help=PLAN_FILES_HELP)
-@click.option(
-    "--strategy",
-    type=click.Choice(["auto", "surge", "recreate"]),
-    default="auto",
-    show_default=True,
-    help="surge: the new instance ready, then the old drained (needs room for both); "
-    "recreate: the old drained, then the new started (a downtime, reported); "
-    "auto: surge when both fit (no fixed host port on one host; on Kubernetes, the new Pod "
-    "scheduled beside the old), else recreate.",
-)
+@strategy_option
 @click.option(
     "--old",
     "old",
@@ -151,7 +131,7 @@ async def _replacing(
     lines = _printer(output)
 
     def show(event: ReplaceEvent | DrainEvent | PullEvent) -> None:
-        if isinstance(event, _REPLACE_EVENTS):
+        if isinstance(event, REPLACE_EVENTS):
             if lines is None:
                 emit_json(replace_event_to_dict(event))
             else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -20,9 +21,10 @@ from asyncdeploy.cli._common import (
 )
 from asyncdeploy.cli._describe import describe_workload
 from asyncdeploy.cli._kube_options import all_namespaces_option
+from asyncdeploy.cli._states import age, ready_text, state_text
 from asyncdeploy.cli._table import render_table
 from asyncdeploy.errors import AsyncDeployError, WorkloadNotFound
-from asyncdeploy.results import WorkloadStatus
+from asyncdeploy.results import ContainerStatus, WorkloadStatus
 from asyncdeploy.selectors import Selector
 
 __all__ = ["get", "list_", "render_table", "show_statuses", "watch_workloads"]
@@ -42,22 +44,27 @@ def _restarts(status: WorkloadStatus) -> str:
     return str(sum(known)) if known else "-"
 
 
-def _row(status: WorkloadStatus, wide: bool) -> list[str]:
-    runs = [c for c in status.containers if c.role == "run"]
-    ready = sum(c.state == "running" and c.health in (None, "healthy") for c in runs)
+def _container(c: ContainerStatus, role: bool) -> str:
+    """``server:running``; a health state the plan did not ask for (the image's own
+    HEALTHCHECK) is shown beside it, not counted in READY."""
+    health = f"({c.health})" if c.health and c.state == "running" else ""
+    return f"{c.name}{f'({c.role})' if role else ''}:{c.state}{health}"
+
+
+def _row(status: WorkloadStatus, wide: bool, now: float) -> list[str]:
     # a workload a dead deployer left unfinished says so where its state is (see reconcile)
-    state = status.unfinished.partition(":")[0] if status.unfinished else status.state
-    row = [status.name, state, f"{ready}/{len(runs)}", _ports(status)]
+    row = [status.name, state_text(status, now), ready_text(status), _ports(status)]
     row.append(str(status.grace_period_seconds))
+    row.append(age(None if status.created is None else now - status.created))
     if wide:
-        containers = " ".join(f"{c.name}({c.role}):{c.state}" for c in status.containers)
+        containers = " ".join(_container(c, True) for c in status.containers)
         images = " ".join(dict.fromkeys(c.image for c in status.containers if c.role != "pause"))
         return [*row, _restarts(status), status.driver, containers, images]
-    return [*row, ", ".join(f"{c.name}:{c.state}" for c in status.containers)]
+    return [*row, ", ".join(_container(c, False) for c in status.containers)]
 
 
 def _header(wide: bool) -> list[str]:
-    base = ["NAME", "STATE", "READY", "PORTS", "GRACE"]
+    base = ["NAME", "STATE", "READY", "PORTS", "GRACE", "AGE"]
     return [*base, "RESTARTS", "DRIVER", "CONTAINERS", "IMAGES"] if wide else [*base, "CONTAINERS"]
 
 
@@ -72,21 +79,27 @@ def show_statuses(
     *,
     header: bool = True,
     namespaces: bool = False,
+    one: bool = False,
 ) -> None:
     """Print workloads in one of :data:`FORMATS`; ``namespaces`` (``-A``): a NAMESPACE column
-    first, as kubectl's, and ``namespace/name`` for ``-o name``."""
-    if output == "json":
-        emit_json([status_dict(s) for s in found])
-    elif output == "yaml":
-        import yaml  # on use: the other formats start without it
+    first, as kubectl's, and ``namespace/name`` for ``-o name``; ``one`` (``get NAME``): JSON
+    and YAML print the one object, not a list of one."""
+    if output in ("json", "yaml"):
+        data: Any = [status_dict(s) for s in found]
+        if one:
+            [data] = data
+        if output == "json":
+            emit_json(data)
+        else:
+            import yaml  # on use: the other formats start without it
 
-        click.echo(yaml.safe_dump([status_dict(s) for s in found], sort_keys=False), nl=False)
+            click.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
     elif output == "name":
         for status in found:
             click.echo(f"{status.namespace}/{status.name}" if namespaces else status.name)
     else:
-        wide = output == "wide"
-        head, rows = _header(wide), [_row(s, wide) for s in found]
+        wide, now = output == "wide", time.time()
+        head, rows = _header(wide), [_row(s, wide, now) for s in found]
         if namespaces:
             head = ["NAMESPACE", *head]
             rows = [[s.namespace or "-", *row] for s, row in zip(found, rows, strict=True)]
@@ -132,7 +145,10 @@ async def watch_workloads(
     """Poll ``fetch`` and print every workload that appeared, changed or went away.
 
     Polling, not engine events: one loop for Docker, Podman and Kubernetes, and a missed event
-    cannot leave the view stale. Returns only when cancelled (Ctrl-C).
+    cannot leave the view stale. JSON (and YAML) print one event per change as kubectl's
+    ``--output-watch-events``: ``{"type": "ADDED" | "MODIFIED" | "DELETED", "object": ...}``.
+    A workload that went away is ``deleted`` (a drain that ended); ``half-drained`` is only
+    ever said of one whose drain's owner died. Returns only when cancelled (Ctrl-C).
     """
     seen: dict[tuple[str, str], WorkloadStatus] = {}
     first = True
@@ -142,7 +158,11 @@ async def watch_workloads(
         current = {_key(s): s for s in found}
         changed = [s for s in found if seen.get(_key(s)) != s]
         gone = sorted(set(seen) - set(current))
-        if changed:
+        if changed and output in ("json", "yaml"):
+            for status in changed:
+                kind = "MODIFIED" if _key(status) in seen else "ADDED"
+                _watch_event(kind, status_dict(status), output)
+        elif changed:
             show_statuses(
                 changed,
                 output,
@@ -150,11 +170,10 @@ async def watch_workloads(
                 namespaces=namespaces,
             )
         for namespace, name in gone:
-            if output == "json":
-                where = {"namespace": namespace} if namespaces else {}
-                emit_json({"name": name, **where, "state": "deleted"})
+            if output in ("json", "yaml"):
+                _watch_event("DELETED", status_dict(seen[(namespace, name)]), output)
             elif output in ("text", "wide"):
-                row = [name, "deleted", "-", "-", "-", ""]
+                row = [name, "deleted", "-", "-", "-", "-", ""]
                 head = _header(False)
                 if namespaces:
                     head, row = ["NAMESPACE", *head], [namespace, *row]
@@ -167,6 +186,16 @@ async def watch_workloads(
         first = first and not changed
         seen = current
         await anyio.sleep(period)
+
+
+def _watch_event(kind: str, data: dict[str, Any], output: str) -> None:
+    event = {"type": kind, "object": data}
+    if output == "json":
+        emit_json(event)
+    else:
+        import yaml  # on use: the other formats start without it
+
+        click.echo(yaml.safe_dump(event, sort_keys=False, explicit_start=True), nl=False)
 
 
 def _watching(impl: Callable[[], Any]) -> None:
@@ -235,7 +264,7 @@ def get(settings: Settings, name: str, output: str, watch: bool) -> None:
                 except AsyncDeployError:
                     pass  # the description stands without them ("the engine did not say")
         if output != "text":
-            show_statuses([status], output)
+            show_statuses([status], output, one=True)
             return
         for line in describe_workload(status, events):
             click.echo(line)

@@ -6,7 +6,7 @@ import contextlib
 import json
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import attrs
@@ -31,13 +31,14 @@ from asyncdeploy.cli._common import (
     run,
     selector_option,
     status_dict,
+    strategy_option,
     write_output_file,
 )
 from asyncdeploy.cli._kube_options import all_namespaces_option
 from asyncdeploy.cli._signals import Interrupts
 from asyncdeploy.cli._terminal import fold, terminal_width
 from asyncdeploy.cli.render import EventRenderer, LiveView, PullView, for_stream
-from asyncdeploy.errors import AsyncDeployError, CreateError
+from asyncdeploy.errors import AsyncDeployError, CreateError, EngineTimeout
 from asyncdeploy.events import (
     DrainEvent,
     DrainFinished,
@@ -50,6 +51,12 @@ from asyncdeploy.events import (
     event_to_dict,
 )
 from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.replace.events import (
+    REPLACE_EVENTS,
+    Strategy,
+    describe_replace,
+    replace_event_to_dict,
+)
 from asyncdeploy.results import ApplyResult, WorkloadStatus
 from asyncdeploy.selectors import Selector
 
@@ -86,6 +93,7 @@ _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
     help="With --wait: keep a workload that will not start, to look at it (logs, get, "
     "inspect); delete it afterwards.",
 )
+@strategy_option
 @output_option
 @pass_settings
 def create(
@@ -95,9 +103,14 @@ def create(
     timeout: float,
     settle: float | None,
     keep_failed: bool,
+    strategy: str,
     output: str,
 ) -> None:
-    """Create a workload from a YAML or JSON plan (a no-op when it is unchanged).
+    """Create a workload from a YAML or JSON plan, as kubectl apply does.
+
+    A no-op when it is unchanged; a changed plan replaces the workload as `replace` would
+    (surge where it fits, else recreate), said before anything is touched, the new instance
+    ready within --timeout.
 
     -f may be repeated, name a folder, or be - for stdin; a file may hold several plans
     (---): each is created in turn. Every problem of every plan is reported before anything
@@ -106,41 +119,67 @@ def create(
     Images are pulled first, as the plan's pull policies say: progress bars on a terminal,
     a line per pull otherwise, one JSON object per event with --output json.
     """
+    options = _CreateOptions(cast(Strategy, strategy), timeout, output)
     for plan in read_plan_files(plan_files):
-        _create_one(settings, plan, wait, timeout, settle, keep_failed, output)
+        _create_one(settings, plan, wait, settle, keep_failed, options)
 
 
 def _create_one(
     settings: Settings,
     plan: WorkloadPlan,
     wait: bool,
-    timeout: float,
     settle: float | None,
     keep_failed: bool,
-    output: str,
+    options: _CreateOptions,
 ) -> None:
     interrupts = Interrupts("cancel", f"create of {plan.name!r}")
+    timeout, output = options.ready_timeout, options.output
 
     async def impl() -> None:
         async with settings.for_plan(plan).open_deployer() as deployer:
-            result = await _create_showing_events(deployer, plan, output, interrupts)
+            if await deployer.changes(plan):
+                interrupts.replaces()  # a signal before the old one's drain stops it
+            result = await _create_showing_events(deployer, plan, options, interrupts)
             if result is None:
                 return  # a signal stopped it: the guard says how
             interrupts.made()
-            if wait:
+            if wait and result.action != "replaced":  # a replacement is ready already
                 waited = await _wait(deployer, plan, result, timeout, settle, keep_failed)
                 result = attrs.evolve(result, status=waited)
             interrupts.settled()  # created: a signal from now on must not claim otherwise
         if output == "json":
-            emit_json({"action": result.action, "workload": status_dict(result.status)})
+            emit_json(
+                {
+                    "action": result.action,
+                    "workload": status_dict(result.status),
+                    **({"strategy": result.strategy} if result.strategy else {}),
+                    **({"downtime": result.downtime} if result.strategy == "recreate" else {}),
+                }
+            )
         else:
-            echo_out(f"{result.action}: {plan.name} on {result.status.driver}")
+            echo_out(f"{result.action}: {plan.name} on {result.status.driver}{_how(result)}")
 
     run(interrupts.guard, impl)
 
 
+def _how(result: ApplyResult) -> str:
+    """How a changed plan replaced the workload, for the create's last line."""
+    if result.strategy == "recreate":
+        return f" (recreate: {result.downtime or 0:.1f} s without an instance)"
+    if result.strategy == "surge":
+        return f" (surge: {result.status.name} ready before the old one was drained)"
+    return ""
+
+
+@attrs.frozen
+class _CreateOptions:
+    strategy: Strategy
+    ready_timeout: float
+    output: str
+
+
 async def _create_showing_events(
-    deployer: Deployer, plan: WorkloadPlan, output: str, interrupts: Interrupts
+    deployer: Deployer, plan: WorkloadPlan, options: _CreateOptions, interrupts: Interrupts
 ) -> ApplyResult | None:
     """Create, printing its events as they come; None when a signal stopped it.
 
@@ -148,14 +187,26 @@ async def _create_showing_events(
     until the create has ended, so the drain of a workload it replaces (which a cancellation
     never cuts short) is shown to its ``DrainFinished``.
     """
+    output = options.output
     bars = PullView(sys.stderr) if output == "text" and sys.stderr.isatty() else None
     lines = EventRenderer(sys.stderr)
     if bars is not None:
         interrupts.notice = bars.note  # a signal's notice above the bars, not through them
-    creation = deployer.creating(plan)
+    creation = deployer.creating(
+        plan,
+        strategy=options.strategy,
+        ready_timeout=options.ready_timeout,
+        before_drain=interrupts.now_draining,
+    )
     interrupts.attach(creation)
     async with creation:
         async for event in creation:
+            if isinstance(event, REPLACE_EVENTS):
+                if output == "json":
+                    emit_json(replace_event_to_dict(event))
+                else:
+                    click.echo(f"create: {describe_replace(event)}", err=True)
+                continue
             if isinstance(event, DrainStarted):
                 interrupts.drain_began()
             if output == "json":
@@ -185,6 +236,15 @@ async def _wait(
     exit code and last log lines are in the ``CreateError``, read before the removal."""
     try:
         return await deployer.wait_ready(plan.name, timeout=timeout, settle_seconds=settle)
+    except EngineTimeout:
+        # it may be slow, not broken (a model still loading): left running, and said so
+        made = "was left as it was" if result.action == "unchanged" else "is left running"
+        click.echo(
+            f"{plan.name} {made}, not ready after {timeout:g} s: `asyncdeploy get "
+            f"{plan.name}` says why, `asyncdeploy delete {plan.name}` removes it",
+            err=True,
+        )
+        raise
     except CreateError:
         if result.action == "unchanged":
             click.echo(f"{plan.name} was left as it was: this create did not make it", err=True)

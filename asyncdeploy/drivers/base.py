@@ -90,6 +90,11 @@ class Driver(Protocol):
         """The workloads whose labels match ``selector`` (every workload without one)."""
         ...
 
+    async def recorded_plan(self, name: str) -> WorkloadPlan | None:
+        """The plan the workload was created from, as it recorded it (None: it recorded none,
+        made by an older asyncdeploy); ``WorkloadNotFound`` when there is no such workload."""
+        ...
+
     async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
         """The engine's last ``limit`` records about the workload, oldest first (best effort:
         an engine that keeps none gives an empty list)."""
@@ -193,6 +198,10 @@ class Driver(Protocol):
         """Create the marker ``key`` holding ``record`` (and ``labels``), atomically: None when
         this call created it, else the record the existing marker holds. Markers are not
         workloads: no list or drain sees them."""
+        ...
+
+    async def read_marker(self, key: str) -> str | None:
+        """The record the marker ``key`` holds; None when there is no such marker."""
         ...
 
     async def drop_marker(self, key: str, record: str) -> None:

@@ -45,7 +45,10 @@ from asyncdeploy.plan._model import (
     ServicePort,
     WorkloadPlan,
     gate_name,
+    masked_plan_record,
     plan_digest,
+    plan_from_record,
+    plan_record,
     plan_to_mapping,
 )
 
@@ -73,7 +76,10 @@ __all__ = [
     "ServicePort",
     "WorkloadPlan",
     "gate_name",
+    "masked_plan_record",
     "plan_digest",
+    "plan_from_record",
+    "plan_record",
     "plan_to_mapping",
     "read_plans",
 ]

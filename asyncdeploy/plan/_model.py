@@ -20,6 +20,7 @@ import attrs
 
 from asyncdeploy.errors import PlanError
 from asyncdeploy.labels import PLAN_ROLES, PlanRole
+from asyncdeploy.masking import mask_tree
 from asyncdeploy.plan import _fields as rules
 from asyncdeploy.plan._fields import DNS_LABEL as DNS_LABEL_SCHEMA
 from asyncdeploy.plan._fields import (
@@ -434,3 +435,31 @@ def plan_digest(plan: WorkloadPlan) -> str:
             hook["path"] = _HOOK_TOKEN.sub(r"\1*", hook["path"])
     text = json.dumps(mapping, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def plan_record(plan: WorkloadPlan) -> str:
+    """The plan as the workload records it (``LABEL_PLAN``): what a failed recreate brings back.
+    ``instance_of`` is kept too (a plan file cannot write it, so it is carried beside)."""
+    data = plan_to_mapping(attrs.evolve(plan, instance_of=None))
+    return json.dumps({"plan": data, "instance_of": plan.instance_of}, sort_keys=True)
+
+
+def plan_from_record(text: str | None) -> WorkloadPlan | None:
+    """The plan a workload recorded (:func:`plan_record`); None when there is none, or it cannot
+    be read (made by an older asyncdeploy, or a plan field this one does not know)."""
+    if not text:
+        return None
+    try:
+        raw = json.loads(text)
+        plan = WorkloadPlan.from_mapping(raw["plan"])
+        return attrs.evolve(plan, instance_of=raw.get("instance_of") or None)
+    except (ValueError, KeyError, TypeError):  # PlanError is a ValueError
+        return None
+
+
+def masked_plan_record(text: str) -> str:
+    """A recorded plan as ``inspect`` may print it: its env values masked by their names."""
+    try:
+        return json.dumps(mask_tree(json.loads(text)), sort_keys=True)
+    except ValueError:
+        return mask_tree(text)  # type: ignore[no-any-return]

@@ -7,6 +7,8 @@ flow lives here so that the deployer stays the small awaitable API.
   drained. Two instances run at once, so it needs everything twice (host ports, accelerators).
 - ``recreate``: the old ones are drained first, then the new one is started; no instance serves
   in between, and that downtime is reported (``ReplaceDowntime``, ``ReplaceResult.downtime``).
+  When the new one fails, the old ones are created again from the plans they recorded
+  (``LABEL_PLAN``) and waited for: ``ReplaceFailed`` says what serves then, or that nothing does.
 - ``auto`` (the default): surge when it fits, else recreate. On Docker and Podman a plan that
   publishes a fixed host port cannot surge (one host cannot bind the port twice); on Kubernetes
   the new Pod is tried, and one the scheduler cannot place beside the old one (``Unschedulable``:
@@ -17,6 +19,12 @@ Where it can be stopped (a cancellation): until the old instances' drain begins,
 removes the new instance (by a drain when it had been created and started) and leaves the old
 ones serving. From then on it is a drain like any other: the operation's kill switch cuts it
 short (``Replacement.kill()``).
+
+The plan's named volumes (and on Kubernetes its Service) are never removed on the way: a drain
+while another instance of the plan mounts them (surge) leaves them to it (the engine refuses to
+remove a volume in use; a Service goes only when no Pod is behind it), and every other drain here
+(recreate's, a roll-back's when the plan has other instances) keeps them; the delete of the
+plan's last instance removes them.
 """
 
 from __future__ import annotations
@@ -39,7 +47,9 @@ from asyncdeploy.errors import (
     CreateError,
     OperationTimeout,
     PlanError,
+    ReplaceFailed,
     WorkloadConflict,
+    WorkloadNotFound,
 )
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, PullEvent
 from asyncdeploy.labels import LABEL_INSTANCE_OF
@@ -50,6 +60,7 @@ from asyncdeploy.replace.events import (
     ReplaceDowntime,
     ReplaceEvent,
     ReplaceReady,
+    ReplaceRestored,
     ReplaceRolledBack,
     ReplaceStrategy,
     ReplaceWaiting,
@@ -218,6 +229,7 @@ async def _replacing_locked(
             found = await run.old_found(old, options.before_drain)
     if found is not None:
         assert status is not None
+        # (the plan's volumes and Service stay: the new instance mounts and is behind them)
         drain = drain_stream(driver, found, options.grace_period_seconds, kill)
         async with drain as events:  # bounded by each driver (the grace, then a kill)
             yield Replaced(new=status, old=old, events=events)
@@ -261,7 +273,7 @@ async def _start(
     held = await _held_host_ports(driver, old) if driver.name != "kubernetes" else set()
     chosen, reason = _choose(strategy, plan, old, driver.name, held)
     emit(ReplaceStrategy(workload=plan.name, strategy=chosen, reason=reason, new=new_name, old=old))
-    run = _Run(driver, new_plan, options.ready_timeout, kill, emit)
+    run = _Run(driver, new_plan, options.ready_timeout, kill, emit, keep_volumes=bool(old))
     if chosen == "surge":
         bound = SCHEDULE_BOUND if strategy == "auto" and driver.name == "kubernetes" else None
         status = await run.start_new(on_ready, cannot_fit_within=bound)
@@ -292,14 +304,32 @@ async def _recreate(
     summaries and the seconds without an instance."""
     # the images first: a pull that fails leaves the old instances serving
     await driver.pull(run.plan, emit=cast(Emit, emit))
+    recorded = await _recorded_plans(driver, old)  # what a failed recreate brings back
     found = await run.old_found(old, options.before_drain)
     started = anyio.current_time()
     drained = await run.drain_forwarding(found, options.grace_period_seconds)
-    status = await run.start_new(options.on_ready, cannot_fit_within=None)
+    run.old_drained = True
+    try:
+        status = await run.start_new(options.on_ready, cannot_fit_within=None)
+    except Exception as failure:
+        raise await run.restore(plan.name, recorded, failure, started) from failure
     assert status is not None
     downtime = anyio.current_time() - started if old else 0.0
     emit(ReplaceDowntime(workload=plan.name, seconds=downtime))
     return status, drained, downtime
+
+
+async def _recorded_plans(
+    driver: Driver, old: Sequence[str]
+) -> list[tuple[str, WorkloadPlan | None]]:
+    """Each old instance and the plan it recorded (None: none, or it went meanwhile)."""
+    found: list[tuple[str, WorkloadPlan | None]] = []
+    for name in old:
+        try:
+            found.append((name, await driver.recorded_plan(name)))
+        except WorkloadNotFound:
+            found.append((name, None))
+    return found
 
 
 async def _held_host_ports(driver: Driver, old: Sequence[str]) -> set[str]:
@@ -356,6 +386,8 @@ class _Run:
     ready_timeout: float
     kill: KillSwitch
     emit: OnEvent
+    keep_volumes: bool = False  # the plan has other instances: its volumes are theirs too
+    old_drained: bool = False  # a recreate, past the old instances' drain
     cannot_fit: str = ""
 
     async def start_new(
@@ -456,17 +488,72 @@ class _Run:
             self.emit(ReplaceWaiting(workload=name, seconds=seconds, containers=states))
 
     async def _roll_back(self, *, drain: bool, reason: str) -> None:
-        """Remove the new instance (the old ones were never touched), shielded and bounded:
-        with a drain when it may have served (the kill switch cuts that short), else at once.
-        Its errors are reported, never raised: why the replacement failed is the news."""
+        """Remove the new instance, shielded and bounded: with a drain when it may have served
+        (the kill switch cuts that short), else at once. The plan's named volumes stay when it
+        has other instances (or had: a recreate's). Its errors are reported, never raised: why
+        the replacement failed is the news."""
         name = self.plan.name
         grace = self.plan.termination_grace_period_seconds if drain else 0
         with anyio.CancelScope(shield=True), anyio.move_on_after(grace + ROLL_BACK_MARGIN):
             try:
                 found = await self.driver.find([name])
-                async with drain_stream(self.driver, found, grace, self.kill) as events:
+                async with drain_stream(
+                    self.driver, found, grace, self.kill, keep_volumes=self.keep_volumes
+                ) as events:
                     async for event in events:
                         self.emit(event)
             except AsyncDeployError:
                 pass  # its DrainFinished (errors included) was emitted; gone already is fine
-            self.emit(ReplaceRolledBack(workload=name, reason=reason))
+            old: Literal["serving", "drained"] = "drained" if self.old_drained else "serving"
+            self.emit(ReplaceRolledBack(workload=name, reason=reason, old=old))
+
+    async def restore(
+        self,
+        plan_name: str,
+        recorded: Sequence[tuple[str, WorkloadPlan | None]],
+        failure: Exception,
+        started: float,
+    ) -> ReplaceFailed:
+        """After a recreate's new instance failed (and was removed): create the old instances
+        again from the plans they recorded and wait until they are ready. The error to raise
+        says what serves now; a :class:`ReplaceRestored` when they all do."""
+        why = f"the new instance {self.plan.name} failed: {_first_line(failure)}"
+        if not recorded:
+            return ReplaceFailed(f"{why}; there was no earlier instance to bring back")
+        unknown = [name for name, plan in recorded if plan is None]
+        problems = [f"{name} recorded no plan (made by an older asyncdeploy)" for name in unknown]
+        serving: list[str] = []
+        for name, plan in recorded:
+            if plan is None:
+                continue
+            try:
+                await self.driver.apply(plan, emit=self.emit)
+                await self.driver.wait_ready(name, timeout=self.ready_timeout)
+            except AsyncDeployError as exc:
+                problems.append(f"{name}: {_first_line(exc)}")
+            else:
+                serving.append(name)
+        if not serving:
+            return ReplaceFailed(
+                f"nothing of {plan_name!r} serves now: {why}, and the previous plan could not "
+                f"be brought back ({'; '.join(problems)}). Its named volumes were kept: fix the "
+                "plan, then create it again (asyncdeploy create -f PLAN_FILE)"
+            )
+        if problems:
+            return ReplaceFailed(
+                f"{why}; of the previous plan only {', '.join(serving)} serves again "
+                f"({'; '.join(problems)})",
+                serving=serving,
+            )
+        seconds = anyio.current_time() - started
+        self.emit(ReplaceRestored(workload=plan_name, instances=tuple(serving), seconds=seconds))
+        return ReplaceFailed(
+            f"{why}; the previous plan serves again as {', '.join(serving)} "
+            f"({seconds:.1f} s without an instance)",
+            serving=serving,
+        )
+
+
+def _first_line(error: BaseException) -> str:
+    """An error's first line (a CreateError may carry the container's logs after it)."""
+    return str(error).partition("\n")[0]

@@ -4,7 +4,8 @@
 every few seconds while the new instance is not ready yet; ``ReplaceReady`` once it is;
 ``ReplaceDowntime`` after a ``recreate`` (no instance was ready for that long); ``ReplaceRolledBack``
 when the new instance was removed again (it never became ready, or the replacement was
-interrupted before the old one's drain began: the old one kept serving).
+interrupted), saying whether the old one still serves; ``ReplaceRestored`` when a failed
+``recreate`` brought the old one back from the plan it recorded.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from typing import Any, Literal
 import attrs
 
 __all__ = [
+    "REPLACE_EVENTS",
     "ReplaceDowntime",
     "ReplaceEvent",
     "ReplaceReady",
+    "ReplaceRestored",
     "ReplaceRolledBack",
     "ReplaceStrategy",
     "ReplaceWaiting",
@@ -67,13 +70,43 @@ class ReplaceDowntime:
 
 @attrs.frozen(kw_only=True)
 class ReplaceRolledBack:
-    """The new instance would not become ready (``reason``): it was removed, the old kept."""
+    """The new instance was removed again. ``old``: where the old instances were then:
+    ``serving`` (surge, or stopped before their drain: untouched) or ``drained`` (a recreate:
+    they were drained before the new one started; a :class:`ReplaceRestored` may follow)."""
 
     workload: str  # the new instance, removed
     reason: str
+    old: Literal["serving", "drained"] = "serving"
 
 
-ReplaceEvent = ReplaceStrategy | ReplaceWaiting | ReplaceReady | ReplaceDowntime | ReplaceRolledBack
+@attrs.frozen(kw_only=True)
+class ReplaceRestored:
+    """A failed recreate brought the old instances back from the plans they recorded:
+    ``instances`` serve again, after ``seconds`` without an instance."""
+
+    workload: str  # the plan's name
+    instances: tuple[str, ...]
+    seconds: float
+
+
+ReplaceEvent = (
+    ReplaceStrategy
+    | ReplaceWaiting
+    | ReplaceReady
+    | ReplaceDowntime
+    | ReplaceRolledBack
+    | ReplaceRestored
+)
+
+REPLACE_EVENTS = (
+    ReplaceStrategy,
+    ReplaceWaiting,
+    ReplaceReady,
+    ReplaceDowntime,
+    ReplaceRolledBack,
+    ReplaceRestored,
+)
+"""The replace event types, for ``isinstance``."""
 
 
 def replace_event_to_dict(event: ReplaceEvent) -> dict[str, Any]:
@@ -89,9 +122,14 @@ def describe_replace(event: ReplaceEvent) -> str:
     match event:
         case ReplaceStrategy():
             olds = ", ".join(event.old) or "nothing"
+            gap = (
+                ": the old one is drained first, nothing serves until the new one is ready"
+                if event.strategy == "recreate" and event.old
+                else ""
+            )
             return (
                 f"{event.workload}: {event.strategy} ({event.reason}): new instance "
-                f"{event.new}, replacing {olds}"
+                f"{event.new}, replacing {olds}{gap}"
             )
         case ReplaceWaiting():
             states = ", ".join(event.containers) or "no container yet"
@@ -101,4 +139,14 @@ def describe_replace(event: ReplaceEvent) -> str:
         case ReplaceDowntime():
             return f"{event.workload}: no instance was ready for {event.seconds:.1f} s (recreate)"
         case ReplaceRolledBack():
-            return f"{event.workload}: removed again ({event.reason}); the old instance stays"
+            then = (
+                "the old instance keeps serving"
+                if event.old == "serving"
+                else "the old instance was drained before it (recreate)"
+            )
+            return f"{event.workload}: removed again ({event.reason}); {then}"
+        case ReplaceRestored():
+            return (
+                f"{event.workload}: the previous plan serves again as "
+                f"{', '.join(event.instances)} ({event.seconds:.1f} s without an instance)"
+            )

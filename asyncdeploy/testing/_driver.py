@@ -32,6 +32,7 @@ from asyncdeploy.errors import (
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
+from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan, plan_digest
 from asyncdeploy.results import (
     ApplyResult,
@@ -155,7 +156,7 @@ class FakeDriver:
         return WorkloadStatus(
             name=name,
             driver=ENGINE,
-            labels=dict(plan.labels),
+            labels=_labels(plan),
             grace_period_seconds=plan.termination_grace_period_seconds,
             plan_digest=plan_digest(plan),
             containers=tuple(
@@ -178,7 +179,7 @@ class FakeDriver:
         return sorted(
             name
             for name, plan in self.plans.items()
-            if selector is None or selector.matches(plan.labels)
+            if selector is None or selector.matches(_labels(plan))
         )
 
     async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
@@ -327,6 +328,13 @@ class FakeDriver:
             raise DrainUnreachable(summaries, engine=ENGINE)
         return summaries
 
+    async def recorded_plan(self, name: str) -> WorkloadPlan | None:
+        await self.get(name)  # WorkloadNotFound first
+        return self.plans[name]
+
+    async def read_marker(self, key: str) -> str | None:
+        return self._markers.get(key)
+
     async def hold_marker(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
         held = self._markers.get(key)
         if held is None:
@@ -339,3 +347,8 @@ class FakeDriver:
 
     async def aclose(self) -> None:
         return None
+
+
+def _labels(plan: WorkloadPlan) -> dict[str, str]:
+    """The plan's labels, and the plan an instance belongs to (as the engines label it)."""
+    return {**plan.labels, **({LABEL_INSTANCE_OF: plan.instance_of} if plan.instance_of else {})}

@@ -118,7 +118,7 @@ async def test_exec_returns_the_commands_exit_code(deployer: Deployer, talkers: 
 async def test_get_lists_containers_in_plan_order(deployer: Deployer, talkers: str) -> None:
     code, out, _ = await cli(deployer, "get", talkers, "-o", "json")
     assert code == 0
-    data = json.loads(out)[0]
+    data = json.loads(out)
     assert [c["name"] for c in data["containers"]] == ["pause", "setup", "first", "second"]
 
 
@@ -176,6 +176,7 @@ async def test_output_formats_and_aligned_columns(
         "READY",
         "PORTS",
         "GRACE",
+        "AGE",
         "RESTARTS",
         "DRIVER",
         "CONTAINERS",
@@ -184,7 +185,7 @@ async def test_output_formats_and_aligned_columns(
     assert all(deployer.driver_name in row and BUSYBOX in row for row in rows)
     code, out, _ = await cli(deployer, "list", *selector)
     header, *rows = out.splitlines()
-    for column in ("STATE", "READY", "PORTS", "GRACE", "CONTAINERS"):
+    for column in ("STATE", "READY", "PORTS", "GRACE", "AGE", "CONTAINERS"):
         at = header.index(column)
         for row in rows:  # every value starts where its heading starts, after a space
             assert row[at - 1] == " " and row[at] != " ", (column, out)

@@ -47,6 +47,7 @@ containers:
     assert (await invoke_in_thread(*driver, "create", "-f", "plan.yaml")).exit_code == 0
     documented = commands()
     assert [c[:2] for c in documented] == [["asyncdeploy", "replace"]] * 2 + [
+        ["asyncdeploy", "create"],  # the same plan: unchanged
         ["asyncdeploy", "list"],
         ["asyncdeploy", "reconcile"],
         ["asyncdeploy", "reconcile"],

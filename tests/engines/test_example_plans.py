@@ -86,7 +86,7 @@ async def test_example_plan_is_created_reached_and_drained(
 
     code, out, err = await cli(driver, "get", name, "-o", "json")
     assert code == 0, err
-    [status] = json.loads(out)
+    status = json.loads(out)  # one object, as kubectl get NAME -o json
     planned = [p["container_port"] for c in document["containers"] for p in c.get("ports") or []]
     published = {p["container_port"]: p["host_port"] for p in status["ports"]}
     assert set(published) == set(planned), status["ports"]

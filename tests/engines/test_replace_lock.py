@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
+import attrs
 import pytest
 
-from asyncdeploy import Deployer, ReplaceInProgress
+from asyncdeploy import Deployer, ReplaceInProgress, open_deployer
+from asyncdeploy._owner import Owner
 from asyncdeploy.labels import LABEL_INSTANCE_OF
-from asyncdeploy.replace._lock import lock_key
+from asyncdeploy.replace._lock import LockRecord, lock_key, replace_lock
 from tests.engines.cli_process import start_cli
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL
 from tests.engines.helpers import plan, plan_file
@@ -100,3 +104,54 @@ async def test_the_library_refuses_a_replace_while_another_holds_the_lock(
 
     await deployer.replace(plan(app, [server("v2")]), on_ready=on_ready)
     assert held.is_set() and len(await live(deployer, app)) == 1
+
+
+async def test_a_slow_removal_of_a_stale_lock_never_lets_two_replaces_hold_it(
+    deployer: Deployer, name: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24 item 4, staged with the real lock code on the real engine: a lock left by a dead
+    replace; two replaces take it over at once, the first one's engine removals held back until
+    the second holds the lock (a slow DELETE). At no moment do both hold it."""
+    app = name("lockrace")
+    key = lock_key(app)
+    dead = attrs.evolve(Owner.this_process(), pid_started="1")  # this pid, another start: dead
+    stale = LockRecord(owner=dead, started=time.time(), expires=time.time() + 600)
+    assert await deployer.driver.hold_marker(key, stale.to_json(), labels={}) is None
+    async with open_deployer(deployer.driver_name) as other:
+        second_holds = anyio.Event()
+        slowed = deployer.driver.session  # type: ignore[attr-defined]
+        remove = type(slowed).remove_volume
+
+        async def slow_remove(session: Any, volume: str) -> None:
+            if session is slowed:  # the first replace's engine calls only
+                with anyio.move_on_after(5):
+                    await second_holds.wait()
+            await remove(session, volume)
+
+        monkeypatch.setattr(type(slowed), "remove_volume", slow_remove)
+        holding: set[str] = set()
+        overlaps: list[set[str]] = []
+        refused: list[str] = []
+
+        async def take(driver: Any, who: str) -> None:
+            try:
+                async with replace_lock(driver, app, bound=60, labels={}):
+                    holding.add(who)
+                    overlaps.append(set(holding))
+                    if who == "second":
+                        second_holds.set()
+                    await anyio.sleep(1.5)
+                    overlaps.append(set(holding))
+                    holding.discard(who)
+            except ReplaceInProgress:
+                refused.append(who)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(take, deployer.driver, "first")
+            await anyio.sleep(0.3)  # the first has read the stale record and begun removing
+            tg.start_soon(take, other.driver, "second")
+        monkeypatch.undo()
+        assert all(len(seen) == 1 for seen in overlaps), overlaps
+        assert len(refused) <= 1 and overlaps, (overlaps, refused)
+        for generation in await deployer.driver.markers.generations(key):  # type: ignore[attr-defined]
+            await deployer.driver.markers._remove(generation.volume)  # type: ignore[attr-defined]

@@ -336,8 +336,8 @@ class FakeApiServer:
         request: web.Request,
     ) -> web.StreamResponse:
         """Services and ConfigMaps, as far as the driver uses them: list by label, create (409
-        for a taken name), get, uid-guarded delete (no ClusterIP allocation, no EndpointSlices:
-        no controller runs here)."""
+        for a taken name), get, replace (409 for a stale resourceVersion), uid-guarded delete
+        (no ClusterIP allocation, no EndpointSlices: no controller runs here)."""
         if name is None and method == "GET":
             labels = k8s.label_matcher(request.query.get("labelSelector"))
             items = [
@@ -364,6 +364,19 @@ class FakeApiServer:
             )
             store[key] = body
             return web.json_response(body, status=201)
+        if name is not None and method == "PUT":  # a replace, at the resourceVersion read
+            found = store.get((namespace, name))
+            if found is None:
+                raise k8s.not_found(name)
+            body = copy.deepcopy(request[_BODY] or {})
+            if body["metadata"].get("resourceVersion") != found["metadata"]["resourceVersion"]:
+                raise k8s.already_exists(name)  # a 409, as the API server's "modified"
+            self.resource_version += 1
+            body["metadata"].update(
+                uid=found["metadata"]["uid"], resourceVersion=str(self.resource_version)
+            )
+            store[(namespace, name)] = body
+            return web.json_response(body)
         if name is not None and method == "DELETE":
             found = store.get((namespace, name))
             if found is None:

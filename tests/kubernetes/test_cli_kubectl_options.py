@@ -49,7 +49,7 @@ async def test_namespace_context_and_kubeconfig_on_the_command_line(
     code, out, _ = await cli(
         "--context", "fake", "-n", "default", *config, "get", "nsx", "-o", "json"
     )
-    assert code == 0 and json.loads(out)[0]["driver"] == "kubernetes"
+    assert code == 0 and json.loads(out)["driver"] == "kubernetes"
     code, _, err = await cli("--context", "nope", *config, "list")
     assert code in (2, 3) and "nope" in err, err
     code, _, err = await cli("--driver", "docker", "-n", "default", "list")

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any, cast
 
+import attrs
 import fake_pods as k8s
 import pytest
 
@@ -28,8 +29,9 @@ from asyncdeploy.drivers.kubernetes._manifest import (
     stop_signal_name,
     volume_name,
 )
-from asyncdeploy.labels import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
-from asyncdeploy.plan import plan_digest
+from asyncdeploy.drivers.kubernetes._status import masked_pod
+from asyncdeploy.labels import LABEL_PLAN, LABEL_PLAN_DIGEST, LABEL_WORKLOAD
+from asyncdeploy.plan import plan_digest, plan_from_record, plan_record
 from asyncdeploy.plan.quantity import parse_quantity
 
 
@@ -82,6 +84,18 @@ def rich() -> WorkloadPlan:
     )
 
 
+def test_a_pod_records_its_plan_and_inspect_masks_its_secrets() -> None:
+    """A failed recreate brings the old Pod back from the plan it recorded (issue 24 item 2)."""
+    plan = attrs.evolve(minimal(), instance_of="demo-base", labels={"team": "ml"})
+    secret = attrs.evolve(plan.containers[0], env={"HF_TOKEN": "hf_secret", "MODE": "fast"})
+    plan = attrs.evolve(plan, containers=[secret])
+    pod = pod_manifest(plan, namespace="ns")
+    assert plan_from_record(pod["metadata"]["annotations"][LABEL_PLAN]) == plan
+    shown = masked_pod(pod)["metadata"]["annotations"][LABEL_PLAN]
+    assert "hf_secret" not in shown and '"fast"' in shown
+    assert plan_from_record("{") is None and plan_from_record(None) is None
+
+
 def test_a_minimal_plan_becomes_a_minimal_pod() -> None:
     plan = minimal()
     digest = plan_digest(plan)
@@ -92,7 +106,7 @@ def test_a_minimal_plan_becomes_a_minimal_pod() -> None:
             "name": "demo",
             "namespace": "ns",
             "labels": {LABEL_WORKLOAD: "demo", LABEL_PLAN_DIGEST: digest},
-            "annotations": {LABEL_PLAN_DIGEST: digest},
+            "annotations": {LABEL_PLAN_DIGEST: digest, LABEL_PLAN: plan_record(plan)},
         },
         "spec": {
             "terminationGracePeriodSeconds": 30,

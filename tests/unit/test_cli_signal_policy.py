@@ -13,7 +13,7 @@ from asyncdeploy.cli._common import CommandFailed
 from asyncdeploy.cli._signals import Act, Happened, Interrupts, Phase
 
 SIG, BEGAN, ENDED = Happened.SIGNAL, Happened.DRAIN_BEGAN, Happened.DRAIN_ENDED
-MADE, SETTLED = Happened.MADE, Happened.SETTLED
+MADE, SETTLED, CHANGED = Happened.MADE, Happened.SETTLED, Happened.CHANGED
 N, CANCEL, KILL = Act.NOTHING, Act.CANCEL, Act.KILL
 
 
@@ -56,6 +56,13 @@ ROWS = [
     ("cancel", [BEGAN, ENDED, SIG], [CANCEL], Phase.STOPPING, "everything it had created"),
     ("cancel", [MADE, SIG], [CANCEL], Phase.WAIT_STOPPED, "it was created and is left as it is"),
     ("cancel", [MADE, SETTLED, SIG], [N], Phase.DONE, None),
+    # a create of a changed plan is a replace: its policy, from before anything is touched
+    ("cancel", [CHANGED, SIG], [CANCEL], Phase.ROLLING_BACK, "the new instance was removed"),
+    ("cancel", [CHANGED, SIG, SIG], [CANCEL, KILL], Phase.ROLLING_BACK_KILLED, "new instance"),
+    ("cancel", [CHANGED, BEGAN, SIG], [N], Phase.FINISHING, None),
+    ("cancel", [CHANGED, BEGAN, SIG, SIG], [N, KILL], Phase.KILLING, "cut short by SIGINT"),
+    ("cancel", [CHANGED, BEGAN, BEGAN, ENDED, MADE, SIG], [N], Phase.FINISHING, None),
+    ("cancel", [SIG, CHANGED], [CANCEL], Phase.STOPPING, "everything it had created"),
 ]
 
 

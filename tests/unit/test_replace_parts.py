@@ -113,3 +113,14 @@ def test_a_claim_whose_owner_died_marks_the_workload_half_drained() -> None:
     assert dead_claim(alive) is None and dead_claim(None) is None
     dead = attrs.evolve(alive, owner=dead_owner())
     assert str(dead_claim(dead)).startswith("half-drained: its drain's owner (pid")
+
+
+def test_an_owner_in_another_pid_namespace_cannot_be_judged_from_here() -> None:
+    """Issue 24 item 7: its pid names another process here (both may be pid 1)."""
+    here = Owner.this_process()
+    assert here.pid_namespace.startswith("pid:[")
+    elsewhere = attrs.evolve(here, pid_namespace="pid:[1]", pid_started="1")
+    assert elsewhere.alive() is None
+    older = attrs.evolve(here, pid_namespace="", pid_started="1")  # a record without it
+    assert older.alive() is False and Owner.from_data(older.to_data()) == older
+    assert Owner.from_data(here.to_data()) == here

@@ -20,6 +20,7 @@ from asyncdeploy import (
     DrainFinished,
     WorkloadPlan,
 )
+from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.testing import FakeDriver, refused
 
 pytestmark = pytest.mark.anyio
@@ -107,10 +108,13 @@ async def test_a_changed_plan_replaces_the_workload_and_a_replace_surges() -> No
     deployer = Deployer(driver)
     await deployer.create(plan())
     result = await deployer.create(plan(image="any/image:2"))
-    assert result.action == "replaced" and result.replaced is not None
+    assert result.action == "replaced" and result.strategy == "surge"
+    assert result.replaced is not None and result.replaced.workload == "llm"
+    instance = result.status.name  # a changed plan is replaced as replace does: a new instance
+    assert instance.startswith("llm-") and result.status.labels[LABEL_INSTANCE_OF] == "llm"
     replaced = await deployer.replace(plan(image="any/image:3"), new_name="llm-next")
     assert replaced.strategy == "surge" and replaced.new.name == "llm-next"
-    assert [s.workload for s in replaced.drained] == ["llm"]
+    assert [s.workload for s in replaced.drained] == [instance]
     assert [w.name for w in await deployer.list()] == ["llm-next"]
 
 

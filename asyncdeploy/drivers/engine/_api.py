@@ -55,13 +55,15 @@ from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_INSTANCE_OF,
     LABEL_LOCK,
+    LABEL_LOCK_RECORD,
+    LABEL_PLAN,
     LABEL_PLAN_DIGEST,
     LABEL_ROLE,
     LABEL_VOLUME_PLAN,
     LABEL_WORKLOAD,
 )
 from asyncdeploy.masking import mask_env_entry, mask_tree
-from asyncdeploy.plan import WorkloadPlan, plan_digest
+from asyncdeploy.plan import WorkloadPlan, masked_plan_record, plan_digest, plan_from_record
 from asyncdeploy.results import (
     ApplyResult,
     EngineInfo,
@@ -76,6 +78,10 @@ __all__ = ["EngineAPIDriver", "EngineFound", "planned_state"]
 PING_TIMEOUT = 10.0
 EXEC_WATCH_INTERVAL = 1.0  # how often an exec looks whether its container still runs
 HISTORY_TIMEOUT = 10.0  # one bounded read of the engine's event log
+CLAIM_REREAD = 0.2  # how often a paused pause's claim is read again while it has none
+# how long a look waits for a paused pause's record: a drain writes it ``record_delay`` in (on
+# Podman; Docker's claim is its record), and Podman answers empty while it is rewritten
+RECORD_LOOK = DrainTimings().record_delay + 2 * CLAIM_REREAD
 
 
 @attrs.frozen(kw_only=True)
@@ -178,24 +184,54 @@ class EngineAPIDriver:
         restarts: Mapping[str, int],
         claims: Mapping[str, ClaimRecord] | None = None,
     ) -> WorkloadStatus:
-        """Its status, marked half-drained when a drain claimed it and its owner is dead (the
-        claim record says who; ``_unfinished.py``): its pause paused, or on Docker, whose claim
-        is the record's volume, the record there (a deleter killed before its pause).
-        ``claims``: every record, read once for a whole list."""
+        """Its status, read with the drain's claim (who drains, and until when: ``_claim.py``)
+        where a drain claimed it: its pause paused, or killed at the drain's end (not removed
+        yet), or on Docker, whose claim is the record's volume, the record there. ``draining``
+        with that deadline while its owner lives (or cannot be told dead from here),
+        half-drained when it is dead (``_unfinished.py``). ``claims``: every record, read once
+        for a whole list."""
         status = workload_status(self.name, name, items, restarts)
         pauses = [i for i in items if i["Labels"].get(LABEL_ROLE) == "pause"]
-        if status.unfinished or not pauses:
+        if not pauses:
             return status
-        paused = pauses[0].get("State") == "paused"
-        if not paused and not self.ops.claim_is_record:
+        claimed = pauses[0].get("State") in ("paused", "exited", "stopped")
+        if not claimed and not self.ops.claim_is_record:
             return status
         ref = ContainerRef(id=str(pauses[0]["Id"]), name="pause", role="pause", running=True)
         try:
             record = claims.get(ref.id) if claims is not None else await self.ops.read_claim(ref)
-        except ENGINE_FAILURES:
-            return status  # a look only: the list stands without the mark
+            if record is None and claimed:
+                record = await self._claim_written(ref)
+        except ENGINE_FAILURES:  # a look only (the pause may be going): no mark said on a guess
+            return attrs.evolve(status, unfinished=None) if claimed else status
         reason = dead_claim(record)
-        return attrs.evolve(status, unfinished=reason) if reason else status
+        if reason:
+            return attrs.evolve(status, unfinished=reason)
+        if record is None and (status.unfinished or "").startswith("half-drained"):
+            # No record even past the drain's record_delay: a drain over before it (its pause
+            # going at its end) leaves no half-drained workload, so that is said only of a pause
+            # still paused after the wait (an owner killed before its record, as _claim.py's
+            # record_wait judges it; a delete takes such a workload over).
+            try:
+                look = await self.ops.look(ref)
+            except ENGINE_FAILURES:
+                look = None
+            if look is None or not look.paused:
+                return attrs.evolve(status, unfinished=None)
+            return status
+        if record is None:
+            return status
+        return attrs.evolve(status, unfinished=None, draining_until=record.deadline)
+
+    async def _claim_written(self, ref: ContainerRef) -> ClaimRecord | None:
+        """The record of a claimed pause that had none, read again until :data:`RECORD_LOOK`
+        has passed (None: nobody wrote one; a list waits once, its workloads side by side)."""
+        with anyio.move_on_after(RECORD_LOOK):
+            while True:
+                await anyio.sleep(CLAIM_REREAD)
+                if (record := await self.ops.read_claim(ref)) is not None:
+                    return record
+        return None
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         chosen = as_selector(selector)
@@ -203,9 +239,15 @@ class EngineAPIDriver:
         chosen_ones = matching(everything, chosen)
         restarts = await self._restarts([i for items in chosen_ones.values() for i in items])
         claims = await self.ops.claim_records() if chosen_ones else None
-        found = [
-            await self._marked(name, items, restarts, claims) for name, items in chosen_ones.items()
-        ]
+        marked: dict[str, WorkloadStatus] = {}
+
+        async def mark(name: str, items: Sequence[Mapping[str, Any]]) -> None:
+            marked[name] = await self._marked(name, items, restarts, claims)
+
+        async with anyio.create_task_group() as tg:  # a claim waited for is waited for once
+            for name, items in chosen_ones.items():
+                tg.start_soon(mark, name, items)
+        found = [marked[name] for name in chosen_ones]
         for plan, (why, labels) in (await self._left_volumes(everything, None)).items():
             if chosen is None or chosen.matches({**labels, LABEL_WORKLOAD: plan}):
                 found.append(volumes_status(self.name, plan, why, labels))
@@ -219,6 +261,8 @@ class EngineAPIDriver:
         with self.session.errors("list volumes"):
             volumes = await self.looks.volumes(label)
             markers = await self.looks.volumes(LABEL_LOCK) if volumes else []
+        # a replace lock held (a tombstone, its empty record, says it is free: _markers.py)
+        markers = [m for m in markers if (m.get("Labels") or {}).get(LABEL_LOCK_RECORD)]
         items = [item for group in grouped.values() for item in group]
         return left_volumes(volumes, items, markers)
 
@@ -344,8 +388,17 @@ class EngineAPIDriver:
                 data = await self.session.show(item["Id"])
             config = data.get("Config") or {}
             config["Env"] = [mask_env_entry(entry) for entry in config.get("Env") or []]
+            labels = config.get("Labels") or {}
+            if LABEL_PLAN in labels:
+                labels[LABEL_PLAN] = masked_plan_record(labels[LABEL_PLAN])
             details[item["Labels"].get(LABEL_CONTAINER, item["Id"])] = mask_tree(data)
         return {"workload": name, "driver": self.name, "containers": details}
+
+    async def recorded_plan(self, name: str) -> WorkloadPlan | None:
+        """The plan the workload was created from, read from its pause container's labels."""
+        items = await self._items(name)
+        pauses = [i for i in items if i["Labels"].get(LABEL_ROLE) == "pause"]
+        return plan_from_record(pauses[0]["Labels"].get(LABEL_PLAN)) if pauses else None
 
     async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
         items = await self._items(name)
@@ -499,9 +552,12 @@ class EngineAPIDriver:
             except WorkloadNotFound:
                 existing = None  # it went in the meantime
             else:
+                # the plan's named volumes stay: the workload created next mounts them
                 replaced = await drain_replaced(
                     plan.name,
-                    lambda watch: self.drain(found, grace_period_seconds=None, emit=watch),
+                    lambda watch: self.drain(
+                        found, grace_period_seconds=None, emit=watch, keep_volumes=True
+                    ),
                     emit or ignore_events,
                     kill,
                 )
@@ -519,6 +575,9 @@ class EngineAPIDriver:
 
     async def hold_marker(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
         return await self.markers.hold_marker(key, record, labels=labels)
+
+    async def read_marker(self, key: str) -> str | None:
+        return await self.markers.read_marker(key)
 
     async def drop_marker(self, key: str, record: str) -> None:
         await self.markers.drop_marker(key, record)

@@ -78,7 +78,7 @@ class ClaimRecord:
         """The record, or None for anything that is not one."""
         try:
             raw: Any = json.loads(data)
-            owner = Owner.from_data(raw["owner"])
+            owner = Owner.from_data(raw["owner"])  # the owner's whole record (PID namespace too)
             if owner is None:
                 return None
             return cls(

@@ -16,6 +16,8 @@ from asyncdeploy.labels import (
     LABEL_GRACE,
     LABEL_INDEX,
     LABEL_INSTANCE_OF,
+    LABEL_LIVENESS,
+    LABEL_PLAN,
     LABEL_PLAN_DIGEST,
     LABEL_PRE_STOP,
     LABEL_PRE_STOP_HTTP,
@@ -27,7 +29,7 @@ from asyncdeploy.labels import (
     LABEL_WORKLOAD,
     autoheal_label,
 )
-from asyncdeploy.plan import Container, Mount, Probe, WorkloadPlan, plan_digest
+from asyncdeploy.plan import Container, Mount, Probe, WorkloadPlan, plan_digest, plan_record
 from asyncdeploy.plan._fields import check_volume_name
 from asyncdeploy.plan.quantity import parse_quantity
 
@@ -113,7 +115,7 @@ def pause_config(plan: WorkloadPlan) -> dict[str, Any]:
         host_config["ShmSize"] = int(parse_quantity(plan.shm_size))
     return {
         "Image": plan.pause_image,
-        "Labels": _labels(plan, "pause", "pause"),
+        "Labels": {**_labels(plan, "pause", "pause"), LABEL_PLAN: plan_record(plan)},
         "ExposedPorts": {_port_key(p.container_port, p.protocol): {} for p in ports},
         "StopSignal": "SIGTERM",
         "StopTimeout": 1,
@@ -254,6 +256,7 @@ def container_config(
     healthcheck = _healthcheck(container)
     if healthcheck is not None:
         config["Healthcheck"] = healthcheck
+        labels[LABEL_LIVENESS] = "true"  # the health a list shows is the plan's, and counts
     return config
 
 

@@ -15,6 +15,7 @@ from asyncdeploy.labels import (
     LABEL_GRACE,
     LABEL_INDEX,
     LABEL_INSTANCE_OF,
+    LABEL_LIVENESS,
     LABEL_PLAN_DIGEST,
     LABEL_PRE_STOP,
     LABEL_PRE_STOP_HTTP,
@@ -81,11 +82,13 @@ def published_ports(items: Sequence[Mapping[str, Any]]) -> tuple[PublishedPort, 
     return tuple(sorted(found.values(), key=lambda p: (p.container_port, p.host_port or 0)))
 
 
-def _checks(labels: Mapping[str, str], has_health: bool) -> tuple[str, ...]:
-    """Readiness is run by asyncdeploy (its command is a label); liveness is the engine's
-    health check (its state shows in the list entry's status)."""
+def _checks(labels: Mapping[str, str]) -> tuple[str, ...]:
+    """The checks the plan gave the container: readiness is run by asyncdeploy (its command is
+    a label); liveness is the engine's health check (its state shows in the list entry's
+    status). A health check the image brings along (``HEALTHCHECK``) is none of them: its
+    state is shown, never counted against the container."""
     return (("readiness",) if LABEL_READINESS in labels else ()) + (
-        ("liveness",) if has_health else ()
+        ("liveness",) if labels.get(LABEL_LIVENESS) == "true" else ()
     )
 
 
@@ -113,7 +116,7 @@ def workload_status(
                 exit_code=int(exited.group(1)) if exited else None,
                 health=health.group(1).replace("health: ", "") if health else None,
                 restarts=None if restarts is None else restarts.get(str(item.get("Id"))),
-                checks=_checks(item["Labels"], health is not None),
+                checks=_checks(item["Labels"]),
             )
         )
     return WorkloadStatus(
@@ -125,6 +128,7 @@ def workload_status(
         containers=tuple(containers),
         unfinished=unfinished(items),
         ports=published_ports(items),
+        created=min((float(i["Created"]) for i in items if i.get("Created")), default=None),
     )
 
 

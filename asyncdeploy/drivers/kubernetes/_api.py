@@ -237,6 +237,18 @@ class PodAPI:
         what = f"create service {namespace}/{service['metadata']['name']}"
         return await self.call("POST", resource_path("services", namespace), what, body=service)
 
+    async def read_service(self, namespace: str, name: str) -> dict[str, Any]:
+        """``GET /api/v1/namespaces/{namespace}/services/{name}``."""
+        path = resource_path("services", namespace, name)
+        return await self.call("GET", path, f"get service {namespace}/{name}")
+
+    async def replace_service(self, namespace: str, service: dict[str, Any]) -> dict[str, Any]:
+        """``PUT /api/v1/namespaces/{namespace}/services/{name}``: ``service`` carries the
+        ``resourceVersion`` it was read at (a 409 when it changed since)."""
+        name = service["metadata"]["name"]
+        path = resource_path("services", namespace, name)
+        return await self.call("PUT", path, f"replace service {namespace}/{name}", body=service)
+
     async def delete_service(self, namespace: str, name: str, *, uid: str) -> dict[str, Any]:
         """``DELETE /api/v1/namespaces/{namespace}/services/{name}``, only if the uid matches."""
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}

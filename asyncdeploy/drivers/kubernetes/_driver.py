@@ -45,26 +45,22 @@ from asyncdeploy.drivers.kubernetes._drain import (
 )
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.drivers.kubernetes._library import ApiClient
-from asyncdeploy.drivers.kubernetes._manifest import (
-    apply_decision,
-    pod_manifest,
-    service_manifest,
-)
+from asyncdeploy.drivers.kubernetes._manifest import apply_decision, pod_manifest
 from asyncdeploy.drivers.kubernetes._markers import ConfigMapMarkers
 from asyncdeploy.drivers.kubernetes._pod_states import WATCH_MARGIN
 from asyncdeploy.drivers.kubernetes._ready import wait_until_ready
+from asyncdeploy.drivers.kubernetes._service import apply_service
 from asyncdeploy.errors import (
     ENGINE_FAILURES,
     DrainError,
     EngineAPIError,
     EngineUnavailable,
-    WorkloadConflict,
     WorkloadNotFound,
 )
 from asyncdeploy.events import DrainSummary, Emit, ignore_events
-from asyncdeploy.labels import LABEL_WORKLOAD
+from asyncdeploy.labels import LABEL_PLAN, LABEL_WORKLOAD
 from asyncdeploy.namespaces import workload_namespace
-from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy.plan import WorkloadPlan, plan_from_record
 from asyncdeploy.results import (
     ApplyResult,
     EngineInfo,
@@ -151,6 +147,9 @@ class KubernetesDriver:
     async def hold_marker(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
         return await ConfigMapMarkers(self.api, self.namespace).hold(key, record, labels=labels)
 
+    async def read_marker(self, key: str) -> str | None:
+        return await ConfigMapMarkers(self.api, self.namespace).read(key)
+
     async def drop_marker(self, key: str, record: str) -> None:
         await ConfigMapMarkers(self.api, self.namespace).drop(key, record)
 
@@ -207,6 +206,11 @@ class KubernetesDriver:
             "pod": pod_status.masked_pod(pod),
         }
 
+    async def recorded_plan(self, name: str) -> WorkloadPlan | None:
+        """The plan the Pod was created from (its ``LABEL_PLAN`` annotation)."""
+        annotations = ((await self._pod(name)).get("metadata") or {}).get("annotations") or {}
+        return plan_from_record(annotations.get(LABEL_PLAN))
+
     async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
         await self._pod(name)  # WorkloadNotFound first
         listing = await self.api.list_events(
@@ -235,10 +239,20 @@ class KubernetesDriver:
     ) -> WorkloadStatus:
         """The Pod ready, and every run container without a readiness probe settled: still
         running, with no restart, its settle time past its start and the kubelet's report
-        delay after that (:mod:`._ready`), or ``CreateError`` with why and its last log lines."""
+        delay after that (:mod:`._ready`), or ``CreateError`` with why and its last log lines.
+        Its plan's Service then follows it (:meth:`_serve_behind_service`)."""
         settle = READY_SETTLE_SECONDS if settle_seconds is None else settle_seconds
         pod = await wait_until_ready(self.api, self.namespace, name, timeout=timeout, settle=settle)
+        await self._serve_behind_service(pod)
         return pod_status.workload_status(pod)
+
+    async def _serve_behind_service(self, pod: Mapping[str, Any]) -> None:
+        """A ready Pod's plan decides its Service now: a change that ``apply`` left while an
+        older instance served behind it (``_service.py``) is applied."""
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        plan = plan_from_record(annotations.get(LABEL_PLAN))
+        if plan is not None and plan.service is not None:
+            await apply_service(self.api, plan, self.namespace, wait_for_others=False)
 
     def logs(
         self,
@@ -322,8 +336,10 @@ class KubernetesDriver:
         *,
         grace_period_seconds: int | None,
         emit: Emit,
-        keep_volumes: bool = False,  # a Pod's volumes are its own (emptyDir) or claims it keeps
+        keep_volumes: bool = False,
     ) -> builtins.list[DrainSummary]:
+        """``keep_volumes``: another instance of the plan follows (a replacement): its Service
+        stays, with its ClusterIP (a Pod's own volumes are emptyDirs, or claims it keeps)."""
         if isinstance(found, PodsFoundEverywhere):
             parts, qualified = found.parts, True
         elif isinstance(found, PodsFound):
@@ -341,9 +357,10 @@ class KubernetesDriver:
                 timeout=self.drain_timeout,
             )
         finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(SERVICE_CLEANUP_TIMEOUT):
-                for part in parts:
-                    await remove_unused_services(self.api, part)
+            if not keep_volumes:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(SERVICE_CLEANUP_TIMEOUT):
+                    for part in parts:
+                        await remove_unused_services(self.api, part)
 
     # --- apply -------------------------------------------------------------------------------
 
@@ -389,13 +406,7 @@ class KubernetesDriver:
                     held = "its Pod was still being torn down, holding the name"
                     raise DrainError([attrs.evolve(replaced, errors=(*replaced.errors, held))])
         created = await self.api.create(namespace, manifest)
-        if plan.service is not None:
-            try:
-                await self.api.create_service(
-                    namespace, service_manifest(plan, namespace=namespace)
-                )
-            except WorkloadConflict:
-                pass  # made with an earlier instance of the plan: it selects this one too
+        await apply_service(self.api, plan, namespace, wait_for_others=True)
         return ApplyResult(
             action="created" if decision == "create" else "replaced",
             status=pod_status.workload_status(created),

@@ -38,8 +38,14 @@ from typing import Any, Literal
 
 from asyncdeploy.builtin_images import built_in
 from asyncdeploy.errors import PlanError, WorkloadConflict
-from asyncdeploy.labels import LABEL_INSTANCE_OF, LABEL_PLAN_DIGEST, LABEL_SERVICE, LABEL_WORKLOAD
-from asyncdeploy.plan import Container, Mount, Port, Probe, WorkloadPlan, plan_digest
+from asyncdeploy.labels import (
+    LABEL_INSTANCE_OF,
+    LABEL_PLAN,
+    LABEL_PLAN_DIGEST,
+    LABEL_SERVICE,
+    LABEL_WORKLOAD,
+)
+from asyncdeploy.plan import Container, Mount, Port, Probe, WorkloadPlan, plan_digest, plan_record
 
 __all__ = [
     "SHM_VOLUME",
@@ -113,7 +119,7 @@ def pod_manifest(plan: WorkloadPlan, *, namespace: str) -> dict[str, Any]:
                 **({LABEL_INSTANCE_OF: plan.instance_of} if plan.instance_of else {}),
                 **({LABEL_SERVICE: service_name(plan)} if plan.service else {}),
             },
-            "annotations": {LABEL_PLAN_DIGEST: digest},
+            "annotations": {LABEL_PLAN_DIGEST: digest, LABEL_PLAN: plan_record(plan)},
         },
         "spec": spec,
     }

@@ -30,6 +30,10 @@ class ConfigMapMarkers:
         except WorkloadNotFound:
             return None
 
+    async def read(self, key: str) -> str | None:
+        found = await self._read(key)
+        return None if found is None else str((found.get("data") or {}).get(RECORD, ""))
+
     async def hold(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
         body = {
             "apiVersion": "v1",

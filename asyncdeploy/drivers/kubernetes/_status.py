@@ -15,8 +15,9 @@ from typing import Any
 
 from asyncdeploy.drivers._books import effective_grace
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
-from asyncdeploy.labels import LABEL_PLAN_DIGEST, LABEL_WORKLOAD, PlanRole, shown_labels
+from asyncdeploy.labels import LABEL_PLAN, LABEL_PLAN_DIGEST, LABEL_WORKLOAD, PlanRole, shown_labels
 from asyncdeploy.masking import mask_tree, mask_value
+from asyncdeploy.plan import masked_plan_record
 from asyncdeploy.results import ContainerStatus, PublishedPort, WorkloadEvent, WorkloadStatus
 
 __all__ = [
@@ -134,6 +135,13 @@ def workload_status(pod: Mapping[str, Any]) -> WorkloadStatus:
         containers=tuple(containers),
         ports=_ports(pod),
         namespace=metadata.get("namespace"),
+        created=timestamp(metadata["creationTimestamp"])
+        if metadata.get("creationTimestamp")
+        else None,
+        # the API server's deletionTimestamp is the deletion's deadline (its start + grace)
+        draining_until=timestamp(metadata["deletionTimestamp"])
+        if metadata.get("deletionTimestamp")
+        else None,
     )
 
 
@@ -168,6 +176,9 @@ def masked_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
         for env in container.get("env") or []:
             if isinstance(env.get("value"), str):
                 env["value"] = mask_value(str(env.get("name", "")), env["value"])
+    annotations = (out.get("metadata") or {}).get("annotations") or {}
+    if LABEL_PLAN in annotations:
+        annotations[LABEL_PLAN] = masked_plan_record(annotations[LABEL_PLAN])
     masked: dict[str, Any] = mask_tree(out)
     return masked
 
