@@ -22,8 +22,9 @@ def install(session: nox.Session, *groups: str) -> None:
 # each engine's tests in two halves (tests/conftest.py's SECOND_STREAM), and everything else
 # (the real cluster's tests, the engine-free suite). They partition the suite, share no
 # workload (every test names its workloads by its run), and the first runs in the foreground.
-# Then ALONE: the tests that hold the product to a time bound under its own concurrency, on a
-# machine the streams no longer load.
+# Then ALONE (tests/conftest.py says which): the tests that hold the product to a time bound
+# under its own concurrency, on a machine the streams no longer load, and those that rebuild
+# the images the streams run.
 _SOLO = "not alone"
 STREAMS = (
     f"docker and not second_stream and {_SOLO}",

@@ -43,9 +43,15 @@ SECOND_STREAM = (
     "engines/test_live_view_pty.py",
     "engines/test_cli_exec_bound.py",
 )
-# Tests that hold the product to a time bound under its own concurrency (forty drains at once):
-# they run alone after the streams, so that they measure the product, not the suite's load.
-ALONE = ("engines/test_drain_many.py",)
+# Tests that run alone after the streams: those that hold the product to a time bound under its
+# own concurrency (forty drains at once: they measure the product, not the suite's load), and
+# those that rebuild the images every stream runs (the README's first hour from a wheel, the
+# project's own commands: `images build demo`, ci/demo.sh re-tag localhost/asyncdeploy/demo).
+ALONE = (
+    "engines/test_drain_many.py",
+    "engines/test_builtin_images.py",
+    "engines/test_newcomer.py",
+)
 
 
 # Where only this process's own tasks take part (fakes in the loop, no thread, no other
