@@ -80,8 +80,10 @@ EXEC_WATCH_INTERVAL = 1.0  # how often an exec looks whether its container still
 HISTORY_TIMEOUT = 10.0  # one bounded read of the engine's event log
 CLAIM_REREAD = 0.2  # how often a paused pause's claim is read again while it has none
 # how long a look waits for a paused pause's record: a drain writes it ``record_delay`` in (on
-# Podman; Docker's claim is its record), and Podman answers empty while it is rewritten
-RECORD_LOOK = DrainTimings().record_delay + 2 * CLAIM_REREAD
+# Podman; Docker's claim is its record), and Podman answers empty while it is rewritten; the
+# write itself took over 0.5 s on a loaded machine (CI), so the look allows it 2.5 s. A look
+# ends as soon as the record is there: only a pause whose owner died before it pays it all.
+RECORD_LOOK = DrainTimings().record_delay + 2.5
 
 
 @attrs.frozen(kw_only=True)
