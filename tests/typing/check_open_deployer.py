@@ -12,6 +12,7 @@ from asyncdeploy import (
     DrainEvent,
     DrainSummary,
     Event,
+    ReplaceEvent,
     Replacement,
     ReplaceResult,
     WorkloadPlan,
@@ -35,7 +36,7 @@ async def uses(plan: WorkloadPlan) -> None:
         async with deployer.creating(plan) as creation:
             assert_type(creation, CreateEvents)
             async for created in creation:
-                assert_type(created, Event)
+                assert_type(created, Event | ReplaceEvent)  # a changed plan: a replace
         assert_type(creation.result, ApplyResult)
         async with deployer.replacing(plan) as replacement:
             assert_type(replacement, Replacement)
