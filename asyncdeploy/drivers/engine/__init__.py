@@ -37,10 +37,11 @@ module             concern
 ``_drain_waits``   the drain's calls that are more than one: retries, hooks, exit waits
 ``_claim``         the claim record (Docker: a labelled volume; Podman: a file in the pause
                    container): who drains, since when, pure
+``_claim_marks``   what a look shows of a drain: a status read with its drain's claim
+``_exec``          a command run in a container, watched while it runs
 ``_coalesce``      one engine call for many concurrent callers (rounds)
 ``_looks``         the driver's looks (lists, volumes, images), shared by concurrent calls
 ``_exits``         container exits from one engine event stream per deployer
-``_coalesce``      one engine call for many concurrent callers asking the same question
 =================  ======================================================================
 """
 

@@ -21,14 +21,15 @@ from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine import _build
-from asyncdeploy.drivers.engine._claim import ClaimRecord
+from asyncdeploy.drivers.engine._claim_marks import ClaimMarks
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._drain import DrainTimings, drain_workloads
+from asyncdeploy.drivers.engine._exec import run_watched
 from asyncdeploy.drivers.engine._history import events_query, parse_events
 from asyncdeploy.drivers.engine._looks import EngineLooks
 from asyncdeploy.drivers.engine._markers import EngineMarkers
-from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
+from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
 from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._ready import wait_until_ready
 from asyncdeploy.drivers.engine._session import EngineSession, answer_timeout
@@ -41,12 +42,10 @@ from asyncdeploy.drivers.engine._state import (
     volumes_status,
     workload_status,
 )
-from asyncdeploy.drivers.engine._unfinished import creators_alive, dead_claim, left_volumes
+from asyncdeploy.drivers.engine._unfinished import creators_alive, left_volumes
 from asyncdeploy.errors import (
     ENGINE_FAILURES,
-    AsyncDeployError,
     EngineUnavailable,
-    ExecInterrupted,
     WorkloadConflict,
     WorkloadNotFound,
 )
@@ -76,14 +75,7 @@ from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 __all__ = ["EngineAPIDriver", "EngineFound", "planned_state"]
 
 PING_TIMEOUT = 10.0
-EXEC_WATCH_INTERVAL = 1.0  # how often an exec looks whether its container still runs
 HISTORY_TIMEOUT = 10.0  # one bounded read of the engine's event log
-CLAIM_REREAD = 0.2  # how often a paused pause's claim is read again while it has none
-# how long a look waits for a paused pause's record: a drain writes it ``record_delay`` in (on
-# Podman; Docker's claim is its record), and Podman answers empty while it is rewritten; the
-# write itself took over 0.5 s on a loaded machine (CI), so the look allows it 2.5 s. A look
-# ends as soon as the record is there: only a pause whose owner died before it pays it all.
-RECORD_LOOK = DrainTimings().record_delay + 2.5
 
 
 @attrs.frozen(kw_only=True)
@@ -110,6 +102,7 @@ class EngineAPIDriver:
         self.ops = EngineContainerOps(session)  # the drain's engine calls
         self.markers = EngineMarkers(session)
         self.looks = EngineLooks(session)  # shared by concurrent calls
+        self.marks = ClaimMarks(self.name, self.ops)  # a drain's claim, as looks show it
 
     @property
     def url(self) -> str:
@@ -177,63 +170,7 @@ class EngineAPIDriver:
 
     async def get(self, name: str) -> WorkloadStatus:
         items = await self._items(name)
-        return await self._marked(name, items, await self._restarts(items))
-
-    async def _marked(
-        self,
-        name: str,
-        items: Sequence[Mapping[str, Any]],
-        restarts: Mapping[str, int],
-        claims: Mapping[str, ClaimRecord] | None = None,
-    ) -> WorkloadStatus:
-        """Its status, read with the drain's claim (who drains, and until when: ``_claim.py``)
-        where a drain claimed it: its pause paused, or killed at the drain's end (not removed
-        yet), or on Docker, whose claim is the record's volume, the record there. ``draining``
-        with that deadline while its owner lives (or cannot be told dead from here),
-        half-drained when it is dead (``_unfinished.py``). ``claims``: every record, read once
-        for a whole list."""
-        status = workload_status(self.name, name, items, restarts)
-        pauses = [i for i in items if i["Labels"].get(LABEL_ROLE) == "pause"]
-        if not pauses:
-            return status
-        claimed = pauses[0].get("State") in ("paused", "exited", "stopped")
-        if not claimed and not self.ops.claim_is_record:
-            return status
-        ref = ContainerRef(id=str(pauses[0]["Id"]), name="pause", role="pause", running=True)
-        try:
-            record = claims.get(ref.id) if claims is not None else await self.ops.read_claim(ref)
-            if record is None and claimed:
-                record = await self._claim_written(ref)
-        except ENGINE_FAILURES:  # a look only (the pause may be going): no mark said on a guess
-            return attrs.evolve(status, unfinished=None) if claimed else status
-        reason = dead_claim(record)
-        if reason:
-            return attrs.evolve(status, unfinished=reason)
-        if record is None and (status.unfinished or "").startswith("half-drained"):
-            # No record even past the drain's record_delay: a drain over before it (its pause
-            # going at its end) leaves no half-drained workload, so that is said only of a pause
-            # still paused after the wait (an owner killed before its record, as _claim.py's
-            # record_wait judges it; a delete takes such a workload over).
-            try:
-                look = await self.ops.look(ref)
-            except ENGINE_FAILURES:
-                look = None
-            if look is None or not look.paused:
-                return attrs.evolve(status, unfinished=None)
-            return status
-        if record is None:
-            return status
-        return attrs.evolve(status, unfinished=None, draining_until=record.deadline)
-
-    async def _claim_written(self, ref: ContainerRef) -> ClaimRecord | None:
-        """The record of a claimed pause that had none, read again until :data:`RECORD_LOOK`
-        has passed (None: nobody wrote one; a list waits once, its workloads side by side)."""
-        with anyio.move_on_after(RECORD_LOOK):
-            while True:
-                await anyio.sleep(CLAIM_REREAD)
-                if (record := await self.ops.read_claim(ref)) is not None:
-                    return record
-        return None
+        return await self.marks.status(name, items, await self._restarts(items))
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
         chosen = as_selector(selector)
@@ -244,7 +181,7 @@ class EngineAPIDriver:
         marked: dict[str, WorkloadStatus] = {}
 
         async def mark(name: str, items: Sequence[Mapping[str, Any]]) -> None:
-            marked[name] = await self._marked(name, items, restarts, claims)
+            marked[name] = await self.marks.status(name, items, restarts, claims)
 
         async with anyio.create_task_group() as tg:  # a claim waited for is waited for once
             for name, items in chosen_ones.items():
@@ -336,52 +273,20 @@ class EngineAPIDriver:
         tty: bool = False,
         size: tuple[int, int] | None = None,
     ) -> ExecResult:
-        """Run ``command`` in the container, its output to ``on_output`` as it comes.
-
-        The container is watched meanwhile: one that stops before the command ends (whose
-        stream may then never end: Docker with a shared PID namespace) is ``ExecInterrupted``.
-        """
+        """Run ``command`` in the container, its output to ``on_output`` as it comes; a
+        container that stops before the command ends is ``ExecInterrupted`` (``_exec.py``)."""
         ident = await self._container_id(name, container)
-        what = f"exec in {name}"
-        result: builtins.list[ExecResult] = []
-        failed: builtins.list[AsyncDeployError] = []
-
-        async def run_it(scope: anyio.CancelScope) -> None:
-            try:
-                result.append(
-                    await self.session.exec(
-                        ident, command, what, on_output, stdin=stdin, tty=tty, size=size
-                    )
-                )
-            except AsyncDeployError as exc:  # raised below as itself, not in an exception group
-                failed.append(exc)
-            scope.cancel()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run_it, tg.cancel_scope)
-            stopped = await self._until_stopped(ident, what)
-            tg.cancel_scope.cancel()
-        if failed:
-            raise failed[0]
-        if result:
-            return result[0]
-        raise ExecInterrupted(
-            f"{what}: container {container or ident[:12]} {stopped} before the command ended "
-            "(the command's output so far was shown)",
-            engine=self.name,
+        return await run_watched(
+            self.session,
+            ident,
+            command,
+            what=f"exec in {name}",
+            shown=container or ident[:12],
+            on_output=on_output,
+            stdin=stdin,
+            tty=tty,
+            size=size,
         )
-
-    async def _until_stopped(self, ident: str, what: str) -> str:
-        """Return once the container no longer runs: how it stopped."""
-        while True:
-            await anyio.sleep(EXEC_WATCH_INTERVAL)
-            try:
-                with self.session.errors(what):
-                    state = (await self.session.show(ident)).get("State") or {}
-            except WorkloadNotFound:
-                return "was removed"
-            if not state.get("Running") or state.get("Paused"):
-                return "was paused" if state.get("Paused") else "exited"
 
     async def inspect(self, name: str) -> dict[str, Any]:
         details = {}
