@@ -46,7 +46,6 @@ from asyncdeploy.errors import (
     AsyncDeployError,
     CreateError,
     OperationTimeout,
-    PlanError,
     ReplaceFailed,
     WorkloadConflict,
     WorkloadNotFound,
@@ -56,6 +55,12 @@ from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.plan.gating import expand_gates
 from asyncdeploy.replace._lock import replace_lock
+from asyncdeploy.replace._strategy import (
+    SCHEDULE_BOUND,
+    choose,
+    fixed_host_ports,
+    held_host_ports,
+)
 from asyncdeploy.replace.events import (
     ReplaceDowntime,
     ReplaceEvent,
@@ -73,11 +78,9 @@ __all__ = [
     "ReplaceOptions",
     "ReplaceResult",
     "Replaced",
-    "fixed_host_ports",
     "replacing",
 ]
 
-SCHEDULE_BOUND = 10.0  # Kubernetes auto: how long the scheduler may take to place the new Pod
 WAITING_EVERY = 2.0  # how often a ReplaceWaiting is reported
 ROLL_BACK_MARGIN = 60.0
 LOCK_MARGIN = 600.0  # past the longest a replacement can take: its lock is stale after it  # past the new instance's grace: the bound on its roll-back
@@ -112,18 +115,6 @@ class ReplaceResult:
     drained: tuple[DrainSummary, ...]
     strategy: Literal["surge", "recreate"] = "surge"
     downtime: float | None = None  # recreate: seconds from the old ones' drain to the new ready
-
-
-def fixed_host_ports(plan: WorkloadPlan) -> list[str]:
-    """The host ports the plan binds by number (``18000/tcp``): one host holds each once."""
-    return sorted(
-        {
-            f"{port.host_port}/{port.protocol}"
-            for container in plan.containers
-            for port in container.ports
-            if port.host_port
-        }
-    )
 
 
 def _ignore(_: object) -> None:
@@ -270,8 +261,8 @@ async def _start(
     old = tuple(old)
     of = plan.instance_of or plan.name  # an instance's successor: an instance of the same plan
     new_plan = expand_gates(attrs.evolve(plan, name=new_name, instance_of=of))
-    held = await _held_host_ports(driver, old) if driver.name != "kubernetes" else set()
-    chosen, reason = _choose(strategy, plan, old, driver.name, held)
+    held = await held_host_ports(driver, old) if driver.name != "kubernetes" else set()
+    chosen, reason = choose(strategy, plan, old, driver.name, held)
     emit(ReplaceStrategy(workload=plan.name, strategy=chosen, reason=reason, new=new_name, old=old))
     run = _Run(driver, new_plan, options.ready_timeout, kill, emit, keep_volumes=bool(old))
     if chosen == "surge":
@@ -330,51 +321,6 @@ async def _recorded_plans(
         except WorkloadNotFound:
             found.append((name, None))
     return found
-
-
-async def _held_host_ports(driver: Driver, old: Sequence[str]) -> set[str]:
-    """The host ports (``18000/tcp``) the old instances publish on Docker or Podman, read from
-    the engine's own description of their containers (``HostConfig.PortBindings``)."""
-    held: set[str] = set()
-    for name in old:
-        details = await driver.inspect(name)
-        for container in (details.get("containers") or {}).values():
-            bindings = ((container.get("HostConfig") or {}).get("PortBindings")) or {}
-            for key, binds in bindings.items():
-                protocol = str(key).partition("/")[2] or "tcp"
-                for bind in binds or []:
-                    if str(bind.get("HostPort") or "").isdigit() and int(bind["HostPort"]):
-                        held.add(f"{int(bind['HostPort'])}/{protocol}")
-    return held
-
-
-def _choose(
-    strategy: Strategy, plan: WorkloadPlan, old: Sequence[str], driver: str, held: set[str]
-) -> tuple[Literal["surge", "recreate"], str]:
-    """The strategy and why, before anything is touched (Kubernetes' auto decides on its try).
-    ``held``: the host ports the old instances publish (one host binds each once)."""
-    ports = ", ".join(p for p in fixed_host_ports(plan) if p in held)
-    one_host = driver != "kubernetes"
-    if strategy == "recreate":
-        return "recreate", "asked for"
-    if not old:
-        return "surge", "no earlier instance to replace"
-    if strategy == "surge":
-        if ports and one_host:
-            raise PlanError(
-                "strategy",
-                f"surge needs host port {ports} twice at once, and one {driver} host can bind "
-                "it only once: use --strategy recreate (or auto, which chooses it)",
-            )
-        return "surge", "asked for"
-    if ports and one_host:
-        return "recreate", f"host port {ports} is bound by the old instance on this one host"
-    if driver == "kubernetes":
-        return "surge", (
-            f"the new Pod is tried beside the old; recreate if it cannot be scheduled within "
-            f"{SCHEDULE_BOUND:g} s"
-        )
-    return "surge", "nothing it needs is held by the old instance"
 
 
 @attrs.define

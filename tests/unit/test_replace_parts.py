@@ -19,7 +19,7 @@ from asyncdeploy.cli._signals import Interrupts
 from asyncdeploy.drivers.engine._unfinished import unfinished
 from asyncdeploy.labels import LABEL_ATTEMPT_OWNER, LABEL_ROLE
 from asyncdeploy.replace._lock import LockRecord
-from asyncdeploy.replace._run import _choose
+from asyncdeploy.replace._strategy import choose as _choose
 
 
 def web(host_port: int | None) -> WorkloadPlan:
