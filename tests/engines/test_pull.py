@@ -9,11 +9,14 @@ from the registry and from the engines at the end; each test removes what it pul
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import secrets
 import subprocess
+import tempfile
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,25 @@ pytestmark = pytest.mark.anyio
 OPEN = "127.0.0.1:5000"
 AUTH = "127.0.0.1:5001"
 PROXY_PORT = 5002  # Podman calls it insecure (ci/start-engines.sh)
+PROXY_PORT_LOCK = Path(tempfile.gettempdir()) / "asyncdeploy-test-proxy-port.lock"
+
+
+@asynccontextmanager
+async def proxy_listener() -> AsyncIterator[anyio.abc.SocketListener]:
+    """A listener on PROXY_PORT, one per machine: the Docker and Podman streams' tests that
+    serve a registry there take turns (a lock file held while it listens)."""
+    with PROXY_PORT_LOCK.open("w") as lock:
+        await anyio.to_thread.run_sync(fcntl.flock, lock, fcntl.LOCK_EX)
+        try:
+            listener = await anyio.create_tcp_listener(
+                local_host="127.0.0.1", local_port=PROXY_PORT
+            )
+            async with listener:
+                yield listener
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 CREDENTIALS = Path(os.environ.get("REGISTRY_CREDENTIALS", "/tmp/asyncdeploy-registry/credentials"))
 REPOSITORY = f"asyncdeploy-test/pull-{RUN_ID}"
 
@@ -394,8 +416,7 @@ async def test_a_registry_that_drops_the_pull_is_a_clear_error(
     proxy = CuttingProxy(limit=100_000)  # past the manifest and config, inside the 3 MB layer
     workload = name("cut")
     try:
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=PROXY_PORT)
-        async with listener, anyio.create_task_group() as tg:
+        async with proxy_listener() as listener, anyio.create_task_group() as tg:
             tg.start_soon(listener.serve, proxy.handle)
             # Docker retries a cut layer five times, waiting up to 20 s in between
             with pytest.raises(CreateError) as caught, anyio.fail_after(180):
@@ -482,8 +503,7 @@ async def test_one_failed_pull_stops_the_others(
     ]
     seen: list[Event] = []
     try:
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=PROXY_PORT)
-        async with listener, anyio.create_task_group() as tg:
+        async with proxy_listener() as listener, anyio.create_task_group() as tg:
             tg.start_soon(listener.serve, proxy.handle)
             with pytest.raises(CreateError) as caught, anyio.fail_after(30):
                 await deployer.create(plan(name("stop"), containers), on_event=seen.append)
@@ -508,8 +528,7 @@ async def test_the_engine_dropping_mid_pull_is_engine_unavailable(
     socket = tmp_path / "engine.sock"
     workload = name("engine")
     try:
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=PROXY_PORT)
-        async with listener, anyio.create_task_group() as tg:
+        async with proxy_listener() as listener, anyio.create_task_group() as tg:
             tg.start_soon(listener.serve, registry.handle)
             upstream = str(getattr(deployer.driver, "url", "")).removeprefix("unix://")
             engine = EngineProxy(socket, upstream)
