@@ -44,7 +44,7 @@ from asyncdeploy.drivers.kubernetes._drain import (
     remove_unused_services,
 )
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
-from asyncdeploy.drivers.kubernetes._library import ApiClient
+from asyncdeploy.drivers.kubernetes._library import ApiClient, api_client
 from asyncdeploy.drivers.kubernetes._manifest import apply_decision, pod_manifest
 from asyncdeploy.drivers.kubernetes._markers import ConfigMapMarkers
 from asyncdeploy.drivers.kubernetes._pod_states import WATCH_MARGIN
@@ -127,7 +127,7 @@ class KubernetesDriver:
             kubeconfig=kubeconfig, context=context, namespace=namespace
         )
         driver = cls(
-            ApiClient(found.configuration),
+            api_client(found.configuration),
             namespace=found.namespace,
             request_timeout=request_timeout,
             all_namespaces=all_namespaces,

@@ -25,6 +25,7 @@ __all__ = [
     "ApiException",
     "ConfigException",
     "Configuration",
+    "api_client",
     "load_incluster_config",
     "load_kube_config",
     "websocket_client",
@@ -101,4 +102,27 @@ def websocket_client(configuration: Configuration) -> ApiClient:
     from kubernetes_asyncio.stream import WsApiClient
 
     client: ApiClient = WsApiClient(configuration)
+    return client
+
+
+def api_client(configuration: Configuration) -> ApiClient:
+    """The library's client, the environment's proxy for the API server looked up once.
+
+    Its aiohttp session trusts the environment (``HTTPS_PROXY``, ``NO_PROXY``, as kubectl does),
+    which aiohttp reads in a worker thread on every request; here it is read once, at connect,
+    and given to the client as its proxy (or none), and the session no longer looks again."""
+    from aiohttp.helpers import get_env_proxy_for_url
+    from yarl import URL
+
+    if configuration.proxy is None and configuration.host:
+        try:
+            proxy, auth = get_env_proxy_for_url(URL(configuration.host))
+        except LookupError:
+            pass  # no proxy for the API server
+        else:
+            configuration.proxy = str(proxy)
+            if auth is not None:
+                configuration.proxy_headers = {"Proxy-Authorization": auth.encode()}
+    client: ApiClient = ApiClient(configuration)
+    client.rest_client.pool_manager._trust_env = False  # looked up above, once
     return client
