@@ -63,6 +63,8 @@ KUBECTL=("$BIN/kubectl" --kubeconfig "$KUBECONFIG_OUT")
 # ---- 2. reuse a healthy cluster, else clean what a killed run left ---------------------------
 mkdir -p "$STATE" "$LOGS" "$PKI"
 chmod 700 "$STATE"
+# a kubelet a killed test left stopped (SIGSTOP: a node lost mid-drain) goes on first
+for n in $NODES; do running "kubelet@$n" && kill -CONT "$(pid_of "kubelet@$n")" 2>/dev/null || true; done
 if all_running "$BIN" && apiserver_ready && nodes_ready "$BIN"; then
     log "a healthy cluster is already running (state $STATE, nodes $NODES): reusing it"
 else

@@ -179,6 +179,7 @@ async def test_output_formats_and_aligned_columns(
         "AGE",
         "RESTARTS",
         "DRIVER",
+        "NODE",
         "CONTAINERS",
         "IMAGES",
     ]

@@ -30,6 +30,7 @@ under one start (:func:`drain_namespaces`). After a drain, a plan's Service goes
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -76,6 +77,7 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 GIVE_UP_AFTER = 5.0  # past a Pod's deadline: how long its delete is tried again
+NODE_CHECK_LEAD = 2.0  # before a Pod's give-up time: its node is read (is it still reporting?)
 
 
 @attrs.frozen(kw_only=True)
@@ -317,9 +319,39 @@ async def _delete_and_follow(
 
         for drain in drains:
             tg.start_soon(_delete_one, api, namespace, drain, grace, settled)
+        tg.start_soon(_check_nodes, api, drains)
         with watching:
             await _watch_until_gone(api, namespace, selector, version, drains)
         tg.cancel_scope.cancel()  # every drain is done: no delete is worth retrying
+
+
+async def _check_nodes(api: PodAPI, drains: list[PodDrainReader]) -> None:
+    """Shortly before each give-up time (``NODE_CHECK_LEAD``), read the nodes of the Pods still
+    there then: a Pod held by a node that stopped reporting ends as ``NodeUnreachable`` rather
+    than as tearing down or stuck (:meth:`PodDrainReader.suspect`). A node that cannot be read
+    in time (no right to read Nodes or Leases, a slow answer) is not judged."""
+    for at in sorted({d.give_up for d in drains}):
+        await anyio.sleep(max(0.0, at - NODE_CHECK_LEAD - anyio.current_time()))
+        due = [d for d in drains if not d.done and d.give_up <= at and d.node]
+        for node in sorted({str(d.node) for d in due}):
+            with anyio.move_on_after(NODE_CHECK_LEAD):
+                silence = await _node_silence(api, node)
+                for drain in due:
+                    if drain.node == node:
+                        drain.suspect(silence)
+
+
+async def _node_silence(api: PodAPI, name: str) -> pod_status.NodeSilence | None:
+    """What the node's Lease and Node say (:func:`._status.node_silence`); what cannot be read
+    counts as unknown."""
+    read: list[Mapping[str, Any] | None] = []
+    for call in (api.read_node, api.read_node_lease):
+        try:
+            read.append(await call(name))
+        except ENGINE_FAILURES as exc:
+            _log.debug("node %s: %s", name, exc)
+            read.append(None)
+    return pod_status.node_silence(name, read[0], read[1], time.time())
 
 
 def _retryable(exc: EngineFailure) -> bool:
