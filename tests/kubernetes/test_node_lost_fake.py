@@ -188,3 +188,22 @@ async def test_a_live_node_is_never_judged(driver: KubernetesDriver, fake: FakeA
         "GET /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" in c
         for c in fake.calls()
     )  # it was asked
+
+
+async def test_a_drain_cut_short_on_a_lost_node_is_a_kill_not_a_lost_node(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """The caller cancels (a second Ctrl-C) before the give-up time: the grace-0 delete removes
+    the Pod object at once whatever its node says, so the drain ends as a kill, with no
+    ``NodeUnreachable``, and the Pod is gone from the API."""
+    fake.lose_node(LOST, silent_for=60)
+    await _pod_on(fake, "cut", LOST)
+    events: list[DrainEvent] = []
+    found = await driver.find(["cut"])
+    with anyio.move_on_after(3):
+        await driver.drain(found, grace_period_seconds=None, emit=events.append)
+    [finished] = [e for e in events if isinstance(e, DrainFinished)]
+    assert finished.summary.unreachable_node is None
+    assert [c.outcome for c in finished.summary.containers] == ["killed"]
+    assert not [e for e in events if isinstance(e, NodeUnreachable)]
+    assert (NAMESPACE, "cut") not in fake.pods
