@@ -109,7 +109,7 @@ async def main(node: str) -> None:
         )
         + "\n"
     )
-    print(f"wrote {OUT}")
+    sys.stderr.write(f"wrote {OUT}\n")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from asyncdeploy import (
     TeardownPending,
 )
 from asyncdeploy.drivers.kubernetes import KubernetesDriver
+from asyncdeploy.drivers.kubernetes._status import node_silence, timestamp
 
 pytestmark = pytest.mark.anyio
 
@@ -151,6 +152,7 @@ async def test_a_node_that_cannot_be_read_is_not_judged(
         fake.inject("GET", r"/apis/coordination.k8s.io/.*", 403, times=10)
         events, [summary] = await _drained(driver, ["unread"])
         assert summary.unreachable_node is None  # the Node is Ready (10a): no evidence
+        assert not [e for e in events if isinstance(e, NodeUnreachable)]
         assert summary.errors == (
             "pod unread was still there 5 s after its 10 s grace period: c not seen to end",
         )
@@ -158,6 +160,7 @@ async def test_a_node_that_cannot_be_read_is_not_judged(
         fake.inject("GET", r"/api/v1/nodes/.*", 403, times=10)
         events, [summary] = await _drained(driver, ["unread"])
         assert summary.unreachable_node == LOST  # the stale lease says it alone
+        assert [e.node for e in events if isinstance(e, NodeUnreachable)] == [LOST]
 
 
 async def test_pods_on_a_lost_node_and_a_live_one_under_one_delete(
@@ -207,3 +210,30 @@ async def test_a_drain_cut_short_on_a_lost_node_is_a_kill_not_a_lost_node(
     assert [c.outcome for c in finished.summary.containers] == ["killed"]
     assert not [e for e in events if isinstance(e, NodeUnreachable)]
     assert (NAMESPACE, "cut") not in fake.pods
+
+
+def test_the_recorded_lease_is_judged_silent_only_past_two_missed_renewals() -> None:
+    """The rule on the recorded answers (10a), each read at the wall clock it was recorded. The
+    kubelet last renewed its lease 5.6 s before the first read and was stopped 0.3 s after it:
+    at 0, 5 and 10 s (16 s since the renewal, under half of its 40 s lease) the node is not
+    judged; from 15 s (21 s since) on, it is, saying how long it was silent; once resumed
+    (38 s), not any more. The Node's Ready condition stayed True throughout (no lifecycle
+    controller): the Lease alone says it."""
+    recorded = recording("10a")["exchanges"]
+    verdicts = []
+    node = next(e["response"]["body"] for e in recorded if e["label"].startswith("node, kub"))
+    for entry in recorded:
+        if entry["label"].startswith("lease"):
+            read_at = timestamp(entry["wall_clock"])
+            silence = node_silence("127.0.0.4", node, entry["response"]["body"], read_at)
+            verdicts.append((round(entry["offset_s"]), silence))
+    assert [o for o, s in verdicts if s is None] == [0, 5, 10, 38], verdicts
+    assert [o for o, s in verdicts if s is not None] == [15, 20, 25, 30, 35], verdicts
+    silent = [s for _, s in verdicts if s is not None]
+    assert all(s.node == "127.0.0.4" and s.silent_for is not None for s in silent)
+    assert [round(s.silent_for or 0) for s in silent] == sorted(
+        round(s.silent_for or 0) for s in silent
+    )
+    unknown = {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
+    assert node_silence("n", unknown, None, 0.0) is not None  # the controller's verdict alone
+    assert node_silence("n", None, None, 0.0) is None  # nothing read: nothing said

@@ -125,9 +125,7 @@ async def test_pods_of_one_selector_on_two_nodes_drain_under_one_deadline(
     got = await invoke_in_thread(*kube, "get", plans[1].name, env=env)
     assert got.exit_code == 0 and f"Node:        {second}" in got.stdout, got.output
 
-    result = await invoke_in_thread(
-        *kube, "delete", "-l", f"group={group}", "-o", "json", env=env
-    )
+    result = await invoke_in_thread(*kube, "delete", "-l", f"group={group}", "-o", "json", env=env)
     assert result.exit_code == 0, result.output
     events = _events(result.stdout)
     started = {e["workload"]: e for e in events if e["event"] == "DrainStarted"}
@@ -217,7 +215,9 @@ async def test_a_node_lost_mid_drain_ends_the_delete_at_its_deadline_with_the_tr
         assert kinds[-2:] == ["NodeUnreachable", "DrainFinished"], kinds
 
         # where the Pod is, while its node is silent
-        listed = await invoke_in_thread(*kube, "list", "-l", f"group={group}", "-o", "wide", env=env)
+        listed = await invoke_in_thread(
+            *kube, "list", "-l", f"group={group}", "-o", "wide", env=env
+        )
         assert listed.exit_code == 0, listed.output
         header, *rows = listed.stdout.splitlines()
         [row] = [r for r in rows if r.split()[0] == lost.name]

@@ -16,7 +16,9 @@ For the workloads of one ``drain`` call:
 3. one watch over all of them, beside the deletes, until every Pod is gone, resumed from a fresh
    list whenever it ends (:mod:`._watch`), under a deadline of each Pod's grace plus its margin
    (:func:`._pod_states.teardown_margin`), or until the caller's ``timeout`` from the start;
-   a Pod still there then whose containers all ended is reported tearing down, not failed.
+   a Pod still there then whose containers all ended is reported tearing down, not failed;
+   one whose node had stopped reporting (its Lease and Node read ``NODE_CHECK_LEAD`` before
+   the give-up time, :func:`._status.node_silence`) ends as ``NodeUnreachable``.
 
 Cancelled (a second Ctrl-C reaches here as a cancellation: the kill switch), the drain is finished
 shielded: a grace-0 delete of every Pod still there (uid-guarded, retried the same way), the

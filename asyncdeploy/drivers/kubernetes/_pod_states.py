@@ -33,7 +33,10 @@ slow). A Pod still there then whose containers were all seen to end after the de
 failed drain: the kubelet is still tearing it down (a slow node, volumes, devices), which
 ``TeardownPending`` says and the summary's ``tearing_down`` marks, with no error. A Pod still
 there with containers not seen to end, or that cannot be followed (a watch refused with 403),
-is an error in its summary, which says what was seen.
+is an error in its summary, which says what was seen. A Pod still there whose node had stopped
+reporting (:meth:`PodDrainReader.suspect`, read by :mod:`._drain` just before the give-up time)
+is neither: ``NodeUnreachable`` names the node and what to run, the summary's
+``unreachable_node`` and error say that nobody saw what became of its containers.
 A drain cut short (:meth:`PodDrainReader.kill`: the caller cancelled, e.g. a second Ctrl-C) is
 finished by a grace-0 delete: the containers still running are ``killed`` (reason
 ``cancelled``), and ``KILL_WAIT`` bounds the wait for the Pod to go.
