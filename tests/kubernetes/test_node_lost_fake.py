@@ -11,11 +11,14 @@ live one, the kill path.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
 import pytest
 from fake_apiserver import NAMESPACE, NODE, FakeApiServer
+from hypothesis import given
+from hypothesis import strategies as st
 from k8s_recordings import recording
 
 from asyncdeploy import (
@@ -237,3 +240,35 @@ def test_the_recorded_lease_is_judged_silent_only_past_two_missed_renewals() -> 
     unknown = {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
     assert node_silence("n", unknown, None, 0.0) is not None  # the controller's verdict alone
     assert node_silence("n", None, None, 0.0) is None  # nothing read: nothing said
+
+
+@given(
+    age=st.floats(min_value=0, max_value=600, allow_nan=False),
+    duration=st.integers(min_value=1, max_value=300),
+    digits=st.integers(min_value=0, max_value=6),
+    ready=st.sampled_from(["True", "False", None]),
+)
+def test_a_lease_is_judged_silent_exactly_past_half_its_duration(
+    age: float, duration: int, digits: int, ready: str | None
+) -> None:
+    """Whatever the lease's length and however many fractional digits its renewTime has (a
+    MicroTime has 6; 0 must read too), a node is judged silent exactly when its lease is older
+    than half its duration, and then says how old; a Ready condition other than ``Unknown``
+    changes nothing."""
+    now = 1_796_613_827.0
+    renewed = datetime.fromtimestamp(now - age, UTC)
+    text = (
+        renewed.strftime("%Y-%m-%dT%H:%M:%S")
+        + (f".{renewed.microsecond:06d}"[: digits + 1] if digits else "")
+        + "Z"
+    )
+    read_age = now - datetime.fromisoformat(text).timestamp()  # what the digits kept of it
+    lease = {"spec": {"renewTime": text, "leaseDurationSeconds": duration}}
+    node = (
+        None if ready is None else {"status": {"conditions": [{"type": "Ready", "status": ready}]}}
+    )
+    silence = node_silence("n", node, lease, now)
+    if read_age > duration / 2:
+        assert silence is not None and silence.silent_for == round(read_age, 1)
+    else:
+        assert silence is None
