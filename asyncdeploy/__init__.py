@@ -54,6 +54,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "DrainStarted",
         "DrainSummary",
         "Event",
+        "NodeUnreachable",
         "PauseRemoved",
         "PreStopFinished",
         "PreStopStarted",
@@ -154,6 +155,7 @@ if TYPE_CHECKING:  # the type checkers' view, written from _PUBLIC
     from asyncdeploy.events import DrainStarted as DrainStarted
     from asyncdeploy.events import DrainSummary as DrainSummary
     from asyncdeploy.events import Event as Event
+    from asyncdeploy.events import NodeUnreachable as NodeUnreachable
     from asyncdeploy.events import PauseRemoved as PauseRemoved
     from asyncdeploy.events import PreStopFinished as PreStopFinished
     from asyncdeploy.events import PreStopStarted as PreStopStarted

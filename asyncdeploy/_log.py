@@ -20,6 +20,7 @@ from asyncdeploy.events import (
     DrainEvent,
     DrainFinished,
     DrainStarted,
+    NodeUnreachable,
     PauseRemoved,
     PreStopFinished,
     PreStopStarted,
@@ -74,6 +75,11 @@ def _describe(event: DrainEvent) -> tuple[int, str]:
             )
         case TeardownPending():
             return logging.WARNING, f"still being torn down {event.timeout:g} s into the drain"
+        case NodeUnreachable():
+            return (
+                logging.ERROR,
+                f"node {event.node} stopped reporting; pod {event.pod} stays: {event.remedy}",
+            )
         case DrainFinished():
             summary = event.summary
             counts = ", ".join(

@@ -32,6 +32,7 @@ __all__ = [
     "DrainSummary",
     "Emit",
     "Event",
+    "NodeUnreachable",
     "PauseRemoved",
     "PreStopFinished",
     "PreStopStarted",
@@ -195,6 +196,24 @@ class TeardownPending:
 
 
 @attrs.frozen(kw_only=True)
+class NodeUnreachable:
+    """Kubernetes: the workload's Pod was still there when the wait for it ended, and its
+    ``node`` had stopped reporting (its kubelet's lease not renewed for ``silent_for`` seconds,
+    or the node's Ready condition ``Unknown``): nobody saw what became of the containers that
+    were not seen to end, and the Pod stays (Terminating) until that kubelet reports again. Not
+    "tearing down": the summary carries the error and ``unreachable_node``; the CLI exits 5.
+    ``remedy`` says what to run: bring the kubelet back, or, for a node gone for good,
+    ``kubectl delete pod --force`` (which removes the object, not what may still run there)."""
+
+    workload: str
+    elapsed: float
+    node: str
+    pod: str
+    silent_for: float | None
+    remedy: str
+
+
+@attrs.frozen(kw_only=True)
 class ContainerOutcome:
     """How one container ended: ``seconds`` from the start of the drain to its exit."""
 
@@ -215,6 +234,7 @@ class DrainSummary:
     containers: tuple[ContainerOutcome, ...]
     errors: tuple[str, ...] = ()
     tearing_down: bool = False  # every container ended; the Pod was still going (TeardownPending)
+    unreachable_node: str | None = None  # the Pod's node had stopped reporting (NodeUnreachable)
 
     def count(self, outcome: ContainerEnd) -> int:
         """How many containers ended this way (``exited``, ``killed``, ...)."""
@@ -249,6 +269,7 @@ DrainEvent = (
     | TrafficLeft
     | TrafficStillRouted
     | TeardownPending
+    | NodeUnreachable
     | DrainFinished
 )
 
@@ -339,6 +360,7 @@ def event_to_dict(event: Event) -> dict[str, Any]:
             totals={outcome: summary.count(outcome) for outcome in CONTAINER_ENDS},
             errors=list(summary.errors),
             tearing_down=summary.tearing_down,
+            unreachable_node=summary.unreachable_node,
         )
         return out
     for key, value in attrs.asdict(event, recurse=False).items():

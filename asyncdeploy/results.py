@@ -90,6 +90,7 @@ class WorkloadStatus:
     draining_until: float | None = None
     """A drain of it is under way (its claim on Docker and Podman, the Pod's deletion on
     Kubernetes): the UNIX time of that drain's deadline."""
+    node: str | None = None  # Kubernetes: the node the Pod is bound to (None: not scheduled yet)
 
     @property
     def state(self) -> str:

@@ -3,7 +3,7 @@
 # demo run: Docker and the Podman API service installed and started, the test images built
 # locally and pushed into a local registry, containers of earlier killed runs removed (those old
 # enough not to be another live run's: ci/remove-leftovers.sh), nox in a venv,
-# and with ASYNCDEPLOY_START_KUBE=1 (ci/test.sh sets it) a one-node Kubernetes cluster on 127.0.0.1
+# and with ASYNCDEPLOY_START_KUBE=1 (ci/test.sh sets it) a two-node Kubernetes cluster on loopback
 # (ci/start-kube.sh) when its binaries are there (ASYNCDEPLOY_KUBE_ASSETS, default
 # ../shared/kubernetes/bin) and no ASYNCDEPLOY_TEST_KUBECONFIG names a cluster of your own.
 # Stop that cluster with ci/stop-kube.sh (ci/test.sh does).

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# start-kube.sh - a one-node Kubernetes cluster on 127.0.0.1 for asyncdeploy's tests: etcd,
-# kube-apiserver, kube-controller-manager (a few controllers), a private containerd and a kubelet
-# (node "127.0.0.1"), kube-scheduler. The test images are copied from Docker into the node's
-# containerd: nothing is ever pulled.
+# start-kube.sh - a two-node Kubernetes cluster on loopback for asyncdeploy's tests: etcd,
+# kube-apiserver, kube-controller-manager (a few controllers), kube-scheduler on 127.0.0.1, and two
+# nodes, "127.0.0.1" and "127.0.0.2", each a kubelet listening on its own address with its own
+# containerd, root directory, cgroup root, CNI bridge and Pod subnet (ASYNCDEPLOY_KUBE_NODES; see
+# ci/kube-common.sh for running a second cluster beside this one). The test images are copied from
+# Docker into each node's containerd: nothing is ever pulled.
 #
 #   source <(bash ci/start-kube.sh)   prints the environment on stdout (logs go to stderr):
 #       ASYNCDEPLOY_TEST_KUBECONFIG=...       the cluster's kubeconfig (admin token)
@@ -10,6 +12,8 @@
 #       ASYNCDEPLOY_TEST_K8S_PYTHON_IMAGE=... ASYNCDEPLOY_TEST_K8S_DEMO_IMAGE=...
 #       ASYNCDEPLOY_TEST_K8S_PAUSE_IMAGE=...  ASYNCDEPLOY_KUBECTL=...
 #       ASYNCDEPLOY_TEST_K8S_LLAMA_IMAGE=...  only where Docker has the llama-server image
+#       ASYNCDEPLOY_TEST_K8S_NODES=127.0.0.1,127.0.0.2   the nodes' names
+#       ASYNCDEPLOY_TEST_K8S_STATE=...        the state dir (the kubelets' PIDs: kubelet@NODE.pid)
 #       ASYNCDEPLOY_KUBE_STARTUP_SECONDS=...  how long this start took
 #   prints nothing and exits 0 when there are no binaries (see ASYNCDEPLOY_KUBE_ASSETS); fails
 #   (exit 1) when there are binaries but the cluster does not come up.
@@ -29,7 +33,7 @@
 # Machine quirks handled (see ../shared/kubernetes/reference): no CAP_SYS_RESOURCE, so containerd
 # runs with restrict_oom_score_adj; cgroup v1, so the kubelet has failCgroupV1: false; the API
 # server reaches the kubelet (logs, exec) by the node name 127.0.0.1, and the kubelet accepts
-# anonymous requests on loopback; the node's "not-ready" taint is lifted by hand (no node
+# anonymous requests on loopback; the nodes' "not-ready" taint is lifted by hand (no node
 # lifecycle controller runs); image tags are not "latest" (that would mean imagePullPolicy Always).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -59,13 +63,17 @@ KUBECTL=("$BIN/kubectl" --kubeconfig "$KUBECONFIG_OUT")
 # ---- 2. reuse a healthy cluster, else clean what a killed run left ---------------------------
 mkdir -p "$STATE" "$LOGS" "$PKI"
 chmod 700 "$STATE"
-if all_running "$BIN" && apiserver_ready && node_ready "$BIN"; then
-    log "a healthy cluster is already running (state $STATE): reusing it"
+# a kubelet a killed test left stopped (SIGSTOP: a node lost mid-drain) goes on first
+for n in $NODES; do running "kubelet@$n" && kill -CONT "$(pid_of "kubelet@$n")" 2>/dev/null || true; done
+if all_running "$BIN" && apiserver_ready && nodes_ready "$BIN"; then
+    log "a healthy cluster is already running (state $STATE, nodes $NODES): reusing it"
 else
-    [ -e "$STATE/etcd-data" ] || [ -e "$STATE/kubelet" ] || [ -s "$STATE/kubelet.pid" ] &&
+    [ -e "$STATE/etcd-data" ] || [ -e "$STATE/nodes" ] || [ -e "$STATE/kubelet" ] &&
         log "cleaning what an earlier run left"
     stop_cluster
-    rm -rf "$STATE/etcd-data" "$STATE/kubelet" "$STATE/pod-logs" "$STATE/cni" "$KUBECONFIG_OUT"
+    rm -rf "$STATE/etcd-data" "$STATE"/nodes/*/kubelet "$STATE"/nodes/*/pod-logs "$STATE"/nodes/*/cni "$KUBECONFIG_OUT"
+    # an earlier version's one node, straight in the state dir
+    rm -rf "$STATE/kubelet" "$STATE/pod-logs" "$STATE/cni" "$STATE/containerd" "$STATE/images"
     start_cluster "$BIN"
 fi
 T_UP=$(now_ms)
@@ -80,8 +88,10 @@ echo "ASYNCDEPLOY_TEST_K8S_IMAGE=$(node_ref asyncdeploy-test/busybox)"
 echo "ASYNCDEPLOY_TEST_K8S_PYTHON_IMAGE=$(node_ref asyncdeploy-test/python)"
 echo "ASYNCDEPLOY_TEST_K8S_PAUSE_IMAGE=$(node_ref asyncdeploy-test/pause)"
 echo "ASYNCDEPLOY_TEST_K8S_DEMO_IMAGE=$(node_ref localhost/asyncdeploy/demo)"
-if ctr -a "$SOCK" -n k8s.io images check "name==docker.io/$(node_ref asyncdeploy-test/llama-server)" 2>/dev/null | grep -q complete; then
+if has_image "$(node_sock "${NODES%% *}")" asyncdeploy-test/llama-server; then
     echo "ASYNCDEPLOY_TEST_K8S_LLAMA_IMAGE=$(node_ref asyncdeploy-test/llama-server)"
 fi
 echo "ASYNCDEPLOY_KUBECTL=$BIN/kubectl"
+echo "ASYNCDEPLOY_TEST_K8S_NODES=$(echo $NODES | tr ' ' ,)"
+echo "ASYNCDEPLOY_TEST_K8S_STATE=$STATE"
 echo "ASYNCDEPLOY_KUBE_STARTUP_SECONDS=$(ms_to_s $((T_END - T0)))"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # stop-kube.sh - stop the cluster ci/start-kube.sh started, by the PIDs it recorded, and remove
-# what the node leaves on the host: its containers, mounts, network namespaces, the CNI bridge,
-# the kubelet's cgroups. The state dir stays (binaries, certificates, imported images are reused);
+# what the nodes leave on the host: their containers, mounts, network namespaces, CNI bridges,
+# the kubelets' cgroups. The state dir stays (binaries, certificates, imported images are reused);
 # `stop-kube.sh --purge` removes it too. Environment: as ci/start-kube.sh (ASYNCDEPLOY_KUBE_STATE).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 [ -d "$STATE" ] || { log "nothing to stop ($STATE does not exist)"; exit 0; }
 stop_cluster
-rm -rf "$STATE/etcd-data" "$STATE/kubelet" "$STATE/pod-logs"
+rm -rf "$STATE/etcd-data" "$STATE"/nodes/*/kubelet "$STATE"/nodes/*/pod-logs "$STATE/kubelet" "$STATE/pod-logs"
 if [ "${1:-}" = --purge ]; then
     case "$STATE" in /|"") die "refusing to remove '$STATE'" ;; esac
     rm -rf "$STATE"

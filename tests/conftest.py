@@ -69,6 +69,7 @@ VIRTUAL_TIME = (
     "kubernetes/test_accelerators_fake.py",
     "kubernetes/test_fake_matches_recordings.py",
     "kubernetes/test_selectors_fake.py",
+    "kubernetes/test_node_lost_fake.py",
     "unit/test_coalesce.py",
     "unit/test_create_roll_back.py",
     "unit/test_log.py",

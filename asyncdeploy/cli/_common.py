@@ -44,6 +44,7 @@ T = TypeVar("T")
 
 EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 1, 2, 3
 EXIT_TEARING_DOWN = 4  # drained, every container ended; a Pod was still being torn down
+EXIT_NODE_UNREACHABLE = 5  # a Pod was held by a Kubernetes node that stopped reporting
 EXIT_INTERRUPTED = 130  # Ctrl-C ended a watch or a follow, as a shell reports it
 
 
@@ -167,6 +168,12 @@ def run(function: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) 
     """Run one command's coroutine, mapping asyncdeploy's errors onto exit codes."""
     try:
         return anyio.run(functools.partial(function, *args, **kwargs))
+    except DrainError as exc:
+        if any(s.unreachable_node for s in exc.summaries):
+            code = EXIT_NODE_UNREACHABLE  # not the engine's absence, not a plain failed step
+        else:
+            code = EXIT_UNAVAILABLE if isinstance(exc, EngineUnavailable) else EXIT_FAILED
+        raise CommandFailed(str(exc), code, exc) from exc
     except EngineUnavailable as exc:
         raise CommandFailed(str(exc), EXIT_UNAVAILABLE, exc) from exc
     except (PlanError, SelectorError, DriverNotFound) as exc:

@@ -29,6 +29,7 @@ def describe_workload(status: WorkloadStatus, events: Sequence[WorkloadEvent] | 
         f"{status.name} ({status.driver}): {state}, grace {status.grace_period_seconds} s",
         f"Ready:       {ready}/{runs} run containers",
         f"Created:     {created}",
+        *([f"Node:        {status.node}"] if status.node else []),  # Kubernetes: where it runs
         "Labels:      " + (", ".join(f"{k}={v}" for k, v in status.labels.items()) or "-"),
         "Ports:       " + (", ".join(_port(p) for p in status.ports) or "none published"),
         "Containers:",

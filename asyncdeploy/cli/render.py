@@ -17,6 +17,7 @@ from asyncdeploy.events import (
     DrainFinished,
     DrainStarted,
     DrainSummary,
+    NodeUnreachable,
     PauseRemoved,
     PreStopFinished,
     PreStopStarted,
@@ -82,6 +83,12 @@ def event_line(event: DrainEvent | PullEvent, started: DrainStarted | None = Non
                 f"every container ended; the Pod was still being torn down {event.timeout:g} s "
                 "into the drain (it keeps its name until it goes)"
             )
+        case NodeUnreachable():
+            silent = "" if event.silent_for is None else f" for {event.silent_for:.0f} s"
+            return (
+                f"node {event.node} stopped reporting{silent}: pod {event.pod} stays "
+                f"Terminating, its containers' ends unseen; {event.remedy}"
+            )
         case DrainFinished():
             s = event.summary
             return (
@@ -91,6 +98,7 @@ def event_line(event: DrainEvent | PullEvent, started: DrainStarted | None = Non
                 + (f", {s.count('unreachable')} unreachable" if s.count("unreachable") else "")
                 + (f", {len(s.errors)} errors" if s.errors else "")
                 + (", the Pod still tearing down" if s.tearing_down else "")
+                + (f", node {s.unreachable_node} not reporting" if s.unreachable_node else "")
             )
 
 

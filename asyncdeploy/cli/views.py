@@ -59,13 +59,16 @@ def _row(status: WorkloadStatus, wide: bool, now: float) -> list[str]:
     if wide:
         containers = " ".join(_container(c, True) for c in status.containers)
         images = " ".join(dict.fromkeys(c.image for c in status.containers if c.role != "pause"))
-        return [*row, _restarts(status), status.driver, containers, images]
+        # NODE: where the Pod is bound, as kubectl's wide output (none on Docker and Podman)
+        node = status.node or "-"
+        return [*row, _restarts(status), status.driver, node, containers, images]
     return [*row, ", ".join(_container(c, False) for c in status.containers)]
 
 
 def _header(wide: bool) -> list[str]:
     base = ["NAME", "STATE", "READY", "PORTS", "GRACE", "AGE"]
-    return [*base, "RESTARTS", "DRIVER", "CONTAINERS", "IMAGES"] if wide else [*base, "CONTAINERS"]
+    wide_only = ["RESTARTS", "DRIVER", "NODE", "CONTAINERS", "IMAGES"]
+    return [*base, *wide_only] if wide else [*base, "CONTAINERS"]
 
 
 def _key(status: WorkloadStatus) -> tuple[str, str]:

@@ -112,13 +112,17 @@ class DrainBooks:
         *,
         unknown: ContainerEnd = "missing",
         tearing_down: bool = False,
+        unreachable_node: str | None = None,
     ) -> DrainSummary:
         """Sum the drain up and emit ``DrainFinished``, its last event (``tearing_down``: the
-        containers all ended, the workload was still going when the wait ended)."""
+        containers all ended, the workload was still going when the wait ended;
+        ``unreachable_node``: the Kubernetes node that stopped reporting while it drained)."""
         summary = summarize(
             self.workload, self.grace, self.elapsed(), containers, self.errors, unknown=unknown
         )
-        if tearing_down:
-            summary = attrs.evolve(summary, tearing_down=True)
+        if tearing_down or unreachable_node:
+            summary = attrs.evolve(
+                summary, tearing_down=tearing_down, unreachable_node=unreachable_node
+            )
         self.emit(DrainFinished(**self.at(), summary=summary))
         return summary

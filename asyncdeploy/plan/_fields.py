@@ -258,12 +258,22 @@ def env_map(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 
 
 def label_map(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    mapping(_, attribute, value)
+    _label_entries(attribute, value, reserved_refused=True)
+
+
+def node_labels(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Labels of nodes to match: any domain's keys (``kubernetes.io/hostname``), since the
+    nodes' labels are not asyncdeploy's to write."""
+    _label_entries(attribute, value, reserved_refused=False)
+
+
+def _label_entries(attribute: attrs.Attribute[Any], value: Any, *, reserved_refused: bool) -> None:
+    mapping(None, attribute, value)
     for key, item in value.items():
         item = cast(Any, item)  # plan files may carry any value
         if not _LABEL_KEY.fullmatch(key):
             raise PlanError(f"{attribute.name}.{key}", "is not a valid label key")
-        if is_reserved(key):
+        if reserved_refused and is_reserved(key):
             raise PlanError(
                 f"{attribute.name}.{key}",
                 f"is reserved: asyncdeploy writes the {RESERVED_DOMAIN} keys itself",

@@ -365,6 +365,15 @@ class WorkloadPlan:
             schema=STRINGS_OR_LIST,
         ),
     )
+    node_selector: FrozenMap = attrs.field(
+        factory=FrozenMap,
+        converter=rules.frozen_map,
+        validator=rules.node_labels,
+        metadata=about(
+            "Run the Pod only on a node carrying every one of these labels (the Pod's `nodeSelector`; `kubernetes.io/hostname: NODE` names one node). Docker and Podman refuse a plan that sets it (exit 2): they run on their one host, which is not a node the selector picks.",
+            "Kubernetes",
+        ),
+    )
     instance_of: str | None = attrs.field(
         default=None,
         validator=attrs.validators.optional(rules.dns_label),

@@ -179,6 +179,7 @@ async def test_output_formats_and_aligned_columns(
         "AGE",
         "RESTARTS",
         "DRIVER",
+        "NODE",
         "CONTAINERS",
         "IMAGES",
     ]
@@ -264,3 +265,26 @@ async def test_verify_without_a_plan_names_its_workload_itself(
         assert code == 1 and "stop before any traffic" in err
     assert all(re.fullmatch(r"asyncdeploy-verify-[0-9a-f]{6}", n) for n in names), names
     assert len(set(names)) == 2
+
+
+async def test_a_node_selector_is_refused_before_anything_is_touched(
+    deployer: Deployer, tmp_path: Path, name: Callable[[str], str]
+) -> None:
+    """``node_selector`` places a Pod on Kubernetes nodes; Docker and Podman run on their one
+    host, which no selector picks: a plan that sets it is refused (exit 2, naming the field),
+    before anything is made — and a changed plan adding it leaves the running workload as it
+    was (no drain of what it would replace)."""
+    workload = name("nodesel")
+    server = {"name": "server", "image": BUSYBOX, "command": ["sleep", "300"]}
+    assert (await cli(deployer, "create", "-f", plan_file(tmp_path, workload, [server])))[0] == 0
+    before = await deployer.get(workload)
+    pinned = plan_file(tmp_path, workload, [server], node_selector={"kubernetes.io/hostname": "a"})
+    code, _, err = await cli(deployer, "create", "-f", pinned)
+    assert code == 2, err
+    assert "node_selector" in err and "Traceback" not in err
+    assert await deployer.get(workload) == before  # the same containers, still running
+    fresh = plan_file(tmp_path, name("nodesel2"), [server], node_selector={"disk": "ssd"})
+    code, _, err = await cli(deployer, "create", "-f", fresh)
+    assert code == 2 and "node_selector" in err, err
+    assert workload in (await cli(deployer, "list", "-o", "name"))[1]
+    assert "nodesel2" not in (await cli(deployer, "list", "-o", "name"))[1]

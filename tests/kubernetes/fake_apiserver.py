@@ -33,6 +33,7 @@ import asyncio
 import copy
 import json
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
@@ -54,6 +55,9 @@ _EVENTS = re.compile(r"/api/v1/namespaces/([^/]+)/events")
 _SERVICES = re.compile(r"/api/v1/namespaces/([^/]+)/services(?:/([^/]+))?")
 _CONFIGMAPS = re.compile(r"/api/v1/namespaces/([^/]+)/configmaps(?:/([^/]+))?")
 _SLICES = re.compile(r"/apis/discovery.k8s.io/v1/namespaces/([^/]+)/endpointslices")
+_NODE = re.compile(r"/api/v1/nodes/([^/]+)")
+_LEASE = re.compile(r"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/([^/]+)")
+LEASE_SECONDS = 40  # the kubelet's default nodeLeaseDurationSeconds; it renews every 10 s
 
 
 @attrs.define
@@ -100,6 +104,9 @@ class FakeApiServer:
         self.scripts: dict[str, ContainerScript] = {}
         self.schedule = True
         self.dead_nodes: set[str] = set()  # bound there, a Pod never runs nor finishes deleting
+        # A node whose kubelet stopped (lose_node): its Lease's last renewal (a UNIX time); its
+        # Pods keep their last status, and a delete only marks them (10a: they stay Terminating)
+        self.lost_nodes: dict[str, float] = {}
         self.start_delay = 0.02
         self.final_delay = 0.05
         # How late the status shows an exit the node did not cause (ContainerScript.exit_after):
@@ -279,6 +286,10 @@ class FakeApiServer:
             return self._named(self.services, "Service", method, services[1], services[2], request)
         if (maps := _CONFIGMAPS.fullmatch(path)) is not None:
             return self._named(self.config_maps, "ConfigMap", method, maps[1], maps[2], request)
+        if (node := _NODE.fullmatch(path)) is not None and method == "GET":
+            return web.json_response(self._node(node[1]))
+        if (lease := _LEASE.fullmatch(path)) is not None and method == "GET":
+            return web.json_response(self._lease(lease[1]))
         if _SLICES.fullmatch(path) is not None and method == "GET":
             return web.json_response(self._listing("EndpointSliceList", []))
         if path == "/api/v1/pods" and method == "GET":  # every namespace's (kubectl -A)
@@ -610,8 +621,61 @@ class FakeApiServer:
             metadata["generation"] += 1
             node.stop_at, node.grace = anyio.current_time(), grace
         answer = self._write(key, _metadata_first(pod), "MODIFIED")
-        node.stopping.set()  # the kubelet keeps its first deadline, as observed (03a, 03h)
+        if pod["spec"].get("nodeName") not in self.lost_nodes:  # a stopped kubelet never acts
+            node.stopping.set()  # the kubelet keeps its first deadline, as observed (03a, 03h)
         return answer
+
+    # --- the nodes: each one's Node and its heartbeat, its Lease (10a) -----------------------
+
+    def lose_node(self, name: str, *, silent_for: float) -> None:
+        """Node ``name``'s kubelet stopped ``silent_for`` seconds ago (by the wall clock: the
+        driver compares the Lease's renewTime with it): its Lease is not renewed since, its
+        Node stays Ready (no node lifecycle controller, as on the project's cluster), and a
+        delete of a Pod there leaves it Terminating, its status as it was."""
+        self.lost_nodes[name] = time.time() - silent_for
+
+    def _known_node(self, name: str) -> bool:
+        bound = {p["spec"].get("nodeName") for p in self.pods.values()}
+        return name == NODE or name in self.lost_nodes or name in bound - self.dead_nodes
+
+    def _node(self, name: str) -> dict[str, Any]:
+        if not self._known_node(name):
+            raise k8s.not_found(name, "nodes")
+        heartbeat = k8s.rfc3339(k8s.truncated_now())
+        return {
+            "kind": "Node",
+            "apiVersion": "v1",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",  # 10a: nobody sets it Unknown without the controller
+                        "reason": "KubeletReady",
+                        "message": "kubelet is posting ready status",
+                        "lastHeartbeatTime": heartbeat,
+                        "lastTransitionTime": heartbeat,
+                    }
+                ]
+            },
+        }
+
+    def _lease(self, name: str) -> dict[str, Any]:
+        if not self._known_node(name):
+            raise k8s.not_found(name, "leases.coordination.k8s.io")
+        renewed = self.lost_nodes.get(name, time.time())
+        return {
+            "kind": "Lease",
+            "apiVersion": "coordination.k8s.io/v1",
+            "metadata": {"name": name, "namespace": "kube-node-lease"},
+            "spec": {
+                "holderIdentity": name,
+                "leaseDurationSeconds": LEASE_SECONDS,
+                "renewTime": datetime.fromtimestamp(renewed, UTC).strftime(
+                    "%Y-%m-%dT%H:%M:%S.%fZ"  # a MicroTime
+                ),
+            },
+        }
 
     def _delete_collection(
         self, namespace: str, query: Any, body: dict[str, Any] | None

@@ -219,3 +219,48 @@ def test_timeout_is_a_kubernetes_option() -> None:
     result = invoke("--driver", "docker", "delete", "demo", "--timeout", "10s")
     assert result.exit_code == 2
     assert "--timeout: a Kubernetes option" in result.stderr
+
+
+async def test_a_pod_held_by_a_node_that_stopped_reporting_is_exit_5(
+    fake: FakeApiServer, kubeconfig: Path
+) -> None:
+    """Issue 31 item 5: the delete ends at its ``--timeout`` with ``NodeUnreachable`` (the node,
+    the Pod, what to run) and exit 5 — not exit 4's "every container ended", not 1; the text
+    output says the same; ``delete-all`` too. ``list -o wide`` and ``get`` say where the Pod is."""
+    fake.lose_node("lost-node", silent_for=60)
+    for name in ("held", "kept"):
+        fake.create_pod(
+            NAMESPACE,
+            {
+                "metadata": {"name": name, "labels": {"asyncdeploy.io/workload": name}},
+                "spec": {
+                    "nodeName": "lost-node",
+                    "terminationGracePeriodSeconds": 10,
+                    "containers": [{"name": "c", "image": "x:1"}],
+                },
+            },
+        )
+    env = {"KUBECONFIG": str(kubeconfig)}
+    kube = ("--driver", "kubernetes")
+    result = await invoke_in_thread(*kube, "list", "-o", "wide", env=env)
+    assert result.exit_code == 0, result.output
+    header, *rows = result.stdout.splitlines()
+    assert [row[header.index("NODE") :].split()[0] for row in rows] == ["lost-node"] * 2
+    result = await invoke_in_thread(*kube, "get", "held", "-o", "json", env=env)
+    assert json.loads(result.stdout)["node"] == "lost-node"
+
+    result = await invoke_in_thread(
+        *kube, "delete", "held", "--timeout", "1s", "-o", "json", env=env
+    )
+    assert result.exit_code == 5, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["event"] for line in lines][-2:] == ["NodeUnreachable", "DrainFinished"]
+    assert lines[-2]["node"] == "lost-node" and lines[-2]["pod"] == "held"
+    assert lines[-1]["unreachable_node"] == "lost-node" and lines[-1]["tearing_down"] is False
+    assert "kubectl delete pod held -n asyncdeploy-test --force" in result.stderr
+    assert ("default", "held") not in fake.pods and (NAMESPACE, "held") in fake.pods
+
+    result = await invoke_in_thread(*kube, "delete-all", "--all", "--timeout", "1s", env=env)
+    assert result.exit_code == 5, result.output
+    assert "node lost-node stopped reporting" in result.stderr  # the event's line
+    assert "the kubelet on lost-node" in result.stderr

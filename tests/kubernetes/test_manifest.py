@@ -343,3 +343,26 @@ def test_a_pod_asyncdeploy_did_not_create_is_a_conflict() -> None:
     del live["metadata"]["labels"][LABEL_WORKLOAD]
     with pytest.raises(WorkloadConflict):
         apply_decision(live, minimal())
+
+
+def test_node_selector_is_the_pods_and_takes_any_domains_node_labels() -> None:
+    """``node_selector`` → ``nodeSelector``; the nodes' own keys (``kubernetes.io/hostname``)
+    are allowed, even those of asyncdeploy's reserved domain (the nodes' labels are not its to
+    write); a key or value that is no label is refused by its path; none set, none sent; it is
+    part of the plan's digest (a changed selector is a changed plan)."""
+    pinned = minimal(node_selector={"kubernetes.io/hostname": "127.0.0.2", "disk": "ssd"})
+    spec = pod_manifest(pinned, namespace="default")["spec"]
+    assert spec["nodeSelector"] == {"kubernetes.io/hostname": "127.0.0.2", "disk": "ssd"}
+    assert "nodeSelector" not in pod_manifest(minimal(), namespace="default")["spec"]
+    assert plan_digest(pinned) != plan_digest(minimal())
+    assert minimal(node_selector={"asyncdeploy.io/pool": "gpu"}).node_selector
+    with pytest.raises(PlanError, match=r"node_selector\.bad key: is not a valid label key"):
+        minimal(node_selector={"bad key": "x"})
+    with pytest.raises(PlanError, match=r"node_selector\.disk: is not a valid label value"):
+        minimal(node_selector={"disk": "not valid!"})
+    with pytest.raises(PlanError, match="node_selector: must be a mapping"):
+        WorkloadPlan.from_mapping(
+            {"name": "demo", "containers": [{"name": "s", "image": "x:1"}], "node_selector": ["a"]}
+        )
+    again = plan_from_record(plan_record(pinned))
+    assert again is not None and again.node_selector == pinned.node_selector

@@ -27,6 +27,7 @@ from asyncdeploy.events import (
     DrainStarted,
     DrainSummary,
     Emit,
+    NodeUnreachable,
     PauseRemoved,
     PreStopFinished,
     PreStopStarted,
@@ -75,6 +76,12 @@ EVENTS: list[tuple[DrainEvent, int]] = [
         logging.WARNING,
     ),
     (TeardownPending(workload=W, elapsed=25.0, timeout=25.0), logging.WARNING),
+    (
+        NodeUnreachable(
+            workload=W, elapsed=25.0, node="n2", pod="demo", silent_for=24.0, remedy="restart it"
+        ),
+        logging.ERROR,
+    ),
     (DrainFinished(workload=W, elapsed=2.8, summary=SUMMARY), logging.INFO),
 ]
 

@@ -46,6 +46,7 @@ from asyncdeploy.drivers.engine._unfinished import creators_alive, left_volumes
 from asyncdeploy.errors import (
     ENGINE_FAILURES,
     EngineUnavailable,
+    PlanError,
     WorkloadConflict,
     WorkloadNotFound,
 )
@@ -421,6 +422,12 @@ class EngineAPIDriver:
         """Create the workload; unchanged → no call that writes; changed → drain, then create
         (a failed drain raises ``DrainError`` and creates nothing; a cancellation lets a begun
         drain finish: :func:`~asyncdeploy.drivers._replaced.drain_replaced`)."""
+        if plan.node_selector:  # before anything is touched: no drain of what it would replace
+            raise PlanError(
+                "node_selector",
+                f"{self.name} runs workloads on its one host, which no node selector picks "
+                "(a Kubernetes field: remove it, or use --driver kubernetes)",
+            )
         grouped = await self.looks.named(plan.name)
         existing = grouped.get(plan.name)
         replaced = None

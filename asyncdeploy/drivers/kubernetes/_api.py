@@ -182,6 +182,17 @@ class PodAPI:
         path = resource_path("pods", namespace, name)
         return await self.call("GET", path, f"get pod {namespace}/{name}")
 
+    async def read_node(self, name: str) -> dict[str, Any]:
+        """``GET /api/v1/nodes/{name}``."""
+        return await self.call("GET", f"/api/v1/nodes/{quote(name, safe='')}", f"get node {name}")
+
+    async def read_node_lease(self, name: str) -> dict[str, Any]:
+        """``GET`` the node's heartbeat, its Lease in ``kube-node-lease``."""
+        path = (
+            f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{quote(name, safe='')}"
+        )
+        return await self.call("GET", path, f"get the lease of node {name}")
+
     async def list_pods(
         self,
         namespace: str,

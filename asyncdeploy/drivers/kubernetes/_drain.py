@@ -16,7 +16,9 @@ For the workloads of one ``drain`` call:
 3. one watch over all of them, beside the deletes, until every Pod is gone, resumed from a fresh
    list whenever it ends (:mod:`._watch`), under a deadline of each Pod's grace plus its margin
    (:func:`._pod_states.teardown_margin`), or until the caller's ``timeout`` from the start;
-   a Pod still there then whose containers all ended is reported tearing down, not failed.
+   a Pod still there then whose containers all ended is reported tearing down, not failed;
+   one whose node had stopped reporting (its Lease and Node read ``NODE_CHECK_LEAD`` before
+   the give-up time, :func:`._status.node_silence`) ends as ``NodeUnreachable``.
 
 Cancelled (a second Ctrl-C reaches here as a cancellation: the kill switch), the drain is finished
 shielded: a grace-0 delete of every Pod still there (uid-guarded, retried the same way), the
@@ -30,6 +32,7 @@ under one start (:func:`drain_namespaces`). After a drain, a plan's Service goes
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -76,6 +79,7 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 GIVE_UP_AFTER = 5.0  # past a Pod's deadline: how long its delete is tried again
+NODE_CHECK_LEAD = 2.0  # before a Pod's give-up time: its node is read (is it still reporting?)
 
 
 @attrs.frozen(kw_only=True)
@@ -317,9 +321,39 @@ async def _delete_and_follow(
 
         for drain in drains:
             tg.start_soon(_delete_one, api, namespace, drain, grace, settled)
+        tg.start_soon(_check_nodes, api, drains)
         with watching:
             await _watch_until_gone(api, namespace, selector, version, drains)
         tg.cancel_scope.cancel()  # every drain is done: no delete is worth retrying
+
+
+async def _check_nodes(api: PodAPI, drains: list[PodDrainReader]) -> None:
+    """Shortly before each give-up time (``NODE_CHECK_LEAD``), read the nodes of the Pods still
+    there then: a Pod held by a node that stopped reporting ends as ``NodeUnreachable`` rather
+    than as tearing down or stuck (:meth:`PodDrainReader.suspect`). A node that cannot be read
+    in time (no right to read Nodes or Leases, a slow answer) is not judged."""
+    for at in sorted({d.give_up for d in drains}):
+        await anyio.sleep(max(0.0, at - NODE_CHECK_LEAD - anyio.current_time()))
+        due = [d for d in drains if not d.done and d.give_up <= at and d.node]
+        for node in sorted({str(d.node) for d in due}):
+            with anyio.move_on_after(NODE_CHECK_LEAD):
+                silence = await _node_silence(api, node)
+                for drain in due:
+                    if drain.node == node:
+                        drain.suspect(silence)
+
+
+async def _node_silence(api: PodAPI, name: str) -> pod_status.NodeSilence | None:
+    """What the node's Lease and Node say (:func:`._status.node_silence`); what cannot be read
+    counts as unknown."""
+    read: list[Mapping[str, Any] | None] = []
+    for call in (api.read_node, api.read_node_lease):
+        try:
+            read.append(await call(name))
+        except ENGINE_FAILURES as exc:
+            _log.debug("node %s: %s", name, exc)
+            read.append(None)
+    return pod_status.node_silence(name, read[0], read[1], time.time())
 
 
 def _retryable(exc: EngineFailure) -> bool:

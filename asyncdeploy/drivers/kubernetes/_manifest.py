@@ -18,7 +18,8 @@ One Pod per workload, named after it. What maps where:
 * ``image_pull_policy`` → ``imagePullPolicy`` when set (else the cluster's default: Always for
   ``:latest``, IfNotPresent otherwise); ``image_pull_secrets`` → ``imagePullSecrets``. The
   kubelet pulls: ``registry_auth`` and ``pause_image_pull_policy`` are for Docker and Podman.
-* ``host_network`` → ``hostNetwork``; ``pid_shared`` → ``shareProcessNamespace``.
+* ``host_network`` → ``hostNetwork``; ``pid_shared`` → ``shareProcessNamespace``;
+  ``node_selector`` → ``nodeSelector``.
 * ``shm_size`` → an ``emptyDir`` (medium Memory, ``sizeLimit``) on ``/dev/shm`` of every container.
 * mounts: bind → ``hostPath``; volume → an ``emptyDir`` named after the volume (it lives and dies
   with the Pod: asyncdeploy creates no PersistentVolumeClaims); tmpfs → ``emptyDir`` Memory.
@@ -106,6 +107,8 @@ def pod_manifest(plan: WorkloadPlan, *, namespace: str) -> dict[str, Any]:
         spec["os"] = {"name": "linux"}  # lifecycle.stopSignal is refused without it
     if plan.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": name} for name in plan.image_pull_secrets]
+    if plan.node_selector:
+        spec["nodeSelector"] = dict(plan.node_selector)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

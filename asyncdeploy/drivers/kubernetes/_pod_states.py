@@ -33,7 +33,10 @@ slow). A Pod still there then whose containers were all seen to end after the de
 failed drain: the kubelet is still tearing it down (a slow node, volumes, devices), which
 ``TeardownPending`` says and the summary's ``tearing_down`` marks, with no error. A Pod still
 there with containers not seen to end, or that cannot be followed (a watch refused with 403),
-is an error in its summary, which says what was seen.
+is an error in its summary, which says what was seen. A Pod still there whose node had stopped
+reporting (:meth:`PodDrainReader.suspect`, read by :mod:`._drain` just before the give-up time)
+is neither: ``NodeUnreachable`` names the node and what to run, the summary's
+``unreachable_node`` and error say that nobody saw what became of its containers.
 A drain cut short (:meth:`PodDrainReader.kill`: the caller cancelled, e.g. a second Ctrl-C) is
 finished by a grace-0 delete: the containers still running are ``killed`` (reason
 ``cancelled``), and ``KILL_WAIT`` bounds the wait for the Pod to go.
@@ -64,6 +67,7 @@ from asyncdeploy.events import (
     DrainStarted,
     DrainSummary,
     Emit,
+    NodeUnreachable,
     PauseRemoved,
     PreStopFinished,
     PreStopStarted,
@@ -133,6 +137,9 @@ class PodDrainReader:
     began: bool = False  # DrainStarted emitted
     summary: DrainSummary | None = None
     timeout: float | None = None  # the caller's bound on the wait, from the drain's start
+    namespace: str = ""
+    node: str | None = None  # where the Pod is bound (spec.nodeName)
+    node_silent: pod_status.NodeSilence | None = None  # its node stopped reporting (suspect)
     _give_up_at: float | None = None
 
     @classmethod
@@ -190,6 +197,8 @@ class PodDrainReader:
             margin=teardown_margin(effective, margin),
             containers=containers,
             timeout=timeout,
+            namespace=str(metadata.get("namespace", "")),
+            node=pod_status.pod_node(pod),
         )
 
     @property
@@ -229,10 +238,18 @@ class PodDrainReader:
         why = f"; last watch error: {last_error}" if last_error else ""
         return f"pod {self.pod_name} was still there {when}: {seen}{why}"
 
+    def suspect(self, silence: pod_status.NodeSilence | None) -> None:
+        """What was read of the Pod's node shortly before :attr:`give_up` (None: it reports)."""
+        self.node_silent = silence
+
     def ran_out(self, last_error: str | None = None) -> None:
-        """The wait for the Pod ended (:attr:`give_up`) with the Pod still there: tearing down
-        when every container was seen to end after the delete took effect, else stuck."""
+        """The wait for the Pod ended (:attr:`give_up`) with the Pod still there: its node lost
+        when it had stopped reporting (:meth:`suspect`), else tearing down when every container
+        was seen to end after the delete took effect, else stuck."""
         if self.done:
+            return
+        if self.node_silent is not None:
+            self._node_lost(self.node_silent, last_error)
             return
         if self.killing or not self.deleting or any(c.outcome is None for c in self.containers):
             self.fail(self.stuck(last_error))
@@ -240,6 +257,41 @@ class PodDrainReader:
         waited = self.give_up - self.books.started
         self.books.emit(TeardownPending(**self.books.at(), timeout=round(waited, 3)))
         self.summary = self.books.finish(self.containers, tearing_down=True)
+
+    def _node_lost(self, silence: pod_status.NodeSilence, last_error: str | None) -> None:
+        """The Pod is held by a node that stopped reporting: what became of the containers not
+        seen to end is unknown (they may still run there), and the Pod stays until its kubelet
+        comes back; the truth, and what to run, not a teardown nor a plain stuck drain."""
+        remedy = silence.remedy(self.namespace, self.pod_name)
+        self.books.emit(
+            NodeUnreachable(
+                **self.books.at(),
+                node=silence.node,
+                pod=self.pod_name,
+                silent_for=silence.silent_for,
+                remedy=remedy,
+            )
+        )
+        unseen = [c.name for c in self.containers if c.outcome is None]
+        how = (
+            "its Ready condition is Unknown"
+            if silence.silent_for is None
+            else f"its kubelet has not renewed its lease for {silence.silent_for:g} s"
+        )
+        seen = (
+            f"{', '.join(unseen)} not seen to end (nobody could see them)"
+            if unseen
+            else "every container was seen to end before it went silent"
+        )
+        why = f"; last watch error: {last_error}" if last_error else ""
+        self.books.error(
+            f"pod {self.pod_name} on node {silence.node} was still there when the wait ended "
+            f"and the node had stopped reporting ({how}): {seen}; {remedy}{why}"
+        )
+        for c in self.containers:
+            if c.outcome is None:
+                c.outcome = "missing"
+        self.summary = self.books.finish(self.containers, unreachable_node=silence.node)
 
     @property
     def done(self) -> bool:

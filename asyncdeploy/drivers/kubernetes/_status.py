@@ -13,6 +13,8 @@ import datetime
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import attrs
+
 from asyncdeploy.drivers._books import effective_grace
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.labels import LABEL_PLAN, LABEL_PLAN_DIGEST, LABEL_WORKLOAD, PlanRole, shown_labels
@@ -21,12 +23,15 @@ from asyncdeploy.plan import masked_plan_record
 from asyncdeploy.results import ContainerStatus, PublishedPort, WorkloadEvent, WorkloadStatus
 
 __all__ = [
+    "NodeSilence",
     "container_specs",
     "container_state",
     "container_statuses",
     "kubelet_wrote",
     "masked_pod",
+    "node_silence",
     "pod_events",
+    "pod_node",
     "pod_ready",
     "stop_signal",
     "terminated",
@@ -142,7 +147,57 @@ def workload_status(pod: Mapping[str, Any]) -> WorkloadStatus:
         draining_until=timestamp(metadata["deletionTimestamp"])
         if metadata.get("deletionTimestamp")
         else None,
+        node=pod_node(pod),
     )
+
+
+def pod_node(pod: Mapping[str, Any]) -> str | None:
+    """The node the Pod is bound to (``spec.nodeName``), None before it is scheduled."""
+    return (pod.get("spec") or {}).get("nodeName") or None
+
+
+@attrs.frozen(kw_only=True)
+class NodeSilence:
+    """A node that stopped reporting: ``silent_for`` seconds since its kubelet last renewed its
+    lease (None when only the Node's Ready condition says so)."""
+
+    node: str
+    silent_for: float | None
+
+    def remedy(self, namespace: str, pod: str) -> str:
+        """What to run about a Pod held on this node."""
+        return (
+            f"the Pod stays until the kubelet on {self.node} reports again: restart it there; "
+            f"if the node is gone for good, `kubectl delete pod {pod} -n {namespace} --force "
+            "--grace-period=0` removes the Pod (not what may still run on the node)"
+        )
+
+
+def node_silence(
+    name: str, node: Mapping[str, Any] | None, lease: Mapping[str, Any] | None, now: float
+) -> NodeSilence | None:
+    """Whether node ``name`` stopped reporting, from its Node and its Lease (in
+    ``kube-node-lease``; either None when it could not be read), at UNIX time ``now``.
+
+    The kubelet renews its Lease every quarter of ``leaseDurationSeconds`` (10 s of 40 by
+    default): a lease not renewed for more than half of it has missed two renewals in a row. The
+    node lifecycle controller, where it runs, says the same later (40-50 s) by setting the
+    Ready condition ``Unknown`` ("Kubelet stopped posting node status"). A node whose Lease and
+    Node cannot be read is not judged (None): only what was seen is reported."""
+    silent_for = None
+    spec = (lease or {}).get("spec") or {}
+    renewed, duration = spec.get("renewTime"), spec.get("leaseDurationSeconds")
+    if timestamp(renewed) and duration:
+        silent_for = max(0.0, now - timestamp(renewed))
+        if silent_for > float(duration) / 2:
+            return NodeSilence(node=name, silent_for=round(silent_for, 1))
+    conditions = ((node or {}).get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if ready is not None and ready.get("status") == "Unknown":
+        return NodeSilence(
+            node=name, silent_for=None if silent_for is None else round(silent_for, 1)
+        )
+    return None
 
 
 def _ports(pod: Mapping[str, Any]) -> tuple[PublishedPort, ...]:
