@@ -25,11 +25,11 @@ class Handle:
         self.killed = anyio.Event()
         self.scope: anyio.CancelScope | None = None
 
-    def kill(self) -> None:
-        self.told.append("kill")
-        self.killed.set()
-
-    def cancel(self) -> None:
+    def stop(self, *, kill: bool = False) -> None:
+        if kill:
+            self.told.append("kill")
+            self.killed.set()
+            return
         self.told.append("cancel")
         if self.scope is not None:
             self.scope.cancel()
