@@ -16,6 +16,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from typing import Any, ClassVar
 
 import anyio
+import anyio.lowlevel
 import attrs
 
 from asyncdeploy.drivers.base import Found
@@ -97,6 +98,7 @@ class FakeDriver(DrainThenMake, ReadyByLooks, NoImages, ProcessMarkers):
 
     async def make(self, plan: WorkloadPlan) -> WorkloadStatus:
         """The create itself (``DrainThenMake.apply`` drains what it replaces first)."""
+        await anyio.lowlevel.checkpoint()  # an engine call: a cancellation lands here
         if plan.name in self.plans:
             raise WorkloadConflict(f"workload {plan.name!r} is still there", engine=ENGINE)
         ops = FakeOps()
