@@ -123,11 +123,14 @@ class Operation(Generic[E, Started]):
 
         ``stop()`` stops it as a cancellation would, never turning a drain into a kill: a create
         removes what it made, and a drain that has begun (a delete's, the one of the workload a
-        create replaces) runs to its end. ``stop(kill=True)`` also cuts every drain of the
-        operation short: survivors SIGKILLed now (at grace 0 when it has not begun), everything
-        still removed, ``DrainFinished`` still reported."""
+        create replaces) runs to its end. ``stop(kill=True)`` cuts every drain of the operation
+        short instead: survivors SIGKILLed now (at grace 0 when it has not begun), everything
+        still removed, ``DrainFinished`` still reported; the rest of the operation goes on (a
+        create whose old workload was killed still makes the new one, unless ``stop()`` came
+        too). The CLI's signal table asks for one or the other (``cli/_signals.py``)."""
         if kill:
             self._switch.kill()
+            return
         self._stop_asked = True
         if self._stop is not None:
             self._stop.cancel()

@@ -141,9 +141,9 @@ class Deployer:
         first, before anything is touched).
 
         After the events end, ``creation.result`` is the :class:`ApplyResult`. ``stop()``, or
-        a cancellation of the block, cancels the create as :meth:`create` says; ``stop(kill=True)``
-        (``kill()``) also cuts the drain of the workload it replaces short. An exception in the block (the consumer
-        failed) cancels the create too, except a drain of the old workload: that goes on to its
+        a cancellation of the block, cancels the create as :meth:`create` says;
+        ``stop(kill=True)`` (``kill()``) cuts the drain of the workload it replaces short. An
+        exception in the block (the consumer failed) cancels the create too, except a drain of the old workload: that goes on to its
         end without the consumer; the exception is raised after it. ``before_drain`` (a changed
         plan) is called right before the old one's drain begins: a caller that stops creates on
         a signal switches to a drain's policy there.

@@ -243,7 +243,7 @@ async def test_the_engine_gone_is_the_handles_verdict_with_every_summary() -> No
 
 async def test_stop_is_the_one_verb_a_create_stops_by() -> None:
     """``stop()`` before the create is entered: it stops before making anything, its events
-    end, and it says it was stopped; ``stop(kill=True)`` is what ``kill()`` is."""
+    end, and it says it was stopped; ``stop(kill=True)`` only kills drains."""
     driver = FakeDriver()
     deployer = Deployer(driver)
     creation = deployer.creating(_plan("a"))
@@ -252,9 +252,13 @@ async def test_stop_is_the_one_verb_a_create_stops_by() -> None:
         events = [event async for event in creation]
     assert (events, creation.stopped, creation.killed) == ([], True, False)
     assert await deployer.list() == []
-    drain = deployer.terminate("never-looked-at")
-    drain.kill()
-    assert drain.killed
+    # kill=True cuts drains short and stops nothing else: the create still makes the workload
+    # (a create whose old workload's drain a second signal killed serves the new one)
+    killed = deployer.creating(_plan("a"))
+    killed.stop(kill=True)
+    async with killed:
+        _ = [event async for event in killed]
+    assert (killed.stopped, killed.killed, killed.result.action) == (False, True, "created")
 
 
 async def test_a_replacements_summaries_are_its_old_ones_drains() -> None:
