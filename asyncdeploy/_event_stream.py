@@ -1,5 +1,5 @@
-"""The one shape of every event stream the deployer yields: a channel under a task group; and
-the drain stream that ``delete``, ``replace`` and ``reconcile`` share.
+"""The one shape of every event stream the deployer yields: a channel under a task group (a
+drain's, run by its handle: ``_operations.Drain``).
 
 The work runs in a task group of its own and emits without ever waiting; the consumer reads a
 memory-object stream; the group's lone error is unwrapped (trio's ``as_safe_channel`` shape).
@@ -10,20 +10,18 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TypeVar, cast
+from typing import TypeVar
 
 import anyio
 from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy._groups import lone_error
-from asyncdeploy._kill import KillSwitch
 from asyncdeploy._log import log_event
-from asyncdeploy.drivers.base import Driver, Found
-from asyncdeploy.errors import DrainError, DrainUnreachable, WorkloadNotFound
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit
+from asyncdeploy.drivers.base import Looks
+from asyncdeploy.errors import WorkloadNotFound
+from asyncdeploy.events import DrainEvent
 
 __all__ = [
-    "drain_stream",
     "event_stream",
     "workload_exists",
 ]
@@ -80,62 +78,9 @@ async def event_stream(
         raise lone_error(group) from None
 
 
-async def workload_exists(driver: Driver, name: str) -> bool:
+async def workload_exists(driver: Looks, name: str) -> bool:
     try:
         await driver.get(name)
     except WorkloadNotFound:
         return False
     return True
-
-
-@asynccontextmanager
-async def drain_stream(
-    driver: Driver,
-    found: Found,
-    grace_period_seconds: int | None,
-    kill: KillSwitch,
-    *,
-    keep_volumes: bool = False,
-) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
-    """Drain what ``found`` holds, with its events; ``kill`` cuts it short (thrown before the
-    drain began: grace 0). Raises on exit, once the consumer has every event:
-    ``DrainUnreachable`` when the engine went away, ``DrainError`` when a step failed."""
-    summaries: list[DrainSummary] = []
-    unreachable: list[DrainUnreachable] = []
-
-    async def work(emit: Callable[[DrainEvent], None]) -> None:
-        def keep(event: DrainEvent) -> None:
-            # Summaries come from the events, not the return value: a drain cut short (its
-            # scope cancelled) returns nothing, but still finishes every workload.
-            if isinstance(event, DrainFinished):
-                summaries.append(event.summary)
-            emit(event)
-
-        async def drain(grace: int | None) -> None:
-            try:
-                if found.names:
-                    await driver.drain(  # a drain emits drain events only
-                        found,
-                        grace_period_seconds=grace,
-                        emit=cast(Emit, keep),
-                        # only when asked: drivers written before it need not know it
-                        **({"keep_volumes": True} if keep_volumes else {}),
-                    )
-            except DrainUnreachable as exc:
-                unreachable.append(exc)  # raised once the consumer has every event
-
-        if kill.thrown:  # before the drain: no container's drain exists yet to be cut short
-            await drain(0)
-        else:
-            with kill.guarding():
-                await drain(grace_period_seconds)
-
-    async with event_stream(work, finish_on_error=True) as receive:
-        yield receive
-    if unreachable:
-        raise unreachable[0]
-    if any(c.outcome == "unreachable" for s in summaries for c in s.containers):
-        raise DrainUnreachable(summaries, engine=driver.name)  # cut short meanwhile
-    failed = [s for s in summaries if s.errors]
-    if failed:
-        raise DrainError(failed)

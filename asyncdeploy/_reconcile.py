@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from anyio.abc import ObjectReceiveStream
 
-from asyncdeploy._event_stream import drain_stream
 from asyncdeploy._kill import KillSwitch
 from asyncdeploy._operations import Drain
 from asyncdeploy.drivers.base import Driver
@@ -81,14 +80,14 @@ def finishing(
     driver = deployer.driver
 
     @asynccontextmanager
-    async def start(kill: KillSwitch) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
+    async def start(_: KillSwitch) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
         found = await driver.find(names)
         keep = bool(await being_replaced(driver, names))
-        drain = drain_stream(driver, found, grace_period_seconds, kill, keep_volumes=keep)
-        async with drain as events:
+        async with drain.stream(driver, found, grace_period_seconds, keep_volumes=keep) as events:
             yield events
 
-    return Drain(start)
+    drain = Drain(start)
+    return drain
 
 
 async def being_replaced(driver: Driver, names: list[str]) -> list[str]:

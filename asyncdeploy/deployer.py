@@ -46,7 +46,7 @@ from asyncdeploy._log import log_event
 from asyncdeploy._operations import CreateEvents, Drain, Replacement, draining
 from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import EngineTimeout, SelectorError, WorkloadNotFound
-from asyncdeploy.events import DrainFinished, DrainSummary, Emit, Event, PullEvent
+from asyncdeploy.events import DrainSummary, Emit, Event, PullEvent
 from asyncdeploy.plan import WorkloadPlan, plan_digest
 from asyncdeploy.plan.gating import expand_gates
 from asyncdeploy.replace import _run as _replace
@@ -140,10 +140,10 @@ class Deployer:
         what it replaces, and for a changed plan the replacement's own (``ReplaceStrategy``
         first, before anything is touched).
 
-        After the events end, ``creation.result`` is the :class:`ApplyResult`. ``cancel()``, or
-        a cancellation of the block, cancels the create as :meth:`create` says; ``kill()`` cuts
-        the drain of the workload it replaces short. An exception in the block (the consumer
-        failed) cancels the create too, except a drain of the old workload: that goes on to its
+        After the events end, ``creation.result`` is the :class:`ApplyResult`. ``stop()``, or
+        a cancellation of the block, cancels the create as :meth:`create` says;
+        ``stop(kill=True)`` (``kill()``) cuts the drain of the workload it replaces short. An
+        exception in the block (the consumer failed) cancels the create too, except a drain of the old workload: that goes on to its
         end without the consumer; the exception is raised after it. ``before_drain`` (a changed
         plan) is called right before the old one's drain begins: a caller that stops creates on
         a signal switches to a drain's policy there.
@@ -154,10 +154,14 @@ class Deployer:
             kill: KillSwitch,
         ) -> AsyncIterator[ObjectReceiveStream[Event | ReplaceEvent]]:
             async def work(emit: OnEvent) -> None:
+                def record(event: Event | ReplaceEvent) -> None:
+                    creation._record(event)  # the handle keeps the summaries
+                    emit(event)
+
                 with creation._stoppable():
                     result = await self._apply(
                         plan,
-                        emit,
+                        record,
                         kill,
                         strategy=strategy,
                         ready_timeout=ready_timeout,
@@ -205,10 +209,10 @@ class Deployer:
         )
         async with _replace.replacing(self.driver, plan, options, kill) as replaced:
             drained = list(replaced.drained)
-            async for event in replaced.events:
-                emit(event)
-                if isinstance(event, DrainFinished):
-                    drained.append(event.summary)
+            if replaced.drain is not None:
+                async for event in replaced.drain:
+                    emit(event)
+                drained.extend(replaced.drain.summaries)
         return ApplyResult(
             action="replaced",
             status=replaced.new,

@@ -4,7 +4,7 @@ The ``docker compose`` convention, for commands that change an engine:
 
 - a drain (``delete``, ``delete-all``): the first signal does not cut it short: it runs to its
   deadline, and the command ends as it would have. A second signal kills the survivors at once
-  (the operation's ``kill()``); everything is still removed, the JSON stream still ends with
+  (the operation's ``stop(kill=True)``); everything is still removed, the JSON stream still ends with
   ``DrainFinished``, and the command exits 128 + that signal (130 for Ctrl-C, 143 for SIGTERM).
 - a create: the first signal cancels it; the create removes everything it had made (shielded,
   bounded) and the command exits 128 + that signal. A create of a changed plan is a replace,
@@ -12,8 +12,8 @@ The ``docker compose`` convention, for commands that change an engine:
   plan never kills it on that signal: a drain of the old workload that has begun runs to its end (the
   library shields it from the cancellation), then the create stops and nothing new is made; a
   second signal during that drain kills the old workload's survivors at once, as for a delete.
-  The create's events keep flowing meanwhile: the CLI cancels only the create (its handle's
-  ``cancel()``), not the loop that prints them.
+  The create's events keep flowing meanwhile: the CLI stops only the create (its handle's
+  ``stop()``), not the loop that prints them.
 - a replace: until the old instance's drain begins, the first signal stops it: the new instance
   is removed (drained, when it had started) and the old one keeps serving; exit 128 + that
   signal. Once the old instance's drain has begun (:meth:`Interrupts.now_draining`), it is a
@@ -212,10 +212,11 @@ FIRST_PHASE: dict[str, Phase] = {
 }
 
 
-class Killable(Protocol):
-    """What a signal acts on: the operation's handle (``Drain``, ``CreateEvents``, ...)."""
+class Stoppable(Protocol):
+    """What a signal acts on: the operation's handle (``Drain``, ``CreateEvents``,
+    ``Replacement``): its one verb, ``stop`` (``kill=True``: its drains cut short)."""
 
-    def kill(self) -> None: ...
+    def stop(self, *, kill: bool = False) -> None: ...
 
 
 @attrs.define
@@ -229,18 +230,18 @@ class Interrupts:
     notice: Callable[[str], None] | None = None
     _cut_by: signal.Signals | None = None  # the signal that cancelled or killed
     _ended_in: Phase | None = None  # the phase the outcome settled in
-    _operation: Killable | None = None
+    _operation: Stoppable | None = None
     _kill_asked: bool = False
     _work: anyio.CancelScope | None = None
 
     def __attrs_post_init__(self) -> None:
         self.phase = FIRST_PHASE[self.mode]
 
-    def attach(self, operation: Killable) -> None:
+    def attach(self, operation: Stoppable) -> None:
         """The operation signals act on from now (a kill asked before reaches it at once)."""
         self._operation = operation
         if self._kill_asked:
-            operation.kill()
+            operation.stop(kill=True)
 
     def happened(self, what: Happened, name: str = "") -> Act:
         """Step the table; act and say as it says; return the act (for tests)."""
@@ -254,12 +255,14 @@ class Interrupts:
         if act is Act.KILL:
             self._kill_asked = True
             if self._operation is not None:
-                self._operation.kill()
+                self._operation.stop(kill=True)
         elif act is Act.CANCEL:
-            cancel = getattr(self._operation, "cancel", None)
-            if cancel is not None:
-                cancel()  # the operation alone: what prints its events goes on to their end
-            elif self._work is not None:
+            if self._operation is not None:
+                # the operation alone: what prints its events goes on to their end
+                self._operation.stop()
+            if (self.mode == "replace" or self._operation is None) and self._work is not None:
+                # a replacement runs in the command's own task (it is entered, not read): it
+                # stops as that task's work is cancelled; so does a create not yet attached
                 self._work.cancel()
         return act
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol, cast
 
 import anyio
 import attrs
@@ -183,7 +183,7 @@ async def _create_showing_events(
 ) -> ApplyResult | None:
     """Create, printing its events as they come; None when a signal stopped it.
 
-    A signal cancels the create alone (its handle's ``cancel()``): the loop that prints goes on
+    A signal stops the create alone (its handle's ``stop()``): the loop that prints goes on
     until the create has ended, so the drain of a workload it replaces (which a cancellation
     never cuts short) is shown to its ``DrainFinished``.
     """
@@ -219,7 +219,7 @@ async def _create_showing_events(
                 lines.show(event)
             if isinstance(event, DrainFinished):
                 interrupts.drain_ended()
-    return None if creation.cancelled else creation.result
+    return None if creation.stopped else creation.result
 
 
 async def _wait(
@@ -318,7 +318,7 @@ def delete(
             seen: list[DrainEvent] = []
             try:
                 summaries = await stream_drain(
-                    _recorded(drain, seen) if timeline_file else drain, output, interrupts
+                    drain, output, interrupts, seen=seen if timeline_file else None
                 )
                 if selector is not None and not summaries:
                     click.echo("No resources found", err=True)  # as kubectl: exit 0
@@ -390,21 +390,22 @@ def _exit_if_tearing_down(summaries: list[DrainSummary]) -> None:
         raise click.exceptions.Exit(EXIT_TEARING_DOWN)
 
 
-@contextlib.asynccontextmanager
-async def _recorded(drain: Any, seen: list[DrainEvent]) -> AsyncIterator[AsyncIterator[DrainEvent]]:
-    """The drain's events, each also kept in ``seen`` (for ``--timeline``)."""
+class DrainHandle(Protocol):
+    """What the CLI prints a drain from, once entered: a ``Drain``, or a ``Replacement`` (its
+    old instances' drain). The handle keeps the summaries; the CLI only reads them."""
 
-    async def tee(events: AsyncIterator[DrainEvent]) -> AsyncIterator[DrainEvent]:
-        async for event in events:
-            seen.append(event)
-            yield event
+    def __aiter__(self) -> AsyncIterator[DrainEvent]: ...
 
-    async with drain as events:
-        yield tee(events)
+    @property
+    def summaries(self) -> tuple[DrainSummary, ...]: ...
 
 
 async def stream_drain(
-    drain: Any, output: str, interrupts: Interrupts | None = None
+    drain: AbstractAsyncContextManager[DrainHandle],
+    output: str,
+    interrupts: Interrupts | None = None,
+    *,
+    seen: list[DrainEvent] | None = None,
 ) -> list[DrainSummary]:
     """Print a drain's events as they come, then the result; return the summaries.
 
@@ -412,8 +413,9 @@ async def stream_drain(
     per-container view on stderr (state, seconds left); otherwise (no terminal, narrower,
     TERM=dumb) one line per event on stderr. Then a table per workload on stdout, also when the
     drain failed (its ``DrainError`` is raised after the tables): that is when it matters most.
+    ``seen`` keeps every event (for ``--timeline``).
     """
-    summaries: list[DrainSummary] = []
+    entered: list[DrainHandle] = []  # the handle, once the drain is entered
     renderer: EventRenderer | LiveView | None = None
     if output == "text":
         renderer = for_stream(sys.stderr)
@@ -426,13 +428,13 @@ async def stream_drain(
             view.redraw()
 
     try:
-        async with drain as events, anyio.create_task_group() as tg:
+        async with drain as handle, anyio.create_task_group() as tg:
+            entered.append(handle)
             if isinstance(renderer, LiveView):
                 tg.start_soon(tick, renderer)
-            event: DrainEvent
-            async for event in events:
-                if isinstance(event, DrainFinished):
-                    summaries.append(event.summary)
+            async for event in handle:
+                if seen is not None:
+                    seen.append(event)
                 if renderer is None:
                     emit_json(event_to_dict(event))
                 else:
@@ -444,10 +446,10 @@ async def stream_drain(
         if renderer is not None:
             renderer.close()
             width = terminal_width(sys.stdout)  # on a terminal, a long head line folded
-            for summary in summaries:
+            for summary in (s for handle in entered for s in handle.summaries):
                 table = EventRenderer.summary_table(summary).split("\n")
                 echo_out("\n".join(fold(line, width) for line in table))
-    return summaries
+    return [s for handle in entered for s in handle.summaries]
 
 
 @click.command()

@@ -1,7 +1,25 @@
-"""The contract every driver meets, and the small values drivers return.
+"""The contract every driver meets, cut by concern, and the small values drivers return.
 
 Drivers take plans and return attrs values: engine dicts and Kubernetes model objects never cross
 this boundary. Every driver drains with the same event types (:mod:`asyncdeploy.events`).
+
+:class:`Driver` is five parts, each a protocol of its own, so that a caller asks for the part it
+uses and a new driver writes the part it owns:
+
+- :class:`Drains` (``find``, ``find_matching``, ``drain``): the one primitive every driver must
+  write itself; the deployer's handles (``_operations.py``) run everything else of a drain
+  (events, kill, summaries, verdict) on top of it, as httpx's client runs on one transport call.
+- :class:`Lifecycle` (``ping``, ``apply``, ``pull``, ``wait_ready``, ``aclose``): a workload made,
+  readied and the connection closed.
+- :class:`Looks` (``get``, ``list``, ``recorded_plan``, ``recent_events``, ``inspect``, ``logs``,
+  ``exec``): reading and reaching into what runs; nothing changes.
+- :class:`Images` (``image_labels``, ``image_ports``, ``build_image``): what the engine holds
+  locally, where it can see it.
+- :class:`Markers` (``hold_marker``, ``read_marker``, ``drop_marker``): a replace's lock.
+
+The parts a driver need not write are in :mod:`asyncdeploy.drivers.parts`: ``NoImages`` (an
+engine whose images it cannot see), ``ProcessMarkers``, ``ReadyByLooks`` (a ready wait over
+``get``), ``DrainThenMake`` (``apply`` over the drain primitive and one ``make``).
 """
 
 from __future__ import annotations
@@ -20,8 +38,13 @@ from asyncdeploy.selectors import Selector, SelectorLike
 
 __all__ = [
     "READY_SETTLE_SECONDS",
+    "Drains",
     "Driver",
     "Found",
+    "Images",
+    "Lifecycle",
+    "Looks",
+    "Markers",
 ]
 
 READY_SETTLE_SECONDS = 2.0
@@ -51,10 +74,41 @@ class Found:
     names: tuple[str, ...]
 
 
-class Driver(Protocol):
-    """What a deployer needs from an engine. All methods map engine errors to ``EngineError``."""
+class Drains(Protocol):
+    """The one primitive a driver must write: find workloads in one look, drain what it found."""
 
     name: ClassVar[str]
+
+    async def find(self, names: Sequence[str]) -> Found:
+        """One list call: the named workloads, as a drain needs them.
+
+        A missing name raises ``WorkloadNotFound``; nothing is touched either way.
+        """
+        ...
+
+    async def find_matching(self, selector: Selector | None) -> Found:
+        """One list call: every workload ``selector`` matches (every one for None)."""
+        ...
+
+    async def drain(
+        self,
+        found: Found,
+        *,
+        grace_period_seconds: int | None,
+        emit: Emit,
+        keep_volumes: bool = False,
+    ) -> builtins.list[DrainSummary]:
+        """Drain what :meth:`find` found concurrently under one deadline and remove it.
+
+        Starts from that one list (no second); emits every step; returns one summary per
+        workload. ``keep_volumes``: leave the named volumes the workloads' plan made (a
+        recreate's next instance mounts them).
+        """
+        ...
+
+
+class Lifecycle(Protocol):
+    """A workload made and readied; the connection checked and closed."""
 
     async def ping(self) -> EngineInfo:
         """Check the engine answers; raise ``EngineUnavailable`` when it does not."""
@@ -82,6 +136,26 @@ class Driver(Protocol):
         pulls before it drains the old instance); a no-op where the cluster pulls (Kubernetes)."""
         ...
 
+    async def wait_ready(
+        self, name: str, *, timeout: float, settle_seconds: float | None = None
+    ) -> WorkloadStatus:
+        """Wait until every run container passes its readiness check, or, without one, runs
+        and has kept running with no restart ``settle_seconds`` past its start (default
+        :data:`READY_SETTLE_SECONDS`; see there).
+
+        Raise ``CreateError`` (its exit code, its last log lines) when a run container ends or
+        restarts first, ``EngineTimeout`` when ``timeout`` seconds pass first.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Close the engine client."""
+        ...
+
+
+class Looks(Protocol):
+    """Reading what runs, and reaching into it: nothing is changed."""
+
     async def get(self, name: str) -> WorkloadStatus:
         """Raise ``WorkloadNotFound`` when there is no such workload."""
         ...
@@ -100,36 +174,8 @@ class Driver(Protocol):
         an engine that keeps none gives an empty list)."""
         ...
 
-    async def image_labels(self, image: str) -> Mapping[str, str] | None:
-        """A local image's labels; None when the engine lacks it (or cannot see images)."""
-        ...
-
-    async def build_image(
-        self,
-        context: bytes,
-        tag: str,
-        *,
-        labels: Mapping[str, str],
-        on_line: Callable[[str], None] | None = None,
-    ) -> None:
-        """Build a tar build context as ``tag`` on the engine, its steps without network."""
-        ...
-
-    async def image_ports(self, image: str) -> frozenset[int] | None:
-        """The TCP ports a local image ``EXPOSE``s; None when it is not present or the engine
-        cannot tell (Kubernetes: the node pulls, the API cannot see images)."""
-        ...
-
-    async def wait_ready(
-        self, name: str, *, timeout: float, settle_seconds: float | None = None
-    ) -> WorkloadStatus:
-        """Wait until every run container passes its readiness check, or, without one, runs
-        and has kept running with no restart ``settle_seconds`` past its start (default
-        :data:`READY_SETTLE_SECONDS`; see there).
-
-        Raise ``CreateError`` (its exit code, its last log lines) when a run container ends or
-        restarts first, ``EngineTimeout`` when ``timeout`` seconds pass first.
-        """
+    async def inspect(self, name: str) -> dict[str, Any]:
+        """Engine detail for people, masked by :mod:`asyncdeploy.masking`."""
         ...
 
     def logs(
@@ -163,36 +209,33 @@ class Driver(Protocol):
         stops before the command ends."""
         ...
 
-    async def inspect(self, name: str) -> dict[str, Any]:
-        """Engine detail for people, masked by :mod:`asyncdeploy.masking`."""
+
+class Images(Protocol):
+    """What the engine holds locally (an engine that cannot see images answers None)."""
+
+    async def image_labels(self, image: str) -> Mapping[str, str] | None:
+        """A local image's labels; None when the engine lacks it (or cannot see images)."""
         ...
 
-    async def find(self, names: Sequence[str]) -> Found:
-        """One list call: the named workloads, as a drain needs them.
-
-        A missing name raises ``WorkloadNotFound``; nothing is touched either way.
-        """
+    async def image_ports(self, image: str) -> frozenset[int] | None:
+        """The TCP ports a local image ``EXPOSE``s; None when it is not present or the engine
+        cannot tell (Kubernetes: the node pulls, the API cannot see images)."""
         ...
 
-    async def find_matching(self, selector: Selector | None) -> Found:
-        """One list call: every workload ``selector`` matches (every one for None)."""
-        ...
-
-    async def drain(
+    async def build_image(
         self,
-        found: Found,
+        context: bytes,
+        tag: str,
         *,
-        grace_period_seconds: int | None,
-        emit: Emit,
-        keep_volumes: bool = False,
-    ) -> builtins.list[DrainSummary]:
-        """Drain what :meth:`find` found concurrently under one deadline and remove it.
-
-        Starts from that one list (no second); emits every step; returns one summary per
-        workload. ``keep_volumes``: leave the named volumes the workloads' plan made (a
-        recreate's next instance mounts them).
-        """
+        labels: Mapping[str, str],
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
+        """Build a tar build context as ``tag`` on the engine, its steps without network."""
         ...
+
+
+class Markers(Protocol):
+    """A replace's lock: markers held atomically, which no list or drain sees."""
 
     async def hold_marker(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
         """Create the marker ``key`` holding ``record`` (and ``labels``), atomically: None when
@@ -208,6 +251,7 @@ class Driver(Protocol):
         """Remove the marker ``key`` if it still holds ``record`` (gone already is fine)."""
         ...
 
-    async def aclose(self) -> None:
-        """Close the engine client."""
-        ...
+
+class Driver(Drains, Lifecycle, Looks, Images, Markers, Protocol):
+    """What a deployer needs from an engine: the five parts. All methods map engine errors to
+    ``EngineError``."""

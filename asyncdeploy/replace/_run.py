@@ -37,10 +37,10 @@ from typing import Literal, cast
 import anyio
 import anyio.lowlevel
 import attrs
-from anyio.abc import ObjectReceiveStream
 
-from asyncdeploy._event_stream import drain_stream, workload_exists
+from asyncdeploy._event_stream import workload_exists
 from asyncdeploy._kill import KillSwitch
+from asyncdeploy._operations import Drain, draining
 from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.errors import (
     AsyncDeployError,
@@ -50,7 +50,7 @@ from asyncdeploy.errors import (
     WorkloadConflict,
     WorkloadNotFound,
 )
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, PullEvent
+from asyncdeploy.events import DrainEvent, DrainSummary, Emit, PullEvent
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.plan.gating import expand_gates
@@ -93,15 +93,16 @@ OnEvent = Callable[[ReplaceEvent | DrainEvent | PullEvent], None]
 @attrs.frozen(kw_only=True)
 class Replaced:
     """Where a replacement stands once entered: the new instance (ready), the old ones' drain
-    events (the public handle, :class:`asyncdeploy.Replacement`, holds this).
+    (its own handle, with its events, summaries and verdict; the public handle,
+    :class:`asyncdeploy.Replacement`, holds this).
 
-    With ``recreate`` the old ones were drained before the new one started: ``events`` is then
-    empty, ``drained`` holds their summaries and ``downtime`` the seconds without an instance.
+    With ``recreate`` the old ones were drained before the new one started: ``drain`` is then
+    None, ``drained`` holds their summaries and ``downtime`` the seconds without an instance.
     """
 
     new: WorkloadStatus
     old: tuple[str, ...]
-    events: ObjectReceiveStream[DrainEvent]
+    drain: Drain | None
     strategy: Literal["surge", "recreate"] = "surge"
     drained: tuple[DrainSummary, ...] = ()
     downtime: float | None = None
@@ -115,6 +116,23 @@ class ReplaceResult:
     drained: tuple[DrainSummary, ...]
     strategy: Literal["surge", "recreate"] = "surge"
     downtime: float | None = None  # recreate: seconds from the old ones' drain to the new ready
+
+
+def _draining(
+    driver: Driver,
+    found: Found,
+    grace_period_seconds: int | None,
+    kill: KillSwitch,
+    *,
+    keep_volumes: bool = False,
+) -> Drain:
+    """A drain of what ``found`` holds, as a handle of its own (its events, its summaries, its
+    verdict on exit) cut short by the replacement's kill switch."""
+
+    async def look() -> Found:
+        return found
+
+    return draining(driver, look, grace_period_seconds, keep_volumes=keep_volumes, switch=kill)
 
 
 def _ignore(_: object) -> None:
@@ -221,23 +239,20 @@ async def _replacing_locked(
     if found is not None:
         assert status is not None
         # (the plan's volumes and Service stay: the new instance mounts and is behind them)
-        drain = drain_stream(driver, found, options.grace_period_seconds, kill)
-        async with drain as events:  # bounded by each driver (the grace, then a kill)
-            yield Replaced(new=status, old=old, events=events)
+        drain = _draining(driver, found, options.grace_period_seconds, kill)
+        async with drain:  # bounded by each driver (the grace, then a kill)
+            yield Replaced(new=status, old=old, drain=drain)
         return
     with deadline.held():
         status, drained, downtime = await _recreate(driver, plan, options, run, old, emit)
-    send, receive = anyio.create_memory_object_stream[DrainEvent](0)
-    send.close()
-    with receive:
-        yield Replaced(
-            new=status,
-            old=old,
-            events=receive,
-            strategy="recreate",
-            drained=tuple(drained),
-            downtime=downtime,
-        )
+    yield Replaced(
+        new=status,
+        old=old,
+        drain=None,
+        strategy="recreate",
+        drained=tuple(drained),
+        downtime=downtime,
+    )
 
 
 async def _start(
@@ -408,14 +423,11 @@ class _Run:
     ) -> list[DrainSummary]:
         """Drain the old instances before the new one exists (recreate), their events handed
         to ``emit``; a failed drain raises and nothing is created."""
-        summaries: list[DrainSummary] = []
-        drain = drain_stream(self.driver, found, grace_period_seconds, self.kill, keep_volumes=True)
-        async with drain as events:
-            async for event in events:
-                if isinstance(event, DrainFinished):
-                    summaries.append(event.summary)
+        drain = _draining(self.driver, found, grace_period_seconds, self.kill, keep_volumes=True)
+        async with drain:
+            async for event in drain:
                 self.emit(event)
-        return summaries
+        return list(drain.summaries)
 
     async def _report_waiting(self, started: float) -> None:
         driver, name = self.driver, self.plan.name
@@ -443,10 +455,10 @@ class _Run:
         with anyio.CancelScope(shield=True), anyio.move_on_after(grace + ROLL_BACK_MARGIN):
             try:
                 found = await self.driver.find([name])
-                async with drain_stream(
+                async with _draining(
                     self.driver, found, grace, self.kill, keep_volumes=self.keep_volumes
-                ) as events:
-                    async for event in events:
+                ) as drained:
+                    async for event in drained:
                         self.emit(event)
             except AsyncDeployError:
                 pass  # its DrainFinished (errors included) was emitted; gone already is fine

@@ -12,30 +12,26 @@ engine that goes away).
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from typing import Any, ClassVar
 
 import anyio
+import anyio.lowlevel
 import attrs
 
-from asyncdeploy._kill import KillSwitch
-from asyncdeploy.drivers._replaced import drain_replaced
-from asyncdeploy.drivers.base import READY_SETTLE_SECONDS, Found
+from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine._drain import drain_workloads
 from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
+from asyncdeploy.drivers.parts import DrainThenMake, NoImages, ProcessMarkers, ReadyByLooks
 from asyncdeploy.errors import (
-    CreateError,
     DrainUnreachable,
-    EngineAPIError,
-    EngineTimeout,
     WorkloadConflict,
     WorkloadNotFound,
 )
-from asyncdeploy.events import DrainSummary, Emit, ignore_events
+from asyncdeploy.events import DrainSummary, Emit
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan, plan_digest
 from asyncdeploy.results import (
-    ApplyResult,
     ContainerStatus,
     EngineInfo,
     ExecResult,
@@ -50,21 +46,21 @@ __all__ = ["FakeDriver"]
 _STATES = {"running": "running", "paused": "paused", "exited": "exited", "gone": "removed"}
 
 
-@attrs.frozen(kw_only=True)
-class _Found(Found):
-    pass
-
-
-class FakeDriver:
+class FakeDriver(DrainThenMake, ReadyByLooks, NoImages, ProcessMarkers):
     """An in-memory driver: hand it to :class:`asyncdeploy.Deployer` (``Deployer(FakeDriver())``)
-    and every call works as on an engine, without one."""
+    and every call works as on an engine, without one.
+
+    It writes the drain (the real engine drain over its fakes), ``make`` and its looks; the rest
+    of the driver comes from :mod:`asyncdeploy.drivers.parts` (``apply`` over the drain, the
+    ready wait by looks, no images, markers in this process)."""
 
     name: ClassVar[str] = ENGINE
+    no_build: ClassVar[str] = "the fake driver builds no images"
 
     def __init__(self) -> None:
+        super().__init__()
         self.plans: dict[str, WorkloadPlan] = {}
         self._engines: dict[str, FakeOps] = {}
-        self._markers: dict[str, str] = {}
 
     # --- scripting ------------------------------------------------------------------------
 
@@ -100,32 +96,11 @@ class FakeDriver:
     async def ping(self) -> EngineInfo:
         return EngineInfo(driver=ENGINE, version="0", api_version="0", engine=ENGINE)
 
-    async def apply(
-        self, plan: WorkloadPlan, *, emit: Emit | None = None, kill: KillSwitch | None = None
-    ) -> ApplyResult:
-        emit = emit or ignore_events
-        replaced: DrainSummary | None = None
-        if plan.name in self.plans:
-            status = await self.get(plan.name)
-            if status.plan_digest == plan_digest(plan) and status.state == "running":
-                return ApplyResult(action="unchanged", status=status)
-            found = await self.find([plan.name])
-            replaced = await drain_replaced(
-                plan.name,
-                lambda watch: self.drain(found, grace_period_seconds=None, emit=watch),
-                emit,
-                kill,
-            )
+    async def make(self, plan: WorkloadPlan) -> WorkloadStatus:
+        """The create itself (``DrainThenMake.apply`` drains what it replaces first)."""
+        await anyio.lowlevel.checkpoint()  # an engine call: a cancellation lands here
         if plan.name in self.plans:
             raise WorkloadConflict(f"workload {plan.name!r} is still there", engine=ENGINE)
-        self._make(plan)
-        return ApplyResult(
-            action="created" if replaced is None else "replaced",
-            status=await self.get(plan.name),
-            replaced=replaced,
-        )
-
-    def _make(self, plan: WorkloadPlan) -> None:
         ops = FakeOps()
         ops.add("pause", "pause")
         for c in plan.containers:
@@ -144,6 +119,7 @@ class FakeDriver:
             ops.add("autoheal", "autoheal")
         self.plans[plan.name] = plan
         self._engines[plan.name] = ops
+        return await self.get(plan.name)
 
     async def pull(self, plan: WorkloadPlan, *, emit: Emit) -> None:
         return None  # nothing to pull: the fake runs no image
@@ -185,55 +161,6 @@ class FakeDriver:
     async def recent_events(self, name: str, *, limit: int) -> builtins.list[WorkloadEvent]:
         await self.get(name)
         return []
-
-    async def image_ports(self, image: str) -> frozenset[int] | None:
-        return None
-
-    async def image_labels(self, image: str) -> Mapping[str, str] | None:
-        return None  # no images: a plan's images are taken as they are
-
-    async def build_image(
-        self,
-        context: bytes,
-        tag: str,
-        *,
-        labels: Mapping[str, str],
-        on_line: Callable[[str], None] | None = None,
-    ) -> None:
-        raise EngineAPIError("the fake driver builds no images", engine=ENGINE, status=0)
-
-    async def wait_ready(
-        self, name: str, *, timeout: float, settle_seconds: float | None = None
-    ) -> WorkloadStatus:
-        """Ready: every run container runs, and still runs ``settle_seconds`` later (default
-        ``READY_SETTLE_SECONDS``, as on an engine); one that exited is a ``CreateError`` with
-        its exit code."""
-        settle = READY_SETTLE_SECONDS if settle_seconds is None else settle_seconds
-        try:
-            with anyio.fail_after(timeout):
-                while True:
-                    status = await self.get(name)
-                    ended = [
-                        c for c in status.containers if c.role == "run" and c.state != "running"
-                    ]
-                    if ended:
-                        raise CreateError(
-                            f"{name}: container {ended[0].name} exited",
-                            exit_code=ended[0].exit_code,
-                        )
-                    settled = await self._still_running(name, settle)
-                    if settled is not None:
-                        return settled
-        except TimeoutError:
-            raise EngineTimeout(
-                f"{name} was not ready within {timeout:g} s", engine=ENGINE
-            ) from None
-
-    async def _still_running(self, name: str, settle: float) -> WorkloadStatus | None:
-        await anyio.sleep(settle)
-        status = await self.get(name)
-        runs = [c for c in status.containers if c.role == "run"]
-        return status if all(c.state == "running" for c in runs) else None
 
     def logs(
         self,
@@ -277,10 +204,10 @@ class FakeDriver:
             raise WorkloadNotFound(
                 f"no workload named {', '.join(map(repr, missing))}", engine=ENGINE
             )
-        return _Found(names=tuple(names))
+        return Found(names=tuple(names))
 
     async def find_matching(self, selector: Selector | None) -> Found:
-        return _Found(names=tuple(self._matching(selector)))
+        return Found(names=tuple(self._matching(selector)))
 
     async def drain(
         self,
@@ -331,19 +258,6 @@ class FakeDriver:
     async def recorded_plan(self, name: str) -> WorkloadPlan | None:
         await self.get(name)  # WorkloadNotFound first
         return self.plans[name]
-
-    async def read_marker(self, key: str) -> str | None:
-        return self._markers.get(key)
-
-    async def hold_marker(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
-        held = self._markers.get(key)
-        if held is None:
-            self._markers[key] = record
-        return held
-
-    async def drop_marker(self, key: str, record: str) -> None:
-        if self._markers.get(key) == record:
-            del self._markers[key]
 
     async def aclose(self) -> None:
         return None

@@ -3,12 +3,15 @@ command, and how the command ends), then on real signals to this process (no eng
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
+from pathlib import Path
 
 import anyio
 import pytest
 
+import asyncdeploy.cli
 from asyncdeploy.cli._common import CommandFailed
 from asyncdeploy.cli._signals import Act, Happened, Interrupts, Phase
 
@@ -25,11 +28,11 @@ class Handle:
         self.killed = anyio.Event()
         self.scope: anyio.CancelScope | None = None
 
-    def kill(self) -> None:
-        self.told.append("kill")
-        self.killed.set()
-
-    def cancel(self) -> None:
+    def stop(self, *, kill: bool = False) -> None:
+        if kill:
+            self.told.append("kill")
+            self.killed.set()
+            return
         self.told.append("cancel")
         if self.scope is not None:
             self.scope.cancel()
@@ -209,3 +212,29 @@ def test_a_create_draining_what_it_replaces_follows_the_drains_rule(
     err = capsys.readouterr().err
     assert "goes on until its deadline, then the create stops" in err
     assert "killing the replaced workload's remaining containers now" in err
+
+
+def test_the_cli_reaches_an_operation_through_typed_handles_only() -> None:
+    """No operation handle typed ``Any`` in the CLI, and no verb found by ``getattr``: what a
+    signal or a printer may do to a handle is its protocol (``Stoppable``, ``DrainHandle``),
+    held to the handles by mypy."""
+    handles = {"drain", "handle", "operation", "creation", "replacement", "events"}
+    cli = Path(asyncdeploy.cli.__file__).parent
+    untyped, looked_up = [], []
+    for path in sorted(cli.glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.arg)
+                and node.arg in handles
+                and (node.annotation is None or "Any" in ast.unparse(node.annotation))
+            ):
+                untyped.append(f"{path.name}:{node.lineno} {node.arg}")
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "getattr"
+                and path.name == "_signals.py"
+            ):
+                looked_up.append(f"{path.name}:{node.lineno}")
+    assert (untyped, looked_up) == ([], [])

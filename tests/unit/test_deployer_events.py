@@ -13,8 +13,10 @@ import pytest
 
 from asyncdeploy.deployer import Deployer
 from asyncdeploy.drivers.base import Found
-from asyncdeploy.errors import DrainError
+from asyncdeploy.errors import DrainError, DrainUnreachable
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainStarted, DrainSummary, Emit
+from asyncdeploy.plan import Container, WorkloadPlan
+from asyncdeploy.testing import FakeDriver, refused
 
 pytestmark = pytest.mark.anyio
 
@@ -194,3 +196,87 @@ async def test_a_drain_cut_short_by_a_kill_reports_what_it_left() -> None:
 
     with pytest.raises(DrainError, match="remove app: refused"), anyio.fail_after(5):
         await consume()
+
+
+# --- one owner for each verdict: the handle (issue 33 item 2) ---------------------------------
+
+
+async def test_a_block_left_early_still_has_every_summary_and_its_verdict() -> None:
+    """The handle records each DrainFinished as the drain emits it, not as the consumer reads
+    it: a block left after the first event still ends with both workloads' summaries, and the
+    failed one's DrainError (decided by the handle, from what it recorded)."""
+    driver = FakeDriver()
+    deployer = Deployer(driver)
+    for name in ("a", "b"):
+        await deployer.create(_plan(name))
+    driver.engine("b").fail("remove", "server", refused("remove", "server"))
+    drain = deployer.terminate_many(["a", "b"])
+
+    async def leave_early() -> None:
+        async with drain:
+            async for _ in drain:
+                break  # the rest of the events are never read
+
+    with pytest.raises(DrainError, match=r"b: remove server: .*refused") as raised:
+        await leave_early()
+    assert sorted(s.workload for s in drain.summaries) == ["a", "b"]
+    assert [s.workload for s in raised.value.summaries] == ["b"]
+
+
+async def test_the_engine_gone_is_the_handles_verdict_with_every_summary() -> None:
+    driver = FakeDriver()
+    deployer = Deployer(driver)
+    await deployer.create(_plan("a"))
+    driver.engine("a").down = True
+    drain = deployer.terminate("a")
+
+    async def read_all() -> None:
+        async with drain:
+            async for _ in drain:
+                pass
+
+    with pytest.raises(DrainUnreachable) as raised:
+        await read_all()
+    assert [s.workload for s in drain.summaries] == ["a"]
+    assert [s.workload for s in raised.value.summaries] == ["a"]
+
+
+async def test_stop_is_the_one_verb_a_create_stops_by() -> None:
+    """``stop()`` before the create is entered: it stops before making anything, its events
+    end, and it says it was stopped; ``stop(kill=True)`` only kills drains."""
+    driver = FakeDriver()
+    deployer = Deployer(driver)
+    creation = deployer.creating(_plan("a"))
+    creation.stop()
+    async with creation:
+        events = [event async for event in creation]
+    assert (events, creation.stopped, creation.killed) == ([], True, False)
+    assert await deployer.list() == []
+    # kill=True cuts drains short and stops nothing else: the create still makes the workload
+    # (a create whose old workload's drain a second signal killed serves the new one)
+    killed = deployer.creating(_plan("a"))
+    killed.stop(kill=True)
+    async with killed:
+        _ = [event async for event in killed]
+    assert (killed.stopped, killed.killed, killed.result.action) == (False, True, "created")
+
+
+async def test_a_replacements_summaries_are_its_old_ones_drains() -> None:
+    """The replacement's summaries come from the old ones' drain handle (one record each)."""
+    driver = FakeDriver()
+    deployer = Deployer(driver)
+    await deployer.create(_plan("a"))
+    changed = attrs.evolve(_plan("a"), labels={"team": "ml", "v": "2"})
+    async with deployer.replacing(changed, strategy="surge") as replacement:
+        finished = [e async for e in replacement if isinstance(e, DrainFinished)]
+    assert [s.workload for s in replacement.summaries] == ["a"]
+    assert [e.summary for e in finished] == list(replacement.summaries)
+
+
+def _plan(name: str) -> WorkloadPlan:
+    return WorkloadPlan(
+        name=name,
+        termination_grace_period_seconds=30,
+        labels={"team": "ml"},
+        containers=[Container(name="server", image="any/image:1")],
+    )

@@ -117,7 +117,7 @@ class EngineAPIDriver:
     def discover_url(cls) -> str:
         raise NotImplementedError
 
-    # --- life cycle --------------------------------------------------------------------------
+    # --- Lifecycle (base.Lifecycle): open, ping, close -------------------------------------------
 
     @classmethod
     async def connect(cls, *, url: str | None = None) -> Self:
@@ -167,7 +167,7 @@ class EngineAPIDriver:
             engine="podman" if "Podman Engine" in components else "docker",
         )
 
-    # --- reading state -----------------------------------------------------------------------
+    # --- Looks (base.Looks) ----------------------------------------------------------------------
 
     async def get(self, name: str) -> WorkloadStatus:
         items = await self._items(name)
@@ -317,6 +317,8 @@ class EngineAPIDriver:
                 text = await response.text()
         return parse_events(text.splitlines(), limit=limit)
 
+    # --- Images (base.Images; builds: _build.py) -------------------------------------------------
+
     async def image_labels(self, image: str) -> Mapping[str, str] | None:
         return await _build.image_labels(self.session, image)
 
@@ -344,14 +346,7 @@ class EngineAPIDriver:
             if proto in ("", "tcp") and port.isdigit()
         )
 
-    async def wait_ready(
-        self, name: str, *, timeout: float, settle_seconds: float | None = None
-    ) -> WorkloadStatus:
-        """Every run container ready, or ``CreateError`` with the exit code and the logs of one
-        that ended first (``_ready.py``)."""
-        return await wait_until_ready(self.ops, name, timeout=timeout, settle=settle_seconds)
-
-    # --- the drain (its engine calls: _container_ops.py) -------------------------------------
+    # --- Drains (base.Drains, the primitive; its engine calls: _container_ops.py) ----------------
 
     async def find(self, names: Sequence[str]) -> EngineFound:
         """One list call: filtered by name for one workload, all of asyncdeploy's for several."""
@@ -410,7 +405,7 @@ class EngineAPIDriver:
             timings=DrainTimings(call_margin=answer_timeout()),
         )
 
-    # --- create ------------------------------------------------------------------------------
+    # --- Lifecycle: create, pull, wait until ready -----------------------------------------------
 
     async def apply(
         self,
@@ -485,7 +480,14 @@ class EngineAPIDriver:
     async def pull(self, plan: WorkloadPlan, *, emit: Emit) -> None:
         await ImagePuller(self.session, self.looks.image_present).pull_for(plan, emit)
 
-    # --- markers (a replace's lock: _markers.py) ---------------------------------------------
+    async def wait_ready(
+        self, name: str, *, timeout: float, settle_seconds: float | None = None
+    ) -> WorkloadStatus:
+        """Every run container ready, or ``CreateError`` with the exit code and the logs of one
+        that ended first (``_ready.py``)."""
+        return await wait_until_ready(self.ops, name, timeout=timeout, settle=settle_seconds)
+
+    # --- Markers (base.Markers: a replace's lock, _markers.py) -----------------------------------
 
     async def hold_marker(self, key: str, record: str, *, labels: Mapping[str, str]) -> str | None:
         return await self.markers.hold_marker(key, record, labels=labels)

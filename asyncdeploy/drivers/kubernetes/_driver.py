@@ -50,6 +50,7 @@ from asyncdeploy.drivers.kubernetes._markers import ConfigMapMarkers
 from asyncdeploy.drivers.kubernetes._pod_states import WATCH_MARGIN
 from asyncdeploy.drivers.kubernetes._ready import wait_until_ready
 from asyncdeploy.drivers.kubernetes._service import apply_service
+from asyncdeploy.drivers.parts import NoImages
 from asyncdeploy.errors import (
     ENGINE_FAILURES,
     DrainError,
@@ -83,10 +84,12 @@ NO_BUILD = (
 NO_INTERACTIVE_EXEC = "exec with stdin or a terminal (-i, -t) is not supported on Kubernetes yet"
 
 
-class KubernetesDriver:
-    """Pods through kubernetes-asyncio, with one explicit ``ApiClient``."""
+class KubernetesDriver(NoImages):
+    """Pods through kubernetes-asyncio, with one explicit ``ApiClient``. Images: none seen (the
+    node holds them and pulls; the API server cannot see them), none built (``NoImages``)."""
 
     name: ClassVar[str] = ENGINE
+    no_build: ClassVar[str] = NO_BUILD
 
     def __init__(
         self,
@@ -104,7 +107,7 @@ class KubernetesDriver:
         self.all_namespaces = all_namespaces
         self.drain_timeout = drain_timeout
 
-    # --- life cycle --------------------------------------------------------------------------
+    # --- Lifecycle (base.Lifecycle) and Markers (base.Markers: ConfigMaps) -----------------------
 
     @classmethod
     async def connect(
@@ -172,7 +175,7 @@ class KubernetesDriver:
             driver=ENGINE, version=str(version.get("gitVersion", "")), api_version="v1"
         )
 
-    # --- reading state -----------------------------------------------------------------------
+    # --- Looks (base.Looks), the ready wait ------------------------------------------------------
 
     async def _pod(self, name: str) -> dict[str, Any]:
         """The workload's Pod; ``WorkloadNotFound`` if absent or not asyncdeploy's."""
@@ -217,22 +220,6 @@ class KubernetesDriver:
             self.namespace, field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}"
         )
         return pod_status.pod_events(listing, limit=limit)
-
-    async def image_labels(self, image: str) -> Mapping[str, str] | None:
-        return None  # the node holds the images; the API server cannot see them
-
-    async def build_image(
-        self,
-        context: bytes,
-        tag: str,
-        *,
-        labels: Mapping[str, str],
-        on_line: Callable[[str], None] | None = None,
-    ) -> None:
-        raise EngineAPIError(NO_BUILD, engine=self.name, status=0)
-
-    async def image_ports(self, image: str) -> frozenset[int] | None:
-        return None  # the node pulls; the API server cannot see images
 
     async def wait_ready(
         self, name: str, *, timeout: float, settle_seconds: float | None = None
@@ -320,7 +307,7 @@ class KubernetesDriver:
             f"workload {name!r} has no container {container!r} (it has {have})", engine=ENGINE
         )
 
-    # --- drain -------------------------------------------------------------------------------
+    # --- Drains (base.Drains, the primitive: _drain.py) ------------------------------------------
 
     async def find(self, names: Sequence[str]) -> PodsFound:
         return await find_pods(self.api, self.namespace, names)
@@ -362,7 +349,7 @@ class KubernetesDriver:
                     for part in parts:
                         await remove_unused_services(self.api, part)
 
-    # --- apply -------------------------------------------------------------------------------
+    # --- Lifecycle: apply ------------------------------------------------------------------------
 
     async def apply(
         self,
