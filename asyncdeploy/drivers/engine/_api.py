@@ -126,8 +126,12 @@ class EngineAPIDriver:
         return plain_address(url or cls.discover_url(), engine=cls.name)
 
     @classmethod
-    async def connect(cls, *, url: str | None = None, docker_context: str | None = None) -> Self:
+    async def connect(cls, *, url: str | None = None) -> Self:
         """Open the engine at ``url`` (else found) and check that it answers."""
+        return await cls._connect(url, None)
+
+    @classmethod
+    async def _connect(cls, url: str | None, docker_context: str | None) -> Self:
         try:
             address = await anyio.to_thread.run_sync(cls.find_address, url, docker_context)
             session = EngineSession.open(address, engine=cls.name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import ClassVar, cast
+from typing import ClassVar, Self, cast
 
 from asyncdeploy.drivers.engine._address import EngineAddress, docker_address
 from asyncdeploy.drivers.engine._api import EngineAPIDriver
@@ -30,6 +30,12 @@ class DockerDriver(EngineAPIDriver):
             if Path(path).is_socket():
                 return f"unix://{path}"
         return f"unix://{SOCKETS[0]}"
+
+    @classmethod
+    async def connect(cls, *, url: str | None = None, docker_context: str | None = None) -> Self:
+        """Open the engine at ``url``, in the docker context named, else as the docker CLI
+        finds it (``_address``), and check that it answers."""
+        return await cls._connect(url, docker_context)
 
     @classmethod
     def find_address(cls, url: str | None, docker_context: str | None) -> EngineAddress:
