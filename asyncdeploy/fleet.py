@@ -12,8 +12,9 @@ docker context, Podman, a cluster) takes them down together::
 
 Built on the public :class:`~asyncdeploy.Deployer` API only: each engine's drain is its
 deployer's ``terminate_all``, all begun at once. With ``grace_period_seconds`` they share one
-deadline: each engine's drain gets the whole seconds left of it when it begins (never more),
-so no engine's drain outlasts the others'; without it each workload keeps its
+deadline: each engine's drain is given the whole seconds left of it when it begins, and at
+the deadline whatever still runs on any engine is killed (``kill()``: an engine whose look was
+slow began its drain late, and its own deadline is that much later); without it each workload keeps its
 plan's grace, from the same start. An engine whose drain fails (its engine went away, a step
 failed) never stops the others: an :class:`EngineFailed` item says so in the stream, and the
 block raises :class:`FleetDrainError` on exit, once every engine's drain has ended.
@@ -136,9 +137,19 @@ class FleetDrain:
             self._summaries[engine] = drain.summaries
 
     async def _run(self, emit: Callable[[FleetItem], None]) -> None:
-        async with anyio.create_task_group() as tg:
-            for engine in self._deployers:
-                tg.start_soon(self._drain_one, engine, emit)
+        async with anyio.create_task_group() as outer:
+            if self.deadline is not None:
+                outer.start_soon(self._at_deadline, self.deadline)
+            async with anyio.create_task_group() as tg:
+                for engine in self._deployers:
+                    tg.start_soon(self._drain_one, engine, emit)
+            outer.cancel_scope.cancel()  # every drain ended: no deadline left to keep
+
+    async def _at_deadline(self, deadline: float) -> None:
+        """At the shared deadline, what still runs on any engine is killed: an engine whose
+        look was slow began its drain late, with a deadline of its own that much later."""
+        await anyio.sleep_until(deadline)
+        self.kill()
 
     async def __aenter__(self) -> Self:
         if self._grace is not None:

@@ -248,3 +248,27 @@ def test_docker_context_with_another_engines_options_is_exit_2(
     result = invoke("--docker-context", "prod", *others, "list")
     assert result.exit_code == 2, result.output
     assert "--docker-context: a Docker option" in result.output
+
+
+# --- delete on several engines: how they are named -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["delete", "-l", "app=x", "--engine", "dockr"], "name docker, podman or kubernetes"),
+        (["delete", "-l", "app=x", "--engine", "podman:far"], "Podman has no contexts"),
+        (["delete", "web", "--engine", "docker"], "with -l only"),
+        (["--driver", "docker", "delete", "-l", "app=x", "--engine", "podman"], "with -l only"),
+    ],
+)
+def test_engines_named_wrongly_are_exit_2(home: Path, args: list[str], said: str) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert said in result.output
+
+
+def test_an_engine_that_cannot_be_opened_is_exit_3_before_anything_drains(home: Path) -> None:
+    result = invoke("delete", "-l", "app=x", "--engine", "docker:nope", "--engine", "podman")
+    assert result.exit_code == 3, result.output
+    assert "docker context nope" in result.output
