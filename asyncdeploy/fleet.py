@@ -120,21 +120,22 @@ class FleetDrain:
         return max(0, math.floor(self.deadline - anyio.current_time()))
 
     async def _drain_one(self, engine: str, emit: Callable[[FleetItem], None]) -> None:
-        drain = self._start(self._deployers[engine], self.grace_left())
+        drain: Drain | None = None
         try:
+            drain = self._drains[engine] = self._start(self._deployers[engine], self.grace_left())
+            if self._killed:
+                drain.kill()  # before it begins: it runs at grace 0
             async with drain:
-                self._drains[engine] = drain
-                if self._killed:
-                    drain.kill()
                 async for event in drain:
                     emit(FleetEvent(engine=engine, event=event))
         except Exception as exc:  # noqa: BLE001 - one engine's failure never cuts the others'
             error = exc if isinstance(exc, AsyncDeployError) else AsyncDeployError(repr(exc))
-            error.__cause__ = error.__cause__ or (exc if error is not exc else None)
+            if error is not exc:
+                error.__cause__ = exc
             self.failures[engine] = error
             emit(EngineFailed(engine=engine, error=error))
         finally:
-            self._summaries[engine] = drain.summaries
+            self._summaries[engine] = drain.summaries if drain is not None else ()
 
     async def _run(self, emit: Callable[[FleetItem], None]) -> None:
         async with anyio.create_task_group() as outer:

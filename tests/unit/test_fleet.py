@@ -10,8 +10,9 @@ import pytest
 
 from asyncdeploy import Container, Deployer, WorkloadPlan
 from asyncdeploy.drivers.base import Found
+from asyncdeploy.errors import EngineUnavailable
 from asyncdeploy.events import ContainerForceKilled, DrainStarted
-from asyncdeploy.fleet import Fleet, FleetEvent
+from asyncdeploy.fleet import EngineFailed, Fleet, FleetDrainError, FleetEvent
 from asyncdeploy.selectors import Selector
 from asyncdeploy.testing import FakeDriver
 
@@ -114,3 +115,32 @@ async def test_a_consumer_that_fails_never_cuts_a_drain_short() -> None:
     assert {e: len(d) for e, d in drain.summaries.items()} == {"engine0": 1, "engine1": 1}
     outcomes = {c.outcome for d in drain.summaries.values() for s in d for c in s.containers}
     assert "killed" not in outcomes, drain.summaries  # the drains' own ends, not a kill
+
+
+class GoneEngine(FakeDriver):
+    """An engine that stopped answering before its look."""
+
+    async def find_matching(self, selector: Selector | None) -> Found:
+        await anyio.sleep(1)
+        raise EngineUnavailable("no engine answers", engine="docker")
+
+
+async def test_an_engine_that_fails_is_said_and_the_others_drain_to_their_end() -> None:
+    fleet = await fleet_of(GoneEngine(), FakeDriver(), stubborn=False)
+    items: list[FleetEvent | EngineFailed] = []
+
+    async def consume() -> None:
+        async with fleet.terminate_all("app=chat", grace_period_seconds=GRACE) as drain:
+            async for item in drain:
+                items.append(item)
+
+    with pytest.raises(FleetDrainError) as raised:
+        await consume()
+    assert list(raised.value.failures) == ["engine0"]
+    assert isinstance(raised.value.failures["engine0"], EngineUnavailable)
+    assert [(i.engine, type(i).__name__) for i in items if isinstance(i, EngineFailed)] == [
+        ("engine0", "EngineFailed")
+    ]
+    finished = [i for i in items if isinstance(i, FleetEvent) and i.engine == "engine1"]
+    assert type(finished[-1].event).__name__ == "DrainFinished"
+    assert await fleet.deployers["engine1"].list("app=chat") == []
