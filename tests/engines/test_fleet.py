@@ -37,12 +37,15 @@ def remote() -> Remote:
     return remote_daemon()
 
 
-async def create_on_both(remote: Remote, name: Callable[[str], str], markers: Path) -> str:
-    """A workload on each engine under one fleet label: one container drains in 1 s on SIGTERM,
-    the other ignores it (killed at the deadline)."""
+async def create_on_both(
+    remote: Remote, name: Callable[[str], str], markers: Path, *, podman: bool = False
+) -> str:
+    """A workload on each engine (and on Podman) under one fleet label: one container drains in
+    1 s on SIGTERM, the other ignores it (killed at the deadline)."""
     fleet = secrets.token_hex(3)
-    for url in (LOCAL, remote.host):
-        async with open_deployer("docker", url=url) as deployer:
+    engines = [("docker", LOCAL), ("docker", remote.host)] + [("podman", None)] * podman
+    for driver, url in engines:
+        async with open_deployer(driver, url=url) as deployer:  # type: ignore[call-overload]
             containers = [graceful("ok", 1, markers), graceful("stubborn", 0, markers, ignore=True)]
             await deployer.create(plan(name("fleet"), containers, {FLEET_LABEL: fleet}))
     return fleet
@@ -67,19 +70,24 @@ async def tls(remote: Remote, monkeypatch: pytest.MonkeyPatch) -> Remote:
     with anyio.CancelScope(shield=True):
         for url in (LOCAL, remote.host):
             await clean(url)
+        async with open_deployer("podman") as podman:
+            await podman.delete_all({RUN_LABEL: RUN_ID}, grace_period_seconds=0)
 
 
-async def test_two_engines_drain_under_one_deadline_in_one_stream(
+@pytest.mark.podman
+async def test_three_engines_drain_under_one_deadline_in_one_stream(
     tls: Remote, name: Callable[[str], str], markers: Path
 ) -> None:
-    fleet = await create_on_both(tls, name, markers)
+    """The local Docker, the remote daemon and Podman: one deadline, one stream."""
+    fleet = await create_on_both(tls, name, markers, podman=True)
     engines = {
         "here": {"driver": "docker", "url": LOCAL},
         "far": {"driver": "docker", "url": tls.host},
+        "pod": {"driver": "podman"},
     }
     items: list[FleetEvent | EngineFailed] = []
     async with open_fleet(engines) as opened:
-        assert opened.engines == ("here", "far")
+        assert opened.engines == ("here", "far", "pod")
         drain = opened.terminate_all({FLEET_LABEL: fleet}, grace_period_seconds=GRACE)
         async with drain:
             async for item in drain:
@@ -87,24 +95,28 @@ async def test_two_engines_drain_under_one_deadline_in_one_stream(
 
     assert not [i for i in items if isinstance(i, EngineFailed)], items
     events = [i for i in items if isinstance(i, FleetEvent)]
-    assert {i.engine for i in events} == {"here", "far"}
+    every = ("here", "far", "pod")
+    assert {i.engine for i in events} == set(every)
     # each engine's events are its own workload's
-    workloads = {e: {i.event.workload for i in events if i.engine == e} for e in ("here", "far")}
-    assert len(workloads["here"]) == len(workloads["far"]) == 1
-    assert workloads["here"] != workloads["far"]
-    # one deadline: both drains end at the same instant, within the whole-second rounding
+    workloads = {e: {i.event.workload for i in events if i.engine == e} for e in every}
+    assert all(len(w) == 1 for w in workloads.values()), workloads
+    assert len(set.union(*workloads.values())) == 3, workloads
+    # one deadline: the drains end at the same instant, within the whole-second rounding
     started = {i.engine: i.event for i in events if isinstance(i.event, DrainStarted)}
-    assert set(started) == {"here", "far"}
-    assert abs(started["here"].deadline - started["far"].deadline) <= 1.0, started
+    assert set(started) == set(every)
+    deadlines = [s.deadline for s in started.values()]
+    assert max(deadlines) - min(deadlines) <= 1.0, started
     assert {s.grace_period_seconds for s in started.values()} <= {GRACE, GRACE - 1}, started
-    for engine in ("here", "far"):
+    for engine in every:
         mine = [i.event for i in events if i.engine == engine]
         exited = [e for e in mine if isinstance(e, ContainerExited) and e.container == "ok"]
         assert exited and exited[0].graceful, mine
         killed = [e for e in mine if isinstance(e, ContainerForceKilled)]
         assert [e.container for e in killed] == ["stubborn"], mine
-    assert {e: len(s) for e, s in drain.summaries.items()} == {"here": 1, "far": 1}
+    assert {e: len(s) for e, s in drain.summaries.items()} == {"here": 1, "far": 1, "pod": 1}
     assert await left(LOCAL, fleet) == [] and await left(tls.host, fleet) == []
+    async with open_deployer("podman") as podman:
+        assert await podman.list({RUN_LABEL: RUN_ID, FLEET_LABEL: fleet}) == []
 
 
 async def read(
