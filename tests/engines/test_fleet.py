@@ -101,12 +101,12 @@ async def test_three_engines_drain_under_one_deadline_in_one_stream(
     workloads = {e: {i.event.workload for i in events if i.engine == e} for e in every}
     assert all(len(w) == 1 for w in workloads.values()), workloads
     assert len(set.union(*workloads.values())) == 3, workloads
-    # one deadline: the drains end at the same instant, within the whole-second rounding
+    # one deadline: each drain is given no more than what is left of it when it begins (an
+    # engine whose look was slow is killed at the shared deadline: tests/unit/test_fleet.py
+    # shows that instant exactly, on virtual time)
     started = {i.engine: i.event for i in events if isinstance(i.event, DrainStarted)}
     assert set(started) == set(every)
-    deadlines = [s.deadline for s in started.values()]
-    assert max(deadlines) - min(deadlines) <= 1.0, started
-    assert {s.grace_period_seconds for s in started.values()} <= {GRACE, GRACE - 1}, started
+    assert all(s.grace_period_seconds <= GRACE for s in started.values()), started
     for engine in every:
         mine = [i.event for i in events if i.engine == engine]
         exited = [e for e in mine if isinstance(e, ContainerExited) and e.container == "ok"]
