@@ -21,6 +21,7 @@ from asyncdeploy.drivers import (
     driver_entry,
 )
 from asyncdeploy.drivers.base import Driver
+from asyncdeploy.drivers.engine._docker_config import current_context
 from asyncdeploy.errors import (
     DriverNotInstalled,
     EngineUnavailable,
@@ -33,7 +34,13 @@ __all__ = ["AUTO_DETECT_ORDER", "DRIVER_NAMES", "DriverName", "open_deployer"]
 
 @overload
 def open_deployer(
-    driver: Literal["docker", "podman"], *, url: str | None = None
+    driver: Literal["docker"], *, url: str | None = None, docker_context: str | None = None
+) -> AbstractAsyncContextManager[Deployer]: ...
+
+
+@overload
+def open_deployer(
+    driver: Literal["podman"], *, url: str | None = None
 ) -> AbstractAsyncContextManager[Deployer]: ...
 
 
@@ -60,13 +67,15 @@ def open_deployer(
     """Open a deployer on ``driver`` (``docker``, ``podman`` or ``kubernetes``).
 
     Options per driver: ``url`` for Docker and Podman (default: discovered, honouring
-    ``DOCKER_HOST`` / ``CONTAINER_HOST``); ``kubeconfig``, ``context``, ``namespace``,
+    ``DOCKER_HOST`` / ``CONTAINER_HOST``); ``docker_context`` for Docker (a docker context by
+    name; default: ``DOCKER_CONTEXT``, else ``docker context use``'s, as the docker CLI);
+    ``kubeconfig``, ``context``, ``namespace``,
     ``request_timeout``, ``all_namespaces`` (list and drain in every namespace),
     ``drain_timeout`` (how long a drain waits for its Pods to go, from its start: kubectl's
     ``delete --timeout``; a Pod whose containers all ended but which is still being torn down
     then is reported so, not as a failure) for Kubernetes.
     Without a name, an engine named by its address variable (``DOCKER_HOST``, else
-    ``CONTAINER_HOST``) is used, and ``EngineUnavailable`` raised when it does not answer;
+    ``CONTAINER_HOST``) or by a current docker context is used, and ``EngineUnavailable`` raised when it does not answer;
     with neither set, the first engine of :data:`AUTO_DETECT_ORDER` that answers. Needs
     asyncio (see the module docstring).
     """
@@ -108,7 +117,7 @@ def _require_asyncio() -> None:
 
 
 async def _first_answering(options: Mapping[str, Any]) -> Driver:
-    candidates = _named_by_environment() or AUTO_DETECT_ORDER
+    candidates = await anyio.to_thread.run_sync(_named_by_environment) or AUTO_DETECT_ORDER
     reasons = []
     missing: list[DriverNotInstalled] = []
     for name in candidates:
@@ -133,9 +142,14 @@ async def _first_answering(options: Mapping[str, Any]) -> Driver:
 
 
 def _named_by_environment() -> tuple[str, ...]:
-    """The first engine whose address variable is set (``DOCKER_HOST``, ``CONTAINER_HOST``)."""
+    """The first engine whose address variable is set (``DOCKER_HOST``, ``CONTAINER_HOST``);
+    Docker when a docker context is current (``DOCKER_CONTEXT``, ``docker context use``): the
+    user chose that engine, so another one never answers in its place. Reads the docker
+    configuration file: off the event loop."""
     for name in AUTO_DETECT_ORDER:
         variable = DRIVERS[name].address_variable
         if variable and os.environ.get(variable):
+            return (name,)
+        if name == "docker" and current_context(os.environ) is not None:
             return (name,)
     return ()

@@ -77,9 +77,18 @@ if [ "${ASYNCDEPLOY_START_KUBE:-0}" = 1 ] && [ -z "${ASYNCDEPLOY_TEST_KUBECONFIG
 ASYNCDEPLOY_REQUIRE_KUBERNETES=1"
 fi
 
+# 7. a second Docker daemon reached as a remote one (TCP + TLS, its own network namespace), for
+#    the remote-engine, docker-context and fleet tests (ci/remote-docker.sh), with the tests'
+#    set-up (ci/test.sh sets ASYNCDEPLOY_START_KUBE=1; the demo needs none)
+remote_env=
+if [ "${ASYNCDEPLOY_START_KUBE:-0}" = 1 ]; then
+    remote_env=$(bash "$here/remote-docker.sh" start)
+fi
+
 echo "DOCKER_HOST=$DOCKER_HOST"
 echo "CONTAINER_HOST=$CONTAINER_HOST"
 echo "NOX=$venv/bin/nox"
 echo "$registry_env"
 [ -z "$llama_env" ] || echo "$llama_env"
 [ -z "$kube_env" ] || echo "$kube_env"
+[ -z "$remote_env" ] || echo "$remote_env"

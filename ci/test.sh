@@ -14,7 +14,7 @@ setup_env=$(ASYNCDEPLOY_START_KUBE=1 bash "$here/setup.sh") # a failed set-up (a
 set -a
 eval "$setup_env"
 set +a
-export ASYNCDEPLOY_REQUIRE_ENGINES=${ASYNCDEPLOY_REQUIRE_ENGINES:-docker,podman}
+export ASYNCDEPLOY_REQUIRE_ENGINES=${ASYNCDEPLOY_REQUIRE_ENGINES:-docker,podman,remote-docker}
 if [ -n "${ASYNCDEPLOY_KUBE_STARTUP_SECONDS:-}" ]; then
     echo "[test] Kubernetes cluster started in ${ASYNCDEPLOY_KUBE_STARTUP_SECONDS} s; its tests are required" >&2
 fi

@@ -64,6 +64,7 @@ VIRTUAL_TIME = (
     "unit/test_deployer_events.py",
     "unit/test_deadlines.py",
     "unit/test_testing.py",
+    "unit/test_fleet.py",
     "kubernetes/test_driver_fake.py",
     "kubernetes/test_drain_events_fake.py",
     "kubernetes/test_accelerators_fake.py",

@@ -146,6 +146,13 @@ class _LazyGroup(click.Group):
     "kubernetes that answers].",
 )
 @click.option(
+    "--docker-context",
+    default=None,
+    metavar="NAME",
+    help="Docker: this docker context's engine (chooses Docker) [default: DOCKER_CONTEXT, "
+    "else the one `docker context use` chose, unless DOCKER_HOST is set].",
+)
+@click.option(
     "-v", "--verbose", count=True, help="Log each drain step on stderr (-vv: every detail)."
 )
 @click.version_option(package_name="asyncdeploy")
@@ -153,6 +160,7 @@ class _LazyGroup(click.Group):
 def main(
     ctx: click.Context,
     driver: str | None,
+    docker_context: str | None,
     verbose: int,
     namespace: str | None,
     context: str | None,
@@ -172,6 +180,7 @@ def main(
         namespace=namespace,
         context=context,
         kubeconfig=kubeconfig,
+        docker_context=docker_context,
     )
 
 

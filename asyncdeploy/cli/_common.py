@@ -8,7 +8,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -109,6 +109,7 @@ class Settings:
     plan_namespace: str | None = None  # a plan's; on Kubernetes only, never chooses it
     all_namespaces: bool = False  # -A: list and drain in every namespace (Kubernetes only)
     drain_timeout: float | None = None  # --timeout of delete, delete-all (Kubernetes only)
+    docker_context: str | None = None  # --docker-context: a docker context (Docker only)
 
     def for_plan(self, plan: WorkloadPlan) -> Settings:
         """These settings for a command on ``plan``: on Kubernetes the deployer opens where the
@@ -123,6 +124,8 @@ class Settings:
         given = {k: v for k, v in kube.items() if v is not None}
         namespace = self.namespace or self.plan_namespace
         waits = self.drain_timeout is not None
+        if self.docker_context is not None:
+            return self._open_docker_context(given)
         if waits and self.driver not in (None, "kubernetes"):
             raise click.UsageError(
                 f"--timeout: a Kubernetes option (how long to wait for the Pods to go), but the "
@@ -159,6 +162,22 @@ class Settings:
             kubeconfig=self.kubeconfig,
             drain_timeout=self.drain_timeout,
         )
+
+    def _open_docker_context(
+        self, kube: Mapping[str, Any]
+    ) -> AbstractAsyncContextManager[Deployer]:
+        """``--docker-context``: Docker, in that context; with another engine's options, exit 2."""
+        from asyncdeploy._opening import open_deployer
+
+        others = [f"--{k}" for k in kube] + ["-A"] * self.all_namespaces
+        others += ["--timeout"] * (self.drain_timeout is not None)
+        if self.driver not in (None, "docker") or others:
+            engine = f"the driver is {self.driver}" if self.driver not in (None, "docker") else ""
+            raise click.UsageError(
+                "--docker-context: a Docker option, but "
+                + (engine or f"{', '.join(others)} (Kubernetes options) are given too")
+            )
+        return open_deployer("docker", docker_context=self.docker_context)
 
 
 pass_settings = click.make_pass_decorator(Settings)
@@ -375,6 +394,7 @@ def _settings_of(ctx: click.Context) -> Settings:
         namespace=ctx.params.get("namespace") or root.get("namespace"),
         context=ctx.params.get("context") or root.get("context"),
         kubeconfig=ctx.params.get("kubeconfig") or root.get("kubeconfig"),
+        docker_context=root.get("docker_context"),
     )
 
 

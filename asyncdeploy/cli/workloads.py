@@ -37,6 +37,8 @@ from asyncdeploy.cli._common import (
 from asyncdeploy.cli._kube_options import all_namespaces_option
 from asyncdeploy.cli._signals import Interrupts
 from asyncdeploy.cli._terminal import fold, terminal_width
+from asyncdeploy.cli.fleet import ENGINE_HELP as FLEET_HELP
+from asyncdeploy.cli.fleet import delete_on_engines
 from asyncdeploy.cli.render import EventRenderer, LiveView, PullView, for_stream
 from asyncdeploy.errors import AsyncDeployError, CreateError, EngineTimeout
 from asyncdeploy.events import (
@@ -280,6 +282,7 @@ async def _wait(
     default=None,
     help="Also write the drain as one self-contained HTML page (its steps on a time axis).",
 )
+@click.option("--engine", "engines", multiple=True, metavar="ENGINE", help=FLEET_HELP)
 @output_option
 @pass_settings
 def delete(
@@ -290,6 +293,7 @@ def delete(
     grace_period_seconds: int | None,
     timeline_file: str | None,
     output: str,
+    engines: tuple[str, ...],
 ) -> None:
     """Drain workloads gracefully, then remove them, showing every step.
 
@@ -299,6 +303,12 @@ def delete(
     """
     if bool(names) == (selector is not None):
         raise click.UsageError("delete needs workload names or --selector/-l (not both)")
+    if engines:  # several engines under one deadline: cli/fleet.py
+        if selector is None or timeline_file or settings != Settings(driver=None):
+            raise click.UsageError(
+                "--engine: with -l only, and instead of --driver and its options"
+            )
+        return delete_on_engines(engines, selector, grace_period_seconds, output)
     what = f"delete of {', '.join(map(repr, names))}" if names else "delete"
     interrupts = Interrupts("drain", what)
     written = [True]

@@ -71,6 +71,7 @@ class DriverEntry:
 
 
 _ENGINE_OPTIONS = frozenset({"url"})
+_DOCKER_OPTIONS = _ENGINE_OPTIONS | {"docker_context"}  # a docker context by name
 DRIVERS: dict[str, DriverEntry] = {
     entry.name: entry
     for entry in (
@@ -79,7 +80,7 @@ DRIVERS: dict[str, DriverEntry] = {
             target="asyncdeploy.drivers.engine:DockerDriver",
             extra="docker",
             address_variable="DOCKER_HOST",
-            options=_ENGINE_OPTIONS,
+            options=_DOCKER_OPTIONS,
         ),
         DriverEntry(
             name="podman",

@@ -88,7 +88,10 @@ class Port:
     host_port: int | None = attrs.field(
         default=None,
         validator=optional_port_number,
-        metadata=about("The host port (else none is published)."),
+        metadata=about(
+            "The host port. Without it, Docker and Podman publish the port on a free host "
+            "port the engine picks, on 127.0.0.1 only (or `host_ip`); Kubernetes publishes none."
+        ),
     )
     protocol: str = attrs.field(
         default="tcp", validator=one_of("tcp", "udp"), metadata=about("`tcp` or `udp`.")
@@ -96,7 +99,10 @@ class Port:
     host_ip: str = attrs.field(
         default="",
         validator=string,
-        metadata=about("The host address to bind (else every address).", "Docker, Podman"),
+        metadata=about(
+            "The host address to bind (else every address for a `host_port`, 127.0.0.1 without).",
+            "Docker, Podman",
+        ),
     )
     name: str | None = attrs.field(
         default=None,

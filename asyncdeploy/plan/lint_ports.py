@@ -173,7 +173,8 @@ def lint_replace_in_place(plan: WorkloadPlan) -> list[PortFinding]:
                         f"fixed host port {port.host_port}: the plan cannot be replaced in "
                         "place on one host (the new instance cannot bind the port beside the "
                         "old one), so a replace drains the old one first, with downtime; leave "
-                        "host_port out (the engine picks one) behind a balancer to avoid it"
+                        "host_port out (the engine picks one, on 127.0.0.1) behind a balancer on "
+                        "the engine's host to avoid it"
                     ),
                 )
             )

@@ -10,6 +10,7 @@ import pytest
 from asyncdeploy import errors
 from asyncdeploy.drivers import DRIVERS, driver_entry
 from asyncdeploy.drivers.engine import DockerDriver, PodmanDriver
+from asyncdeploy.drivers.engine._address import EngineAddress
 from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.events import (
     ContainerOutcome,
@@ -44,7 +45,7 @@ def test_registry_names_match_modules() -> None:
 
 def session_of(driver: type[DockerDriver]) -> EngineSession:
     """The session ``driver.connect`` hands its driver (no engine needed to map errors)."""
-    unopened = EngineSession(client=None, url="unix:///nowhere", engine="")  # type: ignore[arg-type]
+    unopened = EngineSession(client=None, address=EngineAddress("unix:///nowhere"), engine="")  # type: ignore[arg-type]
     return unopened.variant(driver.name, "1.41")
 
 

@@ -1,8 +1,9 @@
 """The container-engine drivers: Docker and Podman on one Engine-API implementation.
 
 The driver (``_api``) is a facade over one engine session (``_session``), which it hands to
-its parts; nothing below imports the driver back, and only the session touches aiodocker's
-private members. "pure": no engine call, unit tests call it without an engine.
+its parts; nothing below imports the driver back, and only the session (and ``_address``, for
+aiodocker's docker-context readers) touches aiodocker's private members. "pure": no engine
+call, unit tests call it without an engine.
 
 =================  ======================================================================
 module             concern
@@ -10,6 +11,8 @@ module             concern
 ``_api``           :class:`EngineAPIDriver`, the ``Driver`` facade over the parts below
 ``_session``       the engine session: client, error mapping, raw calls (and Podman's)
 ``_docker``        Docker: socket discovery (thin)
+``_address``       an engine's URL and TLS: the docker CLI's order, contexts read by aiodocker
+``_docker_config`` which docker context the environment names (no engine client)
 ``_podman``        Podman: socket discovery, and the list of its quirks (thin)
 ``_spec``          plan → Engine API create configs, pure
 ``_devices``       a container's accelerators → create fields, pure

@@ -21,6 +21,7 @@ from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine import _build
+from asyncdeploy.drivers.engine._address import ContextError, EngineAddress, plain_address
 from asyncdeploy.drivers.engine._claim_marks import ClaimMarks
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
@@ -120,16 +121,26 @@ class EngineAPIDriver:
     # --- Lifecycle (base.Lifecycle): open, ping, close -------------------------------------------
 
     @classmethod
+    def find_address(cls, url: str | None, docker_context: str | None) -> EngineAddress:
+        """Where the engine is: ``url``, else discovered (Docker: its contexts too, ``_docker``).
+        Reads files: off the event loop."""
+        return plain_address(url or cls.discover_url(), engine=cls.name)
+
+    @classmethod
     async def connect(cls, *, url: str | None = None) -> Self:
-        """Open the engine at ``url`` (else discovered) and check that it answers."""
-        url = url or cls.discover_url()
+        """Open the engine at ``url`` (else found) and check that it answers."""
+        return await cls._connect(url, None)
+
+    @classmethod
+    async def _connect(cls, url: str | None, docker_context: str | None) -> Self:
         try:
-            session = EngineSession.open(url, engine=cls.name)
-        except ValueError as exc:  # aiodocker refuses the scheme: no engine can answer there
+            address = await anyio.to_thread.run_sync(cls.find_address, url, docker_context)
+            session = EngineSession.open(address, engine=cls.name)
+        except ContextError as exc:  # says which context, and where it was named
+            raise EngineUnavailable(str(exc), engine=cls.name) from exc
+        except ValueError as exc:  # no engine can answer there
             raise EngineUnavailable(
-                f"{url!r} is not an engine address (unix://, tcp://, http:// or https://; "
-                f"from --url or {cls.host_variable}): {exc}",
-                engine=cls.name,
+                f"{exc} (from --url or {cls.host_variable})", engine=cls.name
             ) from exc
         try:
             info = await cls(session).ping()
@@ -157,7 +168,8 @@ class EngineAPIDriver:
                 version = await self.session.version()
         except ENGINE_FAILURES as exc:
             raise EngineUnavailable(
-                f"no {self.name} engine answers at {self.url}: {exc.message}", engine=self.name
+                f"no {self.name} engine answers at {self.session.address}: {exc.message}",
+                engine=self.name,
             ) from exc
         components = {str(c.get("Name", "")) for c in version.get("Components") or []}
         return EngineInfo(

@@ -63,7 +63,7 @@ class EngineContainerOps:
         self.session = session
         # one event stream for every drain of this deployer
         self.hub = ExitHub(
-            session.url,
+            session.address,
             api_version=session.client.api_version,
             labelled=session.labelled_events,
         )

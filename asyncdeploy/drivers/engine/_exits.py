@@ -31,6 +31,7 @@ import attrs
 from asyncdeploy.labels import LABEL_WORKLOAD
 
 if TYPE_CHECKING:  # the watch itself is engine-free: the drain and its fake use it without one
+    from asyncdeploy.drivers.engine._address import EngineAddress
     from asyncdeploy.drivers.engine._session import EngineSession
 
 __all__ = [
@@ -249,7 +250,9 @@ class ExitHub:
     client, so it never takes a connection from the driver's pool. Pass the ``api_version`` the
     driver already knows: asking for it again (``auto``) costs 0.3 s on Podman."""
 
-    def __init__(self, url: str, api_version: str = "auto", *, labelled: bool = False) -> None:
+    def __init__(
+        self, url: EngineAddress | str, api_version: str = "auto", *, labelled: bool = False
+    ) -> None:
         self.url, self.api_version = url, api_version
         self.labelled = labelled  # the engine filters by label (Docker): only ours are sent
         self._epoch: _Epoch | None = None

@@ -28,6 +28,7 @@ import anyio
 import attrs
 
 from asyncdeploy.drivers.engine import _spec as spec
+from asyncdeploy.drivers.engine._address import EngineAddress
 from asyncdeploy.drivers.engine._libpod import libpod_spec
 from asyncdeploy.errors import (
     CreateError,
@@ -78,7 +79,7 @@ class EngineSession:
     """The Docker rules: 409 is a conflict, 404 is missing; ``engine`` names it in errors."""
 
     client: aiodocker.Docker
-    url: str
+    address: EngineAddress  # its URL and TLS context (the waits' client is made from it too)
     engine: str
     api_version: str = ""  # what the engine said it speaks (devices depend on it)
     _long: list[aiodocker.Docker] = attrs.field(factory=list)  # the waits' own client, shared
@@ -89,18 +90,27 @@ class EngineSession:
     labelled_events: ClassVar[bool] = True  # its event stream takes a label filter
 
     @classmethod
-    def open(cls, url: str, *, engine: str, client_api_version: str = "auto") -> EngineSession:
-        """A client of its own for ``url`` (``ValueError`` when aiodocker refuses the address);
-        ``client_api_version``: the version it asks for (``auto``: what the engine says)."""
-        client = _client(url, client_api_version, limit=POOL_SIZE)
-        return cls(client=client, url=url, engine=engine)
+    def open(
+        cls, address: EngineAddress | str, *, engine: str, client_api_version: str = "auto"
+    ) -> EngineSession:
+        """A client of its own for ``address`` (a URL: as given, without TLS; ``ValueError``
+        when aiodocker refuses it); ``client_api_version``: the version it asks for (``auto``:
+        what the engine says)."""
+        if isinstance(address, str):
+            address = EngineAddress(address)
+        client = _client(address, client_api_version, limit=POOL_SIZE)
+        return cls(client=client, address=address, engine=engine)
+
+    @property
+    def url(self) -> str:
+        return self.address.url
 
     def variant(self, engine: str, api_version: str) -> EngineSession:
         """The same client, under the rules of the engine that answered."""
         kind = PodmanSession if engine == "podman" else EngineSession
         return kind(
             client=self.client,
-            url=self.url,
+            address=self.address,
             engine=engine,
             api_version=api_version,
             long=self._long,
@@ -111,7 +121,7 @@ class EngineSession:
         """The client of the calls that wait by design (made on first use, with the API
         version the main client learnt)."""
         if not self._long:
-            self._long.append(_client(self.url, self.client.api_version, limit=0))
+            self._long.append(_client(self.address, self.client.api_version, limit=0))
         return self._long[0]
 
     async def aclose(self) -> None:
@@ -147,11 +157,11 @@ class EngineSession:
         except aiohttp.ServerTimeoutError as exc:  # a deadlocked daemon: no answer, no error
             raise NoAnswer(
                 f"{what}: the engine took the call and gave no answer within "
-                f"{answer_timeout():g} s ({self.url}; ASYNCDEPLOY_ENGINE_TIMEOUT sets how long)",
+                f"{answer_timeout():g} s ({self.address}; ASYNCDEPLOY_ENGINE_TIMEOUT sets how long)",
                 engine=self.engine,
             ) from exc
         except _CONNECTION_LOST as exc:
-            raise EngineUnavailable(f"{what}: {exc} at {self.url}", engine=self.engine) from exc
+            raise EngineUnavailable(f"{what}: {exc} at {self.address}", engine=self.engine) from exc
         except aiohttp.ClientError as exc:
             raise EngineAPIError(f"{what}: {exc}", engine=self.engine, status=0) from exc
         except TimeoutError as exc:
@@ -420,10 +430,15 @@ def _bounded(more: float = 0) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(sock_connect=bound, sock_read=bound + more)
 
 
-def _client(url: str, api_version: str, *, limit: int) -> aiodocker.Docker:
+def _client(address: EngineAddress, api_version: str, *, limit: int) -> aiodocker.Docker:
     """An aiodocker client whose short calls are bounded by :func:`answer_timeout` and whose
-    connections are at most ``limit`` (0: no limit)."""
-    client = aiodocker.Docker(url=url, api_version=api_version, timeout=_bounded())
+    connections are at most ``limit`` (0: no limit); aiodocker's refusals are ``ValueError``."""
+    try:
+        client = aiodocker.Docker(
+            url=address.url, ssl_context=address.tls, api_version=api_version, timeout=_bounded()
+        )
+    except aiodocker.DockerError as exc:  # its SSH transport refusing an address
+        raise ValueError(exc.message) from None
     # aiodocker builds the connector from the address; its pool size is set before any call
     client.connector._limit = limit
     return client

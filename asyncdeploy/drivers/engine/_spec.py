@@ -29,7 +29,15 @@ from asyncdeploy.labels import (
     LABEL_WORKLOAD,
     autoheal_label,
 )
-from asyncdeploy.plan import Container, Mount, Probe, WorkloadPlan, plan_digest, plan_record
+from asyncdeploy.plan import (
+    Container,
+    Mount,
+    Port,
+    Probe,
+    WorkloadPlan,
+    plan_digest,
+    plan_record,
+)
 from asyncdeploy.plan._fields import check_volume_name
 from asyncdeploy.plan.quantity import parse_quantity
 
@@ -94,6 +102,19 @@ def _port_key(container_port: int, protocol: str) -> str:
     return f"{container_port}/{protocol}"
 
 
+LOOPBACK = "127.0.0.1"
+
+
+def host_address(port: Port) -> str:
+    """The host address a port is published on: its ``host_ip``; else every address for a
+    fixed ``host_port`` (as ``docker run -p 8000:8000``), and the loopback for a port the engine
+    picks: a port the plan does not ask to publish is never opened to the network (a balancer on
+    the engine's host reaches it there; Docker's default would bind every interface)."""
+    if port.host_ip:
+        return port.host_ip
+    return "" if port.host_port is not None else LOOPBACK
+
+
 def pause_config(plan: WorkloadPlan) -> dict[str, Any]:
     """The pause container: owns the network, IPC and PID namespaces and publishes the ports."""
     ports = [p for c in plan.containers for p in c.ports]
@@ -107,7 +128,7 @@ def pause_config(plan: WorkloadPlan) -> dict[str, Any]:
     else:
         host_config["PortBindings"] = {
             _port_key(p.container_port, p.protocol): [
-                {"HostIp": p.host_ip, "HostPort": str(p.host_port or "")}
+                {"HostIp": host_address(p), "HostPort": str(p.host_port or "")}
             ]
             for p in ports
         }
