@@ -106,6 +106,12 @@ class FleetDrain:
         """Each engine's drain summaries, as far as its drain got."""
         return dict(self._summaries)
 
+    def stop(self, *, kill: bool = False) -> None:
+        """The handles' one verb (``Drain.stop``): ``stop()`` lets every engine's drain run to
+        its end, as a drain that has begun always does; ``stop(kill=True)`` is :meth:`kill`."""
+        if kill:
+            self.kill()
+
     def kill(self) -> None:
         """Cut every engine's drain short (survivors SIGKILLed, everything removed); the events
         keep coming. A drain not begun yet begins killed."""
