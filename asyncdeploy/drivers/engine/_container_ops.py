@@ -250,7 +250,7 @@ class EngineContainerOps:
         with self.session.errors(f"events of {workload}"):
             async with self.session.query("events", params=params) as response:
                 text = await response.text()
-        return signalled_after_pause(text.splitlines(), pause.name, [r.name for r in refs])
+        return signalled_after_pause(text.splitlines(), pause.id, {r.id: r.name for r in refs})
 
     async def look(self, ref: ContainerRef) -> ContainerLook | None:
         try:
