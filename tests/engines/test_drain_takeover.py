@@ -35,7 +35,11 @@ pytestmark = pytest.mark.anyio
 
 SELECTOR = "asyncdeploy-test-takeover"
 # The hook runs long enough to be caught running; the app drains a little after TERM.
-HOOK = ["sh", "-c", "echo app hook-start >> /out/markers; sleep 2; echo app hook-end >> /out/markers"]
+HOOK = [
+    "sh",
+    "-c",
+    "echo app hook-start >> /out/markers; sleep 2; echo app hook-end >> /out/markers",
+]
 # Where the deleter is killed: its held points (tests/engines/deleter_process.py), "hook" (its
 # hook runs in the container), "zombie" (SIGKILLed at "recorded", and not reaped meanwhile).
 POINTS = ("claim", "claimed", "hook", "hooked", "signalled", "recorded", "zombie")
