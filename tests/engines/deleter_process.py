@@ -54,7 +54,7 @@ def hold_at(point: str) -> None:
         EngineContainerOps.write_claim,
     )
 
-    async def held_claim(self: EngineContainerOps, *args: Any) -> str:
+    async def held_claim(self: EngineContainerOps, *args: Any) -> Any:
         if point == "claim":
             await _held(point)
         answer = await claim(self, *args)

@@ -49,7 +49,12 @@ from asyncdeploy.drivers.engine._drain_steps import (
     RemoveSidecar,
     Then,
 )
-from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef, WorkloadSnapshot
+from asyncdeploy.drivers.engine._ops import (
+    ClaimAnswer,
+    ContainerLook,
+    ContainerRef,
+    WorkloadSnapshot,
+)
 from asyncdeploy.errors import ENGINE_FAILURES, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import (
     DrainStarted,
@@ -211,13 +216,13 @@ class WorkloadDrain(DrainContext):
         def then(answer: object) -> None:
             pause = self.pause
             assert pause is not None
-            if answer == "claimed":
+            if answer is ClaimAnswer.CLAIMED:
                 self.record = record
                 self.record_written = self.claim_is_record  # Docker: the claim is the record
                 self._opened("", owner=True)
-            elif answer == "held":  # another delete holds the claim: follow it
+            elif answer is ClaimAnswer.HELD:  # another delete holds the claim: follow it
                 self._opened("", owner=False)
-            elif answer == "refused":  # paused by another delete, or not running: a look says
+            elif answer is ClaimAnswer.REFUSED:  # paused by another, or not running: a look says
                 self.do(("claim", ""), LookPause(pause), self._pause_looked)
             elif isinstance(answer, WorkloadNotFound):
                 self._opened("", owner=True)  # gone: nothing to claim

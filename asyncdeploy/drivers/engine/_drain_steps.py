@@ -102,8 +102,7 @@ class RemoveSidecar:
 
 @attrs.frozen
 class Claim:
-    """Claim the drain, atomically on the engine → ``"claimed"`` (this drain holds it),
-    ``"held"`` (another delete does) or ``"refused"`` (could not tell: a look decides). Where
+    """Claim the drain, atomically on the engine → :class:`~._ops.ClaimAnswer`. Where
     the claim is the record (Docker: a volume created with it), ``record`` is written at once."""
 
     pause: ContainerRef

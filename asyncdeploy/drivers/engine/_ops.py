@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
@@ -15,6 +16,7 @@ from asyncdeploy.labels import ContainerRole
 
 __all__ = [
     "CallNotSent",
+    "ClaimAnswer",
     "ContainerLook",
     "ContainerOps",
     "ContainerRef",
@@ -25,6 +27,14 @@ __all__ = [
 class CallNotSent(EngineUnavailable):
     """The call never reached the engine (no connection could be made): sending it again is
     safe. A plain ``EngineUnavailable`` from a call that changes something may have landed."""
+
+
+class ClaimAnswer(enum.Enum):
+    """The engine's answer to a claim of a drain."""
+
+    CLAIMED = enum.auto()  # this drain holds it
+    HELD = enum.auto()  # another delete does
+    REFUSED = enum.auto()  # could not tell (paused already, or not running): a look decides
 
 
 @attrs.frozen(kw_only=True)
@@ -121,9 +131,8 @@ class ContainerOps(Protocol):
         pause container; the pause container is then never paused)."""
         ...
 
-    async def claim(self, pause: ContainerRef, record: ClaimRecord) -> str:
-        """Claim the drain, atomically on the engine: ``"claimed"``, ``"held"`` (another delete
-        holds it) or ``"refused"`` (could not tell: paused already, or not running). Docker: the
+    async def claim(self, pause: ContainerRef, record: ClaimRecord) -> ClaimAnswer:
+        """Claim the drain, atomically on the engine (see :class:`ClaimAnswer`). Docker: the
         record's volume, created (one cheap call: a pause forks the runtime). Podman: a pause
         (forty concurrent volume creates held its database 17 s); a second one is refused."""
         ...
