@@ -43,6 +43,7 @@ HOOK = [
 # Where the deleter is killed: its held points (tests/engines/deleter_process.py), "hook" (its
 # hook runs in the container), "zombie" (SIGKILLed at "recorded", and not reaped meanwhile).
 POINTS = ("claim", "claimed", "hook", "hooked", "signalled", "recorded", "zombie")
+SIGNALLED = ("signalled", "recorded", "zombie")  # the points past the dead deleter's signal
 
 
 async def _start_deleter(driver: str, workload: str, point: str) -> Process:
@@ -141,7 +142,10 @@ async def test_a_deleter_killed_at_any_step_is_taken_over_with_a_drain(
             assert not any(e["event"] == "ContainerForceKilled" for e in events), events
             [finished] = [e for e in events if e["event"] == "DrainFinished"]
             ended = [(c["outcome"], c["exit_code"]) for c in finished["containers"]]
-        assert ended == [("exited", 0)], ended
+        # Signalled by the dead deleter, the app may have ended its own drain before this
+        # one began (the list and the reconcile take seconds): exited 0 all the same.
+        done = {("exited", 0), ("already-exited", 0)} if point in SIGNALLED else {("exited", 0)}
+        assert len(ended) == 1 and ended[0] in done, ended
     finally:
         with anyio.CancelScope(shield=True):
             await killed.wait()
