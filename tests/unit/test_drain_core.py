@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from asyncdeploy.drivers.engine._claim import Owner
 from asyncdeploy.drivers.engine._drain import drain_workloads
-from asyncdeploy.drivers.engine._drain_core import WorkloadDrain, gives_up
-from asyncdeploy.drivers.engine._drain_steps import (
+from asyncdeploy.drivers.engine._drain.core import WorkloadDrain, gives_up
+from asyncdeploy.drivers.engine._drain.protocol import (
     AwaitExit,
     AwaitKilled,
     Cancel,

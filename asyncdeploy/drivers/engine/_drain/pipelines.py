@@ -1,6 +1,6 @@
 """The owner's drain: one pipeline per container under the one deadline. Pure.
 
-A state of :class:`~._drain_core.WorkloadDrain` (its books, its commands): init and run
+A state of :class:`~.core.WorkloadDrain` (its books, its commands): init and run
 containers first, each its ``pre_stop`` hook (one that fails goes straight on; a hung one holds
 back its own container only), its stop signal (once), the wait for its exit; then the sidecars
 (a proxy, the drain gate), once the others ended. Book-keeping comes after the signals: the
@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import attrs
 
-from asyncdeploy.drivers.engine._drain_context import DrainContext
-from asyncdeploy.drivers.engine._drain_steps import (
+from asyncdeploy.drivers.engine._drain.context import DrainContext
+from asyncdeploy.drivers.engine._drain.protocol import (
     AwaitExit,
     EngineOp,
     Hooked,
