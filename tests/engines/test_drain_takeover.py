@@ -14,6 +14,7 @@ hook nor signal and SIGKILLed it at the deadline (what was reported on Docker).
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from collections import Counter
@@ -49,18 +50,29 @@ SIGNALLED = ("signalled", "recorded", "zombie")  # the points past the dead dele
 async def _start_deleter(driver: str, workload: str, point: str) -> Process:
     held = {"hook": "", "zombie": "recorded"}.get(point, point)
     command = [sys.executable, "-m", "tests.engines.deleter_process", driver]
-    process = await anyio.open_process(
-        [*command, f"{SELECTOR}={workload}", *([held] if held else [])],
-        cwd=Path.cwd(),
-        start_new_session=True,
-    )
-    return process
+    command += [f"{SELECTOR}={workload}", *([held] if held else [])]
+    if point == "zombie":
+        # A background job of a shell that never waits for it (job control on: the job keeps
+        # its stdin); killed, it stays a zombie until the shell ends. (asyncio reaps its own
+        # children at once: run directly, a killed deleter would never be one.)
+        command = ["bash", "-c", 'set -m; "$@" & exec sleep 3600', "bash", *command]
+    return await anyio.open_process(command, cwd=Path.cwd(), start_new_session=True)
 
 
 async def _line(output: BufferedByteReceiveStream, wanted: str, timeout: float = 60) -> None:
     with anyio.fail_after(timeout):
         while (await output.receive_until(b"\n", 1 << 20)).decode() != wanted:
             pass
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
+def _child(pid: int) -> int:
+    """The one child of process ``pid`` (the shell's job)."""
+    [child] = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return int(child)
 
 
 async def _kill_at(deployer: Deployer, workload: str, point: str, markers: Path) -> Process:
@@ -74,7 +86,12 @@ async def _kill_at(deployer: Deployer, workload: str, point: str, markers: Path)
         await until(lambda: ("app", "hook-start") in read_markers(markers), timeout=30)
     else:
         await _line(output, f"at {'recorded' if point == 'zombie' else point}")
-    process.send_signal(signal.SIGKILL)
+    if point != "zombie":
+        process.send_signal(signal.SIGKILL)
+        return process
+    deleter = _child(process.pid)
+    os.kill(deleter, signal.SIGKILL)
+    await until(lambda: _state(deleter) == "Z", timeout=10, interval=0.05)
     return process
 
 
@@ -146,8 +163,12 @@ async def test_a_deleter_killed_at_any_step_is_taken_over_with_a_drain(
         # one began (the list and the reconcile take seconds): exited 0 all the same.
         done = {("exited", 0), ("already-exited", 0)} if point in SIGNALLED else {("exited", 0)}
         assert len(ended) == 1 and ended[0] in done, ended
+        if point == "zombie":  # it was one all along: its shell never waited for it
+            assert _state(_child(killed.pid)) == "Z"
     finally:
         with anyio.CancelScope(shield=True):
+            if point == "zombie":
+                killed.kill()  # the shell (now sleep): its zombie goes to init, reaped
             await killed.wait()
             await killed.aclose()
     marks = read_markers(markers)

@@ -37,7 +37,7 @@ from asyncdeploy.drivers.engine._ops import (
     ContainerRef,
     WorkloadSnapshot,
 )
-from asyncdeploy.errors import EngineUnavailable
+from asyncdeploy.errors import EngineAPIError, EngineUnavailable
 from asyncdeploy.events import ContainerExited, DrainFinished, SignalSent
 from asyncdeploy.testing import FakeOps
 
@@ -229,3 +229,20 @@ async def test_a_drain_of_nothing_ends_at_once() -> None:
             await drain_workloads(FakeOps(), [], grace_period_seconds=None, emit=lambda _: None)
             == []
         )
+
+
+def test_a_signal_or_wait_the_engine_refuses_is_no_kill_before_the_deadline() -> None:
+    """A stop signal refused with an error (a 500: not a lost connection, not a container gone)
+    leaves the container running, undrained: its end is waited for, and only the deadline
+    kills it. (It was SIGKILLed at once: every pipeline had "ended". Found by the property
+    test in test_drain_core_property.py.)"""
+    refused = EngineAPIError("kill app: refused", engine="fake", status=500)
+    m = machine(APP)
+    m.start()
+    m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.01)
+    [wait] = ops(m.observe(("signal", "app"), refused, now=0.02))
+    assert isinstance(wait, AwaitExit) and wait.ref == APP
+    assert ops(m.observe(("exit", "app"), refused, now=0.03)) == []
+    [kill] = ops(m.observe(("deadline", ""), None, now=5.0))
+    assert kill == Kill(APP)
+    assert m.books.errors == [f"stop app: {refused}"]  # a line once

@@ -10,6 +10,7 @@ claim record, written once ``record_delay`` in if the drain is not over.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeGuard
 
 import attrs
 
@@ -27,10 +28,18 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     WriteClaim,
     code_of,
 )
-from asyncdeploy.errors import ENGINE_FAILURES, WorkloadNotFound
+from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import PreStopFinished, PreStopStarted, SignalSent
 
 __all__ = ["OwnerDrain"]
+
+
+def _refused(answer: object) -> TypeGuard[EngineFailure]:
+    """An engine failure that is an answer (a refusal, a 500), not a lost connection (given
+    up on: the engine is unreachable) nor a container gone (removed: its end)."""
+    return isinstance(answer, ENGINE_FAILURES) and not isinstance(
+        answer, EngineUnavailable | WorkloadNotFound
+    )
 
 
 class OwnerDrain:
@@ -125,6 +134,13 @@ class OwnerDrain:
 
     def _sent(self, t: TrackedRef) -> Then:
         def then(answer: object) -> None:
+            if _refused(answer):
+                # The engine refused the signal (not a lost connection, not a container gone):
+                # it may run on, undrained. Its end is waited for, the deadline's to force.
+                self.m.failed(f"stop {t.name}", answer)
+                wait = AwaitExit(t.ref, since=-1, before_stream=True)
+                self._step(t, "exit", wait, self._ended(t, delivered=True))
+                return
             if not isinstance(answer, Sent):
                 self._ended(t, delivered=True)(answer)
                 return
@@ -146,6 +162,12 @@ class OwnerDrain:
         def then(answer: object) -> None:
             if isinstance(answer, WorkloadNotFound):
                 t.outcome = "missing"  # removed by hand, or by another delete: not a failure
+            elif _refused(answer):
+                # Its end cannot be told now: it is the deadline's (a kill before it would
+                # turn a drain into a kill); the pipeline holds until then.
+                self.m.failed(f"stop {t.name}", answer)
+                self._active[t.name] = "held"
+                return
             elif isinstance(answer, ENGINE_FAILURES):
                 self.m.failed(f"stop {t.name}", answer)
             else:
