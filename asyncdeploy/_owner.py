@@ -51,7 +51,7 @@ class Owner:
             return None
         if not here.pid_started:
             return None
-        return _started(self.pid) == self.pid_started != ""
+        return _started(self.pid) == self.pid_started != ""  # a zombie's is "": dead
 
     def describe(self) -> str:
         return f"pid {self.pid} on {self.host}"
@@ -94,4 +94,8 @@ def _started(pid: int) -> str:
         return ""
     # the command name (field 2) may hold spaces and parentheses: split after its last ")"
     fields = stat.rpartition(")")[2].split()
+    if fields and fields[0] in ("Z", "X"):
+        # Killed but not reaped yet (its parent has not waited for it: a job of a shell that
+        # has not looked, a supervisor, a test): it runs nothing, and holds no drain.
+        return ""
     return fields[19] if len(fields) > 19 else ""

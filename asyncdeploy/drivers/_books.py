@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import anyio
 import attrs
 
 from asyncdeploy.events import (
@@ -85,7 +84,7 @@ class DrainBooks:
     started: float  # on ``clock``, when the whole drain call began
     emit: Emit
     errors: list[str] = attrs.field(factory=list)
-    clock: Callable[[], float] = anyio.current_time
+    clock: Callable[[], float]  # the caller's (anyio's loop clock, or a test's)
     # started + grace; moved on only by an engine delete that takes over a dead one's drain
     deadline: float = attrs.field(
         default=attrs.Factory(lambda self: self.started + self.grace, takes_self=True)

@@ -29,6 +29,7 @@ from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.drivers.engine._exits import ExitWatch
 from asyncdeploy.drivers.engine._ops import (
     CallNotSent,
+    ClaimAnswer,
     ContainerLook,
     ContainerRef,
     WorkloadSnapshot,
@@ -331,17 +332,17 @@ class FakeOps:
             raise queued.pop(0)
         self.volumes_removed.append(workload)
 
-    async def claim(self, pause: ContainerRef, record: ClaimRecord) -> str:
+    async def claim(self, pause: ContainerRef, record: ClaimRecord) -> ClaimAnswer:
         box = await self._enter("claim", pause)
         if self.claim_is_record:  # Docker's way: the record's volume, created once
             if box.claim is not None:
-                return "held"
+                return ClaimAnswer.HELD
             box.claim = record
-            return "claimed"
+            return ClaimAnswer.CLAIMED
         if box.state != "running":
-            return "refused"
+            return ClaimAnswer.REFUSED
         box.state = "paused"
-        return "claimed"
+        return ClaimAnswer.CLAIMED
 
     async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
         box = await self._enter("write_claim", pause, record.token)

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from asyncdeploy.drivers.engine._claim import Owner
 from asyncdeploy.drivers.engine._drain import drain_workloads
-from asyncdeploy.drivers.engine._drain_core import WorkloadDrain, gives_up
-from asyncdeploy.drivers.engine._drain_steps import (
+from asyncdeploy.drivers.engine._drain.core import WorkloadDrain, gives_up
+from asyncdeploy.drivers.engine._drain.protocol import (
     AwaitExit,
     AwaitKilled,
     Cancel,
@@ -31,8 +31,13 @@ from asyncdeploy.drivers.engine._drain_steps import (
     Wake,
     WriteClaim,
 )
-from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef, WorkloadSnapshot
-from asyncdeploy.errors import EngineUnavailable
+from asyncdeploy.drivers.engine._ops import (
+    ClaimAnswer,
+    ContainerLook,
+    ContainerRef,
+    WorkloadSnapshot,
+)
+from asyncdeploy.errors import EngineAPIError, EngineUnavailable
 from asyncdeploy.events import ContainerExited, DrainFinished, SignalSent
 from asyncdeploy.testing import FakeOps
 
@@ -75,7 +80,7 @@ def test_the_claim_is_the_only_call_before_the_signals_and_the_record_comes_afte
     m = machine(APP, WEB)
     [claim] = ops(m.start())
     assert isinstance(claim, Claim) and claim.pause == PAUSE
-    step = m.observe(("claim", ""), "claimed", now=0.01)
+    step = m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.01)
     assert ops(step) == [Signal(APP), Signal(WEB)]
     wakes = {c.key: c.at for c in step if isinstance(c, Wake)}
     assert wakes == {("deadline", ""): 5.0, ("record", ""): DrainTimings().record_delay}
@@ -92,20 +97,20 @@ def test_on_docker_the_claim_is_the_record_and_nothing_is_paused() -> None:
     m = machine(APP, docker=True)
     [claim] = ops(m.start())
     assert isinstance(claim, Claim) and claim.record.owner == ME
-    step = m.observe(("claim", ""), "claimed", now=0.01)
+    step = m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.01)
     assert ops(step) == [Signal(APP)]
     assert not [c for c in step if isinstance(c, Wake) and c.key == ("record", "")]
 
     follower = machine(APP, docker=True)
     follower.start()
-    [look] = ops(follower.observe(("claim", ""), "held", now=0.01))
+    [look] = ops(follower.observe(("claim", ""), ClaimAnswer.HELD, now=0.01))
     assert isinstance(look, FollowLook) and follower.state == "following"
 
 
 def test_a_signal_sent_is_reported_then_waited_for() -> None:
     m = machine(APP)
     m.start()
-    m.observe(("claim", ""), "claimed", now=0.0)
+    m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
     step = m.observe(("signal", "app"), Sent(True, since=3, before_stream=False), now=0.1)
     assert [type(e) for e in events(step)] == [SignalSent]
     assert ops(step) == [AwaitExit(APP, since=3, before_stream=False)]
@@ -121,7 +126,7 @@ def test_a_container_that_exits_by_itself_before_its_kill_lands_is_exited() -> N
     own (issue 25 item 3); only a death the kill caused (137) is ``killed``."""
     m = machine(APP, WEB)
     m.start()
-    m.observe(("claim", ""), "claimed", now=0.0)
+    m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
     step = m.observe(("deadline", ""), None, now=5.0)
     assert ops(step) == [Kill(APP), Kill(WEB)]
     for name in ("app", "web"):
@@ -136,7 +141,7 @@ def test_a_container_that_exits_by_itself_before_its_kill_lands_is_exited() -> N
 def test_the_pause_goes_last_and_a_plan_without_volumes_is_not_scanned() -> None:
     m = machine(APP, volumes=False)
     m.start()
-    m.observe(("claim", ""), "claimed", now=0.0)
+    m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
     m.observe(("signal", "app"), Sent(True, 0, False), now=0.1)
     step = m.observe(("exit", "app"), 0, now=0.5)
     # nothing runs any more: the pause's kill (its network teardown) overlaps the removals
@@ -166,7 +171,7 @@ def test_a_follower_killed_kills_what_runs() -> None:
 def test_an_engine_that_stays_away_is_given_up_and_said_once() -> None:
     m = machine(APP)
     m.start()
-    m.observe(("claim", ""), "claimed", now=0.0)
+    m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
     m.unreachable(1.0)
     m.unreachable(2.0)
     assert m.unreachable_since == 1.0  # the first loss
@@ -224,3 +229,20 @@ async def test_a_drain_of_nothing_ends_at_once() -> None:
             await drain_workloads(FakeOps(), [], grace_period_seconds=None, emit=lambda _: None)
             == []
         )
+
+
+def test_a_signal_or_wait_the_engine_refuses_is_no_kill_before_the_deadline() -> None:
+    """A stop signal refused with an error (a 500: not a lost connection, not a container gone)
+    leaves the container running, undrained: its end is waited for, and only the deadline
+    kills it. (It was SIGKILLed at once: every pipeline had "ended". Found by the property
+    test in test_drain_core_property.py.)"""
+    refused = EngineAPIError("kill app: refused", engine="fake", status=500)
+    m = machine(APP)
+    m.start()
+    m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.01)
+    [wait] = ops(m.observe(("signal", "app"), refused, now=0.02))
+    assert isinstance(wait, AwaitExit) and wait.ref == APP
+    assert ops(m.observe(("exit", "app"), refused, now=0.03)) == []
+    [kill] = ops(m.observe(("deadline", ""), None, now=5.0))
+    assert kill == Kill(APP)
+    assert m.books.errors == [f"stop app: {refused}"]  # a line once

@@ -17,7 +17,7 @@ from asyncdeploy.deployer import Deployer
 from asyncdeploy.drivers import _books
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine import _claim, _drain
-from asyncdeploy.drivers.engine._drain_steps import DrainTimings
+from asyncdeploy.drivers.engine._drain.protocol import DrainTimings
 from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
 from asyncdeploy.errors import DrainError, DrainUnreachable, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import (

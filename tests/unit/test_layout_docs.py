@@ -79,5 +79,10 @@ def test_every_module_is_in_the_development_layout_and_every_one_named_exists() 
     for package in ("drivers/engine", "drivers/kubernetes"):
         row = next(line for line in DEVELOPMENT.splitlines() if line.startswith(f"| `{package}/`"))
         modules = {p.stem for p in (PACKAGE / package).glob("_*.py") if p.stem != "__init__"}
+        subpackages = {p.parent for p in (PACKAGE / package).glob("_*/__init__.py")}
+        modules |= {p.name for p in subpackages}
         said = {n for n in named(row) if n.startswith("_")}
         assert said == modules, {"not there": said - modules, "not named": modules - said}
+        for subpackage in subpackages:  # and each module of a subpackage, by its own name
+            inner = {p.stem for p in subpackage.glob("*.py") if p.stem != "__init__"}
+            assert inner <= named(row), sorted(inner - named(row))

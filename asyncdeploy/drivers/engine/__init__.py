@@ -26,18 +26,18 @@ module             concern
 ``_history``       a workload's recorded engine events (``GET /events``), pure
 ``_unfinished``    what a dead deployer left (half-made, half-drained), pure
 ``_markers``       markers (a replace's lock): labelled volumes
-``_ops``           the values a drain works on, and the ``ContainerOps`` it calls
-``_container_ops`` :class:`EngineContainerOps`: those calls over a session
-``_drain``         a container-engine drain: one deadline, one machine per workload
-``_drain_core``    one workload's drain as a state machine: observations in, commands out;
-                   its claim and its transitions, pure
-``_drain_context`` what the machine's states share: books, containers, commands, pure
-``_drain_pipelines`` the owner's state: one pipeline per container (hook, signal, exit), pure
-``_drain_follow``  the follower's state: follow another delete, or take over, pure
-``_drain_cleanup`` the last state: kill, remove, the pause last, pure
-``_drain_steps``   the core's words: timings, commands, answers, pure
-``_drain_loop``    the one loop that carries the core's commands over ``ContainerOps``
-``_drain_waits``   the drain's calls that are more than one: retries, hooks, exit waits
+``_ops``           the values a drain works on (refs, looks, a claim's answer), pure
+``_container_ops`` :class:`EngineContainerOps`: the drain's ``ContainerOps`` over a session
+``_drain/``        a container-engine drain: one deadline, one machine per workload; the
+                   package's ``drain_workloads`` is the entry. Pure (no anyio, no engine
+                   client): ``protocol`` (the core's words: timings, operations, answers,
+                   commands), ``core`` (one workload's machine: observations in, commands
+                   out; its claim and transitions), ``context`` (what its states share),
+                   its states ``pipelines`` (the owner: hook, signal, exit per container),
+                   ``follow`` (follow another delete, or take over), ``cleanup`` (kill,
+                   remove, the pause last). I/O: ``loop`` (the one loop carrying the
+                   commands), ``calls`` (``ContainerOps``, the engine calls a driver gives the
+                   drain; retried calls, hooks, exit waits)
 ``_claim``         the claim record (Docker: a labelled volume; Podman: a file in the pause
                    container): who drains, since when, pure
 ``_claim_marks``   what a look shows of a drain: a status read with its drain's claim

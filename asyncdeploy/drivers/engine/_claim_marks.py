@@ -27,6 +27,7 @@ from asyncdeploy.results import WorkloadStatus
 
 __all__ = ["ClaimMarks"]
 
+NO_RECORD = "half-drained: its drain was claimed (paused pause) but nobody recorded it"
 CLAIM_REREAD = 0.2  # how often a paused pause's claim is read again while it has none
 # how long a look waits for a paused pause's record: a drain writes it ``record_delay`` in (on
 # Podman; Docker's claim is its record), and Podman answers empty while it is rewritten; the
@@ -70,18 +71,19 @@ class ClaimMarks:
         reason = dead_claim(record)
         if reason:
             return attrs.evolve(status, unfinished=reason)
-        if record is None and (status.unfinished or "").startswith("half-drained"):
+        if record is None and claimed:
             # No record even past the drain's record_delay: a drain over before it (its pause
             # going at its end) leaves no half-drained workload, so that is said only of a pause
-            # still paused after the wait (an owner killed before its record, as _claim.py's
-            # record_wait judges it; a delete takes such a workload over).
+            # still paused after the wait: an owner killed before its record (its containers
+            # running or not), as _claim.py's record_wait judges it; a delete (and reconcile)
+            # takes such a workload over.
             try:
                 look = await self.ops.look(ref)
             except ENGINE_FAILURES:
                 look = None
             if look is None or not look.paused:
                 return attrs.evolve(status, unfinished=None)
-            return status
+            return attrs.evolve(status, unfinished=status.unfinished or NO_RECORD)
         if record is None:
             return status
         return attrs.evolve(status, unfinished=None, draining_until=record.deadline)

@@ -30,7 +30,7 @@ from asyncdeploy.drivers.engine._coalesce import Rounds
 from asyncdeploy.drivers.engine._exits import ExitHub, ExitWatch
 from asyncdeploy.drivers.engine._history import events_query, signalled_after_pause
 from asyncdeploy.drivers.engine._netcheck import http_get, workload_address
-from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook, ContainerRef
+from asyncdeploy.drivers.engine._ops import CallNotSent, ClaimAnswer, ContainerLook, ContainerRef
 from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.errors import (
     ENGINE_FAILURES,
@@ -142,7 +142,7 @@ class EngineContainerOps:
     def claim_is_record(self) -> bool:
         return self.session.claims_in_volumes
 
-    async def claim(self, pause: ContainerRef, record: ClaimRecord) -> str:
+    async def claim(self, pause: ContainerRef, record: ClaimRecord) -> ClaimAnswer:
         if self.session.claims_in_volumes:
             # Docker creates a volume once under a lock per name, and answers a second create
             # of the name with the first one's volume: whose labels it holds says who claimed.
@@ -150,10 +150,10 @@ class EngineContainerOps:
             try:
                 made = await self._create_volume(name, claim_labels(pause.id, record))
             except WorkloadConflict:
-                return "held"
+                return ClaimAnswer.HELD
             held = (made.get("Labels") or {}).get(LABEL_CLAIM_RECORD)
-            return "claimed" if held == record.to_json() else "held"
-        return "claimed" if await self._pause(pause) else "refused"
+            return ClaimAnswer.CLAIMED if held == record.to_json() else ClaimAnswer.HELD
+        return ClaimAnswer.CLAIMED if await self._pause(pause) else ClaimAnswer.REFUSED
 
     async def _pause(self, pause: ContainerRef) -> bool:
         """Pause it; False when refused (paused already, or not running)."""
@@ -250,7 +250,7 @@ class EngineContainerOps:
         with self.session.errors(f"events of {workload}"):
             async with self.session.query("events", params=params) as response:
                 text = await response.text()
-        return signalled_after_pause(text.splitlines(), pause.name, [r.name for r in refs])
+        return signalled_after_pause(text.splitlines(), pause.id, {r.id: r.name for r in refs})
 
     async def look(self, ref: ContainerRef) -> ContainerLook | None:
         try:

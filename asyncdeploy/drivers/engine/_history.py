@@ -42,13 +42,8 @@ def parse_events(lines: Iterable[str], *, limit: int) -> list[WorkloadEvent]:
     """The last ``limit`` shown events in the answer, oldest first."""
     found = []
     for line in lines:
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(raw, Mapping) and (event := _event(raw)) is not None:
+        raw = _raw(line)
+        if raw is not None and (event := _event(raw)) is not None:
             found.append(event)
     found.sort(key=lambda e: e.time)
     return found[-limit:] if limit > 0 else []
@@ -80,21 +75,44 @@ def _event(raw: Mapping[str, Any]) -> WorkloadEvent | None:
     )
 
 
-def signalled_after_pause(lines: Iterable[str], pause: str, names: Iterable[str]) -> frozenset[str]:
-    """Which of the containers ``names`` the engine saw signalled (a kill other than SIGKILL,
-    or a stop) after the last ``pause`` of the pause container: what a drain that claimed it
-    had sent. Docker names the signal (``signal 15``); Podman's kill events do not."""
-    events = parse_events(lines, limit=1_000_000)
-    paused = [e.time for e in events if e.container == pause and e.action == "pause"]
-    since = paused[-1] if paused else 0.0
-    wanted = set(names)
-    return frozenset(
-        e.container
-        for e in events
-        if e.time >= since
-        and e.container in wanted
-        and (
-            e.action == "stop"
-            or (e.action == "kill" and e.message not in ("signal 9", "signal SIGKILL"))
-        )
-    )
+def signalled_after_pause(
+    lines: Iterable[str], pause_id: str, ids: Mapping[str, str]
+) -> frozenset[str]:
+    """Which of the containers ``ids`` (engine id → name) the engine saw signalled (a kill other
+    than SIGKILL, or a stop) after the last pause of the pause container ``pause_id``: what a
+    drain that claimed it had sent. Docker names the signal (``signal 15``); Podman's kill
+    events do not.
+
+    By id, not by name: the events of a workload are asked for by its name, and an earlier
+    workload of the same name (deleted within the hour the query reads, or the old instance
+    of a replace) has containers of the same names whose signals were never sent to these.
+    Docker claims a drain without pausing (its record is a volume), so there no pause bounds
+    the window: the ids alone do."""
+    since = 0.0
+    signalled: list[tuple[float, str]] = []
+    for line in lines:
+        raw = _raw(line)
+        if raw is None:
+            continue
+        event = _event(raw)
+        if event is None:
+            continue
+        actor = str((raw.get("Actor") or {}).get("ID") or raw.get("id") or "")
+        if actor == pause_id and event.action == "pause":
+            since = max(since, event.time)
+        elif actor in ids and (
+            event.action == "stop"
+            or (event.action == "kill" and event.message not in ("signal 9", "signal SIGKILL"))
+        ):
+            signalled.append((event.time, ids[actor]))
+    return frozenset(name for when, name in signalled if when >= since)
+
+
+def _raw(line: str) -> Mapping[str, Any] | None:
+    if not line.strip():
+        return None
+    try:
+        raw = json.loads(line)
+    except ValueError:
+        return None
+    return raw if isinstance(raw, Mapping) else None

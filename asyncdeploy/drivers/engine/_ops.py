@@ -1,22 +1,20 @@
-"""What the engine drain works on: the containers it found, and the engine calls it makes."""
+"""What the engine drain works on: the containers it found, what a look or a claim answers.
+Values only (the drain's pure core reads them); the calls themselves are ``ContainerOps``
+(:mod:`._drain.calls`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
-from typing import Protocol
+import enum
 
 import attrs
 
-from asyncdeploy.drivers.engine._claim import ClaimRecord
-from asyncdeploy.drivers.engine._exits import ExitWatch
 from asyncdeploy.errors import EngineUnavailable
 from asyncdeploy.labels import ContainerRole
 
 __all__ = [
     "CallNotSent",
+    "ClaimAnswer",
     "ContainerLook",
-    "ContainerOps",
     "ContainerRef",
     "WorkloadSnapshot",
 ]
@@ -25,6 +23,14 @@ __all__ = [
 class CallNotSent(EngineUnavailable):
     """The call never reached the engine (no connection could be made): sending it again is
     safe. A plain ``EngineUnavailable`` from a call that changes something may have landed."""
+
+
+class ClaimAnswer(enum.Enum):
+    """The engine's answer to a claim of a drain."""
+
+    CLAIMED = enum.auto()  # this drain holds it
+    HELD = enum.auto()  # another delete does
+    REFUSED = enum.auto()  # could not tell (paused already, or not running): a look decides
 
 
 @attrs.frozen(kw_only=True)
@@ -64,90 +70,3 @@ class ContainerLook:
     running: bool
     paused: bool = False
     exit_code: int | None = None
-
-
-class ContainerOps(Protocol):
-    """The engine calls a drain needs; each raises ``EngineError`` subclasses only
-    (``EngineUnavailable`` when the connection to the engine is lost: the drain retries)."""
-
-    @property
-    def kill_triggers_restart(self) -> bool:
-        """True where a signalled container that exits is restarted under its restart policy
-        (Podman): such containers are stopped with :meth:`stop` instead."""
-        ...
-
-    def exits(self) -> AbstractAsyncContextManager[ExitWatch]:
-        """The engine's exit events for one drain: yields at once, the stream opening beside
-        the first signals (``ExitWatch.settled``); lost when it cannot be opened."""
-        ...
-
-    async def signal(self, ref: ContainerRef, signal: str) -> bool:
-        """Send ``signal``; False when the container was not running. Raises ``CallNotSent``
-        when it surely did not reach the engine, ``EngineUnavailable`` when it may have."""
-        ...
-
-    async def wait_exit(self, ref: ContainerRef) -> int | None:
-        """Wait until the container is not running; return its exit code."""
-        ...
-
-    async def wait_killed(self, ref: ContainerRef) -> int | None:
-        """The same, for a container just sent SIGKILL (it must not wait on anything else)."""
-        ...
-
-    async def stop(self, ref: ContainerRef, timeout: float) -> int | None:
-        """Stop with the container's stop signal, as a stop that no restart policy undoes."""
-        ...
-
-    async def remove(self, ref: ContainerRef) -> None:
-        """Force-remove; a removal already in progress elsewhere is waited for, not an error."""
-        ...
-
-    async def run_hook(self, ref: ContainerRef, command: Sequence[str]) -> int:
-        """Exec ``command`` in the container; return its exit code."""
-        ...
-
-    async def run_http_hook(self, pause: ContainerRef, port: int, path: str) -> int:
-        """GET ``path`` on the workload's ``port`` (its pause container's address): 0 for 2xx."""
-        ...
-
-    async def remove_volumes(self, plan_name: str) -> None:
-        """Remove the volumes asyncdeploy created for this plan that no container uses any
-        more (an instance of the same plan may still run: its volume stays)."""
-        ...
-
-    @property
-    def claim_is_record(self) -> bool:
-        """True where the claim is made by writing the record (Docker: a volume named after the
-        pause container; the pause container is then never paused)."""
-        ...
-
-    async def claim(self, pause: ContainerRef, record: ClaimRecord) -> str:
-        """Claim the drain, atomically on the engine: ``"claimed"``, ``"held"`` (another delete
-        holds it) or ``"refused"`` (could not tell: paused already, or not running). Docker: the
-        record's volume, created (one cheap call: a pause forks the runtime). Podman: a pause
-        (forty concurrent volume creates held its database 17 s); a second one is refused."""
-        ...
-
-    async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
-        """Write (or replace) the claim record of this pause container (see :mod:`._claim`)."""
-        ...
-
-    async def read_claim(self, pause: ContainerRef) -> ClaimRecord | None:
-        """The claim record of the pause container; None when there is none."""
-        ...
-
-    async def drop_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
-        """Remove the claim record, when it is still ``record`` (its drain has ended)."""
-        ...
-
-    async def signalled_since_pause(
-        self, pause: ContainerRef, refs: Sequence[ContainerRef]
-    ) -> frozenset[str]:
-        """The names of ``refs`` the engine recorded a signal to (a kill or a stop) since the
-        pause container was last paused: what a dead owner had sent (best effort: the engine's
-        event log may not reach that far back)."""
-        ...
-
-    async def look(self, ref: ContainerRef) -> ContainerLook | None:
-        """The container's state now; None when it is gone."""
-        ...

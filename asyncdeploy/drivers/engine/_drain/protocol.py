@@ -3,8 +3,8 @@
 (an operation's answer, a timer that fired, the caller's kill request). Values only.
 
 Every engine operation is one verb over :class:`~._ops.ContainerOps`; the loop
-(:mod:`._drain_loop`) carries it out and answers with its result, or the ``EngineError`` it
-raised, as a value: the core (:mod:`._drain_core`) never awaits and never calls the engine.
+(:mod:`.loop`) carries it out and answers with its result, or the ``EngineError`` it
+raised, as a value: the core (:mod:`.core`) never awaits and never calls the engine.
 """
 
 from __future__ import annotations
@@ -102,8 +102,7 @@ class RemoveSidecar:
 
 @attrs.frozen
 class Claim:
-    """Claim the drain, atomically on the engine → ``"claimed"`` (this drain holds it),
-    ``"held"`` (another delete does) or ``"refused"`` (could not tell: a look decides). Where
+    """Claim the drain, atomically on the engine → :class:`~._ops.ClaimAnswer`. Where
     the claim is the record (Docker: a volume created with it), ``record`` is written at once."""
 
     pause: ContainerRef

@@ -1,6 +1,6 @@
 """The end of a drain: kill what still runs, remove everything, the pause container last. Pure.
 
-A state of :class:`~._drain_core.WorkloadDrain`, entered at the deadline, when every pipeline
+A state of :class:`~.core.WorkloadDrain`, entered at the deadline, when every pipeline
 ended, or on the caller's kill request; bounded by ``cleanup_timeout``. Each container is
 removed once its end is seen; the pause container is killed once nothing else runs (its network
 teardown overlaps their removals; grace 0: at once, with them) and removed last (it holds the
@@ -12,8 +12,8 @@ kill landed is ``exited``, with its code.
 
 from __future__ import annotations
 
-from asyncdeploy.drivers.engine._drain_context import DRAINED, DrainContext
-from asyncdeploy.drivers.engine._drain_steps import (
+from asyncdeploy.drivers.engine._drain.context import DRAINED, DrainContext
+from asyncdeploy.drivers.engine._drain.protocol import (
     SIGKILLED,
     AwaitKilled,
     DropClaim,

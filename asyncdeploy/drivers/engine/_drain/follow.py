@@ -1,7 +1,7 @@
 """A delete that finds the drain claimed by another: follow it, or take over from a dead one.
 Pure.
 
-A state of :class:`~._drain_core.WorkloadDrain`. The follower reports the exits and removals it
+A state of :class:`~.core.WorkloadDrain`. The follower reports the exits and removals it
 sees (the exit stream tells; a look now and then) and never signals while the owner lives,
 however long the owner's grace. The owner is checked once the drain has been followed
 ``record_wait`` (most are over by then): no record by then, its process gone, or still there
@@ -17,8 +17,8 @@ import math
 from collections.abc import Callable
 
 from asyncdeploy.drivers.engine._claim import ClaimRecord, new_record
-from asyncdeploy.drivers.engine._drain_context import DrainContext
-from asyncdeploy.drivers.engine._drain_steps import (
+from asyncdeploy.drivers.engine._drain.context import DrainContext
+from asyncdeploy.drivers.engine._drain.protocol import (
     SIGKILLED,
     ClaimSeen,
     FollowLook,

@@ -1,6 +1,6 @@
 """The one loop that carries the drain core's commands over ``ContainerOps``.
 
-Every command of every workload's machine (:mod:`._drain_core`) runs as a task of the loop's
+Every command of every workload's machine (:mod:`.core`) runs as a task of the loop's
 task group: an engine operation (answered with its result, or the ``EngineError`` it raised, as
 a value), a timer, a cancellation of an earlier command, an event handed to the caller. Answers
 come back through one channel, each under the key it was asked under; an answer to a command
@@ -13,7 +13,7 @@ drain's deadline plus ``give_up_after`` (once the engine was given up on, by tha
 alone), and one that is not answered in time is an engine that is not answering.
 
 The caller's cancellation is the kill request: it reaches every machine as one observation
-(:meth:`~._drain_core.WorkloadDrain.kill`), converted here, once; the machines then kill what
+(:meth:`~.core.WorkloadDrain.kill`), converted here, once; the machines then kill what
 still runs and remove everything, bounded by their cleanup timeout, shielded from the
 cancellation, which propagates once they are done.
 """
@@ -27,9 +27,10 @@ from typing import TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
-from asyncdeploy.drivers.engine import _drain_waits as waits
-from asyncdeploy.drivers.engine._drain_core import WorkloadDrain
-from asyncdeploy.drivers.engine._drain_steps import (
+from asyncdeploy.drivers.engine._drain import calls as waits
+from asyncdeploy.drivers.engine._drain.calls import ContainerOps
+from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
+from asyncdeploy.drivers.engine._drain.protocol import (
     AwaitExit,
     AwaitKilled,
     Cancel,
@@ -60,7 +61,6 @@ from asyncdeploy.drivers.engine._drain_steps import (
     WriteClaim,
 )
 from asyncdeploy.drivers.engine._exits import ExitWatch
-from asyncdeploy.drivers.engine._ops import ContainerOps
 from asyncdeploy.errors import ENGINE_FAILURES
 from asyncdeploy.events import Emit
 

@@ -2,8 +2,8 @@
 
 The machine (this module: the shared books, the command plumbing, the claim) is told what happened (an operation's answer, a timer that fired, the caller's kill
 request, each with the time on the loop's clock) and says what to do next (an engine operation,
-a timer, a cancellation, an event: :mod:`._drain_steps`); it never awaits and never calls the
-engine, so every order and every fault is tested without one. The loop (:mod:`._drain_loop`)
+a timer, a cancellation, an event: :mod:`.protocol`); it never awaits and never calls the
+engine, so every order and every fault is tested without one. The loop (:mod:`.loop`)
 carries the commands out over ``ContainerOps``.
 
 Its states, in the order a drain meets them:
@@ -11,17 +11,17 @@ Its states, in the order a drain meets them:
 - **claiming**: the autoheal sidecar is removed (so it cannot resurrect a draining container)
   while the drain is claimed by pausing the pause container: one call, and the only one before
   the signals. A pause refused because it is paused already means another delete drains it.
-- **draining** (the owner, :mod:`._drain_pipelines`): one pipeline per init and run container,
+- **draining** (the owner, :mod:`.pipelines`): one pipeline per init and run container,
   then per sidecar, under the one deadline: its ``pre_stop`` hook, its stop signal (once), the
   wait for its exit. A drain still running ``record_delay`` after its start records its claim
   (:mod:`._claim`).
-- **following** (a second delete, :mod:`._drain_follow`): it reports the exits and removals it
+- **following** (a second delete, :mod:`.follow`): it reports the exits and removals it
   sees and never signals, until the workload is gone; **taking over** when the owner is dead
   (its process gone, no record for ``record_wait``, or past its deadline plus ``owner_bound``):
   it records its own claim, checks after ``takeover_settle`` that no other follower's replaced
   it, then drains with a full grace from then on, except for the containers the dead owner had
   signalled.
-- **cleaning** (:mod:`._drain_cleanup`): at the deadline (or when every pipeline ended, or on
+- **cleaning** (:mod:`.cleanup`): at the deadline (or when every pipeline ended, or on
   the kill request), what still runs is SIGKILLed; each container is removed once its end is
   seen, the pause container last (it holds the namespaces), then the volumes; bounded by
   ``cleanup_timeout``.
@@ -34,11 +34,11 @@ give-up rule (:func:`gives_up`) makes the containers whose end was not seen ``un
 from __future__ import annotations
 
 from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner, new_record
-from asyncdeploy.drivers.engine._drain_cleanup import Cleanup
-from asyncdeploy.drivers.engine._drain_context import DrainContext
-from asyncdeploy.drivers.engine._drain_follow import Following
-from asyncdeploy.drivers.engine._drain_pipelines import OwnerDrain
-from asyncdeploy.drivers.engine._drain_steps import (
+from asyncdeploy.drivers.engine._drain.cleanup import Cleanup
+from asyncdeploy.drivers.engine._drain.context import DrainContext
+from asyncdeploy.drivers.engine._drain.follow import Following
+from asyncdeploy.drivers.engine._drain.pipelines import OwnerDrain
+from asyncdeploy.drivers.engine._drain.protocol import (
     Claim,
     ClaimSeen,
     Command,
@@ -49,7 +49,12 @@ from asyncdeploy.drivers.engine._drain_steps import (
     RemoveSidecar,
     Then,
 )
-from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef, WorkloadSnapshot
+from asyncdeploy.drivers.engine._ops import (
+    ClaimAnswer,
+    ContainerLook,
+    ContainerRef,
+    WorkloadSnapshot,
+)
 from asyncdeploy.errors import ENGINE_FAILURES, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import (
     DrainStarted,
@@ -211,13 +216,13 @@ class WorkloadDrain(DrainContext):
         def then(answer: object) -> None:
             pause = self.pause
             assert pause is not None
-            if answer == "claimed":
+            if answer is ClaimAnswer.CLAIMED:
                 self.record = record
                 self.record_written = self.claim_is_record  # Docker: the claim is the record
                 self._opened("", owner=True)
-            elif answer == "held":  # another delete holds the claim: follow it
+            elif answer is ClaimAnswer.HELD:  # another delete holds the claim: follow it
                 self._opened("", owner=False)
-            elif answer == "refused":  # paused by another delete, or not running: a look says
+            elif answer is ClaimAnswer.REFUSED:  # paused by another, or not running: a look says
                 self.do(("claim", ""), LookPause(pause), self._pause_looked)
             elif isinstance(answer, WorkloadNotFound):
                 self._opened("", owner=True)  # gone: nothing to claim

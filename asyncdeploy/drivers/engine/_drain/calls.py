@@ -1,16 +1,19 @@
-"""The drain's engine calls that are more than one call: retried calls, a hook that its
-container's death ends, a stop signal sent once, and the waits for an exit. The loop
-(:mod:`._drain_loop`) carries the core's operations with these; each ends in one answer.
+"""The drain's engine calls: ``ContainerOps``, the calls a driver gives the drain, and the ones
+that are more than one call: retried calls, a hook that its container's death ends, a stop
+signal sent once, and the waits for an exit. The loop (:mod:`.loop`) carries the core's
+operations with these; each ends in one answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol, TypeVar
 
 import anyio
 
-from asyncdeploy.drivers.engine._drain_steps import (
+from asyncdeploy.drivers.engine._claim import ClaimRecord
+from asyncdeploy.drivers.engine._drain.protocol import (
     AwaitExit,
     DrainTimings,
     FollowLook,
@@ -18,12 +21,98 @@ from asyncdeploy.drivers.engine._drain_steps import (
     Sent,
 )
 from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch, first_exit
-from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook, ContainerOps, ContainerRef
+from asyncdeploy.drivers.engine._ops import CallNotSent, ClaimAnswer, ContainerLook, ContainerRef
 from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
 
-__all__ = ["Calls"]
+__all__ = ["Calls", "ContainerOps"]
 
 T = TypeVar("T")
+
+
+class ContainerOps(Protocol):
+    """The engine calls a drain needs; each raises ``EngineError`` subclasses only
+    (``EngineUnavailable`` when the connection to the engine is lost: the drain retries)."""
+
+    @property
+    def kill_triggers_restart(self) -> bool:
+        """True where a signalled container that exits is restarted under its restart policy
+        (Podman): such containers are stopped with :meth:`stop` instead."""
+        ...
+
+    def exits(self) -> AbstractAsyncContextManager[ExitWatch]:
+        """The engine's exit events for one drain: yields at once, the stream opening beside
+        the first signals (``ExitWatch.settled``); lost when it cannot be opened."""
+        ...
+
+    async def signal(self, ref: ContainerRef, signal: str) -> bool:
+        """Send ``signal``; False when the container was not running. Raises ``CallNotSent``
+        when it surely did not reach the engine, ``EngineUnavailable`` when it may have."""
+        ...
+
+    async def wait_exit(self, ref: ContainerRef) -> int | None:
+        """Wait until the container is not running; return its exit code."""
+        ...
+
+    async def wait_killed(self, ref: ContainerRef) -> int | None:
+        """The same, for a container just sent SIGKILL (it must not wait on anything else)."""
+        ...
+
+    async def stop(self, ref: ContainerRef, timeout: float) -> int | None:
+        """Stop with the container's stop signal, as a stop that no restart policy undoes."""
+        ...
+
+    async def remove(self, ref: ContainerRef) -> None:
+        """Force-remove; a removal already in progress elsewhere is waited for, not an error."""
+        ...
+
+    async def run_hook(self, ref: ContainerRef, command: Sequence[str]) -> int:
+        """Exec ``command`` in the container; return its exit code."""
+        ...
+
+    async def run_http_hook(self, pause: ContainerRef, port: int, path: str) -> int:
+        """GET ``path`` on the workload's ``port`` (its pause container's address): 0 for 2xx."""
+        ...
+
+    async def remove_volumes(self, plan_name: str) -> None:
+        """Remove the volumes asyncdeploy created for this plan that no container uses any
+        more (an instance of the same plan may still run: its volume stays)."""
+        ...
+
+    @property
+    def claim_is_record(self) -> bool:
+        """True where the claim is made by writing the record (Docker: a volume named after the
+        pause container; the pause container is then never paused)."""
+        ...
+
+    async def claim(self, pause: ContainerRef, record: ClaimRecord) -> ClaimAnswer:
+        """Claim the drain, atomically on the engine (see :class:`ClaimAnswer`). Docker: the
+        record's volume, created (one cheap call: a pause forks the runtime). Podman: a pause
+        (forty concurrent volume creates held its database 17 s); a second one is refused."""
+        ...
+
+    async def write_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
+        """Write (or replace) the claim record of this pause container (see :mod:`._claim`)."""
+        ...
+
+    async def read_claim(self, pause: ContainerRef) -> ClaimRecord | None:
+        """The claim record of the pause container; None when there is none."""
+        ...
+
+    async def drop_claim(self, pause: ContainerRef, record: ClaimRecord) -> None:
+        """Remove the claim record, when it is still ``record`` (its drain has ended)."""
+        ...
+
+    async def signalled_since_pause(
+        self, pause: ContainerRef, refs: Sequence[ContainerRef]
+    ) -> frozenset[str]:
+        """The names of ``refs`` the engine recorded a signal to (a kill or a stop) since the
+        pause container was last paused: what a dead owner had sent (best effort: the engine's
+        event log may not reach that far back)."""
+        ...
+
+    async def look(self, ref: ContainerRef) -> ContainerLook | None:
+        """The container's state now; None when it is gone."""
+        ...
 
 
 class Caller(Protocol):
@@ -48,7 +137,7 @@ class Calls:
         """``call()``, tried again with backoff while the engine is unreachable, until the
         machine gives up on it. ``once``: a call that must not land twice (a stop signal) is
         tried again only when it surely never reached the engine; a lost answer is raised.
-        Each try is bounded (:meth:`~._drain_core.WorkloadDrain.call_bound`): an engine that
+        Each try is bounded (:meth:`~.core.WorkloadDrain.call_bound`): an engine that
         takes the call and never answers is an engine that is unreachable."""
         pauses = self.timings.engine_call.pauses()
         while True:

@@ -1,6 +1,6 @@
 """The drain of container-engine workloads: one deadline for all, one machine per workload.
 
-For each workload (the states of :mod:`._drain_core`, carried out by :mod:`._drain_loop`):
+For each workload (the states of :mod:`.core`, carried out by :mod:`.loop`):
 
 1. claim the drain by pausing its pause container (one call, the only one before the signals)
    and, at the same time, remove the autoheal sidecar (so it cannot resurrect a draining
@@ -43,10 +43,11 @@ import anyio
 
 from asyncdeploy.drivers._books import effective_grace
 from asyncdeploy.drivers.engine._claim import Owner
-from asyncdeploy.drivers.engine._drain_core import WorkloadDrain
-from asyncdeploy.drivers.engine._drain_loop import DrainLoop
-from asyncdeploy.drivers.engine._drain_steps import DrainTimings
-from asyncdeploy.drivers.engine._ops import ContainerOps, WorkloadSnapshot
+from asyncdeploy.drivers.engine._drain.calls import ContainerOps
+from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
+from asyncdeploy.drivers.engine._drain.loop import DrainLoop
+from asyncdeploy.drivers.engine._drain.protocol import DrainTimings
+from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
 from asyncdeploy.errors import DrainUnreachable
 from asyncdeploy.events import DrainSummary, Emit
 

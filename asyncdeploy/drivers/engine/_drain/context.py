@@ -4,8 +4,8 @@
 context), the containers and what is known of them (their ends, which are gone, which were
 signalled), the claim record, and the command plumbing: an operation (``do``), a timer
 (``wake``), a cancellation; each answer goes to the continuation it was asked with. The
-machine (:mod:`._drain_core`) is one, with the claim; its states (:mod:`._drain_pipelines`,
-:mod:`._drain_follow`, :mod:`._drain_cleanup`) are handed it.
+machine (:mod:`.core`) is one, with the claim; its states (:mod:`.pipelines`,
+:mod:`.follow`, :mod:`.cleanup`) are handed it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from asyncdeploy.drivers._books import DrainBooks
 from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner
-from asyncdeploy.drivers.engine._drain_steps import (
+from asyncdeploy.drivers.engine._drain.protocol import (
     Cancel,
     Command,
     Do,

@@ -1,6 +1,6 @@
 """The owner's drain: one pipeline per container under the one deadline. Pure.
 
-A state of :class:`~._drain_core.WorkloadDrain` (its books, its commands): init and run
+A state of :class:`~.core.WorkloadDrain` (its books, its commands): init and run
 containers first, each its ``pre_stop`` hook (one that fails goes straight on; a hung one holds
 back its own container only), its stop signal (once), the wait for its exit; then the sidecars
 (a proxy, the drain gate), once the others ended. Book-keeping comes after the signals: the
@@ -10,11 +10,12 @@ claim record, written once ``record_delay`` in if the drain is not over.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeGuard
 
 import attrs
 
-from asyncdeploy.drivers.engine._drain_context import DrainContext
-from asyncdeploy.drivers.engine._drain_steps import (
+from asyncdeploy.drivers.engine._drain.context import DrainContext
+from asyncdeploy.drivers.engine._drain.protocol import (
     AwaitExit,
     EngineOp,
     Hooked,
@@ -27,10 +28,18 @@ from asyncdeploy.drivers.engine._drain_steps import (
     WriteClaim,
     code_of,
 )
-from asyncdeploy.errors import ENGINE_FAILURES, WorkloadNotFound
+from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import PreStopFinished, PreStopStarted, SignalSent
 
 __all__ = ["OwnerDrain"]
+
+
+def _refused(answer: object) -> TypeGuard[EngineFailure]:
+    """An engine failure that is an answer (a refusal, a 500), not a lost connection (given
+    up on: the engine is unreachable) nor a container gone (removed: its end)."""
+    return isinstance(answer, ENGINE_FAILURES) and not isinstance(
+        answer, EngineUnavailable | WorkloadNotFound
+    )
 
 
 class OwnerDrain:
@@ -125,6 +134,13 @@ class OwnerDrain:
 
     def _sent(self, t: TrackedRef) -> Then:
         def then(answer: object) -> None:
+            if _refused(answer):
+                # The engine refused the signal (not a lost connection, not a container gone):
+                # it may run on, undrained. Its end is waited for, the deadline's to force.
+                self.m.failed(f"stop {t.name}", answer)
+                wait = AwaitExit(t.ref, since=-1, before_stream=True)
+                self._step(t, "exit", wait, self._ended(t, delivered=True))
+                return
             if not isinstance(answer, Sent):
                 self._ended(t, delivered=True)(answer)
                 return
@@ -146,6 +162,12 @@ class OwnerDrain:
         def then(answer: object) -> None:
             if isinstance(answer, WorkloadNotFound):
                 t.outcome = "missing"  # removed by hand, or by another delete: not a failure
+            elif _refused(answer):
+                # Its end cannot be told now: it is the deadline's (a kill before it would
+                # turn a drain into a kill); the pipeline holds until then.
+                self.m.failed(f"stop {t.name}", answer)
+                self._active[t.name] = "held"
+                return
             elif isinstance(answer, ENGINE_FAILURES):
                 self.m.failed(f"stop {t.name}", answer)
             else:
