@@ -19,12 +19,16 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Claim,
     Command,
     Do,
+    Done,
     DrainTimings,
+    Exited,
+    Fired,
     FollowLook,
     Kill,
     KillPause,
     Remove,
     RemoveVolumes,
+    Seen,
     Sent,
     Signal,
     Tell,
@@ -84,7 +88,7 @@ def test_the_claim_is_the_only_call_before_the_signals_and_the_record_comes_afte
     assert ops(step) == [Signal(APP), Signal(WEB)]
     wakes = {c.key: c.at for c in step if isinstance(c, Wake)}
     assert wakes == {("deadline", ""): 5.0, ("record", ""): DrainTimings().record_delay}
-    step = m.observe(("record", ""), None, now=1.0)
+    step = m.observe(("record", ""), Fired.FIRED, now=1.0)
     [write] = ops(step)
     assert isinstance(write, WriteClaim) and write.record.owner == ME
     assert write.record.started == 1000.0 and write.record.grace == 5
@@ -114,7 +118,7 @@ def test_a_signal_sent_is_reported_then_waited_for() -> None:
     step = m.observe(("signal", "app"), Sent(True, since=3, before_stream=False), now=0.1)
     assert [type(e) for e in events(step)] == [SignalSent]
     assert ops(step) == [AwaitExit(APP, since=3, before_stream=False)]
-    step = m.observe(("exit", "app"), 0, now=1.1)
+    step = m.observe(("exit", "app"), Exited(0), now=1.1)
     [exited] = events(step)
     assert isinstance(exited, ContainerExited) and exited.exit_code == 0 and exited.graceful
     # every pipeline ended before the deadline: the cleanup starts, the deadline is dropped
@@ -127,13 +131,13 @@ def test_a_container_that_exits_by_itself_before_its_kill_lands_is_exited() -> N
     m = machine(APP, WEB)
     m.start()
     m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
-    step = m.observe(("deadline", ""), None, now=5.0)
+    step = m.observe(("deadline", ""), Fired.FIRED, now=5.0)
     assert ops(step) == [Kill(APP), Kill(WEB)]
     for name in ("app", "web"):
         step = m.observe(("kill", name), Sent(True, since=7, before_stream=False), now=5.01)
         assert [o for o in ops(step) if isinstance(o, AwaitKilled)]
-    m.observe(("killed", "app"), 0, now=5.02)
-    m.observe(("killed", "web"), 137, now=5.02)
+    m.observe(("killed", "app"), Exited(0), now=5.02)
+    m.observe(("killed", "web"), Exited(137), now=5.02)
     outcomes = {t.name: (t.outcome, t.exit_code) for t in m.tracked}
     assert outcomes == {"app": ("exited", 0), "web": ("killed", 137)}
 
@@ -143,12 +147,12 @@ def test_the_pause_goes_last_and_a_plan_without_volumes_is_not_scanned() -> None
     m.start()
     m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
     m.observe(("signal", "app"), Sent(True, 0, False), now=0.1)
-    step = m.observe(("exit", "app"), 0, now=0.5)
+    step = m.observe(("exit", "app"), Exited(0), now=0.5)
     # nothing runs any more: the pause's kill (its network teardown) overlaps the removals
     assert ops(step) == [Remove(APP), KillPause(PAUSE)]
-    assert ops(m.observe(("killpause", ""), None, now=0.6)) == []
-    assert ops(m.observe(("remove", "app"), None, now=0.7)) == [Remove(PAUSE)]
-    step = m.observe(("remove", "pause"), None, now=0.8)
+    assert ops(m.observe(("killpause", ""), Done.DONE, now=0.6)) == []
+    assert ops(m.observe(("remove", "app"), Done.DONE, now=0.7)) == [Remove(PAUSE)]
+    step = m.observe(("remove", "pause"), Done.DONE, now=0.8)
     assert not [o for o in ops(step) if isinstance(o, RemoveVolumes)]
     assert isinstance(events(step)[-1], DrainFinished) and m.finished
 
@@ -163,7 +167,7 @@ def test_a_follower_killed_kills_what_runs() -> None:
     )
     [look] = ops(m.start())
     assert isinstance(look, FollowLook) and not look.fresh  # the exit stream tells first
-    m.observe(("follow", ""), {"a": ContainerLook(running=True)}, now=0.1)
+    m.observe(("follow", ""), Seen({"a": ContainerLook(running=True)}), now=0.1)
     step = m.kill(now=0.2)
     assert Cancel(("follow", "")) in step and ops(step) == [Kill(APP)]
 
@@ -243,6 +247,6 @@ def test_a_signal_or_wait_the_engine_refuses_is_no_kill_before_the_deadline() ->
     [wait] = ops(m.observe(("signal", "app"), refused, now=0.02))
     assert isinstance(wait, AwaitExit) and wait.ref == APP
     assert ops(m.observe(("exit", "app"), refused, now=0.03)) == []
-    [kill] = ops(m.observe(("deadline", ""), None, now=5.0))
+    [kill] = ops(m.observe(("deadline", ""), Fired.FIRED, now=5.0))
     assert kill == Kill(APP)
     assert m.books.errors == [f"stop app: {refused}"]  # a line once

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from asyncdeploy.drivers.engine._claim import Owner
 from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
 from asyncdeploy.drivers.engine._drain.protocol import (
+    Answer,
     AwaitExit,
     AwaitKilled,
     Cancel,
@@ -33,17 +34,23 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     ClaimSeen,
     Command,
     Do,
+    Done,
     DrainTimings,
+    EngineOp,
+    Exited,
+    Fired,
     FollowLook,
     Hooked,
     Key,
     Kill,
     LookPause,
     OwnerAlive,
+    OwnerState,
     ReadClaim,
     Remove,
     RemoveSidecar,
     RunHook,
+    Seen,
     Sent,
     Signal,
     SignalledBefore,
@@ -95,7 +102,7 @@ class Run:
         wakes = [(k, c) for k, c in self.pending.items() if isinstance(c, Wake)]
         return min(wakes, key=lambda kc: kc[1].at, default=None)
 
-    def answer(self, key: Key, answer: object, at: float) -> None:
+    def answer(self, key: Key, answer: Answer, at: float) -> None:
         command = self.pending.pop(key)
         self.now = max(self.now, at)
         if isinstance(command, Do):
@@ -108,7 +115,7 @@ class Run:
         self.carry(self.m.kill(now=self.now))
 
 
-def answer_for(operation: object, kind: int, run: Run) -> object:
+def answer_for(operation: EngineOp, kind: int, run: Run) -> Answer:
     """A well-formed answer to ``operation``; ``kind`` picks among the ones it may get."""
     lost = run.m.gives_up(run.now) or run.m.cleaning
     unavailable = EngineUnavailable("connection reset", engine="fake")
@@ -126,21 +133,21 @@ def answer_for(operation: object, kind: int, run: Run) -> object:
         case Signal() | Kill():
             return Sent(kind != 5, since=run.step, before_stream=False)
         case AwaitExit() | Stop():
-            return 0 if kind % 2 == 0 else 143
+            return Exited(0 if kind % 2 == 0 else 143)
         case AwaitKilled():
-            return 137
+            return Exited(137)
         case ReadClaim():
             return ClaimSeen(None, None)
         case LookPause():
             return ContainerLook(running=True, paused=True)
         case OwnerAlive():
-            return True
+            return OwnerState(True)
         case SignalledBefore():
             return frozenset()
         case FollowLook(refs=refs):  # another delete's drain: nothing seen yet, or all gone
-            return {} if kind % 2 else {r.id: None for r in refs}
+            return Seen({} if kind % 2 else {r.id: None for r in refs})
         case _:
-            return None  # RemoveSidecar, Remove, KillPause, RemoveVolumes, the claim's writes
+            return Done.DONE  # RemoveSidecar, Remove, KillPause, RemoveVolumes, the claim's writes
 
 
 @st.composite
@@ -212,7 +219,7 @@ def test_every_interleaving_keeps_the_drains_promises(
             assert isinstance(command, Do)
             run.answer(key, answer_for(command.operation, kind, run), at)
         elif timer is not None:
-            run.answer(timer[0], None, timer[1].at)
+            run.answer(timer[0], Fired.FIRED, timer[1].at)
         else:
             raise AssertionError(f"stuck: nothing outstanding, not finished ({m.state})")
     assert m.finished, f"not finished: {m.state}, outstanding {sorted(run.pending)}"

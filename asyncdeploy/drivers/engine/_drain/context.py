@@ -10,17 +10,21 @@ machine (:mod:`.core`) is one, with the claim; its states (:mod:`.pipelines`,
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar, cast
 
 from asyncdeploy.drivers._books import DrainBooks
 from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner
 from asyncdeploy.drivers.engine._drain.protocol import (
+    Answer,
     Cancel,
     Command,
     Do,
     DrainTimings,
     EngineOp,
+    Fired,
     Key,
+    Operation,
     Tell,
     Then,
     TrackedRef,
@@ -40,6 +44,8 @@ from asyncdeploy.events import (
 __all__ = ["DRAINED", "DrainContext"]
 
 DRAINED = ("init", "run", "sidecar")  # the roles whose containers get a pipeline
+
+A = TypeVar("A")
 
 
 class DrainContext:
@@ -84,7 +90,9 @@ class DrainContext:
         self.record: ClaimRecord | None = None  # this drain's, once it holds one
         self.record_written = False
         self.summary: DrainSummary | None = None
-        self._then: dict[Key, Then] = {}
+        # each key's continuation, typed by its operation at ``do`` (stored as taking any answer:
+        # only its own operation's answer is ever given to it under its key)
+        self._then: dict[Key, Callable[[Answer], None]] = {}
 
     # --- the interface -----------------------------------------------------------------------
 
@@ -107,13 +115,22 @@ class DrainContext:
         out, self._out = self._out, []
         return out
 
-    def do(self, key: Key, operation: EngineOp, then: Then) -> None:
-        self._then[key] = then
-        self._out.append(Do(key, operation))
+    def do(self, key: Key, operation: Operation[A], then: Then[A]) -> None:
+        """Carry out ``operation``; its answer (or the ``EngineError`` it raised) goes to
+        ``then``, typed by the operation."""
+        self._then[key] = cast(Callable[[Answer], None], then)
+        self._out.append(Do(key, cast(EngineOp, operation)))
 
-    def wake(self, key: Key, at: float, then: Then) -> None:
-        self._then[key] = then
+    def wake(self, key: Key, at: float, then: Callable[[Fired], None]) -> None:
+        self._then[key] = cast(Callable[[Answer], None], then)
         self._out.append(Wake(key, at))
+
+    def answer(self, key: Key, answer: Answer) -> None:
+        """Give ``answer`` to the continuation waiting under ``key`` (none: it was
+        cancelled, or replaced, meanwhile)."""
+        then = self._then.pop(key, None)
+        if then is not None:
+            then(answer)
 
     def cancel(self, keys: Iterable[Key]) -> None:
         for key in list(keys):

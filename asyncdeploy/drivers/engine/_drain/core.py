@@ -39,9 +39,11 @@ from asyncdeploy.drivers.engine._drain.context import DrainContext
 from asyncdeploy.drivers.engine._drain.follow import Following
 from asyncdeploy.drivers.engine._drain.pipelines import OwnerDrain
 from asyncdeploy.drivers.engine._drain.protocol import (
+    Answer,
     Claim,
     ClaimSeen,
     Command,
+    Done,
     DrainTimings,
     Key,
     LookPause,
@@ -55,7 +57,7 @@ from asyncdeploy.drivers.engine._ops import (
     ContainerRef,
     WorkloadSnapshot,
 )
-from asyncdeploy.errors import ENGINE_FAILURES, EngineUnavailable, WorkloadNotFound
+from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import (
     DrainStarted,
     SidecarRemoved,
@@ -132,12 +134,10 @@ class WorkloadDrain(DrainContext):
         self._claim()
         return self._flush()
 
-    def observe(self, key: Key, answer: object, now: float) -> list[Command]:
-        """An operation's answer (or None: a timer fired) under ``key``, at ``now``."""
+    def observe(self, key: Key, answer: Answer, now: float) -> list[Command]:
+        """An operation's answer (or ``Fired.FIRED``: a timer) under ``key``, at ``now``."""
         self.now = max(self.now, now)
-        then = self._then.pop(key, None)
-        if then is not None:
-            then(answer)
+        self.answer(key, answer)
         return self._flush()
 
     def kill(self, now: float) -> list[Command]:
@@ -173,8 +173,8 @@ class WorkloadDrain(DrainContext):
 
     # --- commands ----------------------------------------------------------------------------
 
-    def _sidecar_removed(self, ref: ContainerRef) -> Then:
-        def then(answer: object) -> None:
+    def _sidecar_removed(self, ref: ContainerRef) -> Then[Done]:
+        def then(answer: Done | EngineFailure) -> None:
             if isinstance(answer, ENGINE_FAILURES) and not isinstance(answer, WorkloadNotFound):
                 self.failed(f"remove {ref.name}", answer)
             else:
@@ -208,12 +208,12 @@ class WorkloadDrain(DrainContext):
             record = new_record(self.me, started=started, grace=self.books.grace)
             self.do(("claim", ""), Claim(pause, record), self._claimed(record))
 
-    def _claim_read(self, answer: object) -> None:
+    def _claim_read(self, answer: ClaimSeen | EngineFailure) -> None:
         held = isinstance(answer, ClaimSeen) and answer.record is not None
         self._opened("", owner=not held)
 
-    def _claimed(self, record: ClaimRecord) -> Then:
-        def then(answer: object) -> None:
+    def _claimed(self, record: ClaimRecord) -> Then[ClaimAnswer]:
+        def then(answer: ClaimAnswer | EngineFailure) -> None:
             pause = self.pause
             assert pause is not None
             if answer is ClaimAnswer.CLAIMED:
@@ -234,13 +234,13 @@ class WorkloadDrain(DrainContext):
 
         return then
 
-    def _pause_looked(self, answer: object) -> None:
+    def _pause_looked(self, answer: ContainerLook | EngineFailure | None) -> None:
         if isinstance(answer, EngineUnavailable):
             self.failed(f"claim the drain of {self.name}", answer)
         paused = isinstance(answer, ContainerLook) and answer.paused
         self._opened("", owner=not paused)
 
-    def _claim_by_record(self, answer: object) -> None:
+    def _claim_by_record(self, answer: ClaimSeen | EngineFailure) -> None:
         if not isinstance(answer, ClaimSeen):
             self._opened("", owner=True)  # nothing can be recorded: it drains unclaimed
             return

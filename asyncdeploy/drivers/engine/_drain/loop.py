@@ -31,6 +31,7 @@ from asyncdeploy.drivers.engine._drain import calls as waits
 from asyncdeploy.drivers.engine._drain.calls import ContainerOps
 from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
 from asyncdeploy.drivers.engine._drain.protocol import (
+    Answer,
     AwaitExit,
     AwaitKilled,
     Cancel,
@@ -38,20 +39,25 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     ClaimSeen,
     Command,
     Do,
+    Done,
     DrainTimings,
     DropClaim,
     EngineOp,
+    Exited,
+    Fired,
     FollowLook,
     Key,
     Kill,
     KillPause,
     LookPause,
     OwnerAlive,
+    OwnerState,
     ReadClaim,
     Remove,
     RemoveSidecar,
     RemoveVolumes,
     RunHook,
+    Seen,
     Sent,
     Signal,
     SignalledBefore,
@@ -82,7 +88,7 @@ class DrainLoop:
         self._scopes: dict[_Slot, anyio.CancelScope] = {}
         self._serial = 0
         self._current: dict[_Slot, int] = {}
-        self._send, self._receive = anyio.create_memory_object_stream[tuple[int, Key, int, object]](
+        self._send, self._receive = anyio.create_memory_object_stream[tuple[int, Key, int, Answer]](
             math.inf
         )
 
@@ -103,7 +109,7 @@ class DrainLoop:
         try:
             await anyio.sleep_forever()
         finally:  # cancelled: by the caller (kill now), or by run() at its end
-            self._send.send_nowait((-1, ("kill", ""), 0, None))
+            self._send.send_nowait((-1, ("kill", ""), 0, Fired.FIRED))
 
     async def _until_finished(self, tasks: TaskGroup) -> None:
         if all(m.finished for m in self._machines):
@@ -142,7 +148,7 @@ class DrainLoop:
     async def _one(
         self, index: int, command: Wake | Do, serial: int, scope: anyio.CancelScope
     ) -> None:
-        answer: object = None
+        answer: Answer = Fired.FIRED
         with scope:
             if isinstance(command, Wake):
                 await anyio.sleep_until(command.at)
@@ -153,7 +159,7 @@ class DrainLoop:
                     answer = exc
             self._send.send_nowait((index, command.key, serial, answer))
 
-    async def _operate(self, m: WorkloadDrain, op: EngineOp) -> object:
+    async def _operate(self, m: WorkloadDrain, op: EngineOp) -> Answer:
         ops, calls = self.ops, self.calls
 
         def call(fn: Callable[[], Awaitable[T]], *, once: bool = False) -> Awaitable[T]:
@@ -163,7 +169,7 @@ class DrainLoop:
             if op.ref.running:
                 await call(lambda: ops.signal(op.ref, "SIGKILL"))  # nothing to drain
             await call(lambda: ops.remove(op.ref))
-            return None
+            return Done.DONE
         if isinstance(op, Claim):
             return await call(lambda: ops.claim(op.pause, op.record))
         if isinstance(op, LookPause):
@@ -172,11 +178,13 @@ class DrainLoop:
             record = await call(lambda: ops.read_claim(op.pause))
             return ClaimSeen(record, None if record is None else record.owner.alive())
         if isinstance(op, OwnerAlive):
-            return op.owner.alive()
+            return OwnerState(op.owner.alive())
         if isinstance(op, WriteClaim):
-            return await call(lambda: ops.write_claim(op.pause, op.record))
+            await call(lambda: ops.write_claim(op.pause, op.record))
+            return Done.DONE
         if isinstance(op, DropClaim):
-            return await call(lambda: ops.drop_claim(op.pause, op.record))
+            await call(lambda: ops.drop_claim(op.pause, op.record))
+            return Done.DONE
         if isinstance(op, SignalledBefore):
             return await call(lambda: ops.signalled_since_pause(op.pause, op.refs))
         if isinstance(op, RunHook):
@@ -184,22 +192,24 @@ class DrainLoop:
         if isinstance(op, Signal):
             return await calls.stop_signal(m, op.ref)
         if isinstance(op, Stop):
-            return await calls.stop(m, op.ref, op.timeout)
+            return Exited(await calls.stop(m, op.ref, op.timeout))
         if isinstance(op, AwaitExit):
-            return await calls.exit_of(m, op)
+            return Exited(await calls.exit_of(m, op))
         if isinstance(op, Kill):
             since = self.exits.mark()
             delivered = await call(lambda: ops.signal(op.ref, "SIGKILL"))
             return Sent(delivered, since, before_stream=not self.exits.opened)
         if isinstance(op, AwaitKilled):
-            return await calls.killed(m, op.ref, op.since)
+            return Exited(await calls.killed(m, op.ref, op.since))
         if isinstance(op, KillPause):
             await call(lambda: ops.signal(op.pause, "SIGKILL"))
-            return None
+            return Done.DONE
         if isinstance(op, Remove):
-            return await call(lambda: ops.remove(op.ref))
+            await call(lambda: ops.remove(op.ref))
+            return Done.DONE
         if isinstance(op, RemoveVolumes):
-            return await call(lambda: ops.remove_volumes(op.owner))
+            await call(lambda: ops.remove_volumes(op.owner))
+            return Done.DONE
         if isinstance(op, FollowLook):
-            return await calls.follow(m, op)
+            return Seen(await calls.follow(m, op))
         raise AssertionError(f"no such operation: {op!r}")

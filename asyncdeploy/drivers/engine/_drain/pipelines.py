@@ -10,15 +10,19 @@ claim record, written once ``record_delay`` in if the drain is not over.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeGuard
+from typing import TypeGuard, TypeVar
 
 import attrs
 
 from asyncdeploy.drivers.engine._drain.context import DrainContext
 from asyncdeploy.drivers.engine._drain.protocol import (
+    Answer,
     AwaitExit,
-    EngineOp,
+    Done,
+    Exited,
+    Fired,
     Hooked,
+    Operation,
     RunHook,
     Sent,
     Signal,
@@ -26,15 +30,16 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Then,
     TrackedRef,
     WriteClaim,
-    code_of,
 )
 from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import PreStopFinished, PreStopStarted, SignalSent
 
 __all__ = ["OwnerDrain"]
 
+A = TypeVar("A")
 
-def _refused(answer: object) -> TypeGuard[EngineFailure]:
+
+def _refused(answer: Answer) -> TypeGuard[EngineFailure]:
     """An engine failure that is an answer (a refusal, a 500), not a lost connection (given
     up on: the engine is unreachable) nor a container gone (removed: its end)."""
     return isinstance(answer, ENGINE_FAILURES) and not isinstance(
@@ -63,12 +68,15 @@ class OwnerDrain:
         if self.m.books.grace == 0:
             self._clean_up()
             return
-        self.m.wake(("deadline", ""), self.m.books.deadline, lambda _: self._clean_up())
+        self.m.wake(("deadline", ""), self.m.books.deadline, self._deadline)
         at = self.m.books.started + self.m.timings.record_delay
         if self.m.record is not None and not self.m.record_written:
-            self.m.wake(("record", ""), at, lambda _: self._write_record())
+            self.m.wake(("record", ""), at, self._write_record)
 
         self._start_wave(("init", "run"))
+
+    def _deadline(self, _: Fired) -> None:
+        self._clean_up()
 
     def _start_wave(self, roles: tuple[str, ...]) -> None:
         self._wave = roles
@@ -85,7 +93,7 @@ class OwnerDrain:
         else:
             self._clean_up()  # every pipeline ended before the deadline
 
-    def _step(self, t: TrackedRef, step: str, operation: EngineOp, then: Then) -> None:
+    def _step(self, t: TrackedRef, step: str, operation: Operation[A], then: Then[A]) -> None:
         self._active[t.name] = step
         self.m.do((step, t.name), operation, then)
 
@@ -106,8 +114,8 @@ class OwnerDrain:
         else:
             self._stop(t)
 
-    def _hooked(self, t: TrackedRef) -> Then:
-        def then(answer: object) -> None:
+    def _hooked(self, t: TrackedRef) -> Then[Hooked]:
+        def then(answer: Hooked | EngineFailure) -> None:
             hooked = answer if isinstance(answer, Hooked) else Hooked(None, True)
             if hooked.error is not None:
                 self.m.books.error(f"pre_stop of {t.name}: {hooked.error}")
@@ -132,8 +140,8 @@ class OwnerDrain:
         else:
             self._step(t, "signal", Signal(ref), self._sent(t))
 
-    def _sent(self, t: TrackedRef) -> Then:
-        def then(answer: object) -> None:
+    def _sent(self, t: TrackedRef) -> Then[Sent]:
+        def then(answer: Sent | EngineFailure) -> None:
             if _refused(answer):
                 # The engine refused the signal (not a lost connection, not a container gone):
                 # it may run on, undrained. Its end is waited for, the deadline's to force.
@@ -141,7 +149,7 @@ class OwnerDrain:
                 wait = AwaitExit(t.ref, since=-1, before_stream=True)
                 self._step(t, "exit", wait, self._ended(t, delivered=True))
                 return
-            if not isinstance(answer, Sent):
+            if not isinstance(answer, Sent):  # lost, or gone: its end, as a wait would say
                 self._ended(t, delivered=True)(answer)
                 return
             ref = t.ref
@@ -158,8 +166,8 @@ class OwnerDrain:
     def _signal_sent(self, t: TrackedRef) -> None:
         self.m.books.emit(SignalSent(**self.m.books.at(t), signal=t.ref.stop_signal))
 
-    def _ended(self, t: TrackedRef, *, delivered: bool) -> Then:
-        def then(answer: object) -> None:
+    def _ended(self, t: TrackedRef, *, delivered: bool) -> Then[Exited]:
+        def then(answer: Exited | EngineFailure) -> None:
             if isinstance(answer, WorkloadNotFound):
                 t.outcome = "missing"  # removed by hand, or by another delete: not a failure
             elif _refused(answer):
@@ -173,12 +181,12 @@ class OwnerDrain:
             else:
                 # Not running at the signal: ended by its hook (a drain step), else on its own.
                 ended_by_us = delivered or bool(t.ref.pre_stop or t.ref.pre_stop_http)
-                self.m.exited(t, code_of(answer), "exited" if ended_by_us else "already-exited")
+                self.m.exited(t, answer.code, "exited" if ended_by_us else "already-exited")
             self._pipeline_ended(t)
 
         return then
 
-    def _write_record(self) -> None:
+    def _write_record(self, _: Fired) -> None:
         """Book-keeping after the signals: the claim record, once, if the drain (its removals
         included) is not over."""
         pause = self.m.pause
@@ -188,5 +196,5 @@ class OwnerDrain:
         self.m.record = attrs.evolve(self.m.record, signalled=tuple(sorted(self.m.signalled)))
         self.m.do(("record", ""), WriteClaim(pause, self.m.record), self._recorded)
 
-    def _recorded(self, answer: object) -> None:
+    def _recorded(self, answer: Done | EngineFailure) -> None:
         self.m.record_written = not isinstance(answer, ENGINE_FAILURES)

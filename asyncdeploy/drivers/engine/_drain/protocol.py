@@ -9,15 +9,16 @@ raised, as a value: the core (:mod:`.core`) never awaits and never calls the eng
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeAlias
+import enum
+from collections.abc import Callable, Mapping
+from typing import Generic, TypeAlias, TypeVar
 
 import attrs
 
 from asyncdeploy._backoff import ENGINE_CALL, FOLLOW, RESTART_POLL, Backoff
 from asyncdeploy.drivers._books import TrackedContainer
 from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner
-from asyncdeploy.drivers.engine._ops import ContainerRef
+from asyncdeploy.drivers.engine._ops import ClaimAnswer, ContainerLook, ContainerRef
 from asyncdeploy.errors import EngineFailure
 from asyncdeploy.events import Event
 
@@ -31,21 +32,27 @@ __all__ = [
     "ClaimSeen",
     "Command",
     "Do",
+    "Done",
     "DrainTimings",
     "DropClaim",
     "EngineOp",
+    "Exited",
+    "Fired",
     "FollowLook",
     "Hooked",
     "Key",
     "Kill",
     "KillPause",
     "LookPause",
+    "Operation",
     "OwnerAlive",
+    "OwnerState",
     "ReadClaim",
     "Remove",
     "RemoveSidecar",
     "RemoveVolumes",
     "RunHook",
+    "Seen",
     "Sent",
     "Signal",
     "SignalledBefore",
@@ -55,7 +62,6 @@ __all__ = [
     "TrackedRef",
     "Wake",
     "WriteClaim",
-    "code_of",
 ]
 
 
@@ -90,18 +96,91 @@ class DrainTimings:
 Key: TypeAlias = tuple[str, str]  # (step, container name or ""): one outstanding command each
 
 
-# --- engine operations (the loop answers each with its result, or an EngineError) -----------
+# --- answers that are more than one value -----------------------------------------------------
 
 
 @attrs.frozen
-class RemoveSidecar:
-    """SIGKILL (when running) and remove an autoheal sidecar → None."""
+class Sent:
+    """A signal's answer: ``delivered`` (False: the container was not running), and the exit
+    stream's mark taken just before it, so the wait that follows counts deaths after it."""
+
+    delivered: bool
+    since: int
+    before_stream: bool  # sent before the exit stream was open
+
+
+@attrs.frozen
+class Hooked:
+    """A ``pre_stop`` hook's answer."""
+
+    exit_code: int | None
+    failed: bool  # it could not run, or its container died under it: on to the signal
+    error: EngineFailure | None = None  # a failure worth a line in the summary
+
+
+@attrs.frozen
+class ClaimSeen:
+    """A claim record as read, and whether its owner lives."""
+
+    record: ClaimRecord | None
+    owner_alive: bool | None  # None: its owner cannot be told from here (another host)
+
+
+@attrs.frozen
+class Exited:
+    """A container's end: its exit code (None: the engine gave none)."""
+
+    code: int | None
+
+
+@attrs.frozen
+class Seen:
+    """A follower's view: the state of each container (by id) whose state is known; None:
+    gone."""
+
+    looks: Mapping[str, ContainerLook | None]
+
+
+@attrs.frozen
+class OwnerState:
+    """Whether a claim's owner process still runs (None: not from here)."""
+
+    alive: bool | None
+
+
+class Done(enum.Enum):
+    """The answer of an operation that returns nothing: it was carried out."""
+
+    DONE = enum.auto()
+
+
+class Fired(enum.Enum):
+    """A timer's answer (:class:`Wake`)."""
+
+    FIRED = enum.auto()
+
+
+# --- engine operations (the loop answers each with its answer, or the EngineError it raised) --
+
+A = TypeVar("A")
+
+
+class Operation(Generic[A]):
+    """An engine operation whose answer is an ``A`` (or the ``EngineError`` it raised): the
+    core's continuation for it is typed by it (:meth:`~.context.DrainContext.do`)."""
+
+    __slots__ = ()
+
+
+@attrs.frozen
+class RemoveSidecar(Operation[Done]):
+    """SIGKILL (when running) and remove an autoheal sidecar → ``Done``."""
 
     ref: ContainerRef
 
 
 @attrs.frozen
-class Claim:
+class Claim(Operation[ClaimAnswer]):
     """Claim the drain, atomically on the engine → :class:`~._ops.ClaimAnswer`. Where
     the claim is the record (Docker: a volume created with it), ``record`` is written at once."""
 
@@ -110,44 +189,44 @@ class Claim:
 
 
 @attrs.frozen
-class LookPause:
+class LookPause(Operation[ContainerLook | None]):
     """The pause container's state → ``ContainerLook | None``."""
 
     pause: ContainerRef
 
 
 @attrs.frozen
-class ReadClaim:
+class ReadClaim(Operation[ClaimSeen]):
     """The claim record → :class:`ClaimSeen` (whether its owner lives is read by the loop)."""
 
     pause: ContainerRef
 
 
 @attrs.frozen
-class OwnerAlive:
-    """Whether the process ``owner`` still runs → ``bool | None`` (None: not from here)."""
+class OwnerAlive(Operation[OwnerState]):
+    """Whether the process ``owner`` still runs → :class:`OwnerState`."""
 
     owner: Owner
 
 
 @attrs.frozen
-class WriteClaim:
-    """Write (or replace) the claim record → None."""
+class WriteClaim(Operation[Done]):
+    """Write (or replace) the claim record → ``Done``."""
 
     pause: ContainerRef
     record: ClaimRecord
 
 
 @attrs.frozen
-class DropClaim:
-    """Remove this drain's claim record once its pause container is gone → None."""
+class DropClaim(Operation[Done]):
+    """Remove this drain's claim record once its pause container is gone → ``Done``."""
 
     pause: ContainerRef
     record: ClaimRecord
 
 
 @attrs.frozen
-class SignalledBefore:
+class SignalledBefore(Operation[frozenset[str]]):
     """The names of ``refs`` the engine saw signalled (its kill events) since its pause →
     ``frozenset[str]``: what a dead owner had signalled, from the engine's own record."""
 
@@ -156,7 +235,7 @@ class SignalledBefore:
 
 
 @attrs.frozen
-class RunHook:
+class RunHook(Operation[Hooked]):
     """The container's ``pre_stop`` hook (exec, or the HTTP GET sent to ``pause``'s address),
     ended early by the container's death → :class:`Hooked`."""
 
@@ -165,7 +244,7 @@ class RunHook:
 
 
 @attrs.frozen
-class Signal:
+class Signal(Operation[Sent]):
     """Send the stop signal once (sent again only when it surely never reached the engine, or
     refused while the container restarts) → :class:`Sent`."""
 
@@ -173,16 +252,16 @@ class Signal:
 
 
 @attrs.frozen
-class Stop:
-    """The engine's stop with ``timeout`` (a restart policy a kill would undo) → exit code."""
+class Stop(Operation[Exited]):
+    """The engine's stop with ``timeout`` (a restart policy a kill would undo) → :class:`Exited`."""
 
     ref: ContainerRef
     timeout: float
 
 
 @attrs.frozen
-class AwaitExit:
-    """The exit code of the container's first death after mark ``since``: from the exit
+class AwaitExit(Operation[Exited]):
+    """The container's first death after mark ``since`` → :class:`Exited`: from the exit
     stream, else the engine's wait; ``restartable``: a death during a restart does not count."""
 
     ref: ContainerRef
@@ -193,44 +272,46 @@ class AwaitExit:
 
 
 @attrs.frozen
-class Kill:
+class Kill(Operation[Sent]):
     """SIGKILL → :class:`Sent`."""
 
     ref: ContainerRef
 
 
 @attrs.frozen
-class AwaitKilled:
-    """The exit code of a container just sent SIGKILL (the stream, or the engine's answer)."""
+class AwaitKilled(Operation[Exited]):
+    """The end of a container just sent SIGKILL (the stream, or the engine's answer) →
+    :class:`Exited`."""
 
     ref: ContainerRef
     since: int
 
 
 @attrs.frozen
-class KillPause:
-    """SIGKILL the pause container → None."""
+class KillPause(Operation[Done]):
+    """SIGKILL the pause container → ``Done``."""
 
     pause: ContainerRef
 
 
 @attrs.frozen
-class Remove:
-    """Force-remove → None (a removal in progress elsewhere is waited for)."""
+class Remove(Operation[Done]):
+    """Force-remove → ``Done`` (a removal in progress elsewhere is waited for)."""
 
     ref: ContainerRef
 
 
 @attrs.frozen
-class RemoveVolumes:
-    """Remove the volumes asyncdeploy created for the plan ``owner`` that nothing uses → None."""
+class RemoveVolumes(Operation[Done]):
+    """Remove the volumes asyncdeploy created for the plan ``owner`` that nothing uses →
+    ``Done``."""
 
     owner: str
 
 
 @attrs.frozen
-class FollowLook:
-    """What became of ``refs`` (a follower's view) → ``dict[id, ContainerLook | None]`` for the
+class FollowLook(Operation[Seen]):
+    """What became of ``refs`` (a follower's view) → :class:`Seen`: the states of the
     ones whose state is known: a look at each when ``fresh`` (or without a usable exit stream),
     else what the exit stream reported since mark ``since``, once something did or at ``until``."""
 
@@ -262,32 +343,6 @@ EngineOp: TypeAlias = (
 )
 
 
-# --- answers that are more than one value -----------------------------------------------------
-
-
-@attrs.frozen
-class Sent:
-    """A signal's answer: ``delivered`` (False: the container was not running), and the exit
-    stream's mark taken just before it, so the wait that follows counts deaths after it."""
-
-    delivered: bool
-    since: int
-    before_stream: bool  # sent before the exit stream was open
-
-
-@attrs.frozen
-class Hooked:
-    exit_code: int | None
-    failed: bool  # it could not run, or its container died under it: on to the signal
-    error: EngineFailure | None = None  # a failure worth a line in the summary
-
-
-@attrs.frozen
-class ClaimSeen:
-    record: ClaimRecord | None
-    owner_alive: bool | None  # None: its owner cannot be told from here (another host)
-
-
 # --- commands ---------------------------------------------------------------------------------
 
 
@@ -301,7 +356,7 @@ class Do:
 
 @attrs.frozen
 class Wake:
-    """Answer under ``key`` (with None) at ``at`` on the loop's clock."""
+    """Answer under ``key`` (with ``Fired.FIRED``) at ``at`` on the loop's clock."""
 
     key: Key
     at: float
@@ -322,8 +377,24 @@ class Tell:
 
 
 Command: TypeAlias = Do | Wake | Cancel | Tell
-Answer: TypeAlias = object  # an operation's result, an EngineError, or None for a Wake
-Then: TypeAlias = Callable[[Answer], None]  # what the core does with an answer
+# What the core is told under a key: an operation's answer, the EngineError it raised, or a
+# timer that fired. Each continuation takes only its own operation's (``Then[A]``).
+Answer: TypeAlias = (
+    Done
+    | ClaimAnswer
+    | ContainerLook
+    | ClaimSeen
+    | OwnerState
+    | frozenset[str]
+    | Hooked
+    | Sent
+    | Exited
+    | Seen
+    | EngineFailure
+    | Fired
+    | None  # a look at a container that is gone
+)
+Then: TypeAlias = Callable[[A | EngineFailure], None]  # what the core does with an answer
 
 SIGKILLED = 137  # the exit code of a container the kill ended
 
@@ -333,8 +404,3 @@ class TrackedRef(TrackedContainer):
     """What a drain knows of one init, run or sidecar container, and the container."""
 
     ref: ContainerRef
-
-
-def code_of(answer: Answer) -> int | None:
-    """An operation's answer as an exit code (None: the engine gave none)."""
-    return answer if isinstance(answer, int) and not isinstance(answer, bool) else None
