@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from asyncdeploy.drivers.engine._claim import Owner
 from asyncdeploy.drivers.engine._drain import drain_workloads
-from asyncdeploy.drivers.engine._drain.core import WorkloadDrain, gives_up
+from asyncdeploy.drivers.engine._drain.context import gives_up
+from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
 from asyncdeploy.drivers.engine._drain.protocol import (
     AwaitExit,
     AwaitKilled,
@@ -24,18 +25,23 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Exited,
     Fired,
     FollowLook,
+    Key,
     Kill,
     KillPause,
+    Look,
     Remove,
     RemoveVolumes,
     Seen,
     Sent,
     Signal,
+    Stop,
     Tell,
     Wake,
     WriteClaim,
 )
 from asyncdeploy.drivers.engine._ops import (
+    CallNotSent,
+    CallUnanswered,
     ClaimAnswer,
     ContainerLook,
     ContainerRef,
@@ -182,8 +188,10 @@ def test_an_engine_that_stays_away_is_given_up_and_said_once() -> None:
     assert not m.gives_up(9.0) and m.gives_up(10.0)  # deadline 5 + give_up_after 5
     m.reached()
     assert m.unreachable_since is None
-    lost = EngineUnavailable("gone", engine="e")
-    m.observe(("signal", "app"), lost, now=10.0)
+    m.unreachable(1.0)
+    not_sent = CallNotSent("gone", engine="e")  # a signal is given up on only when never sent
+    step = m.observe(("signal", "app"), not_sent, now=10.0)
+    assert Signal(APP) not in ops(step)  # given up on: not asked again
     assert m.books.errors == [
         "engine unreachable for 5 s past the deadline (gone); delete again once it answers"
     ]
@@ -250,3 +258,143 @@ def test_a_signal_or_wait_the_engine_refuses_is_no_kill_before_the_deadline() ->
     [kill] = ops(m.observe(("deadline", ""), Fired.FIRED, now=5.0))
     assert kill == Kill(APP)
     assert m.books.errors == [f"stop app: {refused}"]  # a line once
+
+
+# --- the decisions the core makes of a call's answer (the loop makes each call once) ---------
+
+LOST = EngineUnavailable("connection reset", engine="fake")
+RESTARTING = ContainerRef(
+    id="r", name="restarting", role="run", running=True, restart_policy="always"
+)
+
+
+def wakes(commands: list[Command]) -> dict[Key, float]:
+    return {c.key: c.at for c in commands if isinstance(c, Wake)}
+
+
+def test_a_call_lost_with_the_connection_is_asked_again_after_a_pause_until_given_up() -> None:
+    """A connection that blinks kills nothing: before the deadline a lost call is asked again,
+    after a pause that grows; past the deadline plus ``give_up_after`` its loss is the
+    continuation's (the engine is unreachable); an answer makes it reachable again."""
+    m = machine(APP)
+    m.start()
+    m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
+    m.observe(("signal", "app"), Sent(True, since=1, before_stream=False), now=0.1)
+    pauses = DrainTimings().engine_call.pauses()
+    step = m.observe(("exit", "app"), LOST, now=1.0)
+    assert ops(step) == [] and wakes(step) == {("exit", "app"): 1.0 + next(pauses)}
+    assert m.unreachable_since == 1.0
+    step = m.observe(("exit", "app"), Fired.FIRED, now=1.05)
+    assert ops(step) == [AwaitExit(APP, since=1, before_stream=False)]
+    step = m.observe(("exit", "app"), LOST, now=2.0)
+    assert wakes(step) == {("exit", "app"): 2.0 + next(pauses)}  # longer
+    m.observe(("exit", "app"), Fired.FIRED, now=2.1)
+    assert m.unreachable_since == 1.0  # the first loss counts
+    # the deadline kills what still runs; a kill lost past the deadline is asked again...
+    [kill] = ops(m.observe(("deadline", ""), Fired.FIRED, now=5.0))
+    assert kill == Kill(APP)
+    assert wakes(m.observe(("kill", "app"), LOST, now=9.0))
+    assert ops(m.observe(("kill", "app"), Fired.FIRED, now=9.1)) == [Kill(APP)]
+    # ...until the engine is given up on: give_up_after past the deadline
+    step = m.observe(("kill", "app"), LOST, now=10.0)
+    assert ("kill", "app") not in wakes(step) and Kill(APP) not in ops(step)
+    assert m.lost and m.call_bound(10.0) == DrainTimings().give_up_after
+
+
+def test_an_answer_makes_the_engine_reachable_again() -> None:
+    m = machine(APP)
+    m.start()
+    m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
+    m.observe(("signal", "app"), Sent(True, since=1, before_stream=False), now=0.1)
+    m.observe(("exit", "app"), LOST, now=1.0)
+    m.observe(("exit", "app"), Fired.FIRED, now=1.1)
+    m.observe(("exit", "app"), Exited(0), now=1.2)
+    assert m.unreachable_since is None and not m.lost
+
+
+def test_a_call_the_engine_took_and_never_answered_is_not_asked_again() -> None:
+    """An engine that takes a call and does not answer it in its bound is unreachable since
+    the call went out; the call may have landed: its continuation has it."""
+    m = machine(APP)
+    m.start()
+    m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
+    m.observe(("signal", "app"), Sent(True, since=1, before_stream=False), now=0.1)
+    assert m.call_bound(0.1) == 5.0 + DrainTimings().call_margin - 0.1
+    unanswered = CallUnanswered("no answer in 35 s", engine="fake")
+    step = m.observe(("exit", "app"), unanswered, now=35.1)
+    assert m.unreachable_since == 0.1  # when it was asked
+    assert ("exit", "app") not in wakes(step)
+    assert m.lost  # past the deadline and the give-up margin: its line in the summary
+
+
+def test_a_stop_signal_whose_answer_was_lost_is_taken_as_sent_and_never_sent_again() -> None:
+    """It may have landed: a signal twice is not a drain. Its end is waited for, from a look
+    once the exit stream is open (an exit since it went out is not in the stream's count)."""
+    m = machine(APP)
+    m.start()
+    m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
+    step = m.observe(("signal", "app"), LOST, now=0.1)
+    assert [type(e) for e in events(step)] == [SignalSent] and ("signal", "app") not in wakes(step)
+    assert ops(step) == [AwaitExit(APP, since=-1, before_stream=True)]
+    assert m.unreachable_since is None  # a lost answer is no loss of the engine: it may be up
+
+
+def test_a_stop_signal_that_never_reached_the_engine_is_sent_again() -> None:
+    m = machine(APP)
+    m.start()
+    m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
+    step = m.observe(("signal", "app"), CallNotSent("refused", engine="fake"), now=0.1)
+    assert not events(step) and wakes(step)
+    assert ops(m.observe(("signal", "app"), Fired.FIRED, now=0.2)) == [Signal(APP)]
+
+
+def test_a_stop_whose_answer_was_lost_waits_for_the_engine_to_tell_the_exit() -> None:
+    """Where a kill restarts (Podman's restart policy), the engine's stop drains: a lost answer
+    is not a stop sent again: the container stops all the same, its exit as the engine says."""
+    snapshot = WorkloadSnapshot(
+        name="w", grace_period_seconds=5, containers=(PAUSE, RESTARTING), volumes=False
+    )
+    m = WorkloadDrain(
+        snapshot,
+        grace=5,
+        started=0.0,
+        wall_started=1000.0,
+        timings=DrainTimings(),
+        me=ME,
+        kill_triggers_restart=True,
+    )
+    m.start()
+    [stop] = ops(m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0))
+    assert isinstance(stop, Stop)
+    step = m.observe(("exit", "restarting"), LOST, now=0.1)
+    assert ops(step) == [AwaitExit(RESTARTING, since=-1, before_stream=False, wait_only=True)]
+    assert not [op for op in ops(step) if isinstance(op, Stop)]
+
+
+def test_a_signal_refused_while_its_container_restarts_is_sent_again_once_it_runs() -> None:
+    """It crashed in its hook and its restart policy runs it again: Docker refuses a kill
+    during the restart (not running); a look that sees it running sends the signal again
+    after a pause, and its end is waited for from the first signal's mark, restarts and all."""
+    m = machine(RESTARTING)
+    m.start()
+    m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
+    step = m.observe(("signal", "restarting"), Sent(False, 4, False), now=0.1)
+    assert ops(step) == [Look(RESTARTING)] and not events(step)
+    step = m.observe(("signal", "restarting"), ContainerLook(running=True), now=0.2)
+    restart = DrainTimings().restart.first
+    assert ops(step) == [] and wakes(step) == {("signal", "restarting"): 0.2 + restart}
+    step = m.observe(("signal", "restarting"), Fired.FIRED, now=0.2 + restart)
+    assert ops(step) == [Signal(RESTARTING)]
+    step = m.observe(("signal", "restarting"), Sent(True, 9, True), now=1.0)
+    assert [type(e) for e in events(step)] == [SignalSent]
+    assert ops(step) == [AwaitExit(RESTARTING, 4, False, restartable=True)]
+
+
+def test_a_signal_that_finds_its_restartable_container_stopped_waits_for_its_exit() -> None:
+    m = machine(RESTARTING)
+    m.start()
+    m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
+    m.observe(("signal", "restarting"), Sent(False, 4, False), now=0.1)
+    step = m.observe(("signal", "restarting"), ContainerLook(running=False), now=0.2)
+    assert ops(step) == [AwaitExit(RESTARTING, 4, False, wait_only=True)]
+    assert not events(step)  # no signal went out

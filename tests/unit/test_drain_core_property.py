@@ -6,13 +6,14 @@ kill request, timers firing. Whatever the interleaving, the promises of docs/dra
   is answered: no container waits for another's call;
 - the autoheal sidecar goes first (its removal is asked before any hook or signal), and the
   pause container last (its removal is asked once every other removal was answered);
-- nothing is SIGKILLed before the deadline unless the caller asked to kill now;
-- no stop signal is sent twice;
+- nothing is SIGKILLed before the deadline unless the caller asked to kill now, however often
+  the connection is lost (a call lost with it is the core's to ask again, by its give-up rule);
+- no stop signal is sent twice: asked again only after an answer that says it never reached
+  the engine (``CallNotSent``);
 - one summary, naming each drained container once.
 
 The loop's own contract is kept by the driver here: a timer fires at its time and not before,
-no answer comes after a timer that is due, and a call lost with the connection (an
-``EngineUnavailable`` answer) comes back only once the give-up rule allows it.
+and no answer comes after a timer that is due. Any call may be lost with the connection.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Wake,
 )
 from asyncdeploy.drivers.engine._ops import (
+    CallNotSent,
     ClaimAnswer,
     ContainerLook,
     ContainerRef,
@@ -83,7 +85,8 @@ class Run:
     pending: dict[Key, Command] = attrs.field(factory=dict)
     asked: list[tuple[int, float, object]] = attrs.field(factory=list)  # (step, now, operation)
     told: list[object] = attrs.field(factory=list)
-    answered: list[tuple[int, object]] = attrs.field(factory=list)  # (step, operation)
+    # (step, operation, answer)
+    answered: list[tuple[int, object, Answer]] = attrs.field(factory=list)
     killed_at: float = math.inf  # the caller's kill request
 
     def carry(self, commands: list[Command]) -> None:
@@ -106,7 +109,7 @@ class Run:
         command = self.pending.pop(key)
         self.now = max(self.now, at)
         if isinstance(command, Do):
-            self.answered.append((self.step, command.operation))
+            self.answered.append((self.step, command.operation, answer))
         self.carry(self.m.observe(key, answer, now=self.now))
 
     def kill(self, at: float) -> None:
@@ -117,10 +120,10 @@ class Run:
 
 def answer_for(operation: EngineOp, kind: int, run: Run) -> Answer:
     """A well-formed answer to ``operation``; ``kind`` picks among the ones it may get."""
-    lost = run.m.gives_up(run.now) or run.m.cleaning
-    unavailable = EngineUnavailable("connection reset", engine="fake")
-    if kind == 1 and lost:
-        return unavailable  # the loop gives up on a call only by its give-up rule
+    if kind == 1:
+        return EngineUnavailable("connection reset", engine="fake")  # it may have landed
+    if kind == 6:
+        return CallNotSent("connection refused", engine="fake")  # it surely did not
     if kind == 2:
         return WorkloadNotFound("gone", engine="fake", status=404)
     if kind == 3:
@@ -236,20 +239,27 @@ def check_promises(run: Run, snapshot: WorkloadSnapshot, grace: int) -> None:
         if isinstance(op, RunHook | Signal | Stop) and op.ref.role in ("init", "run"):
             first.setdefault(op.ref.name, step)
     assert len(set(first.values())) <= 1, first
-    # no stop signal twice
+    # no stop signal twice: asked again only after an answer that it never reached the engine
     signals = [op.ref.name for _, _, op in run.asked if isinstance(op, Signal | Stop)]
-    assert len(signals) == len(set(signals)), signals
+    not_sent = [
+        op.ref.name
+        for _, op, answer in run.answered
+        if isinstance(op, Signal | Stop) and isinstance(answer, CallNotSent)
+    ]
+    for name in set(signals):
+        assert signals.count(name) <= 1 + not_sent.count(name), (signals, not_sent)
     # the sidecar first: asked at the start, before any hook or signal
-    for step, _, op in run.asked:
-        if isinstance(op, RemoveSidecar):
-            assert step == 0
-        if isinstance(op, RunHook | Signal | Stop):
-            assert step > 0
+    # (asked again, when the connection was lost, before the pipelines start)
+    sidecar = [step for step, _, op in run.asked if isinstance(op, RemoveSidecar)]
+    way_out = [step for step, _, op in run.asked if isinstance(op, RunHook | Signal | Stop)]
+    assert sidecar[:1] in ([], [0])
+    assert all(s < w for s in sidecar for w in way_out), (sidecar, way_out)
+    assert all(w > 0 for w in way_out)
     # the pause container last: its removal asked once every other removal was answered
     pause_removals = [s for s, _, op in run.asked if isinstance(op, Remove) and op.ref == PAUSE]
     if pause_removals:
-        [asked] = pause_removals
-        others = [s for s, op in run.answered if isinstance(op, Remove) and op.ref != PAUSE]
+        asked = pause_removals[0]  # (asked again only when the connection was lost)
+        others = [s for s, op, _ in run.answered if isinstance(op, Remove) and op.ref != PAUSE]
         assert all(s <= asked for s in others), (others, asked)
         assert not [
             s for s, _, op in run.asked if isinstance(op, Remove) and op.ref != PAUSE and s > asked

@@ -1,7 +1,8 @@
-"""The drain's engine calls: ``ContainerOps``, the calls a driver gives the drain, and the ones
-that are more than one call: retried calls, a hook that its container's death ends, a stop
-signal sent once, and the waits for an exit. The loop (:mod:`.loop`) carries the core's
-operations with these; each ends in one answer.
+"""The drain's engine calls: ``ContainerOps``, the calls a driver gives the drain, each made
+once and bounded, and the waits that are more than one call: a hook that its container's death
+ends, the waits for an exit, a follower's view. The loop (:mod:`.loop`) carries the core's
+operations with these; each ends in one answer, and none is tried again here: a call lost with
+the connection is the core's to ask again (:mod:`.context`).
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     DrainTimings,
     FollowLook,
     Hooked,
-    Sent,
 )
 from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch, first_exit
-from asyncdeploy.drivers.engine._ops import CallNotSent, ClaimAnswer, ContainerLook, ContainerRef
+from asyncdeploy.drivers.engine._ops import (
+    CallUnanswered,
+    ClaimAnswer,
+    ContainerLook,
+    ContainerRef,
+)
 from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
 
 __all__ = ["Calls", "ContainerOps"]
@@ -115,53 +120,31 @@ class ContainerOps(Protocol):
         ...
 
 
-class Caller(Protocol):
-    """What a retried call asks of its workload's machine (the give-up rule's state)."""
-
-    lost: bool
-
-    def unreachable(self, now: float) -> None: ...
-
-    def reached(self) -> None: ...
-
-    def gives_up(self, now: float) -> bool: ...
-
-    def call_bound(self, now: float) -> float: ...
+Bound = Callable[[float], float]  # how long a call started at a time may go unanswered
 
 
 class Calls:
+    """Single engine calls, each bounded, and the waits of a container's end and of a
+    follower's view. No call is tried again here, and nothing here changes a drain's
+    machine: a call's failure is its answer, and the core (:meth:`~.context.DrainContext.
+    answer`) decides whether it is asked again."""
+
     def __init__(self, ops: ContainerOps, exits: ExitWatch, timings: DrainTimings) -> None:
         self.ops, self.exits, self.timings = ops, exits, timings
 
-    async def call(self, m: Caller, call: Callable[[], Awaitable[T]], *, once: bool = False) -> T:
-        """``call()``, tried again with backoff while the engine is unreachable, until the
-        machine gives up on it. ``once``: a call that must not land twice (a stop signal) is
-        tried again only when it surely never reached the engine; a lost answer is raised.
-        Each try is bounded (:meth:`~.core.WorkloadDrain.call_bound`): an engine that
-        takes the call and never answers is an engine that is unreachable."""
-        pauses = self.timings.engine_call.pauses()
-        while True:
-            started = anyio.current_time()
-            bound = self.timings.give_up_after if m.lost else m.call_bound(started)
-            try:
-                with anyio.fail_after(bound):
-                    result = await call()
-            except TimeoutError:
-                m.unreachable(started)
-                raise EngineUnavailable(
-                    f"no answer in {bound:.0f} s", engine=getattr(self.ops, "name", "")
-                ) from None
-            except EngineUnavailable as exc:
-                if once and not isinstance(exc, CallNotSent):
-                    raise
-                now = anyio.current_time()
-                m.unreachable(now)
-                if m.gives_up(now):
-                    raise
-                await anyio.sleep(next(pauses))
-            else:
-                m.reached()
-                return result
+    async def call(self, bound: Bound, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``, once, bounded by ``bound`` (the core's
+        :meth:`~.context.DrainContext.call_bound`): an engine that takes the call and never
+        answers raises ``CallUnanswered``."""
+        started = anyio.current_time()
+        limit = bound(started)
+        try:
+            with anyio.fail_after(limit):
+                return await call()
+        except TimeoutError:
+            raise CallUnanswered(
+                f"no answer in {limit:.0f} s", engine=getattr(self.ops, "name", "")
+            ) from None
 
     # --- a container's way out ---------------------------------------------------------------
 
@@ -207,42 +190,19 @@ class Calls:
             raise failure[0]
         return Hooked(result[0], False) if result else Hooked(None, True)
 
-    async def stop_signal(self, m: Caller, ref: ContainerRef) -> Sent:
-        """Send the stop signal once (a lost answer is not sent again: it may have landed)."""
-        since = self.exits.mark()  # an exit before now (a crash in the hook) is not this one
-        before_stream = not self.exits.opened
-        try:
-            delivered = await self.call(m, lambda: self.ops.signal(ref, ref.stop_signal), once=True)
-        except CallNotSent:
-            raise
-        except EngineUnavailable:
-            delivered = True  # the answer was lost, not the signal: never sent twice
-        while not delivered and await self._restarting(m, ref):
-            await anyio.sleep(self.timings.restart.first)  # Docker refuses a kill while it restarts
-            delivered = await self.call(m, lambda: self.ops.signal(ref, ref.stop_signal))
-        return Sent(delivered, since, before_stream)
-
-    async def stop(self, m: Caller, ref: ContainerRef, timeout: float) -> int | None:
-        try:
-            return await self.call(m, lambda: self.ops.stop(ref, timeout), once=True)
-        except CallNotSent:
-            raise
-        except EngineUnavailable:  # its answer was lost: it stops all the same
-            return await self.call(m, lambda: self.ops.wait_exit(ref))
-
-    async def exit_of(self, m: Caller, wait: AwaitExit) -> int | None:
+    async def exit_of(self, bound: Bound, wait: AwaitExit) -> int | None:
         ref = wait.ref
         since = self.exits.mark() if wait.since < 0 else wait.since
         if wait.wait_only:
-            return await self.call(m, lambda: self.ops.wait_exit(ref))
+            return await self.call(bound, lambda: self.ops.wait_exit(ref))
         if wait.restartable:
-            return await self._exit_of_restartable(m, ref, since)
+            return await self._exit_of_restartable(bound, ref, since)
         if wait.before_stream:
             # Signalled before the stream opened: an exit in between is not in the stream;
             # one look once it is open finds it.
             await self.exits.settled()
             if not self.exits.lost and not self.exits.reported(ref.id, since):
-                look = await self.call(m, lambda: self.ops.look(ref))
+                look = await self.call(bound, lambda: self.ops.look(ref))
                 if look is None:
                     raise WorkloadNotFound(f"{ref.name} is gone", engine="", status=404)
                 if not look.running:
@@ -251,47 +211,47 @@ class Calls:
             return await self.exits.wait_exit(ref.id, since)
         except ExitStreamLost:
             pass
-        return await self.call(m, lambda: self.ops.wait_exit(ref))
+        return await self.call(bound, lambda: self.ops.wait_exit(ref))
 
-    async def _restarting(self, m: Caller, ref: ContainerRef) -> bool:
+    async def _restarting(self, bound: Bound, ref: ContainerRef) -> bool:
         """Whether a container with a restart policy runs again (or is about to): it crashed
         during its hook and the engine restarted it (Docker reports it running meanwhile)."""
         if ref.restart_policy == "no" or self.ops.kill_triggers_restart:
             return False  # (where a kill restarts, the drain stops it with the engine's stop)
-        look = await self.call(m, lambda: self.ops.look(ref))
+        look = await self.call(bound, lambda: self.ops.look(ref))
         return look is not None and look.running
 
-    async def _exit_of_restartable(self, m: Caller, ref: ContainerRef, since: int) -> int | None:
+    async def _exit_of_restartable(self, bound: Bound, ref: ContainerRef, since: int) -> int | None:
         """The end of a container with a restart policy, signalled. Its end may be an earlier
         life's (it crashed during its hook: the stream's die came before the signal), and a
         kill during Docker's restart back-off ends it with no new die: the stream's first
         death after the signal, or the first look that sees it stopped, whichever comes
         first; a death the stream reports while it runs again was an earlier life's."""
         while True:
-            code = await first_exit(self.exits, ref.id, lambda: self._stopped(m, ref), since)
+            code = await first_exit(self.exits, ref.id, lambda: self._stopped(bound, ref), since)
             since = self.exits.mark()
-            if not await self._restarting(m, ref):
+            if not await self._restarting(bound, ref):
                 return code
 
-    async def _stopped(self, m: Caller, ref: ContainerRef) -> int | None:
+    async def _stopped(self, bound: Bound, ref: ContainerRef) -> int | None:
         pauses = self.timings.restart.pauses()
         while True:
-            look = await self.call(m, lambda: self.ops.look(ref))
+            look = await self.call(bound, lambda: self.ops.look(ref))
             if look is None:
                 raise WorkloadNotFound(f"{ref.name} is gone", engine="", status=404)
             if not look.running:
                 return look.exit_code
             await anyio.sleep(next(pauses))
 
-    async def killed(self, m: Caller, ref: ContainerRef, since: int) -> int | None:
+    async def killed(self, bound: Bound, ref: ContainerRef, since: int) -> int | None:
         """The exit code of a container just sent SIGKILL (see :func:`first_exit`)."""
         return await first_exit(
-            self.exits, ref.id, lambda: self.call(m, lambda: self.ops.wait_killed(ref)), since
+            self.exits, ref.id, lambda: self.call(bound, lambda: self.ops.wait_killed(ref)), since
         )
 
     # --- a follower's view -------------------------------------------------------------------
 
-    async def follow(self, m: Caller, look: FollowLook) -> dict[str, ContainerLook | None]:
+    async def follow(self, bound: Bound, look: FollowLook) -> dict[str, ContainerLook | None]:
         """What became of the containers: from the exit stream once it reports a change (or
         at ``until``); a look at each when asked for, or when there is no stream to tell."""
         if not look.fresh:
@@ -301,7 +261,7 @@ class Calls:
                 await self.exits.wait_change([r.id for r in look.refs], look.until)
                 return self._reported(look)
             await anyio.sleep_until(look.until)
-        return {r.id: await self.call(m, lambda r=r: self.ops.look(r)) for r in look.refs}  # type: ignore[misc]
+        return {r.id: await self.call(bound, lambda r=r: self.ops.look(r)) for r in look.refs}  # type: ignore[misc]
 
     def _reported(self, look: FollowLook) -> dict[str, ContainerLook | None]:
         seen: dict[str, ContainerLook | None] = {}

@@ -28,7 +28,7 @@ Its states, in the order a drain meets them:
 - **done**: the summary, ``DrainFinished``.
 
 A failing step is a line in the summary and the drain goes on; an engine unreachable past the
-give-up rule (:func:`gives_up`) makes the containers whose end was not seen ``unreachable``.
+give-up rule (:func:`~.context.gives_up`) makes the containers whose end was not seen ``unreachable``.
 """
 
 from __future__ import annotations
@@ -63,22 +63,7 @@ from asyncdeploy.events import (
     SidecarRemoved,
 )
 
-__all__ = ["WorkloadDrain", "gives_up"]
-
-
-def gives_up(
-    now: float, *, deadline: float, unreachable_since: float, cleaning: bool, after: float
-) -> bool:
-    """Whether a call lost with the connection is no longer tried again.
-
-    Before the deadline the drain waits for the engine (a connection that blinks kills
-    nothing), unless it is cleaning up early (the caller's "kill now"); then the engine gets
-    ``after`` seconds from when it was lost. At or past the deadline it gets ``after`` seconds
-    from the later of the deadline and the loss.
-    """
-    if now >= deadline:
-        return now - max(unreachable_since, deadline) >= after
-    return cleaning and now - unreachable_since >= after
+__all__ = ["WorkloadDrain"]
 
 
 class WorkloadDrain(DrainContext):
@@ -147,29 +132,6 @@ class WorkloadDrain(DrainContext):
             self.cut = True
             self.clean_up()
         return self._flush()
-
-    # the carrier's give-up rule for calls lost with the connection
-    def unreachable(self, now: float) -> None:
-        if self.unreachable_since is None:
-            self.unreachable_since = now
-
-    def reached(self) -> None:
-        self.unreachable_since = None
-
-    def gives_up(self, now: float) -> bool:
-        since = now if self.unreachable_since is None else self.unreachable_since
-        return gives_up(
-            now,
-            deadline=self.books.deadline,
-            unreachable_since=since,
-            cleaning=self.cleaning,
-            after=self.timings.give_up_after,
-        )
-
-    def call_bound(self, now: float) -> float:
-        """How long one engine call may go unanswered from ``now``: to the deadline plus the
-        call margin, and at least that margin."""
-        return max(self.books.deadline, now) + self.timings.call_margin - now
 
     # --- commands ----------------------------------------------------------------------------
 

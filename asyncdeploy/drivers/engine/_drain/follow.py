@@ -156,7 +156,7 @@ class Following:
         refs = tuple(t.ref for t in self.m.tracked)
 
         def signalled(answer: frozenset[str] | EngineFailure) -> None:
-            if not isinstance(answer, ENGINE_FAILURES):  # unknown: the record alone says
+            if not isinstance(answer, ENGINE_FAILURES):  # (else: the record alone says)
                 self.m.signalled.update(answer)
             self.m.record = new_record(
                 self.m.me,

@@ -49,6 +49,7 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Key,
     Kill,
     KillPause,
+    Look,
     LookPause,
     OwnerAlive,
     OwnerState,
@@ -162,8 +163,10 @@ class DrainLoop:
     async def _operate(self, m: WorkloadDrain, op: EngineOp) -> Answer:
         ops, calls = self.ops, self.calls
 
-        def call(fn: Callable[[], Awaitable[T]], *, once: bool = False) -> Awaitable[T]:
-            return calls.call(m, fn, once=once)
+        bound = m.call_bound
+
+        def call(fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:
+            return calls.call(bound, fn)
 
         if isinstance(op, RemoveSidecar):
             if op.ref.running:
@@ -174,6 +177,8 @@ class DrainLoop:
             return await call(lambda: ops.claim(op.pause, op.record))
         if isinstance(op, LookPause):
             return await call(lambda: ops.look(op.pause))
+        if isinstance(op, Look):
+            return await call(lambda: ops.look(op.ref))
         if isinstance(op, ReadClaim):
             record = await call(lambda: ops.read_claim(op.pause))
             return ClaimSeen(record, None if record is None else record.owner.alive())
@@ -189,18 +194,19 @@ class DrainLoop:
             return await call(lambda: ops.signalled_since_pause(op.pause, op.refs))
         if isinstance(op, RunHook):
             return await calls.hook(op.ref, op.pause)
-        if isinstance(op, Signal):
-            return await calls.stop_signal(m, op.ref)
+        if isinstance(op, Signal | Kill):
+            # the exit stream's mark before it: an exit before now (a crash in the hook) is
+            # not this signal's
+            since, before_stream = self.exits.mark(), not self.exits.opened
+            signal = "SIGKILL" if isinstance(op, Kill) else op.ref.stop_signal
+            delivered = await call(lambda: ops.signal(op.ref, signal))
+            return Sent(delivered, since, before_stream)
         if isinstance(op, Stop):
-            return Exited(await calls.stop(m, op.ref, op.timeout))
+            return Exited(await call(lambda: ops.stop(op.ref, op.timeout)))
         if isinstance(op, AwaitExit):
-            return Exited(await calls.exit_of(m, op))
-        if isinstance(op, Kill):
-            since = self.exits.mark()
-            delivered = await call(lambda: ops.signal(op.ref, "SIGKILL"))
-            return Sent(delivered, since, before_stream=not self.exits.opened)
+            return Exited(await calls.exit_of(bound, op))
         if isinstance(op, AwaitKilled):
-            return Exited(await calls.killed(m, op.ref, op.since))
+            return Exited(await calls.killed(bound, op.ref, op.since))
         if isinstance(op, KillPause):
             await call(lambda: ops.signal(op.pause, "SIGKILL"))
             return Done.DONE
@@ -211,5 +217,5 @@ class DrainLoop:
             await call(lambda: ops.remove_volumes(op.owner))
             return Done.DONE
         if isinstance(op, FollowLook):
-            return Seen(await calls.follow(m, op))
+            return Seen(await calls.follow(bound, op))
         raise AssertionError(f"no such operation: {op!r}")

@@ -22,6 +22,7 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Exited,
     Fired,
     Hooked,
+    Look,
     Operation,
     RunHook,
     Sent,
@@ -31,12 +32,19 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     TrackedRef,
     WriteClaim,
 )
+from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook
 from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.events import PreStopFinished, PreStopStarted, SignalSent
 
 __all__ = ["OwnerDrain"]
 
 A = TypeVar("A")
+
+
+def _lost_answer(answer: Answer) -> TypeGuard[EngineUnavailable]:
+    """A call's answer lost with the connection, when the call may have landed (not one that
+    surely never reached the engine)."""
+    return isinstance(answer, EngineUnavailable) and not isinstance(answer, CallNotSent)
 
 
 def _refused(answer: Answer) -> TypeGuard[EngineFailure]:
@@ -136,12 +144,31 @@ class OwnerDrain:
             # Podman restarts a killed container under its policy: its stop call does not
             self._signal_sent(t)
             stop = Stop(ref, self.m.books.deadline - self.m.now)
-            self._step(t, "exit", stop, self._ended(t, delivered=True))
+            self._step(t, "exit", stop, self._stopped(t))
         else:
             self._step(t, "signal", Signal(ref), self._sent(t))
 
-    def _sent(self, t: TrackedRef) -> Then[Sent]:
+    def _stopped(self, t: TrackedRef) -> Then[Exited]:
+        def then(answer: Exited | EngineFailure) -> None:
+            if _lost_answer(answer):  # it stops all the same: its end, as the engine tells it
+                wait = AwaitExit(t.ref, since=-1, before_stream=False, wait_only=True)
+                self._step(t, "exit", wait, self._ended(t, delivered=True))
+                return
+            self._ended(t, delivered=True)(answer)
+
+        return then
+
+    def _sent(self, t: TrackedRef, first: Sent | None = None) -> Then[Sent]:
+        """The stop signal's answer. Sent once: a lost answer is taken as delivered (it may
+        have landed); refused as not running while its restart policy runs it again (Docker
+        refuses a kill while it restarts), it is sent again once a look sees it running."""
+
         def then(answer: Sent | EngineFailure) -> None:
+            if _lost_answer(answer):
+                # An exit before now is not in the stream's count: a look, once it is open
+                answer = Sent(True, since=-1, before_stream=True)
+            if isinstance(answer, Sent) and first is not None:
+                answer = attrs.evolve(first, delivered=answer.delivered)  # the first mark counts
             if _refused(answer):
                 # The engine refused the signal (not a lost connection, not a container gone):
                 # it may run on, undrained. Its end is waited for, the deadline's to force.
@@ -153,6 +180,9 @@ class OwnerDrain:
                 self._ended(t, delivered=True)(answer)
                 return
             ref = t.ref
+            if not answer.delivered and ref.restart_policy != "no":
+                self._step(t, "signal", Look(ref), self._restarting(t, answer))
+                return
             if answer.delivered:
                 self._signal_sent(t)
                 restartable = ref.restart_policy != "no"
@@ -162,6 +192,25 @@ class OwnerDrain:
             self._step(t, "exit", wait, self._ended(t, delivered=answer.delivered))
 
         return then
+
+    def _restarting(self, t: TrackedRef, sent: Sent) -> Then[ContainerLook | None]:
+        """A container with a restart policy the signal found not running: running again (it
+        crashed in its hook and was restarted), it is signalled again after a pause; else its
+        exit is waited for."""
+
+        def then(answer: ContainerLook | EngineFailure | None) -> None:
+            if isinstance(answer, ContainerLook) and answer.running:
+                at = self.m.now + self.m.timings.restart.first
+                self._active[t.name] = "signal"
+                self.m.wake(("signal", t.name), at, lambda _: self._resignal(t, sent))
+                return
+            wait = AwaitExit(t.ref, sent.since, sent.before_stream, wait_only=True)
+            self._step(t, "exit", wait, self._ended(t, delivered=False))
+
+        return then
+
+    def _resignal(self, t: TrackedRef, sent: Sent) -> None:
+        self._step(t, "signal", Signal(t.ref), self._sent(t, first=sent))
 
     def _signal_sent(self, t: TrackedRef) -> None:
         self.m.books.emit(SignalSent(**self.m.books.at(t), signal=t.ref.stop_signal))

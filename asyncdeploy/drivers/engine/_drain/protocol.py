@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from typing import Generic, TypeAlias, TypeVar
+from typing import ClassVar, Generic, TypeAlias, TypeVar
 
 import attrs
 
@@ -43,6 +43,7 @@ __all__ = [
     "Key",
     "Kill",
     "KillPause",
+    "Look",
     "LookPause",
     "Operation",
     "OwnerAlive",
@@ -167,9 +168,15 @@ A = TypeVar("A")
 
 class Operation(Generic[A]):
     """An engine operation whose answer is an ``A`` (or the ``EngineError`` it raised): the
-    core's continuation for it is typed by it (:meth:`~.context.DrainContext.do`)."""
+    core's continuation for it is typed by it (:meth:`~.context.DrainContext.do`).
+
+    An operation lost with the connection is asked again by the core, after a pause, until its
+    give-up rule says no more; unless it is ``once`` (it may have landed: a stop signal), or not
+    an engine call whose answer says whether the engine is reached (``engine``)."""
 
     __slots__ = ()
+    once: ClassVar[bool] = False
+    engine: ClassVar[bool] = True
 
 
 @attrs.frozen
@@ -186,6 +193,13 @@ class Claim(Operation[ClaimAnswer]):
 
     pause: ContainerRef
     record: ClaimRecord
+
+
+@attrs.frozen
+class Look(Operation[ContainerLook | None]):
+    """A container's state → ``ContainerLook | None`` (None: it is gone)."""
+
+    ref: ContainerRef
 
 
 @attrs.frozen
@@ -206,6 +220,7 @@ class ReadClaim(Operation[ClaimSeen]):
 class OwnerAlive(Operation[OwnerState]):
     """Whether the process ``owner`` still runs → :class:`OwnerState`."""
 
+    engine: ClassVar[bool] = False  # read from this host
     owner: Owner
 
 
@@ -239,22 +254,27 @@ class RunHook(Operation[Hooked]):
     """The container's ``pre_stop`` hook (exec, or the HTTP GET sent to ``pause``'s address),
     ended early by the container's death → :class:`Hooked`."""
 
+    engine: ClassVar[bool] = False  # its failures are its answer (on to the signal)
     ref: ContainerRef
     pause: ContainerRef | None
 
 
 @attrs.frozen
 class Signal(Operation[Sent]):
-    """Send the stop signal once (sent again only when it surely never reached the engine, or
-    refused while the container restarts) → :class:`Sent`."""
+    """Send the stop signal, one call → :class:`Sent`. Asked again only when it surely never
+    reached the engine (``CallNotSent``); a lost answer is its continuation's (it may have
+    landed), as is a refusal while the container restarts."""
 
+    once: ClassVar[bool] = True
     ref: ContainerRef
 
 
 @attrs.frozen
 class Stop(Operation[Exited]):
-    """The engine's stop with ``timeout`` (a restart policy a kill would undo) → :class:`Exited`."""
+    """The engine's stop with ``timeout`` (a restart policy a kill would undo) → :class:`Exited`;
+    one call (a lost answer is its continuation's: the container stops all the same)."""
 
+    once: ClassVar[bool] = True
     ref: ContainerRef
     timeout: float
 
@@ -324,6 +344,7 @@ class FollowLook(Operation[Seen]):
 EngineOp: TypeAlias = (
     RemoveSidecar
     | Claim
+    | Look
     | LookPause
     | ReadClaim
     | OwnerAlive
