@@ -161,7 +161,9 @@ class DrainContext:
         if then is not None:
             then(answer)
 
-    def _retried(self, key: Key, asked: tuple[EngineOp, float, Iterator[float]], answer: Answer) -> bool:
+    def _retried(
+        self, key: Key, asked: tuple[EngineOp, float, Iterator[float]], answer: Answer
+    ) -> bool:
         """The engine's reachability, from an operation's answer, and whether the operation is
         asked again: a call lost with the connection is, after a pause, until the give-up rule
         says no more, unless it may have landed and must not land twice (a stop signal: its
