@@ -14,6 +14,7 @@ from asyncdeploy.drivers.engine._drain import drain_workloads
 from asyncdeploy.drivers.engine._drain.context import gives_up
 from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
 from asyncdeploy.drivers.engine._drain.protocol import (
+    AwaitDeath,
     AwaitExit,
     AwaitKilled,
     Cancel,
@@ -25,12 +26,16 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Exited,
     Fired,
     FollowLook,
+    FollowStream,
+    Hooked,
     Key,
     Kill,
     KillPause,
     Look,
+    NoStream,
     Remove,
     RemoveVolumes,
+    RunHook,
     Seen,
     Sent,
     Signal,
@@ -48,7 +53,7 @@ from asyncdeploy.drivers.engine._ops import (
     WorkloadSnapshot,
 )
 from asyncdeploy.errors import EngineAPIError, EngineUnavailable
-from asyncdeploy.events import ContainerExited, DrainFinished, SignalSent
+from asyncdeploy.events import ContainerExited, DrainFinished, PreStopFinished, SignalSent
 from asyncdeploy.testing import FakeOps
 
 AFTER = 5.0
@@ -114,7 +119,7 @@ def test_on_docker_the_claim_is_the_record_and_nothing_is_paused() -> None:
     follower = machine(APP, docker=True)
     follower.start()
     [look] = ops(follower.observe(("claim", ""), ClaimAnswer.HELD, now=0.01))
-    assert isinstance(look, FollowLook) and follower.state == "following"
+    assert isinstance(look, FollowStream) and follower.state == "following"
 
 
 def test_a_signal_sent_is_reported_then_waited_for() -> None:
@@ -172,7 +177,7 @@ def test_a_follower_killed_kills_what_runs() -> None:
         snapshot, grace=5, started=0.0, wall_started=0.0, timings=DrainTimings(), me=ME
     )
     [look] = ops(m.start())
-    assert isinstance(look, FollowLook) and not look.fresh  # the exit stream tells first
+    assert isinstance(look, FollowStream)  # the exit stream tells first
     m.observe(("follow", ""), Seen({"a": ContainerLook(running=True)}), now=0.1)
     step = m.kill(now=0.2)
     assert Cancel(("follow", "")) in step and ops(step) == [Kill(APP)]
@@ -398,3 +403,50 @@ def test_a_signal_that_finds_its_restartable_container_stopped_waits_for_its_exi
     step = m.observe(("signal", "restarting"), ContainerLook(running=False), now=0.2)
     assert ops(step) == [AwaitExit(RESTARTING, 4, False, wait_only=True)]
     assert not events(step)  # no signal went out
+
+
+HOOKED = ContainerRef(id="k", name="hooked", role="run", running=True, pre_stop=("drain",))
+
+
+def test_a_container_that_dies_during_its_hook_ends_the_hook_and_is_signalled() -> None:
+    """The hook's exec and the container's death are asked together; the death ends the hook
+    (failed, no code: on to the signal) and the exec is cancelled."""
+    m = machine(HOOKED)
+    m.start()
+    step = m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
+    assert ops(step) == [RunHook(HOOKED, PAUSE), AwaitDeath(HOOKED)]
+    step = m.observe(("hookdeath", "hooked"), Exited(137), now=0.5)
+    assert Cancel(("hook", "hooked")) in step and ops(step) == [Signal(HOOKED)]
+    [finished, *_] = events(step)
+    assert isinstance(finished, PreStopFinished) and finished.exit_code is None
+    assert not finished.timed_out
+
+
+def test_a_hook_that_ends_first_drops_the_wait_for_a_death_and_no_stream_leaves_it_alone() -> None:
+    m = machine(HOOKED)
+    m.start()
+    m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
+    assert ops(m.observe(("hookdeath", "hooked"), NoStream.LOST, now=0.1)) == []
+    step = m.observe(("hook", "hooked"), Hooked(0, False), now=0.5)
+    assert ops(step) == [Signal(HOOKED)]
+    m2 = machine(HOOKED)
+    m2.start()
+    m2.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
+    step = m2.observe(("hook", "hooked"), Hooked(0, False), now=0.5)
+    assert Cancel(("hookdeath", "hooked")) in step and ops(step) == [Signal(HOOKED)]
+
+
+def test_a_follower_without_an_exit_stream_looks_at_the_end_of_each_step() -> None:
+    """The stream tells a follower what became of the containers; without one (lost, never
+    opened), it looks at each, at the step's end: a follower's looks do not compete with the
+    owners' signals."""
+    m = machine(APP)
+    m.start()
+    [stream] = ops(m.observe(("claim", ""), ClaimAnswer.HELD, now=0.0))
+    assert isinstance(stream, FollowStream)
+    step = m.observe(("follow", ""), NoStream.LOST, now=0.01)
+    assert ops(step) == [] and wakes(step) == {("follow", ""): stream.until}
+    step = m.observe(("follow", ""), Fired.FIRED, now=stream.until)
+    assert ops(step) == [FollowLook(stream.refs)]
+    step = m.observe(("follow", ""), Seen({"a": None, "p": None}), now=stream.until + 0.1)
+    assert m.finished

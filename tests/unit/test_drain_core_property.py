@@ -28,6 +28,7 @@ from asyncdeploy.drivers.engine._claim import Owner
 from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
 from asyncdeploy.drivers.engine._drain.protocol import (
     Answer,
+    AwaitDeath,
     AwaitExit,
     AwaitKilled,
     Cancel,
@@ -41,10 +42,12 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Exited,
     Fired,
     FollowLook,
+    FollowStream,
     Hooked,
     Key,
     Kill,
     LookPause,
+    NoStream,
     OwnerAlive,
     OwnerState,
     ReadClaim,
@@ -147,8 +150,13 @@ def answer_for(operation: EngineOp, kind: int, run: Run) -> Answer:
             return OwnerState(True)
         case SignalledBefore():
             return frozenset()
-        case FollowLook(refs=refs):  # another delete's drain: nothing seen yet, or all gone
+        case FollowLook(refs=refs) | FollowStream(refs=refs):
+            # another delete's drain: nothing seen yet, or all gone; or no stream to tell
+            if isinstance(operation, FollowStream) and kind == 4:
+                return NoStream.LOST
             return Seen({} if kind % 2 else {r.id: None for r in refs})
+        case AwaitDeath():  # a container that dies during its hook, or no stream to tell
+            return Exited(137) if kind == 5 else NoStream.LOST
         case _:
             return Done.DONE  # RemoveSidecar, Remove, KillPause, RemoveVolumes, the claim's writes
 

@@ -17,8 +17,12 @@ from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.drivers.engine._drain.protocol import (
     AwaitExit,
     DrainTimings,
+    Exited,
     FollowLook,
+    FollowStream,
     Hooked,
+    NoStream,
+    Seen,
 )
 from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch, first_exit
 from asyncdeploy.drivers.engine._ops import (
@@ -27,7 +31,7 @@ from asyncdeploy.drivers.engine._ops import (
     ContainerLook,
     ContainerRef,
 )
-from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
+from asyncdeploy.errors import ENGINE_FAILURES, EngineUnavailable, WorkloadNotFound
 
 __all__ = ["Calls", "ContainerOps"]
 
@@ -149,46 +153,25 @@ class Calls:
     # --- a container's way out ---------------------------------------------------------------
 
     async def hook(self, ref: ContainerRef, pause: ContainerRef | None) -> Hooked:
+        """The hook, one call; its failure is its answer."""
         try:
             if ref.pre_stop_http is not None and pause is not None:
                 # sent from here to the workload's address: nothing runs inside the image
                 return Hooked(await self.ops.run_http_hook(pause, *ref.pre_stop_http), False)
             if ref.pre_stop:
-                return await self._hook_while_alive(ref, ref.pre_stop)
+                return Hooked(await self.ops.run_hook(ref, ref.pre_stop), False)
             return Hooked(None, True)  # an HTTP hook with no address to send it to
         except EngineUnavailable:
             return Hooked(None, True)  # its exec session was lost with the connection
         except ENGINE_FAILURES as exc:
             return Hooked(None, True, exc)
 
-    async def _hook_while_alive(self, ref: ContainerRef, command: tuple[str, ...]) -> Hooked:
-        """A container that dies during its hook ends it (failed, no code): Docker leaves the
-        exec's stream open when the container is restarted meanwhile, and the hook would hold
-        the signal until the deadline."""
-        since = self.exits.mark()
-        result: list[int] = []
-        failure: list[EngineFailure] = []
-        async with anyio.create_task_group() as tg:
-
-            async def hook() -> None:
-                try:
-                    result.append(await self.ops.run_hook(ref, command))
-                except ENGINE_FAILURES as exc:
-                    failure.append(exc)  # raised below, not grouped
-                tg.cancel_scope.cancel()
-
-            async def died() -> None:
-                try:
-                    await self.exits.wait_exit(ref.id, since)
-                except ExitStreamLost:
-                    return  # no stream: the hook alone decides
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(hook)
-            tg.start_soon(died)
-        if failure:
-            raise failure[0]
-        return Hooked(result[0], False) if result else Hooked(None, True)
+    async def death(self, ref: ContainerRef) -> Exited | NoStream:
+        """The container's first death from now on, from the exit stream."""
+        try:
+            return Exited(await self.exits.wait_exit(ref.id, self.exits.mark()))
+        except ExitStreamLost:
+            return NoStream.LOST
 
     async def exit_of(self, bound: Bound, wait: AwaitExit) -> int | None:
         ref = wait.ref
@@ -251,21 +234,23 @@ class Calls:
 
     # --- a follower's view -------------------------------------------------------------------
 
-    async def follow(self, bound: Bound, look: FollowLook) -> dict[str, ContainerLook | None]:
-        """What became of the containers: from the exit stream once it reports a change (or
-        at ``until``); a look at each when asked for, or when there is no stream to tell."""
-        if not look.fresh:
-            with anyio.move_on_at(look.until):
-                await self.exits.settled()  # still opening: the stream will tell
-            if self.exits.opened and not self.exits.lost:
-                await self.exits.wait_change([r.id for r in look.refs], look.until)
-                return self._reported(look)
-            await anyio.sleep_until(look.until)
-        return {r.id: await self.call(bound, lambda r=r: self.ops.look(r)) for r in look.refs}  # type: ignore[misc]
+    async def follow_stream(self, look: FollowStream) -> Seen | NoStream:
+        """What the exit stream reports of the containers, once it reports a change (or at
+        ``until``); it cannot tell when it was lost or never opened (by ``until``)."""
+        with anyio.move_on_at(look.until):
+            await self.exits.settled()  # still opening: the stream will tell
+        if not self.exits.opened or self.exits.lost:
+            return NoStream.LOST
+        await self.exits.wait_change([r.id for r in look.refs], look.until)
+        return Seen(self._reported(look.refs))
 
-    def _reported(self, look: FollowLook) -> dict[str, ContainerLook | None]:
+    async def follow_look(self, bound: Bound, look: FollowLook) -> Seen:
+        """A look at each container."""
+        return Seen({r.id: await self.call(bound, lambda r=r: self.ops.look(r)) for r in look.refs})  # type: ignore[misc]
+
+    def _reported(self, refs: Sequence[ContainerRef]) -> dict[str, ContainerLook | None]:
         seen: dict[str, ContainerLook | None] = {}
-        for ref in look.refs:
+        for ref in refs:
             if self.exits.is_gone(ref.id):
                 seen[ref.id] = None
             else:

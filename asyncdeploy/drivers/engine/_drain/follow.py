@@ -24,15 +24,18 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Done,
     Fired,
     FollowLook,
+    FollowStream,
     LookPause,
+    NoStream,
     OwnerAlive,
     OwnerState,
     ReadClaim,
     Seen,
     SignalledBefore,
+    Then,
     WriteClaim,
 )
-from asyncdeploy.drivers.engine._ops import ContainerLook
+from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef
 from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, WorkloadNotFound
 
 __all__ = ["Following"]
@@ -66,9 +69,24 @@ class Following:
         fresh = self.m.now - self._fresh_at >= self.m.timings.follow_look_every
         if fresh:
             self._fresh_at = self.m.now
-        look = FollowLook(refs, fresh=fresh, since=0, until=self.m.now + self._poll)
+        until = self.m.now + self._poll
         self._poll = min(self._poll * 2, self.m.timings.follow.longest)
-        self.m.do(("follow", ""), look, self._followed)
+        if fresh:
+            self.m.do(("follow", ""), FollowLook(refs), self._followed)
+        else:  # the exit stream tells, once it reports something (or at the step's end)
+            self.m.do(("follow", ""), FollowStream(refs, until), self._streamed(refs, until))
+
+    def _streamed(self, refs: tuple[ContainerRef, ...], until: float) -> Then[Seen | NoStream]:
+        def then(answer: Seen | NoStream | EngineFailure) -> None:
+            if answer is NoStream.LOST:  # nothing else to go by: a look, at the step's end
+                self.m.wake(("follow", ""), until, lambda _: self._look(refs))
+            else:
+                self._followed(answer)
+
+        return then
+
+    def _look(self, refs: tuple[ContainerRef, ...]) -> None:
+        self.m.do(("follow", ""), FollowLook(refs), self._followed)
 
     def _followed(self, answer: Seen | EngineFailure) -> None:
         if isinstance(answer, ENGINE_FAILURES):

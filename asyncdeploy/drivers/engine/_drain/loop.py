@@ -32,6 +32,7 @@ from asyncdeploy.drivers.engine._drain.calls import ContainerOps
 from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
 from asyncdeploy.drivers.engine._drain.protocol import (
     Answer,
+    AwaitDeath,
     AwaitExit,
     AwaitKilled,
     Cancel,
@@ -46,6 +47,7 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Exited,
     Fired,
     FollowLook,
+    FollowStream,
     Key,
     Kill,
     KillPause,
@@ -58,7 +60,6 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     RemoveSidecar,
     RemoveVolumes,
     RunHook,
-    Seen,
     Sent,
     Signal,
     SignalledBefore,
@@ -217,5 +218,9 @@ class DrainLoop:
             await call(lambda: ops.remove_volumes(op.owner))
             return Done.DONE
         if isinstance(op, FollowLook):
-            return Seen(await calls.follow(bound, op))
+            return await calls.follow_look(bound, op)
+        if isinstance(op, FollowStream):
+            return await calls.follow_stream(op)
+        if isinstance(op, AwaitDeath):
+            return await calls.death(op.ref)
         raise AssertionError(f"no such operation: {op!r}")

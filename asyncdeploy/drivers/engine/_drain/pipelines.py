@@ -17,12 +17,14 @@ import attrs
 from asyncdeploy.drivers.engine._drain.context import DrainContext
 from asyncdeploy.drivers.engine._drain.protocol import (
     Answer,
+    AwaitDeath,
     AwaitExit,
     Done,
     Exited,
     Fired,
     Hooked,
     Look,
+    NoStream,
     Operation,
     RunHook,
     Sent,
@@ -119,11 +121,26 @@ class OwnerDrain:
         elif ref.pre_stop or ref.pre_stop_http:
             self.m.books.emit(PreStopStarted(**self.m.books.at(t)))
             self._step(t, "hook", RunHook(ref, self.m.pause), self._hooked(t))
+            if ref.pre_stop and (ref.pre_stop_http is None or self.m.pause is None):
+                # An exec: a container that dies during it ends it (failed, no code): Docker
+                # leaves the exec's stream open when the container is restarted meanwhile,
+                # and the hook would hold the signal until the deadline.
+                self.m.do(("hookdeath", t.name), AwaitDeath(ref), self._died_in_hook(t))
         else:
             self._stop(t)
 
+    def _died_in_hook(self, t: TrackedRef) -> Then[Exited | NoStream]:
+        def then(answer: Exited | NoStream | EngineFailure) -> None:
+            if isinstance(answer, Exited):
+                self.m.cancel([("hook", t.name)])
+                self._hooked(t)(Hooked(None, True))
+            # else no stream to tell: the hook alone decides
+
+        return then
+
     def _hooked(self, t: TrackedRef) -> Then[Hooked]:
         def then(answer: Hooked | EngineFailure) -> None:
+            self.m.cancel([("hookdeath", t.name)])
             hooked = answer if isinstance(answer, Hooked) else Hooked(None, True)
             if hooked.error is not None:
                 self.m.books.error(f"pre_stop of {t.name}: {hooked.error}")

@@ -25,6 +25,7 @@ from asyncdeploy.events import Event
 __all__ = [
     "SIGKILLED",
     "Answer",
+    "AwaitDeath",
     "AwaitExit",
     "AwaitKilled",
     "Cancel",
@@ -39,12 +40,14 @@ __all__ = [
     "Exited",
     "Fired",
     "FollowLook",
+    "FollowStream",
     "Hooked",
     "Key",
     "Kill",
     "KillPause",
     "Look",
     "LookPause",
+    "NoStream",
     "Operation",
     "OwnerAlive",
     "OwnerState",
@@ -155,6 +158,13 @@ class Done(enum.Enum):
     DONE = enum.auto()
 
 
+class NoStream(enum.Enum):
+    """The exit stream cannot tell (it was lost, or could not be opened): an engine call
+    must."""
+
+    LOST = enum.auto()
+
+
 class Fired(enum.Enum):
     """A timer's answer (:class:`Wake`)."""
 
@@ -251,12 +261,22 @@ class SignalledBefore(Operation[frozenset[str]]):
 
 @attrs.frozen
 class RunHook(Operation[Hooked]):
-    """The container's ``pre_stop`` hook (exec, or the HTTP GET sent to ``pause``'s address),
-    ended early by the container's death → :class:`Hooked`."""
+    """The container's ``pre_stop`` hook (exec, or the HTTP GET sent to ``pause``'s address)
+    → :class:`Hooked` (a failure is its answer: on to the signal)."""
 
     engine: ClassVar[bool] = False  # its failures are its answer (on to the signal)
     ref: ContainerRef
     pause: ContainerRef | None
+
+
+@attrs.frozen
+class AwaitDeath(Operation[Exited | NoStream]):
+    """The container's first death from now on, as the exit stream reports it → :class:`Exited`
+    (or ``NoStream.LOST``): what ends a hook early (a container restarted during its exec
+    leaves the exec's stream open on Docker)."""
+
+    engine: ClassVar[bool] = False
+    ref: ContainerRef
 
 
 @attrs.frozen
@@ -331,13 +351,20 @@ class RemoveVolumes(Operation[Done]):
 
 @attrs.frozen
 class FollowLook(Operation[Seen]):
-    """What became of ``refs`` (a follower's view) → :class:`Seen`: the states of the
-    ones whose state is known: a look at each when ``fresh`` (or without a usable exit stream),
-    else what the exit stream reported since mark ``since``, once something did or at ``until``."""
+    """What became of ``refs`` (a follower's view), a look at each → :class:`Seen`."""
 
     refs: tuple[ContainerRef, ...]
-    fresh: bool
-    since: int
+
+
+@attrs.frozen
+class FollowStream(Operation[Seen | NoStream]):
+    """What became of ``refs`` (a follower's view) as the exit stream tells it, once it reports
+    a death or a removal of one of them, or at ``until`` → :class:`Seen` (the ones whose state
+    it knows); ``NoStream.LOST`` at once when it cannot tell (it waits for the stream's
+    opening until then)."""
+
+    engine: ClassVar[bool] = False
+    refs: tuple[ContainerRef, ...]
     until: float
 
 
@@ -361,6 +388,8 @@ EngineOp: TypeAlias = (
     | Remove
     | RemoveVolumes
     | FollowLook
+    | FollowStream
+    | AwaitDeath
 )
 
 
@@ -411,6 +440,7 @@ Answer: TypeAlias = (
     | Sent
     | Exited
     | Seen
+    | NoStream
     | EngineFailure
     | Fired
     | None  # a look at a container that is gone
