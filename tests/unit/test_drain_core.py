@@ -14,9 +14,6 @@ from asyncdeploy.drivers.engine._drain import drain_workloads
 from asyncdeploy.drivers.engine._drain.context import gives_up
 from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
 from asyncdeploy.drivers.engine._drain.protocol import (
-    AwaitDeath,
-    AwaitExit,
-    AwaitKilled,
     Cancel,
     Claim,
     Command,
@@ -40,7 +37,11 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Sent,
     Signal,
     Stop,
+    StreamExit,
+    StreamSettled,
     Tell,
+    WaitExit,
+    WaitKilled,
     Wake,
     WriteClaim,
 )
@@ -128,7 +129,7 @@ def test_a_signal_sent_is_reported_then_waited_for() -> None:
     m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
     step = m.observe(("signal", "app"), Sent(True, since=3, before_stream=False), now=0.1)
     assert [type(e) for e in events(step)] == [SignalSent]
-    assert ops(step) == [AwaitExit(APP, since=3, before_stream=False)]
+    assert ops(step) == [StreamExit(APP, since=3)]
     step = m.observe(("exit", "app"), Exited(0), now=1.1)
     [exited] = events(step)
     assert isinstance(exited, ContainerExited) and exited.exit_code == 0 and exited.graceful
@@ -146,7 +147,7 @@ def test_a_container_that_exits_by_itself_before_its_kill_lands_is_exited() -> N
     assert ops(step) == [Kill(APP), Kill(WEB)]
     for name in ("app", "web"):
         step = m.observe(("kill", name), Sent(True, since=7, before_stream=False), now=5.01)
-        assert [o for o in ops(step) if isinstance(o, AwaitKilled)]
+        assert [o for o in ops(step) if isinstance(o, StreamExit | WaitKilled)]
     m.observe(("killed", "app"), Exited(0), now=5.02)
     m.observe(("killed", "web"), Exited(137), now=5.02)
     outcomes = {t.name: (t.outcome, t.exit_code) for t in m.tracked}
@@ -258,7 +259,7 @@ def test_a_signal_or_wait_the_engine_refuses_is_no_kill_before_the_deadline() ->
     m.start()
     m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.01)
     [wait] = ops(m.observe(("signal", "app"), refused, now=0.02))
-    assert isinstance(wait, AwaitExit) and wait.ref == APP
+    assert wait == StreamSettled(APP, since=-1)  # its exit, from a look once the stream opens
     assert ops(m.observe(("exit", "app"), refused, now=0.03)) == []
     [kill] = ops(m.observe(("deadline", ""), Fired.FIRED, now=5.0))
     assert kill == Kill(APP)
@@ -284,13 +285,14 @@ def test_a_call_lost_with_the_connection_is_asked_again_after_a_pause_until_give
     m = machine(APP)
     m.start()
     m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
-    m.observe(("signal", "app"), Sent(True, since=1, before_stream=False), now=0.1)
+    # not running at its signal: its exit, as the engine's wait tells it
+    assert ops(m.observe(("signal", "app"), Sent(False, 1, False), now=0.1)) == [WaitExit(APP)]
     pauses = DrainTimings().engine_call.pauses()
     step = m.observe(("exit", "app"), LOST, now=1.0)
     assert ops(step) == [] and wakes(step) == {("exit", "app"): 1.0 + next(pauses)}
     assert m.unreachable_since == 1.0
     step = m.observe(("exit", "app"), Fired.FIRED, now=1.05)
-    assert ops(step) == [AwaitExit(APP, since=1, before_stream=False)]
+    assert ops(step) == [WaitExit(APP)]
     step = m.observe(("exit", "app"), LOST, now=2.0)
     assert wakes(step) == {("exit", "app"): 2.0 + next(pauses)}  # longer
     m.observe(("exit", "app"), Fired.FIRED, now=2.1)
@@ -310,7 +312,7 @@ def test_an_answer_makes_the_engine_reachable_again() -> None:
     m = machine(APP)
     m.start()
     m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
-    m.observe(("signal", "app"), Sent(True, since=1, before_stream=False), now=0.1)
+    m.observe(("signal", "app"), Sent(False, since=1, before_stream=False), now=0.1)
     m.observe(("exit", "app"), LOST, now=1.0)
     m.observe(("exit", "app"), Fired.FIRED, now=1.1)
     m.observe(("exit", "app"), Exited(0), now=1.2)
@@ -323,7 +325,7 @@ def test_a_call_the_engine_took_and_never_answered_is_not_asked_again() -> None:
     m = machine(APP)
     m.start()
     m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
-    m.observe(("signal", "app"), Sent(True, since=1, before_stream=False), now=0.1)
+    m.observe(("signal", "app"), Sent(False, since=1, before_stream=False), now=0.1)
     assert m.call_bound(0.1) == 5.0 + DrainTimings().call_margin - 0.1
     unanswered = CallUnanswered("no answer in 35 s", engine="fake")
     step = m.observe(("exit", "app"), unanswered, now=35.1)
@@ -340,7 +342,7 @@ def test_a_stop_signal_whose_answer_was_lost_is_taken_as_sent_and_never_sent_aga
     m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
     step = m.observe(("signal", "app"), LOST, now=0.1)
     assert [type(e) for e in events(step)] == [SignalSent] and ("signal", "app") not in wakes(step)
-    assert ops(step) == [AwaitExit(APP, since=-1, before_stream=True)]
+    assert ops(step) == [StreamSettled(APP, since=-1)]  # then a look, once the stream opens
     assert m.unreachable_since is None  # a lost answer is no loss of the engine: it may be up
 
 
@@ -372,7 +374,7 @@ def test_a_stop_whose_answer_was_lost_waits_for_the_engine_to_tell_the_exit() ->
     [stop] = ops(m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0))
     assert isinstance(stop, Stop)
     step = m.observe(("exit", "restarting"), LOST, now=0.1)
-    assert ops(step) == [AwaitExit(RESTARTING, since=-1, before_stream=False, wait_only=True)]
+    assert ops(step) == [WaitExit(RESTARTING)]
     assert not [op for op in ops(step) if isinstance(op, Stop)]
 
 
@@ -392,7 +394,8 @@ def test_a_signal_refused_while_its_container_restarts_is_sent_again_once_it_run
     assert ops(step) == [Signal(RESTARTING)]
     step = m.observe(("signal", "restarting"), Sent(True, 9, True), now=1.0)
     assert [type(e) for e in events(step)] == [SignalSent]
-    assert ops(step) == [AwaitExit(RESTARTING, 4, False, restartable=True)]
+    # the stream's death after the first mark, or a look that sees it stopped
+    assert ops(step) == [StreamExit(RESTARTING, 4), Look(RESTARTING)]
 
 
 def test_a_signal_that_finds_its_restartable_container_stopped_waits_for_its_exit() -> None:
@@ -401,7 +404,7 @@ def test_a_signal_that_finds_its_restartable_container_stopped_waits_for_its_exi
     m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
     m.observe(("signal", "restarting"), Sent(False, 4, False), now=0.1)
     step = m.observe(("signal", "restarting"), ContainerLook(running=False), now=0.2)
-    assert ops(step) == [AwaitExit(RESTARTING, 4, False, wait_only=True)]
+    assert ops(step) == [WaitExit(RESTARTING)]
     assert not events(step)  # no signal went out
 
 
@@ -414,7 +417,7 @@ def test_a_container_that_dies_during_its_hook_ends_the_hook_and_is_signalled() 
     m = machine(HOOKED)
     m.start()
     step = m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
-    assert ops(step) == [RunHook(HOOKED, PAUSE), AwaitDeath(HOOKED)]
+    assert ops(step) == [RunHook(HOOKED, PAUSE), StreamExit(HOOKED)]
     step = m.observe(("hookdeath", "hooked"), Exited(137), now=0.5)
     assert Cancel(("hook", "hooked")) in step and ops(step) == [Signal(HOOKED)]
     [finished, *_] = events(step)

@@ -28,9 +28,6 @@ from asyncdeploy.drivers.engine._claim import Owner
 from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
 from asyncdeploy.drivers.engine._drain.protocol import (
     Answer,
-    AwaitDeath,
-    AwaitExit,
-    AwaitKilled,
     Cancel,
     Claim,
     ClaimSeen,
@@ -46,6 +43,7 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Hooked,
     Key,
     Kill,
+    Look,
     LookPause,
     NoStream,
     OwnerAlive,
@@ -56,10 +54,15 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     RunHook,
     Seen,
     Sent,
+    Settled,
     Signal,
     SignalledBefore,
     Stop,
+    StreamExit,
+    StreamSettled,
     Tell,
+    WaitExit,
+    WaitKilled,
     Wake,
 )
 from asyncdeploy.drivers.engine._ops import (
@@ -122,14 +125,17 @@ class Run:
 
 
 def answer_for(operation: EngineOp, kind: int, run: Run) -> Answer:
-    """A well-formed answer to ``operation``; ``kind`` picks among the ones it may get."""
-    if kind == 1:
+    """A well-formed answer to ``operation``; ``kind`` picks among the ones it may get (the exit
+    stream's waits call no engine: they fail by its loss alone)."""
+    if isinstance(operation, StreamExit | StreamSettled | FollowStream):
+        pass
+    elif kind == 1:
         return EngineUnavailable("connection reset", engine="fake")  # it may have landed
-    if kind == 6:
+    elif kind == 6:
         return CallNotSent("connection refused", engine="fake")  # it surely did not
-    if kind == 2:
+    elif kind == 2:
         return WorkloadNotFound("gone", engine="fake", status=404)
-    if kind == 3:
+    elif kind == 3:
         return EngineAPIError("refused", engine="fake", status=500)
     match operation:
         case Claim():
@@ -138,10 +144,16 @@ def answer_for(operation: EngineOp, kind: int, run: Run) -> Answer:
             return Hooked(0, False) if kind % 2 == 0 else Hooked(None, True)
         case Signal() | Kill():
             return Sent(kind != 5, since=run.step, before_stream=False)
-        case AwaitExit() | Stop():
+        case WaitExit() | Stop():
             return Exited(0 if kind % 2 == 0 else 143)
-        case AwaitKilled():
+        case WaitKilled():
             return Exited(137)
+        case StreamExit():  # a death (by the signal, the kill, or in a hook), or no stream
+            return NoStream.LOST if kind == 4 else Exited(137 if kind == 5 else 0)
+        case StreamSettled(since=since):
+            return Settled(max(since, run.step), reported=kind % 2 == 1, lost=kind == 4)
+        case Look():  # running again under its restart policy, or stopped
+            return ContainerLook(running=kind == 5, exit_code=None if kind == 5 else 0)
         case ReadClaim():
             return ClaimSeen(None, None)
         case LookPause():
@@ -155,8 +167,6 @@ def answer_for(operation: EngineOp, kind: int, run: Run) -> Answer:
             if isinstance(operation, FollowStream) and kind == 4:
                 return NoStream.LOST
             return Seen({} if kind % 2 else {r.id: None for r in refs})
-        case AwaitDeath():  # a container that dies during its hook, or no stream to tell
-            return Exited(137) if kind == 5 else NoStream.LOST
         case _:
             return Done.DONE  # RemoveSidecar, Remove, KillPause, RemoveVolumes, the claim's writes
 
@@ -171,6 +181,7 @@ def workloads(draw: st.DrawFn) -> tuple[WorkloadSnapshot, int, bool]:
             role=draw(st.sampled_from(["run", "run", "init", "sidecar"])),
             running=draw(st.booleans()) or i == 0,
             pre_stop=("sh", "-c", "drain") if draw(st.booleans()) else None,
+            restart_policy=draw(st.sampled_from(["no", "no", "always"])),
         )
         for i in range(count)
     ]

@@ -15,7 +15,6 @@ import anyio
 
 from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.drivers.engine._drain.protocol import (
-    AwaitExit,
     DrainTimings,
     Exited,
     FollowLook,
@@ -23,15 +22,16 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Hooked,
     NoStream,
     Seen,
+    Settled,
 )
-from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch, first_exit
+from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch
 from asyncdeploy.drivers.engine._ops import (
     CallUnanswered,
     ClaimAnswer,
     ContainerLook,
     ContainerRef,
 )
-from asyncdeploy.errors import ENGINE_FAILURES, EngineUnavailable, WorkloadNotFound
+from asyncdeploy.errors import ENGINE_FAILURES, EngineUnavailable
 
 __all__ = ["Calls", "ContainerOps"]
 
@@ -166,71 +166,22 @@ class Calls:
         except ENGINE_FAILURES as exc:
             return Hooked(None, True, exc)
 
-    async def death(self, ref: ContainerRef) -> Exited | NoStream:
-        """The container's first death from now on, from the exit stream."""
+    # --- a container's end, as the exit stream tells it ------------------------------------
+
+    async def stream_exit(self, ref: ContainerRef, since: int) -> Exited | NoStream:
+        """The container's first death after mark ``since`` (-1: from now on)."""
+        since = self.exits.mark() if since < 0 else since
         try:
-            return Exited(await self.exits.wait_exit(ref.id, self.exits.mark()))
+            return Exited(await self.exits.wait_exit(ref.id, since))
         except ExitStreamLost:
             return NoStream.LOST
 
-    async def exit_of(self, bound: Bound, wait: AwaitExit) -> int | None:
-        ref = wait.ref
-        since = self.exits.mark() if wait.since < 0 else wait.since
-        if wait.wait_only:
-            return await self.call(bound, lambda: self.ops.wait_exit(ref))
-        if wait.restartable:
-            return await self._exit_of_restartable(bound, ref, since)
-        if wait.before_stream:
-            # Signalled before the stream opened: an exit in between is not in the stream;
-            # one look once it is open finds it.
-            await self.exits.settled()
-            if not self.exits.lost and not self.exits.reported(ref.id, since):
-                look = await self.call(bound, lambda: self.ops.look(ref))
-                if look is None:
-                    raise WorkloadNotFound(f"{ref.name} is gone", engine="", status=404)
-                if not look.running:
-                    return look.exit_code
-        try:
-            return await self.exits.wait_exit(ref.id, since)
-        except ExitStreamLost:
-            pass
-        return await self.call(bound, lambda: self.ops.wait_exit(ref))
-
-    async def _restarting(self, bound: Bound, ref: ContainerRef) -> bool:
-        """Whether a container with a restart policy runs again (or is about to): it crashed
-        during its hook and the engine restarted it (Docker reports it running meanwhile)."""
-        if ref.restart_policy == "no" or self.ops.kill_triggers_restart:
-            return False  # (where a kill restarts, the drain stops it with the engine's stop)
-        look = await self.call(bound, lambda: self.ops.look(ref))
-        return look is not None and look.running
-
-    async def _exit_of_restartable(self, bound: Bound, ref: ContainerRef, since: int) -> int | None:
-        """The end of a container with a restart policy, signalled. Its end may be an earlier
-        life's (it crashed during its hook: the stream's die came before the signal), and a
-        kill during Docker's restart back-off ends it with no new die: the stream's first
-        death after the signal, or the first look that sees it stopped, whichever comes
-        first; a death the stream reports while it runs again was an earlier life's."""
-        while True:
-            code = await first_exit(self.exits, ref.id, lambda: self._stopped(bound, ref), since)
-            since = self.exits.mark()
-            if not await self._restarting(bound, ref):
-                return code
-
-    async def _stopped(self, bound: Bound, ref: ContainerRef) -> int | None:
-        pauses = self.timings.restart.pauses()
-        while True:
-            look = await self.call(bound, lambda: self.ops.look(ref))
-            if look is None:
-                raise WorkloadNotFound(f"{ref.name} is gone", engine="", status=404)
-            if not look.running:
-                return look.exit_code
-            await anyio.sleep(next(pauses))
-
-    async def killed(self, bound: Bound, ref: ContainerRef, since: int) -> int | None:
-        """The exit code of a container just sent SIGKILL (see :func:`first_exit`)."""
-        return await first_exit(
-            self.exits, ref.id, lambda: self.call(bound, lambda: self.ops.wait_killed(ref)), since
-        )
+    async def stream_settled(self, ref: ContainerRef, since: int) -> Settled:
+        """Once the stream is open (or lost): whether it reported the container's death after
+        mark ``since`` (-1: the mark now, taken before the wait)."""
+        since = self.exits.mark() if since < 0 else since
+        await self.exits.settled()
+        return Settled(since, self.exits.reported(ref.id, since), self.exits.lost)
 
     # --- a follower's view -------------------------------------------------------------------
 

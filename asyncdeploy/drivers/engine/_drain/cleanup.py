@@ -13,9 +13,9 @@ kill landed is ``exited``, with its code.
 from __future__ import annotations
 
 from asyncdeploy.drivers.engine._drain.context import DRAINED, DrainContext
+from asyncdeploy.drivers.engine._drain.ends import Ends
 from asyncdeploy.drivers.engine._drain.protocol import (
     SIGKILLED,
-    AwaitKilled,
     Done,
     DropClaim,
     Exited,
@@ -37,6 +37,7 @@ __all__ = ["Cleanup"]
 class Cleanup:
     def __init__(self, m: DrainContext) -> None:
         self.m = m
+        self.ends = Ends(m)
         self._kills: set[str] = set()
         self._removals: set[str] = set()
         self._pause_kill_done = False
@@ -75,13 +76,14 @@ class Cleanup:
                     self.m.books.emit(ContainerForceKilled(**self.m.books.at(t), reason=reason))
                 waited = self.m.now + self.m.timings.kill_wait
                 self.m.wake(("killwait", t.name), waited, lambda fired: confirmed(fired, killed))
-                wait = AwaitKilled(ref, answer.since)
-                self.m.do(("killed", t.name), wait, lambda answer: confirmed(answer, killed))
+                end = lambda answer: confirmed(answer, killed)
+                self.ends.killed(("killed", t.name), ref, answer.since, end)
                 return
             self._killed(t)
 
         def confirmed(answer: Exited | EngineFailure | Fired, killed: bool) -> None:
-            self.m.cancel([("killwait", t.name), ("killed", t.name)])
+            self.m.cancel([("killwait", t.name)])
+            self.ends.cancel(("killed", t.name))
             if answer is Fired.FIRED:
                 pass  # not seen within kill_wait: the summary says its end is unknown
             elif isinstance(answer, WorkloadNotFound):

@@ -32,9 +32,6 @@ from asyncdeploy.drivers.engine._drain.calls import ContainerOps
 from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
 from asyncdeploy.drivers.engine._drain.protocol import (
     Answer,
-    AwaitDeath,
-    AwaitExit,
-    AwaitKilled,
     Cancel,
     Claim,
     ClaimSeen,
@@ -64,7 +61,11 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Signal,
     SignalledBefore,
     Stop,
+    StreamExit,
+    StreamSettled,
     Tell,
+    WaitExit,
+    WaitKilled,
     Wake,
     WriteClaim,
 )
@@ -204,10 +205,14 @@ class DrainLoop:
             return Sent(delivered, since, before_stream)
         if isinstance(op, Stop):
             return Exited(await call(lambda: ops.stop(op.ref, op.timeout)))
-        if isinstance(op, AwaitExit):
-            return Exited(await calls.exit_of(bound, op))
-        if isinstance(op, AwaitKilled):
-            return Exited(await calls.killed(bound, op.ref, op.since))
+        if isinstance(op, WaitExit):
+            return Exited(await call(lambda: ops.wait_exit(op.ref)))
+        if isinstance(op, WaitKilled):
+            return Exited(await call(lambda: ops.wait_killed(op.ref)))
+        if isinstance(op, StreamExit):
+            return await calls.stream_exit(op.ref, op.since)
+        if isinstance(op, StreamSettled):
+            return await calls.stream_settled(op.ref, op.since)
         if isinstance(op, KillPause):
             await call(lambda: ops.signal(op.pause, "SIGKILL"))
             return Done.DONE
@@ -221,6 +226,5 @@ class DrainLoop:
             return await calls.follow_look(bound, op)
         if isinstance(op, FollowStream):
             return await calls.follow_stream(op)
-        if isinstance(op, AwaitDeath):
-            return await calls.death(op.ref)
+
         raise AssertionError(f"no such operation: {op!r}")

@@ -15,9 +15,9 @@ from typing import TypeGuard, TypeVar
 import attrs
 
 from asyncdeploy.drivers.engine._drain.context import DrainContext
+from asyncdeploy.drivers.engine._drain.ends import Ends
 from asyncdeploy.drivers.engine._drain.protocol import (
     Answer,
-    AwaitDeath,
     AwaitExit,
     Done,
     Exited,
@@ -30,6 +30,7 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Sent,
     Signal,
     Stop,
+    StreamExit,
     Then,
     TrackedRef,
     WriteClaim,
@@ -60,6 +61,7 @@ def _refused(answer: Answer) -> TypeGuard[EngineFailure]:
 class OwnerDrain:
     def __init__(self, m: DrainContext, *, clean_up: Callable[[], None]) -> None:
         self.m = m
+        self.ends = Ends(m)
         self._clean_up = clean_up  # the next state
         self._active: dict[str, str] = {}  # name → the step its pipeline is at
         self._wave: tuple[str, ...] = ()
@@ -107,6 +109,10 @@ class OwnerDrain:
         self._active[t.name] = step
         self.m.do((step, t.name), operation, then)
 
+    def _await(self, t: TrackedRef, wait: AwaitExit, then: Then[Exited]) -> None:
+        self._active[t.name] = "exit"
+        self.ends.exit(("exit", t.name), wait, then)
+
     def _pipeline_ended(self, t: TrackedRef) -> None:
         self._active.pop(t.name, None)
         self._wave_ended()
@@ -117,7 +123,7 @@ class OwnerDrain:
         ref = t.ref
         if t.name in self.m.signalled:
             wait = AwaitExit(ref, since=-1, before_stream=True)
-            self._step(t, "exit", wait, self._ended(t, delivered=True))
+            self._await(t, wait, self._ended(t, delivered=True))
         elif ref.pre_stop or ref.pre_stop_http:
             self.m.books.emit(PreStopStarted(**self.m.books.at(t)))
             self._step(t, "hook", RunHook(ref, self.m.pause), self._hooked(t))
@@ -125,7 +131,7 @@ class OwnerDrain:
                 # An exec: a container that dies during it ends it (failed, no code): Docker
                 # leaves the exec's stream open when the container is restarted meanwhile,
                 # and the hook would hold the signal until the deadline.
-                self.m.do(("hookdeath", t.name), AwaitDeath(ref), self._died_in_hook(t))
+                self.m.do(("hookdeath", t.name), StreamExit(ref), self._died_in_hook(t))
         else:
             self._stop(t)
 
@@ -169,7 +175,7 @@ class OwnerDrain:
         def then(answer: Exited | EngineFailure) -> None:
             if _lost_answer(answer):  # it stops all the same: its end, as the engine tells it
                 wait = AwaitExit(t.ref, since=-1, before_stream=False, wait_only=True)
-                self._step(t, "exit", wait, self._ended(t, delivered=True))
+                self._await(t, wait, self._ended(t, delivered=True))
                 return
             self._ended(t, delivered=True)(answer)
 
@@ -191,7 +197,7 @@ class OwnerDrain:
                 # it may run on, undrained. Its end is waited for, the deadline's to force.
                 self.m.failed(f"stop {t.name}", answer)
                 wait = AwaitExit(t.ref, since=-1, before_stream=True)
-                self._step(t, "exit", wait, self._ended(t, delivered=True))
+                self._await(t, wait, self._ended(t, delivered=True))
                 return
             if not isinstance(answer, Sent):  # lost, or gone: its end, as a wait would say
                 self._ended(t, delivered=True)(answer)
@@ -206,7 +212,7 @@ class OwnerDrain:
                 wait = AwaitExit(ref, answer.since, answer.before_stream, restartable)
             else:  # it was not running: its exit, as the engine tells it
                 wait = AwaitExit(ref, answer.since, answer.before_stream, wait_only=True)
-            self._step(t, "exit", wait, self._ended(t, delivered=answer.delivered))
+            self._await(t, wait, self._ended(t, delivered=answer.delivered))
 
         return then
 
@@ -222,7 +228,7 @@ class OwnerDrain:
                 self.m.wake(("signal", t.name), at, lambda _: self._resignal(t, sent))
                 return
             wait = AwaitExit(t.ref, sent.since, sent.before_stream, wait_only=True)
-            self._step(t, "exit", wait, self._ended(t, delivered=False))
+            self._await(t, wait, self._ended(t, delivered=False))
 
         return then
 

@@ -25,9 +25,7 @@ from asyncdeploy.events import Event
 __all__ = [
     "SIGKILLED",
     "Answer",
-    "AwaitDeath",
     "AwaitExit",
-    "AwaitKilled",
     "Cancel",
     "Claim",
     "ClaimSeen",
@@ -58,12 +56,17 @@ __all__ = [
     "RunHook",
     "Seen",
     "Sent",
+    "Settled",
     "Signal",
     "SignalledBefore",
     "Stop",
+    "StreamExit",
+    "StreamSettled",
     "Tell",
     "Then",
     "TrackedRef",
+    "WaitExit",
+    "WaitKilled",
     "Wake",
     "WriteClaim",
 ]
@@ -128,6 +131,16 @@ class ClaimSeen:
 
     record: ClaimRecord | None
     owner_alive: bool | None  # None: its owner cannot be told from here (another host)
+
+
+@attrs.frozen
+class Settled:
+    """The exit stream, settled: its mark ``since``, whether it reported the container's death
+    after it, whether it is lost."""
+
+    since: int
+    reported: bool
+    lost: bool
 
 
 @attrs.frozen
@@ -270,12 +283,38 @@ class RunHook(Operation[Hooked]):
 
 
 @attrs.frozen
-class AwaitDeath(Operation[Exited | NoStream]):
-    """The container's first death from now on, as the exit stream reports it → :class:`Exited`
-    (or ``NoStream.LOST``): what ends a hook early (a container restarted during its exec
-    leaves the exec's stream open on Docker)."""
+class StreamExit(Operation[Exited | NoStream]):
+    """The container's first death after mark ``since`` (-1: from now on), as the exit stream
+    reports it → :class:`Exited`, or ``NoStream.LOST`` once the stream is lost (or never
+    opened)."""
 
     engine: ClassVar[bool] = False
+    ref: ContainerRef
+    since: int = -1
+
+
+@attrs.frozen
+class StreamSettled(Operation[Settled]):
+    """Once the exit stream is open (or known lost) → :class:`Settled`: whether it reported a
+    death of ``ref`` after mark ``since`` (-1: the mark now, which it answers with)."""
+
+    engine: ClassVar[bool] = False
+    ref: ContainerRef
+    since: int
+
+
+@attrs.frozen
+class WaitExit(Operation[Exited]):
+    """The engine's wait for the container to stop → :class:`Exited`."""
+
+    ref: ContainerRef
+
+
+@attrs.frozen
+class WaitKilled(Operation[Exited]):
+    """The engine's wait for a container just sent SIGKILL (it waits on nothing else) →
+    :class:`Exited`."""
+
     ref: ContainerRef
 
 
@@ -300,9 +339,10 @@ class Stop(Operation[Exited]):
 
 
 @attrs.frozen
-class AwaitExit(Operation[Exited]):
-    """The container's first death after mark ``since`` → :class:`Exited`: from the exit
-    stream, else the engine's wait; ``restartable``: a death during a restart does not count."""
+class AwaitExit:
+    """A wait for the container's first death after mark ``since`` (-1: from the wait's
+    start), not an operation: the core's (:mod:`.ends`) from the exit stream, the engine's wait
+    and looks; ``restartable``: a death during a restart does not count."""
 
     ref: ContainerRef
     since: int
@@ -316,15 +356,6 @@ class Kill(Operation[Sent]):
     """SIGKILL → :class:`Sent`."""
 
     ref: ContainerRef
-
-
-@attrs.frozen
-class AwaitKilled(Operation[Exited]):
-    """The end of a container just sent SIGKILL (the stream, or the engine's answer) →
-    :class:`Exited`."""
-
-    ref: ContainerRef
-    since: int
 
 
 @attrs.frozen
@@ -381,15 +412,16 @@ EngineOp: TypeAlias = (
     | RunHook
     | Signal
     | Stop
-    | AwaitExit
     | Kill
-    | AwaitKilled
     | KillPause
     | Remove
     | RemoveVolumes
     | FollowLook
     | FollowStream
-    | AwaitDeath
+    | StreamExit
+    | StreamSettled
+    | WaitExit
+    | WaitKilled
 )
 
 
@@ -440,6 +472,7 @@ Answer: TypeAlias = (
     | Sent
     | Exited
     | Seen
+    | Settled
     | NoStream
     | EngineFailure
     | Fired
