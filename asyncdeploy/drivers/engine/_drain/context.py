@@ -17,6 +17,7 @@ from asyncdeploy.drivers._books import DrainBooks
 from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner
 from asyncdeploy.drivers.engine._drain.protocol import (
     Answer,
+    Answers,
     Cancel,
     Command,
     Do,
@@ -24,7 +25,6 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     EngineOp,
     Fired,
     Key,
-    Operation,
     Tell,
     Then,
     TrackedRef,
@@ -137,7 +137,7 @@ class DrainContext:
         out, self._out = self._out, []
         return out
 
-    def do(self, key: Key, operation: Operation[A], then: Then[A]) -> None:
+    def do(self, key: Key, operation: Answers[A], then: Then[A]) -> None:
         """Carry out ``operation``; its answer (or the ``EngineError`` it raised) goes to
         ``then``, typed by the operation."""
         op = cast(EngineOp, operation)

@@ -18,6 +18,7 @@ from asyncdeploy.drivers.engine._drain.context import DrainContext
 from asyncdeploy.drivers.engine._drain.ends import Ends
 from asyncdeploy.drivers.engine._drain.protocol import (
     Answer,
+    Answers,
     AwaitExit,
     Done,
     Exited,
@@ -25,7 +26,6 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Hooked,
     Look,
     NoStream,
-    Operation,
     RunHook,
     Sent,
     Signal,
@@ -105,7 +105,7 @@ class OwnerDrain:
         else:
             self._clean_up()  # every pipeline ended before the deadline
 
-    def _step(self, t: TrackedRef, step: str, operation: Operation[A], then: Then[A]) -> None:
+    def _step(self, t: TrackedRef, step: str, operation: Answers[A], then: Then[A]) -> None:
         self._active[t.name] = step
         self.m.do((step, t.name), operation, then)
 

@@ -25,6 +25,7 @@ from asyncdeploy.events import Event
 __all__ = [
     "SIGKILLED",
     "Answer",
+    "Answers",
     "AwaitExit",
     "Cancel",
     "Claim",
@@ -46,7 +47,6 @@ __all__ = [
     "Look",
     "LookPause",
     "NoStream",
-    "Operation",
     "OwnerAlive",
     "OwnerState",
     "ReadClaim",
@@ -189,8 +189,8 @@ class Fired(enum.Enum):
 A = TypeVar("A")
 
 
-class Operation(Generic[A]):
-    """An engine operation whose answer is an ``A`` (or the ``EngineError`` it raised): the
+class Answers(Generic[A]):
+    """An engine operation that answers an ``A`` (or the ``EngineError`` it raised): the
     core's continuation for it is typed by it (:meth:`~.context.DrainContext.do`).
 
     An operation lost with the connection is asked again by the core, after a pause, until its
@@ -203,14 +203,14 @@ class Operation(Generic[A]):
 
 
 @attrs.frozen
-class RemoveSidecar(Operation[Done]):
+class RemoveSidecar(Answers[Done]):
     """SIGKILL (when running) and remove an autoheal sidecar → ``Done``."""
 
     ref: ContainerRef
 
 
 @attrs.frozen
-class Claim(Operation[ClaimAnswer]):
+class Claim(Answers[ClaimAnswer]):
     """Claim the drain, atomically on the engine → :class:`~._ops.ClaimAnswer`. Where
     the claim is the record (Docker: a volume created with it), ``record`` is written at once."""
 
@@ -219,28 +219,28 @@ class Claim(Operation[ClaimAnswer]):
 
 
 @attrs.frozen
-class Look(Operation[ContainerLook | None]):
+class Look(Answers[ContainerLook | None]):
     """A container's state → ``ContainerLook | None`` (None: it is gone)."""
 
     ref: ContainerRef
 
 
 @attrs.frozen
-class LookPause(Operation[ContainerLook | None]):
+class LookPause(Answers[ContainerLook | None]):
     """The pause container's state → ``ContainerLook | None``."""
 
     pause: ContainerRef
 
 
 @attrs.frozen
-class ReadClaim(Operation[ClaimSeen]):
+class ReadClaim(Answers[ClaimSeen]):
     """The claim record → :class:`ClaimSeen` (whether its owner lives is read by the loop)."""
 
     pause: ContainerRef
 
 
 @attrs.frozen
-class OwnerAlive(Operation[OwnerState]):
+class OwnerAlive(Answers[OwnerState]):
     """Whether the process ``owner`` still runs → :class:`OwnerState`."""
 
     engine: ClassVar[bool] = False  # read from this host
@@ -248,7 +248,7 @@ class OwnerAlive(Operation[OwnerState]):
 
 
 @attrs.frozen
-class WriteClaim(Operation[Done]):
+class WriteClaim(Answers[Done]):
     """Write (or replace) the claim record → ``Done``."""
 
     pause: ContainerRef
@@ -256,7 +256,7 @@ class WriteClaim(Operation[Done]):
 
 
 @attrs.frozen
-class DropClaim(Operation[Done]):
+class DropClaim(Answers[Done]):
     """Remove this drain's claim record once its pause container is gone → ``Done``."""
 
     pause: ContainerRef
@@ -264,7 +264,7 @@ class DropClaim(Operation[Done]):
 
 
 @attrs.frozen
-class SignalledBefore(Operation[frozenset[str]]):
+class SignalledBefore(Answers[frozenset[str]]):
     """The names of ``refs`` the engine saw signalled (its kill events) since its pause →
     ``frozenset[str]``: what a dead owner had signalled, from the engine's own record."""
 
@@ -273,7 +273,7 @@ class SignalledBefore(Operation[frozenset[str]]):
 
 
 @attrs.frozen
-class RunHook(Operation[Hooked]):
+class RunHook(Answers[Hooked]):
     """The container's ``pre_stop`` hook (exec, or the HTTP GET sent to ``pause``'s address)
     → :class:`Hooked` (a failure is its answer: on to the signal)."""
 
@@ -283,7 +283,7 @@ class RunHook(Operation[Hooked]):
 
 
 @attrs.frozen
-class StreamExit(Operation[Exited | NoStream]):
+class StreamExit(Answers[Exited | NoStream]):
     """The container's first death after mark ``since`` (-1: from now on), as the exit stream
     reports it → :class:`Exited`, or ``NoStream.LOST`` once the stream is lost (or never
     opened)."""
@@ -294,7 +294,7 @@ class StreamExit(Operation[Exited | NoStream]):
 
 
 @attrs.frozen
-class StreamSettled(Operation[Settled]):
+class StreamSettled(Answers[Settled]):
     """Once the exit stream is open (or known lost) → :class:`Settled`: whether it reported a
     death of ``ref`` after mark ``since`` (-1: the mark now, which it answers with)."""
 
@@ -304,14 +304,14 @@ class StreamSettled(Operation[Settled]):
 
 
 @attrs.frozen
-class WaitExit(Operation[Exited]):
+class WaitExit(Answers[Exited]):
     """The engine's wait for the container to stop → :class:`Exited`."""
 
     ref: ContainerRef
 
 
 @attrs.frozen
-class WaitKilled(Operation[Exited]):
+class WaitKilled(Answers[Exited]):
     """The engine's wait for a container just sent SIGKILL (it waits on nothing else) →
     :class:`Exited`."""
 
@@ -319,7 +319,7 @@ class WaitKilled(Operation[Exited]):
 
 
 @attrs.frozen
-class Signal(Operation[Sent]):
+class Signal(Answers[Sent]):
     """Send the stop signal, one call → :class:`Sent`. Asked again only when it surely never
     reached the engine (``CallNotSent``); a lost answer is its continuation's (it may have
     landed), as is a refusal while the container restarts."""
@@ -329,7 +329,7 @@ class Signal(Operation[Sent]):
 
 
 @attrs.frozen
-class Stop(Operation[Exited]):
+class Stop(Answers[Exited]):
     """The engine's stop with ``timeout`` (a restart policy a kill would undo) → :class:`Exited`;
     one call (a lost answer is its continuation's: the container stops all the same)."""
 
@@ -352,28 +352,28 @@ class AwaitExit:
 
 
 @attrs.frozen
-class Kill(Operation[Sent]):
+class Kill(Answers[Sent]):
     """SIGKILL → :class:`Sent`."""
 
     ref: ContainerRef
 
 
 @attrs.frozen
-class KillPause(Operation[Done]):
+class KillPause(Answers[Done]):
     """SIGKILL the pause container → ``Done``."""
 
     pause: ContainerRef
 
 
 @attrs.frozen
-class Remove(Operation[Done]):
+class Remove(Answers[Done]):
     """Force-remove → ``Done`` (a removal in progress elsewhere is waited for)."""
 
     ref: ContainerRef
 
 
 @attrs.frozen
-class RemoveVolumes(Operation[Done]):
+class RemoveVolumes(Answers[Done]):
     """Remove the volumes asyncdeploy created for the plan ``owner`` that nothing uses →
     ``Done``."""
 
@@ -381,14 +381,14 @@ class RemoveVolumes(Operation[Done]):
 
 
 @attrs.frozen
-class FollowLook(Operation[Seen]):
+class FollowLook(Answers[Seen]):
     """What became of ``refs`` (a follower's view), a look at each → :class:`Seen`."""
 
     refs: tuple[ContainerRef, ...]
 
 
 @attrs.frozen
-class FollowStream(Operation[Seen | NoStream]):
+class FollowStream(Answers[Seen | NoStream]):
     """What became of ``refs`` (a follower's view) as the exit stream tells it, once it reports
     a death or a removal of one of them, or at ``until`` → :class:`Seen` (the ones whose state
     it knows); ``NoStream.LOST`` at once when it cannot tell (it waits for the stream's
