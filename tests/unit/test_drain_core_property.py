@@ -4,8 +4,8 @@ kill request, timers firing. Whatever the interleaving, the promises of docs/dra
 
 - every container's way out (its hook, or its stop signal) starts in one step, once the claim
   is answered: no container waits for another's call;
-- the autoheal sidecar goes first (its removal is asked before any hook or signal), and the
-  pause container last (its removal is asked once every other removal was answered);
+- the autoheal sidecar goes first (its kill and removal are asked before any hook or signal),
+  and the pause container last (its removal is asked once every other removal was answered);
 - nothing is SIGKILLed before the deadline unless the caller asked to kill now, however often
   the connection is lost (a call lost with it is the core's to ask again, by its give-up rule);
 - no stop signal is sent twice: asked again only after an answer that says it never reached
@@ -50,7 +50,6 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     OwnerState,
     ReadClaim,
     Remove,
-    RemoveSidecar,
     RunHook,
     Seen,
     Sent,
@@ -168,7 +167,7 @@ def answer_for(operation: EngineOp, kind: int, run: Run) -> Answer:
                 return NoStream.LOST
             return Seen({} if kind % 2 else {r.id: None for r in refs})
         case _:
-            return Done.DONE  # RemoveSidecar, Remove, KillPause, RemoveVolumes, the claim's writes
+            return Done.DONE  # Remove, KillPause, RemoveVolumes, the claim's writes
 
 
 @st.composite
@@ -269,7 +268,11 @@ def check_promises(run: Run, snapshot: WorkloadSnapshot, grace: int) -> None:
         assert signals.count(name) <= 1 + not_sent.count(name), (signals, not_sent)
     # the sidecar first: asked at the start, before any hook or signal
     # (asked again, when the connection was lost, before the pipelines start)
-    sidecar = [step for step, _, op in run.asked if isinstance(op, RemoveSidecar)]
+    sidecar = [
+        step
+        for step, _, op in run.asked
+        if isinstance(op, Kill | Remove) and op.ref.role == "autoheal"
+    ]
     way_out = [step for step, _, op in run.asked if isinstance(op, RunHook | Signal | Stop)]
     assert sidecar[:1] in ([], [0])
     assert all(s < w for s in sidecar for w in way_out), (sidecar, way_out)
@@ -283,10 +286,11 @@ def check_promises(run: Run, snapshot: WorkloadSnapshot, grace: int) -> None:
         assert not [
             s for s, _, op in run.asked if isinstance(op, Remove) and op.ref != PAUSE and s > asked
         ]
-    # nothing SIGKILLed before the deadline, unless the caller asked to kill now (the pause
-    # container, which drains nothing, is killed once nothing else runs)
+    # nothing SIGKILLed before the deadline, unless the caller asked to kill now (the autoheal
+    # sidecar and the pause container drain nothing: the one first, the other once nothing
+    # else runs)
     for _, now, op in run.asked:
-        if isinstance(op, Kill) and grace > 0:
+        if isinstance(op, Kill) and grace > 0 and op.ref.role != "autoheal":
             assert now >= deadline or now >= run.killed_at, (now, deadline, op)
     # one summary, each drained container once
     finished = [e for e in run.told if isinstance(e, DrainFinished)]

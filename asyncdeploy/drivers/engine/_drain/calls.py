@@ -7,6 +7,7 @@ the connection is the core's to ask again (:mod:`.context`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, TypeVar
@@ -197,7 +198,10 @@ class Calls:
 
     async def follow_look(self, bound: Bound, look: FollowLook) -> Seen:
         """A look at each container."""
-        return Seen({r.id: await self.call(bound, lambda r=r: self.ops.look(r)) for r in look.refs})  # type: ignore[misc]
+        looks: dict[str, ContainerLook | None] = {}
+        for ref in look.refs:
+            looks[ref.id] = await self.call(bound, functools.partial(self.ops.look, ref))
+        return Seen(looks)
 
     def _reported(self, refs: Sequence[ContainerRef]) -> dict[str, ContainerLook | None]:
         seen: dict[str, ContainerLook | None] = {}

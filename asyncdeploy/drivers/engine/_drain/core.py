@@ -1,16 +1,17 @@
 """One workload's engine drain as a state machine: observations in, commands out. Pure.
 
-The machine (this module: the shared books, the command plumbing, the claim) is told what happened (an operation's answer, a timer that fired, the caller's kill
-request, each with the time on the loop's clock) and says what to do next (an engine operation,
-a timer, a cancellation, an event: :mod:`.protocol`); it never awaits and never calls the
-engine, so every order and every fault is tested without one. The loop (:mod:`.loop`)
-carries the commands out over ``ContainerOps``.
+The machine (this module: the claim; the shared books and the command plumbing are
+:mod:`.context`'s) is told what happened (an operation's answer, a timer that fired, the
+caller's kill request, each with the time on the loop's clock) and says what to do next (an
+engine operation, a timer, a cancellation, an event: :mod:`.protocol`); it never awaits and
+never calls the engine, so every order and every fault is tested without one. The loop
+(:mod:`.loop`) carries the commands out over ``ContainerOps``.
 
 Its states, in the order a drain meets them:
 
-- **claiming**: the autoheal sidecar is removed (so it cannot resurrect a draining container)
-  while the drain is claimed by pausing the pause container: one call, and the only one before
-  the signals. A pause refused because it is paused already means another delete drains it.
+- **claiming**: the autoheal sidecar is killed and removed (so it cannot resurrect a draining
+  container) while the drain is claimed by pausing the pause container: one call, and the only
+  one before the signals. A pause refused because it is paused already means another delete drains it.
 - **draining** (the owner, :mod:`.pipelines`): one pipeline per init and run container,
   then per sidecar, under the one deadline: its ``pre_stop`` hook, its stop signal (once), the
   wait for its exit. A drain still running ``record_delay`` after its start records its claim
@@ -27,8 +28,11 @@ Its states, in the order a drain meets them:
   ``cleanup_timeout``.
 - **done**: the summary, ``DrainFinished``.
 
-A failing step is a line in the summary and the drain goes on; an engine unreachable past the
-give-up rule (:func:`~.context.gives_up`) makes the containers whose end was not seen ``unreachable``.
+Every decision is made here, on answers: a call lost with the connection asked again or given
+up on, a lost stop answer, a restart, a hook against its container's death, the exit stream
+against the engine's wait or a look (:mod:`.ends`); the loop makes single calls. A failing step
+is a line in the summary and the drain goes on; an engine unreachable past the give-up rule
+(:func:`~.context.gives_up`) makes the containers whose end was not seen ``unreachable``.
 """
 
 from __future__ import annotations
@@ -46,9 +50,11 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Done,
     DrainTimings,
     Key,
+    Kill,
     LookPause,
     ReadClaim,
-    RemoveSidecar,
+    Remove,
+    Sent,
     Then,
 )
 from asyncdeploy.drivers.engine._ops import (
@@ -112,9 +118,12 @@ class WorkloadDrain(DrainContext):
             )
         )
         for ref in self.snapshot.containers:
-            if ref.role == "autoheal":
+            if ref.role == "autoheal":  # nothing to drain: killed (when it runs) and removed
                 self._opening.add(ref.name)
-                self.do(("sidecar", ref.name), RemoveSidecar(ref), self._sidecar_removed(ref))
+                if ref.running:
+                    self.do(("sidecar", ref.name), Kill(ref), self._sidecar_killed(ref))
+                else:
+                    self._remove_sidecar(ref)
         self._opening.add("")
         self._claim()
         return self._flush()
@@ -134,6 +143,18 @@ class WorkloadDrain(DrainContext):
         return self._flush()
 
     # --- commands ----------------------------------------------------------------------------
+
+    def _sidecar_killed(self, ref: ContainerRef) -> Then[Sent]:
+        def then(answer: Sent | EngineFailure) -> None:
+            if isinstance(answer, ENGINE_FAILURES):  # gone already, or a failure to tell
+                self._sidecar_removed(ref)(answer)
+            else:
+                self._remove_sidecar(ref)
+
+        return then
+
+    def _remove_sidecar(self, ref: ContainerRef) -> None:
+        self.do(("sidecar", ref.name), Remove(ref), self._sidecar_removed(ref))
 
     def _sidecar_removed(self, ref: ContainerRef) -> Then[Done]:
         def then(answer: Done | EngineFailure) -> None:

@@ -54,7 +54,6 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     OwnerState,
     ReadClaim,
     Remove,
-    RemoveSidecar,
     RemoveVolumes,
     RunHook,
     Sent,
@@ -170,11 +169,6 @@ class DrainLoop:
         def call(fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:
             return calls.call(bound, fn)
 
-        if isinstance(op, RemoveSidecar):
-            if op.ref.running:
-                await call(lambda: ops.signal(op.ref, "SIGKILL"))  # nothing to drain
-            await call(lambda: ops.remove(op.ref))
-            return Done.DONE
         if isinstance(op, Claim):
             return await call(lambda: ops.claim(op.pause, op.record))
         if isinstance(op, LookPause):

@@ -51,7 +51,6 @@ __all__ = [
     "OwnerState",
     "ReadClaim",
     "Remove",
-    "RemoveSidecar",
     "RemoveVolumes",
     "RunHook",
     "Seen",
@@ -200,13 +199,6 @@ class Answers(Generic[A]):
     __slots__ = ()
     once: ClassVar[bool] = False
     engine: ClassVar[bool] = True
-
-
-@attrs.frozen
-class RemoveSidecar(Answers[Done]):
-    """SIGKILL (when running) and remove an autoheal sidecar → ``Done``."""
-
-    ref: ContainerRef
 
 
 @attrs.frozen
@@ -400,8 +392,7 @@ class FollowStream(Answers[Seen | NoStream]):
 
 
 EngineOp: TypeAlias = (
-    RemoveSidecar
-    | Claim
+    Claim
     | Look
     | LookPause
     | ReadClaim
