@@ -11,7 +11,8 @@ Its states, in the order a drain meets them:
 
 - **claiming**: the autoheal sidecar is killed and removed (so it cannot resurrect a draining
   container) while the drain is claimed by pausing the pause container: one call, and the only
-  one before the signals. A pause refused because it is paused already means another delete drains it.
+  one before the signals. A pause refused because it is paused already means another delete
+  drains it.
 - **draining** (the owner, :mod:`.pipelines`): one pipeline per init and run container,
   then per sidecar, under the one deadline: its ``pre_stop`` hook, its stop signal (once), the
   wait for its exit. A drain still running ``record_delay`` after its start records its claim
