@@ -186,7 +186,9 @@ class DrainContext:
         self.unreachable(self.now)
         if self.gives_up(self.now):
             return False
-        then = self._then[key]
+        then = self._then.get(key)
+        if then is None:
+            return False  # cancelled meanwhile: nobody waits for it
         self._then[key] = lambda _: self._ask_again(key, op, then, pauses)
         self._out.append(Wake(key, self.now + next(pauses)))
         return True

@@ -6,11 +6,12 @@ a value), a timer, a cancellation of an earlier command, an event handed to the 
 come back through one channel, each under the key it was asked under; an answer to a command
 cancelled or replaced meanwhile is dropped.
 
-Engine calls lost with the connection are tried again with backoff until the machine's give-up
-rule says no more (a connection that blinks kills nothing); a stop signal is sent again only
-when it surely never reached the engine. No call waits for ever: each is bounded by the
-drain's deadline plus ``give_up_after`` (once the engine was given up on, by that margin
-alone), and one that is not answered in time is an engine that is not answering.
+Each operation is a single engine call, a wait on the exit stream, or a timer; none is tried
+again here: a call lost with the connection is answered as such, and the machine asks it again
+(its give-up rule: a connection that blinks kills nothing). No call waits for ever: each is
+bounded by the machine's :meth:`~.context.DrainContext.call_bound` (the deadline plus
+``call_margin``; once the engine was given up on, ``give_up_after``), and one that is not
+answered in time is answered ``CallUnanswered``: an engine that is not answering.
 
 The caller's cancellation is the kill request: it reaches every machine as one observation
 (:meth:`~.core.WorkloadDrain.kill`), converted here, once; the machines then kill what
