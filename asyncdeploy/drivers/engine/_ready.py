@@ -26,6 +26,7 @@ import attrs
 
 from asyncdeploy.drivers.base import READY_SETTLE_SECONDS
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
+from asyncdeploy.drivers.engine._inside import ENGINE_BOUND, passes, probe_argv
 from asyncdeploy.drivers.engine._netcheck import probe_from_here
 from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.drivers.engine._state import workload_status
@@ -92,6 +93,7 @@ async def _all_ready(
 ) -> bool:
     session = ops.session
     ready = True
+    inside: bool | None = None  # whether checks can run in the workload's namespace
     address: str | None = None
     for item in runs:  # every container is looked at: an exit anywhere fails the wait at once
         ident, state = str(item["Id"]), item.get("State")
@@ -105,10 +107,14 @@ async def _all_ready(
         if ident not in seen:
             seen[ident] = await _first_look(session, ident)
         target = item["Labels"].get(LABEL_READINESS_NET)
-        if target is not None:  # an HTTP or TCP check: sent from here, nothing runs inside
+        if target is not None and inside is None:
+            inside = await ops.inside.available(items)
+        if target is not None and not inside:  # nothing can run inside: sent from here
             address = address or await _address(ops, items)
         readiness = item["Labels"].get(LABEL_READINESS)
-        if target is not None and address is not None:
+        if target is not None and inside:  # in the workload's namespace, nothing in its image
+            ready = await _inside(ops, name, items, json.loads(target)) and ready
+        elif target is not None and address is not None:
             ready = await probe_from_here(address, json.loads(target)) and ready
         elif readiness is not None:
             ready = await _check(session, name, ident, json.loads(readiness)) and ready
@@ -117,6 +123,26 @@ async def _all_ready(
         elif await _restarts(session, ident) != seen[ident].restarts:
             raise await exited_error(session, name, item, restarted=True)
     return ready
+
+
+async def _inside(
+    ops: EngineContainerOps,
+    name: str,
+    items: Sequence[Mapping[str, Any]],
+    target: Mapping[str, Any],
+) -> bool:
+    """A readiness target written by ``_spec.probe_target``, checked on the workload's own
+    loopback (``_inside``): HTTP 200-399 (as the kubelet counts it) or a TCP connect, within
+    its timeout; the engine's part bounded apart."""
+    timeout = float(target.get("timeout", 1))
+    if "http" in target:
+        http = target["http"]
+        argv = probe_argv("http", int(http["port"]), timeout, str(http["path"]))
+    else:
+        argv = probe_argv("tcp", int(target["tcp"]), timeout)
+    with anyio.move_on_after(timeout + ENGINE_BOUND):
+        return passes(await ops.inside.probe(items, argv, f"readiness of {name}"))
+    return False
 
 
 async def _address(ops: EngineContainerOps, items: Sequence[Mapping[str, Any]]) -> str | None:

@@ -1,0 +1,168 @@
+"""Checks and HTTP hooks reach the workload inside its network namespace, not from here.
+
+Where the deployer cannot reach a container's address (rootless Podman, Docker Desktop, a
+remote engine) the checks and hooks must still work. Here the address is made unreachable for
+the test's duration: an iptables rule drops what this host sends to the workload's address on
+the ports the checks and hooks use (one address, those ports: the machine's other workloads and
+the published port the clients use are untouched). Before, these were connections from the
+deployer's host: the readiness wait timed out and the gate's drain call was never answered.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from asyncdeploy import Deployer, PreStopFinished, WorkloadPlan
+from asyncdeploy.drivers.engine._netcheck import tcp_open, workload_address
+from asyncdeploy.labels import LABEL_PROBE_OF
+from tests.engines.conftest import PAUSE, PYTHON, RUN_ID, RUN_LABEL
+from tests.engines.test_gate import (
+    STOCK_IMAGE,
+    delete_under_traffic,
+    free_port,
+    order,
+    require_images,
+    stock_plan,
+)
+
+pytestmark = pytest.mark.anyio
+
+GATE_ADMIN_PORT = 9901  # the gate's drain call (plan/gating.py's default admin port)
+
+
+@contextmanager
+def unreachable_from_here(address: str, ports: list[int]) -> Iterator[None]:
+    """Drop what this host sends to ``address`` on ``ports`` (TCP) until the block ends."""
+    iptables = shutil.which("iptables")
+    if iptables is None or os.geteuid() != 0:
+        pytest.skip("needs root and iptables to make the workload's address unreachable")
+    rule = [
+        "OUTPUT", "-d", f"{address}/32", "-p", "tcp",
+        "-m", "multiport", "--dports", ",".join(map(str, ports)),
+        "-m", "comment", "--comment", f"asyncdeploy-test-{RUN_ID}",
+        "-j", "DROP",
+    ]  # fmt: skip
+    subprocess.run([iptables, "-w", "-I", *rule], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run([iptables, "-w", "-D", *rule], check=True)
+
+
+async def pause_address(deployer: Deployer, name: str) -> str:
+    inspected = await deployer.inspect(name)
+    address = workload_address(inspected["containers"]["pause"])
+    assert address is not None and address != "127.0.0.1", address
+    return address
+
+
+async def helpers_left(deployer: Deployer) -> list[str]:
+    """Helper containers still there (each removes itself as its check ends)."""
+    cli = shutil.which(deployer.driver_name)
+    assert cli is not None
+    listed = await anyio.run_process([cli, "ps", "-a", "-q", "--filter", f"label={LABEL_PROBE_OF}"])
+    return listed.stdout.decode().split()
+
+
+def stock_checked(name: str, check: str) -> WorkloadPlan:
+    """The stock engine (no shell, wget or python3) with a readiness check: the helper path."""
+    probe = {"http": {"port": 8001, "path": "/health"}} if check == "http" else {"tcp": 8001}
+    return WorkloadPlan.from_mapping(
+        {
+            "name": name,
+            "labels": {RUN_LABEL: RUN_ID},
+            "pause_image": PAUSE,
+            "containers": [
+                {
+                    "name": "engine",
+                    "image": STOCK_IMAGE,
+                    "args": ["--port", "8001", "--load-seconds", "3"],
+                    "checks": {"readiness": {**probe, "period_seconds": 1}},
+                }
+            ],
+        }
+    )
+
+
+@pytest.mark.parametrize("check", ["http", "tcp"])
+async def test_a_readiness_check_works_where_the_workload_address_is_unreachable(
+    deployer: Deployer, name: Callable[[str], str], check: str
+) -> None:
+    """Not ready while the server loads (503, or nothing listens), then ready: the check ran
+    in the workload's namespace while nothing from this host reached its address."""
+    require_images(deployer.driver_name)
+    plan = stock_checked(name(f"in{check}"), check)
+    await deployer.create(plan)
+    address = await pause_address(deployer, plan.name)
+    with unreachable_from_here(address, [8001]):
+        assert not await tcp_open(address, 8001, 1.0), "the rule did not make it unreachable"
+        if check == "http":  # /health answers 503 for 3 s: not ready yet
+            with pytest.raises(Exception, match="not ready"):
+                await deployer.wait_ready(plan.name, timeout=1.0)
+        status = await deployer.wait_ready(plan.name, timeout=60)
+        assert status.name == plan.name
+    assert await helpers_left(deployer) == []
+
+
+async def test_a_gated_drain_works_where_the_workload_address_is_unreachable(
+    deployer: Deployer, name: Callable[[str], str]
+) -> None:
+    """The gate's drain call (the engine's pre_stop_http on the gate's admin port) is answered
+    with this host unable to reach the admin port: nothing lost, the engine signalled after the
+    drain ended well."""
+    require_images(deployer.driver_name)
+    port = free_port()
+    plan = stock_plan(name("ingate"), port, gated=True)
+    await deployer.create(plan)
+    await deployer.wait_ready(plan.name, timeout=90)
+    address = await pause_address(deployer, plan.name)
+    with unreachable_from_here(address, [GATE_ADMIN_PORT, 8001]):
+        assert not await tcp_open(address, GATE_ADMIN_PORT, 1.0), "still reachable"
+        traffic, lines = await delete_under_traffic(deployer.driver_name, plan.name, port)
+    assert traffic.failures == [], traffic.failures
+    assert traffic.counts["failed"] == 0 and traffic.counts["ok"] >= 8, traffic.counts
+    hook = next(line for line in lines if line.get("event") == "PreStopFinished")
+    assert (hook["container"], hook["exit_code"]) == ("engine", 0), hook
+    assert order(lines, "PreStopFinished", "engine") < order(lines, "SignalSent", "engine")
+
+
+async def test_an_http_hook_without_a_gate_runs_in_a_helper(
+    deployer: Deployer, name: Callable[[str], str]
+) -> None:
+    """A pre_stop_http on a server whose image asyncdeploy did not build: sent from a helper
+    that joins the workload's namespace, answered (exit 0) with the address unreachable."""
+    plan = WorkloadPlan.from_mapping(
+        {
+            "name": name("inhook"),
+            "labels": {RUN_LABEL: RUN_ID},
+            "pause_image": PAUSE,
+            "termination_grace_period_seconds": 15,
+            "containers": [
+                {
+                    "name": "web",
+                    "image": PYTHON,
+                    "command": ["python3", "-m", "http.server", "8001"],
+                    "pre_stop_http": {"port": 8001, "path": "/"},
+                    "checks": {"readiness": {"tcp": 8001, "period_seconds": 1}},
+                }
+            ],
+        }
+    )
+    await deployer.create(plan)
+    await deployer.wait_ready(plan.name, timeout=60)
+    address = await pause_address(deployer, plan.name)
+    events: list[Any] = []
+    with unreachable_from_here(address, [8001]):
+        async with deployer.terminate(plan.name) as drain:
+            events.extend([event async for event in drain])
+    hooks = [e for e in events if isinstance(e, PreStopFinished)]
+    assert [(h.container, h.exit_code) for h in hooks] == [("web", 0)], events
+    assert await helpers_left(deployer) == []
