@@ -83,7 +83,7 @@ def test_what_passes() -> None:
 
 def test_an_unbounded_hook_is_spelled_inf() -> None:
     assert probe_argv("http", 9901, float("inf"), "/x")[-3:] == ["9901", "inf", "/x"]
-    assert probe_argv("tcp", 80, 1.5)[-2:] == ["80", "1.5"]
+    assert probe_argv("tcp", 80, 1.5)[-3:] == ["80", "1.5", "/"]
 
 
 @given(st.text())

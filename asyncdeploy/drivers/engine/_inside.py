@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 import secrets
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any, Literal, Self
 
 import anyio
 
@@ -32,7 +33,17 @@ from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.errors import ENGINE_FAILURES, WorkloadNotFound
 from asyncdeploy.labels import LABEL_PROBE_OF, LABEL_ROLE, LABEL_WORKLOAD
 
-__all__ = ["ENGINE_BOUND", "PROBE", "Answer", "Inside", "answer_of", "passes", "probe_argv"]
+__all__ = [
+    "ENGINE_BOUND",
+    "PROBE",
+    "Answer",
+    "Inside",
+    "Prober",
+    "WaitProbes",
+    "answer_of",
+    "passes",
+    "probe_argv",
+]
 
 Answer = int | Literal["open"] | None
 """What the probe saw: an HTTP status, an open TCP port, or nothing."""
@@ -40,39 +51,47 @@ Answer = int | Literal["open"] | None
 ENGINE_BOUND = 10.0  # the engine's own part of one check: an exec, or a helper's create and start
 
 # Run as ``python3 -I -S -c PROBE KIND PORT TIMEOUT [PATH]``: one line out, ``status N``,
-# ``open`` or ``none`` (no connection, or no HTTP answer, within TIMEOUT; ``inf``: none).
+# ``open`` or ``none`` (no connection, or no HTTP answer, within TIMEOUT; ``inf``: none). As
+# ``python3 -I -S -c PROBE serve``: the same for each ``KIND PORT TIMEOUT PATH`` line read on its
+# input, until its end.
 PROBE = r"""
 import socket, sys
-kind, port, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-timeout = None if timeout == float("inf") else timeout
-answer = "none"
-try:
-    with socket.create_connection(("127.0.0.1", port), timeout) as conn:
-        if kind == "tcp":
-            answer = "open"
-        else:
+def probe(kind, port, timeout, path="/"):
+    port, timeout = int(port), None if timeout == "inf" else float(timeout)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout) as conn:
+            if kind == "tcp":
+                return "open"
             conn.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n"
-                          % (sys.argv[4], port)).encode("latin-1"))
+                          % (path, port)).encode("latin-1"))
             head = b""
             while b"\r\n" not in head and len(head) < 16384:
                 chunk = conn.recv(4096)
                 if not chunk:
                     break
                 head += chunk
-            status = head.split(b"\r\n", 1)[0].split(b" ")
-            if len(status) >= 2 and status[0].startswith(b"HTTP/") and status[1].isdigit():
-                answer = "status %d" % int(status[1])
-except OSError:
-    pass
-print(answer, flush=True)
+    except OSError:
+        return "none"
+    status = head.split(b"\r\n", 1)[0].split(b" ")
+    if len(status) >= 2 and status[0].startswith(b"HTTP/") and status[1].isdigit():
+        return "status %d" % int(status[1])
+    return "none"
+if sys.argv[1] == "serve":
+    for line in sys.stdin:
+        print(probe(*line.rstrip("\n").split(" ", 3)), flush=True)
+else:
+    print(probe(*sys.argv[1:5]), flush=True)
 """
 
 
 def probe_argv(kind: str, port: int, timeout: float, path: str = "/") -> list[str]:
-    """The command that runs :data:`PROBE` (``kind``: ``http`` or ``tcp``)."""
+    """The command that runs :data:`PROBE` once (``kind``: ``http`` or ``tcp``)."""
+    return ["python3", "-I", "-S", "-c", PROBE, *_request(kind, port, timeout, path)]
+
+
+def _request(kind: str, port: int, timeout: float, path: str) -> list[str]:
     shown = "inf" if math.isinf(timeout) else f"{timeout:g}"
-    extra = [path] if kind == "http" else []
-    return ["python3", "-I", "-S", "-c", PROBE, kind, str(port), shown, *extra]
+    return [kind, str(port), shown, path]
 
 
 def answer_of(output: str) -> Answer:
@@ -140,27 +159,35 @@ class Inside:
                 return False  # not known now: looked up again next time
         return not self._helper_missing
 
-    async def _helper(self, joined: str, argv: Sequence[str], what: str) -> str:
-        """Run ``argv`` in a helper container joined to ``joined``'s network namespace; its
-        output. Attached before it starts (it removes itself as it ends); removed by force if
-        the caller gives up first."""
-        config: dict[str, Any] = {
-            "Image": self.helper_image,
+    def _helper_config(
+        self, joined: str, image: str, argv: Sequence[str], *, stdin: bool
+    ) -> dict[str, Any]:
+        """A helper container joined to ``joined``'s network namespace, removed as it ends;
+        with ``stdin``: its input open until the one attached client closes it (or goes)."""
+        return {
+            "Image": image,
             "Entrypoint": list(argv[:1]),
             "Cmd": list(argv[1:]),
             "Labels": {LABEL_PROBE_OF: joined},
+            "AttachStdin": stdin,
+            "OpenStdin": stdin,
+            "StdinOnce": stdin,
             "AttachStdout": True,
             "AttachStderr": True,
             "StopSignal": "SIGKILL",
             "StopTimeout": 0,
             "HostConfig": {"NetworkMode": f"container:{joined}", "AutoRemove": True},
         }
+
+    @asynccontextmanager
+    async def _helper_made(self, config: dict[str, Any], what: str) -> AsyncIterator[str]:
+        """Create it; its id; removed by force if it is still there at the end."""
+        joined = config["Labels"][LABEL_PROBE_OF]
         name = f"asyncdeploy-probe-{joined[:12]}-{secrets.token_hex(4)}"
         with self.session.errors(what):
             ident = await self.session.create(config, name)
         try:
-            with self.session.errors(what):
-                return await self._attached_run(ident)
+            yield ident
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(ENGINE_BOUND):
                 try:
@@ -168,6 +195,43 @@ class Inside:
                         await self.session.delete(ident)
                 except ENGINE_FAILURES:
                     pass  # removed itself already (auto-remove), the usual case
+
+    async def _helper(self, joined: str, argv: Sequence[str], what: str) -> str:
+        """Run ``argv`` once in a helper container joined to ``joined``'s network namespace;
+        its output. Attached before it starts (it removes itself as it ends)."""
+        config = self._helper_config(joined, self.helper_image, argv, stdin=False)
+        async with self._helper_made(config, what) as ident:
+            with self.session.errors(what):
+                return await self._attached_run(ident)
+
+    @asynccontextmanager
+    async def prober(
+        self, members: Sequence[Mapping[str, Any]], what: str
+    ) -> AsyncIterator[Prober]:
+        """A long-lived probe program (``PROBE serve``) in a helper container joined to the
+        workload's namespace (from a carrier's image where there is one: it has ``python3``),
+        asked a check a line over its attached input and output. Its input ends with this
+        block, or with the connection when the deployer dies: it then ends and removes itself."""
+        joined = _joined(members)
+        if joined is None:
+            raise WorkloadNotFound(
+                f"{what}: no running container to join", engine=self.session.engine
+            )
+        image = _carrier_image(members) or self.helper_image
+        argv = ["python3", "-I", "-S", "-c", PROBE, "serve"]
+        config = self._helper_config(joined, image, argv, stdin=True)
+        async with self._helper_made(config, what) as ident:
+            handle = self.session.long_client.containers.container(ident)
+            with self.session.errors(what):
+                stream = handle.attach(stdin=True, stdout=True, stderr=True)
+                await stream._init()  # the attach call itself, before the start
+            try:
+                with self.session.errors(what):
+                    await self.session.start(ident)
+                yield Prober(stream)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await stream.close()
 
     async def _attached_run(self, ident: str) -> str:
         """Start a created container attached to its output (attached first: it may end and
@@ -179,6 +243,78 @@ class Inside:
             while (message := await stream.read_out()) is not None:
                 output += message.data
         return output.decode("utf-8", "replace")
+
+
+class ProberLost(Exception):
+    """The probe program's output ended (its container went)."""
+
+
+class Prober:
+    """The attached input and output of one ``PROBE serve``: a check a line each way."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._buffer = b""
+
+    async def ask(self, kind: str, port: int, timeout: float, path: str = "/") -> Answer:
+        """One check, answered within ``timeout`` by the program (the caller bounds the rest)."""
+        await self._stream.write_in((" ".join(_request(kind, port, timeout, path)) + "\n").encode())
+        while b"\n" not in self._buffer:
+            message = await self._stream.read_out()
+            if message is None:
+                raise ProberLost("the probe's output ended")
+            if message.stream == 1:  # its standard output; nothing else is an answer
+                self._buffer += message.data
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return answer_of(line.decode("utf-8", "replace"))
+
+
+class WaitProbes:
+    """The checks of one wait: a :meth:`Inside.prober` opened at the first check and kept until
+    the wait ends; one lost or cut off (past a check's bound its answers would no longer match
+    its questions) is closed, and the next check opens another."""
+
+    def __init__(self, inside: Inside, what: str) -> None:
+        self.inside = inside
+        self.what = what
+        self._stack = AsyncExitStack()
+        self._prober: Prober | None = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._close()
+
+    async def ask(
+        self, members: Sequence[Mapping[str, Any]], kind: str, port: int, timeout: float, path: str
+    ) -> Answer:
+        """One check inside; None when it could not be made (the next look says why)."""
+        with anyio.move_on_after(timeout + ENGINE_BOUND):
+            try:
+                if self._prober is None:
+                    opened = self.inside.prober(members, self.what)
+                    self._prober = await self._stack.enter_async_context(opened)
+                return await self._prober.ask(kind, port, timeout, path)
+            except (*ENGINE_FAILURES, ProberLost, OSError):
+                pass  # the workload's container went, or the engine dropped the attach
+        await self._close()
+        return None
+
+    async def _close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            self._prober = None
+            stack, self._stack = self._stack, AsyncExitStack()
+            try:
+                await stack.aclose()
+            except (*ENGINE_FAILURES, OSError):
+                pass  # its container removes itself as its input ends
+
+
+def _carrier_image(members: Sequence[Mapping[str, Any]]) -> str | None:
+    carrier = _carrier(members)
+    image = next((m.get("Image") for m in members if str(m.get("Id")) == carrier), None)
+    return None if image is None else str(image)
 
 
 def _joined(members: Sequence[Mapping[str, Any]]) -> str | None:

@@ -26,7 +26,7 @@ import attrs
 
 from asyncdeploy.drivers.base import READY_SETTLE_SECONDS
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
-from asyncdeploy.drivers.engine._inside import ENGINE_BOUND, passes, probe_argv
+from asyncdeploy.drivers.engine._inside import WaitProbes, passes
 from asyncdeploy.drivers.engine._netcheck import probe_from_here
 from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.drivers.engine._state import workload_status
@@ -68,19 +68,28 @@ async def wait_until_ready(
     settle = READY_SETTLE_SECONDS if settle is None else settle
     try:
         with anyio.fail_after(timeout):
-            while True:
-                items = await session.containers({LABEL_WORKLOAD: name})
-                if not items:
-                    raise WorkloadNotFound(f"no workload named {name!r}", engine=session.engine)
-                runs = [i for i in items if i["Labels"].get(LABEL_ROLE) in ("run", "sidecar")]
-                if await _all_ready(ops, name, runs, items, seen, settle):
-                    restarts = await session.restarts([str(i["Id"]) for i in items])
-                    return workload_status(session.engine, name, items, restarts)
-                await anyio.sleep(POLL_SECONDS)
+            async with WaitProbes(ops.inside, f"readiness of {name}") as probes:
+                return await _poll(ops, name, seen, settle, probes)
     except TimeoutError:
         raise EngineTimeout(
             f"workload {name!r} was not ready within {timeout:g} s", engine=session.engine
         ) from None
+
+
+async def _poll(
+    ops: EngineContainerOps, name: str, seen: dict[str, _Seen], settle: float, probes: WaitProbes
+) -> WorkloadStatus:
+    """Look until every run container is ready (its checks through ``probes``)."""
+    session = ops.session
+    while True:
+        items = await session.containers({LABEL_WORKLOAD: name})
+        if not items:
+            raise WorkloadNotFound(f"no workload named {name!r}", engine=session.engine)
+        runs = [i for i in items if i["Labels"].get(LABEL_ROLE) in ("run", "sidecar")]
+        if await _all_ready(ops, name, runs, items, seen, settle, probes):
+            restarts = await session.restarts([str(i["Id"]) for i in items])
+            return workload_status(session.engine, name, items, restarts)
+        await anyio.sleep(POLL_SECONDS)
 
 
 async def _all_ready(
@@ -90,6 +99,7 @@ async def _all_ready(
     items: Sequence[Mapping[str, Any]],
     seen: dict[str, _Seen],
     settle: float,
+    probes: WaitProbes,
 ) -> bool:
     session = ops.session
     ready = True
@@ -113,7 +123,7 @@ async def _all_ready(
             address = address or await _address(ops, items)
         readiness = item["Labels"].get(LABEL_READINESS)
         if target is not None and inside:  # in the workload's namespace, nothing in its image
-            ready = await _inside(ops, name, items, json.loads(target)) and ready
+            ready = await _inside(probes, items, json.loads(target)) and ready
         elif target is not None and address is not None:
             ready = await probe_from_here(address, json.loads(target)) and ready
         elif readiness is not None:
@@ -126,23 +136,18 @@ async def _all_ready(
 
 
 async def _inside(
-    ops: EngineContainerOps,
-    name: str,
-    items: Sequence[Mapping[str, Any]],
-    target: Mapping[str, Any],
+    probes: WaitProbes, items: Sequence[Mapping[str, Any]], target: Mapping[str, Any]
 ) -> bool:
     """A readiness target written by ``_spec.probe_target``, checked on the workload's own
     loopback (``_inside``): HTTP 200-399 (as the kubelet counts it) or a TCP connect, within
-    its timeout; the engine's part bounded apart."""
+    its timeout (the engine's part bounded apart)."""
     timeout = float(target.get("timeout", 1))
     if "http" in target:
         http = target["http"]
-        argv = probe_argv("http", int(http["port"]), timeout, str(http["path"]))
+        answer = await probes.ask(items, "http", int(http["port"]), timeout, str(http["path"]))
     else:
-        argv = probe_argv("tcp", int(target["tcp"]), timeout)
-    with anyio.move_on_after(timeout + ENGINE_BOUND):
-        return passes(await ops.inside.probe(items, argv, f"readiness of {name}"))
-    return False
+        answer = await probes.ask(items, "tcp", int(target["tcp"]), timeout, "/")
+    return passes(answer)
 
 
 async def _address(ops: EngineContainerOps, items: Sequence[Mapping[str, Any]]) -> str | None:
