@@ -60,15 +60,17 @@ as_user() { # the user's podman, with its runtime dir (no login session sets it 
 ping_sock() { [ -S "$SOCK" ] && curl -sf --max-time 3 --unix-socket "$SOCK" http://engine/_ping 2>/dev/null | grep -q OK; }
 
 # The user's own containers.conf: the rootful one's rules (cgroupfs without systemd, file
-# events, k8s-file logs, runc) plus slirp4netns and no cgroups (a user without systemd's
-# delegation may not make any).
+# events, k8s-file logs, runc) plus slirp4netns, and cgroups "enabled" said outright: on this
+# hybrid cgroup v1 machine the service otherwise creates with NoCgroups, which runc refuses
+# ("requested OCI runtime runc is not compatible with NoCgroups"); runc, rootless, then runs
+# them without a cgroup of their own (no memory or CPU limit holds).
 CONF_DIR=$HOME_DIR/.config/containers
 mkdir -p "$CONF_DIR"
 cat >"$CONF_DIR/containers.conf.new" <<'EOF'
 # written by asyncdeploy's start-rootless-podman.sh
 [containers]
 log_driver = "k8s-file"
-cgroups = "disabled"
+cgroups = "enabled"
 
 [engine]
 cgroup_manager = "cgroupfs"
@@ -90,8 +92,12 @@ if ! ping_sock; then
         log "starting podman system service as $USER_NAME"
         rm -f "$SOCK"
         as_user setsid podman system service --time=0 "unix://$SOCK" >>"$LOGFILE" 2>&1 </dev/null &
-        echo $! >"$PIDFILE"
-        pid=$!
+        for _ in $(seq 1 50); do  # the service's own pid (runuser and setsid stand between)
+            pid=$(pgrep -n -u "$USER_NAME" -f "podman system service" || true)
+            [ -n "$pid" ] && break; sleep 0.1
+        done
+        [ -n "$pid" ] || { tail -30 "$LOGFILE" >&2; die "the service did not start; log: $LOGFILE"; }
+        echo "$pid" >"$PIDFILE"
     fi
     deadline=$(( $(date +%s) + WAIT_S ))
     until ping_sock; do
@@ -103,9 +109,10 @@ if ! ping_sock; then
 fi
 
 for image in $IMAGES; do
-    rootful_id=$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null) || { log "skip $image: not in the rootful engine"; continue; }
-    have=$(as_user podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
-    [ "$have" = "$rootful_id" ] && continue
+    # the image's config digest survives save and load; its id (the archive's) may not
+    rootful=$(podman image inspect --format '{{.Digest}} {{.Created}}' "$image" 2>/dev/null) || { log "skip $image: not in the rootful engine"; continue; }
+    have=$(as_user podman image inspect --format '{{.Digest}} {{.Created}}' "$image" 2>/dev/null || true)
+    [ "${have#* }" = "${rootful#* }" ] && continue  # same creation time: the same build
     log "copying $image into $USER_NAME's podman"
     podman save "$image" | as_user podman load -q >/dev/null
 done

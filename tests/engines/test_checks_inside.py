@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,7 +23,16 @@ import pytest
 from asyncdeploy import Deployer, PreStopFinished, WorkloadPlan
 from asyncdeploy.drivers.engine._netcheck import tcp_open, workload_address
 from asyncdeploy.labels import LABEL_PROBE_OF
-from tests.engines.conftest import PAUSE, PYTHON, RUN_ID, RUN_LABEL
+from tests.engines.conftest import (
+    ENGINES,
+    PAUSE,
+    PYTHON,
+    ROOTLESS_PODMAN,
+    RUN_ID,
+    RUN_LABEL,
+    open_engine,
+    rootless_url,
+)
 from tests.engines.test_gate import (
     STOCK_IMAGE,
     delete_under_traffic,
@@ -34,6 +43,20 @@ from tests.engines.test_gate import (
 )
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=[*ENGINES, ROOTLESS_PODMAN])
+async def deployer(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Deployer]:
+    """A deployer on each real engine, rootless Podman too (the CLI runs of the test, through
+    ``CONTAINER_HOST``, on the same engine)."""
+    url = rootless_url(request.param)
+    if url is not None:
+        monkeypatch.setenv("CONTAINER_HOST", url)
+    async for opened in open_engine(request.param):
+        yield opened
+
 
 GATE_ADMIN_PORT = 9901  # the gate's drain call (plan/gating.py's default admin port)
 
@@ -68,7 +91,9 @@ async def helpers_left(deployer: Deployer) -> list[str]:
     """Helper containers still there (each removes itself as its check ends)."""
     cli = shutil.which(deployer.driver_name)
     assert cli is not None
-    listed = await anyio.run_process([cli, "ps", "-a", "-q", "--filter", f"label={LABEL_PROBE_OF}"])
+    remote = ["--remote"] if deployer.driver_name == "podman" else []  # CONTAINER_HOST's engine
+    filtered = ["ps", "-a", "-q", "--filter", f"label={LABEL_PROBE_OF}"]
+    listed = await anyio.run_process([cli, *remote, *filtered])
     return listed.stdout.decode().split()
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +30,18 @@ from asyncdeploy import (
 )
 from asyncdeploy.labels import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
 from asyncdeploy.plan import plan_digest
-from tests.engines.conftest import BUSYBOX, PYTHON
+from tests.engines.conftest import BUSYBOX, ENGINES, PYTHON, ROOTLESS_PODMAN, open_engine
 from tests.engines.helpers import graceful, plan, read_markers, started
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=[*ENGINES, ROOTLESS_PODMAN])
+async def deployer(request: pytest.FixtureRequest) -> AsyncIterator[Deployer]:
+    """A deployer on each real engine, rootless Podman too."""
+    async for opened in open_engine(request.param):
+        yield opened
+
 
 AUTOHEAL_SCRIPT = (Path(__file__).parent.parent / "images" / "autoheal.py").read_text()
 
