@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import AsyncIterator, Callable
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -85,7 +87,10 @@ def name() -> Callable[[str], str]:
 
 
 @pytest.fixture
-def markers(tmp_path: Path) -> Path:
-    """A host directory the test containers write their markers into (mounted on /out)."""
-    tmp_path.chmod(0o777)
-    return tmp_path
+def markers() -> Iterator[Path]:
+    """A host directory the test containers write their markers into (mounted on /out): under
+    /tmp itself, not pytest's own 0700 directory, where rootless Podman's user reaches it."""
+    made = Path(tempfile.mkdtemp(prefix=f"asyncdeploy-markers-{RUN_ID}-"))
+    made.chmod(0o777)
+    yield made
+    shutil.rmtree(made, ignore_errors=True)
