@@ -88,13 +88,16 @@ async def pause_address(deployer: Deployer, name: str) -> str:
 
 
 async def helpers_left(deployer: Deployer) -> list[str]:
-    """Helper containers still there (each removes itself as its check ends)."""
+    """Helper containers still there 10 s on (each removes itself as its check ends; Podman's
+    auto-remove runs in its cleanup process, a moment after the exit)."""
     cli = shutil.which(deployer.driver_name)
     assert cli is not None
     remote = ["--remote"] if deployer.driver_name == "podman" else []  # CONTAINER_HOST's engine
     filtered = ["ps", "-a", "-q", "--filter", f"label={LABEL_PROBE_OF}"]
-    listed = await anyio.run_process([cli, *remote, *filtered])
-    return listed.stdout.decode().split()
+    with anyio.move_on_after(10):
+        while listed := (await anyio.run_process([cli, *remote, *filtered])).stdout.split():
+            await anyio.sleep(0.2)
+    return [ident.decode() for ident in listed]
 
 
 def stock_checked(name: str, check: str) -> WorkloadPlan:

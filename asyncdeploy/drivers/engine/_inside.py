@@ -144,7 +144,7 @@ class Inside:
             if joined is None:
                 return None
             return answer_of(await self._helper(joined, argv, what))
-        except ENGINE_FAILURES:
+        except (*ENGINE_FAILURES, TimeoutError):
             return None
 
     async def _has_helper_image(self) -> bool:
@@ -181,18 +181,22 @@ class Inside:
 
     @asynccontextmanager
     async def _helper_made(self, config: dict[str, Any], what: str) -> AsyncIterator[str]:
-        """Create it; its id; removed by force if it is still there at the end."""
+        """Create it; its id; removed by force (by name) if it is still there at the end. The
+        create is shielded from cancellation (bounded): one cut off after the engine made the
+        container would leave it behind, holding the workload's namespace (Podman then
+        refuses to remove the pause container: "dependent containers")."""
         joined = config["Labels"][LABEL_PROBE_OF]
         name = f"asyncdeploy-probe-{joined[:12]}-{secrets.token_hex(4)}"
-        with self.session.errors(what):
-            ident = await self.session.create(config, name)
         try:
+            shielded = anyio.CancelScope(shield=True)
+            with shielded, anyio.fail_after(ENGINE_BOUND), self.session.errors(what):
+                ident = await self.session.create(config, name)
             yield ident
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(ENGINE_BOUND):
                 try:
                     with self.session.errors(f"remove {name}"):
-                        await self.session.delete(ident)
+                        await self.session.delete(name)
                 except ENGINE_FAILURES:
                     pass  # removed itself already (auto-remove), the usual case
 
@@ -296,8 +300,8 @@ class WaitProbes:
                     opened = self.inside.prober(members, self.what)
                     self._prober = await self._stack.enter_async_context(opened)
                 return await self._prober.ask(kind, port, timeout, path)
-            except (*ENGINE_FAILURES, ProberLost, OSError):
-                pass  # the workload's container went, or the engine dropped the attach
+            except (*ENGINE_FAILURES, ProberLost, OSError, TimeoutError):
+                pass  # the workload's container went, the engine dropped the attach, or hung
         await self._close()
         return None
 
