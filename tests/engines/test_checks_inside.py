@@ -94,9 +94,12 @@ async def helpers_left(deployer: Deployer) -> list[str]:
     assert cli is not None
     remote = ["--remote"] if deployer.driver_name == "podman" else []  # CONTAINER_HOST's engine
     filtered = ["ps", "-a", "-q", "--filter", f"label={LABEL_PROBE_OF}"]
-    with anyio.move_on_after(10):
-        while listed := (await anyio.run_process([cli, *remote, *filtered])).stdout.split():
-            await anyio.sleep(0.2)
+    listed: list[bytes] = []
+    for _ in range(50):
+        listed = (await anyio.run_process([cli, *remote, *filtered])).stdout.split()
+        if not listed:
+            break
+        await anyio.sleep(0.2)
     return [ident.decode() for ident in listed]
 
 
