@@ -36,8 +36,8 @@ from asyncdeploy.labels import LABEL_PROBE_OF, LABEL_ROLE, LABEL_WORKLOAD
 __all__ = [
     "ENGINE_BOUND",
     "PROBE",
-    "Answer",
     "Inside",
+    "ProbeAnswer",
     "Prober",
     "WaitProbes",
     "answer_of",
@@ -45,7 +45,7 @@ __all__ = [
     "probe_argv",
 ]
 
-Answer = int | Literal["open"] | None
+ProbeAnswer = int | Literal["open"] | None
 """What the probe saw: an HTTP status, an open TCP port, or nothing."""
 
 ENGINE_BOUND = 10.0  # the engine's own part of one check: an exec, or a helper's create and start
@@ -94,7 +94,7 @@ def _request(kind: str, port: int, timeout: float, path: str) -> list[str]:
     return [kind, str(port), shown, path]
 
 
-def answer_of(output: str) -> Answer:
+def answer_of(output: str) -> ProbeAnswer:
     """The probe's answer (its last answer line); None for none, or no answer line at all (a
     carrier whose exec failed, a helper that could not start)."""
     for line in reversed(output.splitlines()):
@@ -108,7 +108,7 @@ def answer_of(output: str) -> Answer:
     return None
 
 
-def passes(answer: Answer, *, low: int = 200, high: int = 400) -> bool:
+def passes(answer: ProbeAnswer, *, low: int = 200, high: int = 400) -> bool:
     """An open port, or an HTTP status in ``[low, high)`` (200-399: a check as the kubelet
     counts it; a hook passes on 2xx)."""
     return answer == "open" or (isinstance(answer, int) and low <= answer < high)
@@ -132,7 +132,7 @@ class Inside:
 
     async def probe(
         self, members: Sequence[Mapping[str, Any]], argv: Sequence[str], what: str
-    ) -> Answer:
+    ) -> ProbeAnswer:
         """Run ``argv`` (:func:`probe_argv`) inside: its answer. An engine failure (the carrier
         or the pause container gone meanwhile) is no answer: the caller's next look says why."""
         carrier = _carrier(members)
@@ -260,7 +260,7 @@ class Prober:
         self._stream = stream
         self._buffer = b""
 
-    async def ask(self, kind: str, port: int, timeout: float, path: str = "/") -> Answer:
+    async def ask(self, kind: str, port: int, timeout: float, path: str = "/") -> ProbeAnswer:
         """One check, answered within ``timeout`` by the program (the caller bounds the rest)."""
         await self._stream.write_in((" ".join(_request(kind, port, timeout, path)) + "\n").encode())
         while b"\n" not in self._buffer:
@@ -292,7 +292,7 @@ class WaitProbes:
 
     async def ask(
         self, members: Sequence[Mapping[str, Any]], kind: str, port: int, timeout: float, path: str
-    ) -> Answer:
+    ) -> ProbeAnswer:
         """One check inside; None when it could not be made (the next look says why)."""
         with anyio.move_on_after(timeout + ENGINE_BOUND):
             try:
