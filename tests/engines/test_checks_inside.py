@@ -19,10 +19,13 @@ from typing import Any
 
 import anyio
 import pytest
+import yaml
 
 from asyncdeploy import Deployer, PreStopFinished, WorkloadPlan
 from asyncdeploy.drivers.engine._netcheck import tcp_open, workload_address
 from asyncdeploy.labels import LABEL_PROBE_OF
+from asyncdeploy.plan import plan_to_mapping
+from tests.engines.cli_process import start_cli
 from tests.engines.conftest import (
     ENGINES,
     PAUSE,
@@ -103,7 +106,7 @@ async def helpers_left(deployer: Deployer) -> list[str]:
     return [ident.decode() for ident in listed]
 
 
-def stock_checked(name: str, check: str) -> WorkloadPlan:
+def stock_checked(name: str, check: str, load_seconds: int = 3) -> WorkloadPlan:
     """The stock engine (no shell, wget or python3) with a readiness check: the helper path."""
     probe = {"http": {"port": 8001, "path": "/health"}} if check == "http" else {"tcp": 8001}
     return WorkloadPlan.from_mapping(
@@ -115,7 +118,7 @@ def stock_checked(name: str, check: str) -> WorkloadPlan:
                 {
                     "name": "engine",
                     "image": STOCK_IMAGE,
-                    "args": ["--port", "8001", "--load-seconds", "3"],
+                    "args": ["--port", "8001", "--load-seconds", str(load_seconds)],
                     "checks": {"readiness": {**probe, "period_seconds": 1}},
                 }
             ],
@@ -197,3 +200,43 @@ async def test_an_http_hook_without_a_gate_runs_in_a_helper(
     hooks = [e for e in events if isinstance(e, PreStopFinished)]
     assert [(h.container, h.exit_code) for h in hooks] == [("web", 0)], events
     assert await helpers_left(deployer) == []
+
+
+async def test_a_deployer_killed_during_a_wait_leaves_no_helper_behind(
+    deployer: Deployer, name: Callable[[str], str], tmp_path: Any
+) -> None:
+    """SIGKILL of `create --wait` while its checks run (its helper running): the helper's input
+    closes with the connection, it ends and removes itself, and the workload is then deleted as
+    any other (the helper would hold its namespace: Podman refuses to remove a pause container
+    others join). Not covered: a kill between the helper's create and its start (a few tens of
+    ms once per wait), which leaves it created and never started."""
+    require_images(deployer.driver_name)
+    plan = stock_checked(name("inkill"), "http", load_seconds=120)  # not ready meanwhile
+    plan_file = tmp_path / "plan.yaml"
+    plan_file.write_text(plan_yaml(plan))
+    cli = await start_cli(deployer.driver_name, "create", "-f", str(plan_file), "--wait")
+    try:
+        for _ in range(300):  # its first check starts a helper (60 s at most)
+            if await helpers_of(deployer, "running"):
+                break
+            await anyio.sleep(0.2)
+        else:
+            pytest.fail("no helper started")
+    finally:
+        cli.process.kill()  # SIGKILL: no cleanup of its own
+        await cli.process.wait()
+    assert await helpers_left(deployer) == []
+    summary = await deployer.delete(plan.name)
+    assert not summary.errors, summary
+
+
+async def helpers_of(deployer: Deployer, status: str) -> list[str]:
+    cli = shutil.which(deployer.driver_name)
+    assert cli is not None
+    remote = ["--remote"] if deployer.driver_name == "podman" else []
+    filtered = ["ps", "-q", "--filter", f"label={LABEL_PROBE_OF}", "--filter", f"status={status}"]
+    return (await anyio.run_process([cli, *remote, *filtered])).stdout.decode().split()
+
+
+def plan_yaml(plan: WorkloadPlan) -> str:
+    return yaml.safe_dump(plan_to_mapping(plan))
