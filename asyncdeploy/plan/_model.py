@@ -440,7 +440,7 @@ def plan_digest(plan: WorkloadPlan) -> str:
         if env and GATE_TOKEN_ENV in env:
             env[GATE_TOKEN_ENV] = "*"
         hook = container.get("pre_stop_http")
-        if hook:
+        if hook and "path" in hook:  # a default path ("/") is left out of the mapping
             hook["path"] = _HOOK_TOKEN.sub(r"\1*", hook["path"])
     text = json.dumps(mapping, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
