@@ -195,12 +195,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = loop_options(args.loop)
     except ImportError:
         _parser().error("--loop uvloop: uvloop is not installed (pip install uvloop)")
+    code = 0
     try:
         anyio.run(functools.partial(_run, config), backend="asyncio", backend_options=options)
-    except DataPlaneError as exc:
-        sys.stderr.write(f"gate: {exc}\n")
-        return 1
-    return 0
+    except* DataPlaneError as group:  # HAProxy failed to start, or exited: no traceback
+        for exc in group.exceptions:
+            sys.stderr.write(f"gate: {exc}\n")
+        code = 1
+    return code
 
 
 def loop_options(choice: str) -> dict[str, bool]:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import attrs
 
-from ._limits import ADMIN_CONNECTIONS, OVERFLOW
+from ._limits import Connections
 
 __all__ = [
     "ADMIN_BACKEND",
@@ -64,9 +64,7 @@ class Plane:
     upstream_host: str
     upstream_port: int
     admin_token: str | None
-    max_connections: int
-    #: HAProxy's global cap (``_limits.global_connections``).
-    global_connections: int
+    connections: Connections
     header_timeout: float
     idle_timeout: float
     engine_timeout: float
@@ -79,10 +77,6 @@ class Plane:
     @property
     def runtime_socket(self) -> Path:
         return self.run_dir / "runtime.sock"
-
-    @property
-    def master_socket(self) -> Path:
-        return self.run_dir / "master.sock"
 
     @property
     def local_socket(self) -> Path:
@@ -140,10 +134,10 @@ def render_config(plane: Plane) -> str:
     )
     control_body = _quoted('{"error":"control paths are served on the gate admin port only"}')
     token_body = _quoted('{"error":"no valid admin token"}')
-    data_cap = plane.max_connections
+    caps = plane.connections
     lines = [
         "global",
-        f"    maxconn {plane.global_connections}",
+        f"    maxconn {plane.connections.total}",
         "    nbthread 1",
         f"    stats socket {plane.runtime_socket} mode 600 level admin",
         "    stats timeout 5s",
@@ -166,11 +160,12 @@ def render_config(plane: Plane) -> str:
         "",
         "frontend data",
         f"    bind fd@{plane.data_fd}",
-        f"    maxconn {data_cap + OVERFLOW}",
+        f"    maxconn {caps.data}",
+        f"    tcp-request connection reject if {{ fe_conn ge {caps.data} }}",
         f"    acl local_path path {local_paths}",
         "    acl local_method method GET HEAD POST",
         "    acl control path_beg /-/",
-        f"    acl full fe_conn gt {data_cap}",
+        f"    acl full fe_conn gt {caps.soft}",
         f"    acl admitted str(admit),map({mapf},0) -m str 1",
         "    http-request return status 503 content-type application/json"
         f" string {full_body}"
@@ -208,7 +203,7 @@ def render_config(plane: Plane) -> str:
             "",
             "frontend admin",
             f"    bind fd@{plane.admin_fd}",
-            f"    maxconn {ADMIN_CONNECTIONS}",
+            f"    maxconn {caps.admin}",
         ]
         if plane.admin_token:
             token = _quoted(plane.admin_token)

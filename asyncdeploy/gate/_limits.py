@@ -23,7 +23,8 @@ __all__ = [
     "TUNNEL_TIMEOUT",
     "Limits",
     "default_max_connections",
-    "global_connections",
+    "Connections",
+    "connections",
 ]
 
 HEADER_TIMEOUT = 10.0
@@ -55,11 +56,28 @@ def default_max_connections() -> int:
     return max(1, min(10_000, spare // 2))
 
 
-def global_connections(max_connections: int) -> int:
-    """HAProxy's global ``maxconn``: the data port's cap, its overflow and the admin port's,
-    within what the descriptor limit allows (HAProxy refuses to start past it)."""
-    wanted = max_connections + OVERFLOW + ADMIN_CONNECTIONS
-    return max(1, min(wanted, (_descriptors() - DESCRIPTOR_RESERVE) // 2))
+@attrs.frozen
+class Connections:
+    """HAProxy's connection caps, within what the descriptor limit allows (two a connection:
+    the client's and the engine's; HAProxy refuses to start past it)."""
+
+    #: Past it, a request is answered 503 and its connection closed (``gate.max_connections``).
+    soft: int
+    #: The data port's own cap (``maxconn``): its last slot accepts and closes at once, so a
+    #: flood of connections never waits in the backlog behind the ones held.
+    data: int
+    #: The admin port's cap: the data port can never take its slots.
+    admin: int
+    #: The process's (``global maxconn``).
+    total: int
+
+
+def connections(max_connections: int) -> Connections:
+    total = min(max_connections + OVERFLOW + ADMIN_CONNECTIONS, (_descriptors() - DESCRIPTOR_RESERVE) // 2)
+    total = max(4, total)
+    admin = min(ADMIN_CONNECTIONS, max(2, total // 4))
+    data = max(2, min(max_connections + OVERFLOW, total - admin))
+    return Connections(soft=max_connections, data=data, admin=admin, total=total)
 
 
 @attrs.frozen(kw_only=True)

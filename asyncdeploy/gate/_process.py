@@ -1,8 +1,12 @@
 """HAProxy as the gate's child: started, watched, soft-stopped (the controller's supervision).
 
-HAProxy runs in master-worker mode in the foreground (``-W -db``): the master is our child and
-re-raises a worker's death as its own exit, which ends the gate (the container restarts; a
-gate whose data plane is gone must not keep answering its admin port). Its configuration and
+HAProxy runs as one process in the foreground (``-db``), in a session of its own (a terminal's
+Ctrl-C reaches the controller, which drains, not HAProxy, which would stop at once). Its exit
+ends the gate (the container restarts; a gate whose data plane is gone must not keep answering
+its admin port). Not master-worker mode: its point is reloads and reading counters after a
+soft stop, and the controller neither reloads (admission is a map entry) nor soft-stops before
+the drain is over; the master also re-executes itself, which under a low descriptor limit
+fails where one process runs, and costs start time. Its configuration and
 map live in a private directory made for the run (mode 0700: the admin token is in the
 configuration) and removed after it.
 """
@@ -75,10 +79,11 @@ async def running_haproxy(binary: str, plane: Plane) -> AsyncIterator[tuple[Proc
     plane.config_file.write_text(render_config(plane))
     plane.map_file.write_text(initial_map())
     plane.engine_down_file.write_text(engine_down_answer())
-    command = [binary, "-W", "-db", "-f", str(plane.config_file), "-S", str(plane.master_socket)]
+    command = [binary, "-db", "-f", str(plane.config_file)]
     fds = [fd for fd in (plane.data_fd, plane.admin_fd) if fd is not None]
     process = await anyio.open_process(
-        command, stdin=subprocess.DEVNULL, stdout=None, stderr=None, pass_fds=fds
+        command, stdin=subprocess.DEVNULL, stdout=None, stderr=None, pass_fds=fds,
+        start_new_session=True,
     )
     runtime = Runtime(plane.runtime_socket, plane.map_file)
     try:

@@ -39,7 +39,7 @@ from ._admin import AdminHost
 from ._counting import INTERVAL, InFlight
 from ._haproxy import ENGINE_BACKEND, Plane
 from ._http import answer, status_of
-from ._limits import Limits, global_connections
+from ._limits import Limits, connections
 from ._local import LocalAnswer, Request, serve_local
 from ._process import DataPlaneError, find_haproxy, run_dir, running_haproxy
 from ._reader import Reader
@@ -161,10 +161,18 @@ class _Gate:
             await anyio.sleep(INTERVAL)
 
     async def watch_upstream(self) -> None:
+        controller = self.controller
         while True:
             self.upstream_healthy = await self.check_upstream()
-            if self.upstream_healthy and self.controller.mark_started():
-                logger.info("engine answers its health check: serving")
+            if self.upstream_healthy and controller.state is DrainState.STARTING:
+                # HAProxy admits first, then the kit says SERVING: whoever sees the gate
+                # serving finds it relaying (the other order would refuse for one flip)
+                async with self._map_lock:
+                    await self.runtime.set_map("state", DrainState.SERVING.value)
+                    await self.runtime.set_map("admit", "1")
+                    if controller.mark_started():
+                        logger.info("engine answers its health check: serving")
+                        self._applied = None
                 await self.apply_admission()
             await anyio.sleep(self.config.check_interval)
 
@@ -195,9 +203,15 @@ class _Gate:
         """At the drain deadline, shut every stream still open on the engine backend."""
         await self.controller.draining.wait()
         reason = await self.controller.wait_cut()
-        await self.runtime.cut(ENGINE_BACKEND, "e")
         self.in_flight.release_all(RequestOutcome.CUT_AT_DEADLINE)
+        await self.runtime.cut(ENGINE_BACKEND, "e")
         logger.warning("open exchanges cut: %s", reason)
+
+    async def watch_window(self) -> None:
+        """Refuse the moment the kit's window closes (not at the next tick)."""
+        await self.controller.draining.wait()
+        await self.controller.wait_window_closed()
+        await self.apply_admission()
 
     async def watch_process(self, process: Process) -> None:
         code = await process.wait()
@@ -279,8 +293,7 @@ async def serve_gate(
                 upstream_host=config.upstream_host,
                 upstream_port=config.upstream_port,
                 admin_token=config.admin_token,
-                max_connections=limits.max_connections,
-                global_connections=global_connections(limits.max_connections),
+                connections=connections(limits.max_connections),
                 header_timeout=limits.header_timeout,
                 idle_timeout=limits.idle_timeout,
                 engine_timeout=limits.engine_timeout,
@@ -306,6 +319,7 @@ async def serve_gate(
                     tg.start_soon(gate.watch_upstream)
                     tg.start_soon(gate.watch_counters)
                     tg.start_soon(gate.watch_cut)
+                    tg.start_soon(gate.watch_window)
                     if handle_signals:
                         tg.start_soon(gate.watch_signals, tg)
                     await gate.apply_admission()
