@@ -208,8 +208,8 @@ def render_config(plane: Plane) -> str:
         if plane.admin_token:
             token = _quoted(plane.admin_token)
             lines += [
-                f"    acl token_ok url_param(token) -m str {token}",
-                f"    acl token_ok req.hdr(x-asyncdeploy-token) -m str {token}",
+                f"    acl token_ok url_param(token) -m str -- {token}",
+                f"    acl token_ok req.hdr(x-asyncdeploy-token) -m str -- {token}",
                 "    http-request return status 403 content-type application/json"
                 f" string {token_body}"
                 " hdr connection close if !token_ok",
