@@ -186,6 +186,11 @@ def render_config(plane: Plane) -> str:
         "",
         f"backend {ENGINE_BACKEND}",
         "    option http-server-close",
+        # a body is waited for (up to a buffer) before the engine is reached, under the head
+        # timeout: a stalled small body is a 408 and never ties an engine thread; one past the
+        # buffer that stalls is bounded by the engine timeout (``timeout server``: HAProxy
+        # 2.6 applies it, not ``timeout client``, while a body is forwarded)
+        "    option http-buffer-request",
         # the engine unreachable is a 502 (as nginx says it), never the 503 of a refusal
         f"    errorfile 503 {plane.engine_down_file}",
         "    retries 2",
