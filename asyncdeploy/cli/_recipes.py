@@ -217,8 +217,8 @@ class Recipe:
                 add(f"build/wheels/{wheel.name}", wheel.read_bytes())
             for name, path in _package_files():
                 add(f"build/site/{name}", path.read_bytes())
-            for path, entry, content in haproxy_files(list(self.debs)) if self.debs else []:
-                info = tarfile.TarInfo(f"build/haproxy/{path}")
+            for deb_path, entry, content in haproxy_files(list(self.debs)) if self.debs else []:
+                info = tarfile.TarInfo(f"build/haproxy/{deb_path}")
                 info.mtime = 0
                 if content is None:
                     info.type, info.linkname = tarfile.SYMTYPE, entry.linkname

@@ -130,7 +130,7 @@ def _cache_dir() -> Path:
 async def _debs(debs_dir: str | None) -> tuple[Path, ...]:
     """The gate's haproxy ``.deb`` files: from ``debs_dir``, or ``apt-get download`` (cached)."""
     if debs_dir is not None:
-        found = tuple(sorted(Path(debs_dir).glob("*.deb")))
+        found = await anyio.to_thread.run_sync(lambda: tuple(sorted(Path(debs_dir).glob("*.deb"))))
         if not any(p.name.startswith("haproxy_") for p in found):
             raise click.UsageError(f"--debs {debs_dir}: no haproxy_*.deb there")
         return found

@@ -37,10 +37,10 @@ __all__ = [
     "ADMIN_BACKEND",
     "BUFFER_SIZE",
     "ENGINE_BACKEND",
-    "engine_down_answer",
-    "initial_map",
     "MAX_REWRITE",
     "Plane",
+    "engine_down_answer",
+    "initial_map",
     "render_config",
 ]
 
@@ -125,15 +125,18 @@ def render_config(plane: Plane) -> str:
     """HAProxy's configuration for ``plane`` (one thread: the gate is one small sidecar)."""
     mapf = plane.map_file
     state = f"str(state),map({mapf},draining)"
-    refusal_body = (
-        '{"error":"%[' + state + ']","retry_after":' + str(plane.retry_after) + "}"
-    )
+    refusal_body = '{"error":"%[' + state + ']","retry_after":' + str(plane.retry_after) + "}"
     local_paths = " ".join(plane.local_paths)
     full_body = _quoted(
         '{"error":"too many connections","retry_after":' + str(plane.retry_after) + "}"
     )
     control_body = _quoted('{"error":"control paths are served on the gate admin port only"}')
     token_body = _quoted('{"error":"no valid admin token"}')
+    refusal = (
+        "    http-request return status 503 content-type application/json"
+        f" lf-string {_quoted(refusal_body)} hdr retry-after {plane.retry_after}"
+        " hdr connection close"
+    )
     caps = plane.connections
     lines = [
         "global",
@@ -170,18 +173,17 @@ def render_config(plane: Plane) -> str:
         "    acl control path_beg /-/",
         f"    acl full fe_conn gt {caps.soft}",
         f"    acl admitted str(admit),map({mapf},0) -m str 1",
-        "    http-request return status 503 content-type application/json"
-        f" string {full_body}"
-        f" hdr retry-after {plane.retry_after} hdr connection close if full",
-        "    http-request return status 403 content-type application/json"
-        f" string {control_body}"
-        " if control !local_path",
-        "    http-request return status 503 content-type application/json"
-        f" lf-string {_quoted(refusal_body)} hdr retry-after {plane.retry_after}"
-        " hdr connection close if !local_path !admitted",
-        "    http-request return status 503 content-type application/json"
-        f" lf-string {_quoted(refusal_body)} hdr retry-after {plane.retry_after}"
-        " hdr connection close if local_path !local_method !admitted",
+        (
+            "    http-request return status 503 content-type application/json"
+            f" string {full_body}"
+            f" hdr retry-after {plane.retry_after} hdr connection close if full"
+        ),
+        (
+            "    http-request return status 403 content-type application/json"
+            f" string {control_body} if control !local_path"
+        ),
+        f"{refusal} if !local_path !admitted",
+        f"{refusal} if local_path !local_method !admitted",
         # while draining every answer says so: a keep-alive client reconnects (elsewhere)
         f"    http-after-response set-header connection close if {{ {state} -m str draining }}",
         "    use_backend local if local_path local_method",
@@ -218,9 +220,10 @@ def render_config(plane: Plane) -> str:
             lines += [
                 f"    acl token_ok url_param(token) -m str -- {token}",
                 f"    acl token_ok req.hdr(x-asyncdeploy-token) -m str -- {token}",
-                "    http-request return status 403 content-type application/json"
-                f" string {token_body}"
-                " hdr connection close if !token_ok",
+                (
+                    "    http-request return status 403 content-type application/json"
+                    f" string {token_body} hdr connection close if !token_ok"
+                ),
             ]
         lines += [
             f"    default_backend {ADMIN_BACKEND}",

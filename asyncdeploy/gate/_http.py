@@ -27,6 +27,7 @@ REASONS = {
     504: b"Gateway Timeout",
 }
 
+
 def answer(
     status: int,
     body: object,

@@ -16,15 +16,15 @@ import attrs
 __all__ = [
     "ADMIN_CONNECTIONS",
     "DESCRIPTOR_RESERVE",
-    "OVERFLOW",
     "ENGINE_TIMEOUT",
     "HEADER_TIMEOUT",
     "IDLE_TIMEOUT",
+    "OVERFLOW",
     "TUNNEL_TIMEOUT",
-    "Limits",
-    "default_max_connections",
     "Connections",
+    "Limits",
     "connections",
+    "default_max_connections",
 ]
 
 HEADER_TIMEOUT = 10.0
@@ -73,7 +73,9 @@ class Connections:
 
 
 def connections(max_connections: int) -> Connections:
-    total = min(max_connections + OVERFLOW + ADMIN_CONNECTIONS, (_descriptors() - DESCRIPTOR_RESERVE) // 2)
+    total = min(
+        max_connections + OVERFLOW + ADMIN_CONNECTIONS, (_descriptors() - DESCRIPTOR_RESERVE) // 2
+    )
     total = max(4, total)
     admin = min(ADMIN_CONNECTIONS, max(2, total // 4))
     data = max(2, min(max_connections + OVERFLOW, total - admin))

@@ -88,11 +88,11 @@ async def serve_local(
 ) -> None:
     """Serve ``handler`` on the unix socket ``path`` until cancelled."""
     listener = await anyio.create_unix_listener(path)
-    path.chmod(0o600)
+    await anyio.Path(path).chmod(0o600)
     async with listener:
         task_status.started()
 
         async def serve(stream: SocketStream) -> None:
             await _serve_one(stream, handler)
 
-        await listener.serve(serve)  # type: ignore[arg-type]
+        await listener.serve(serve)

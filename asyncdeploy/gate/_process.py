@@ -27,7 +27,7 @@ import anyio
 from anyio.abc import Process
 
 from ._haproxy import Plane, engine_down_answer, initial_map, render_config
-from ._runtime import Runtime, RuntimeError_
+from ._runtime import Runtime, RuntimeAPIError
 
 __all__ = ["DataPlaneError", "find_haproxy", "run_dir", "running_haproxy"]
 
@@ -69,7 +69,7 @@ async def _wait_listening(process: Process, runtime: Runtime) -> None:
             try:
                 await runtime.command("show info")
                 return
-            except RuntimeError_:
+            except RuntimeAPIError:
                 await anyio.sleep(0.01)
 
 
@@ -82,7 +82,11 @@ async def running_haproxy(binary: str, plane: Plane) -> AsyncIterator[tuple[Proc
     command = [binary, "-db", "-f", str(plane.config_file)]
     fds = [fd for fd in (plane.data_fd, plane.admin_fd) if fd is not None]
     process = await anyio.open_process(
-        command, stdin=subprocess.DEVNULL, stdout=None, stderr=None, pass_fds=fds,
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=None,
+        stderr=None,
+        pass_fds=fds,
         start_new_session=True,
     )
     runtime = Runtime(plane.runtime_socket, plane.map_file)

@@ -13,10 +13,10 @@ from pathlib import Path
 import anyio
 import attrs
 
-__all__ = ["Counters", "Runtime", "RuntimeError_", "parse_backend_counters"]
+__all__ = ["Counters", "Runtime", "RuntimeAPIError", "parse_backend_counters"]
 
 
-class RuntimeError_(Exception):  # noqa: N801 (RuntimeError is the builtin's)
+class RuntimeAPIError(Exception):
     """HAProxy's runtime API answered with an error, or not at all."""
 
 
@@ -38,24 +38,23 @@ def parse_backend_counters(csv: str, backend: str) -> Counters:
     """The ``BACKEND`` row of ``backend`` in ``show stat``'s CSV (its header names columns)."""
     lines = [line for line in csv.splitlines() if line.strip()]
     if not lines or not lines[0].startswith("# "):
-        raise RuntimeError_(f"not a stats table: {csv[:80]!r}")
+        raise RuntimeAPIError(f"not a stats table: {csv[:80]!r}")
     columns = lines[0][2:].split(",")
     index = {name: i for i, name in enumerate(columns)}
     for line in lines[1:]:
         fields = line.split(",")
         if fields[0] == backend and fields[1] == "BACKEND":
-
-            def number(name: str) -> int:
-                value = fields[index[name]]
-                return int(value) if value else 0
-
+            number = {
+                name: int(fields[index[name]] or 0)
+                for name in ("scur", "stot", "econ", "eresp", "cli_abrt")
+            }
             return Counters(
-                current=number("scur"),
-                total=number("stot"),
-                failed=number("econ") + number("eresp"),
-                client_gone=number("cli_abrt"),
+                current=number["scur"],
+                total=number["stot"],
+                failed=number["econ"] + number["eresp"],
+                client_gone=number["cli_abrt"],
             )
-    raise RuntimeError_(f"no backend {backend!r} in the stats")
+    raise RuntimeAPIError(f"no backend {backend!r} in the stats")
 
 
 class Runtime:
@@ -76,13 +75,13 @@ class Runtime:
                     except (anyio.EndOfStream, anyio.BrokenResourceError):
                         break
         except OSError as exc:
-            raise RuntimeError_(f"haproxy's runtime socket: {exc}") from exc
+            raise RuntimeAPIError(f"haproxy's runtime socket: {exc}") from exc
         return b"".join(chunks).decode("utf-8", "replace")
 
     async def set_map(self, key: str, value: str) -> None:
         reply = await self.command(f"set map {self.map_file} {key} {value}")
         if reply.strip():
-            raise RuntimeError_(f"set map {key} {value}: {reply.strip()}")
+            raise RuntimeAPIError(f"set map {key} {value}: {reply.strip()}")
 
     async def counters(self, backend: str) -> Counters:
         return parse_backend_counters(await self.command(f"show stat {backend} 2 -1"), backend)

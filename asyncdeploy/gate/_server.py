@@ -43,7 +43,7 @@ from ._limits import Limits, connections
 from ._local import LocalAnswer, Request, serve_local
 from ._process import DataPlaneError, find_haproxy, run_dir, running_haproxy
 from ._reader import Reader
-from ._runtime import Runtime, RuntimeError_
+from ._runtime import Runtime, RuntimeAPIError
 
 __all__ = ["GateConfig", "serve_gate"]
 
@@ -156,7 +156,7 @@ class _Gate:
         while True:
             try:
                 await self.sync()
-            except RuntimeError_ as exc:
+            except RuntimeAPIError as exc:
                 logger.warning("haproxy's runtime API: %s", exc)
             await anyio.sleep(INTERVAL)
 

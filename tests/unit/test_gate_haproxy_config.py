@@ -50,7 +50,10 @@ def plane(
 
 def accepted(directory: Path, token: str | None) -> subprocess.CompletedProcess[str]:
     """``haproxy -c`` on the configuration, with the listening sockets it names."""
-    with socket.create_server(("127.0.0.1", 0)) as data, socket.create_server(("127.0.0.1", 0)) as admin:
+    with (
+        socket.create_server(("127.0.0.1", 0)) as data,
+        socket.create_server(("127.0.0.1", 0)) as admin,
+    ):
         config = plane(directory, token, (data.fileno(), admin.fileno()))
         config.config_file.write_text(render_config(config))
         config.map_file.write_text(initial_map())

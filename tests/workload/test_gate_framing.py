@@ -158,9 +158,9 @@ def engine_answers(received: bytes) -> int:
     return len(re.findall(rb"x-engine: 1", received, flags=re.IGNORECASE))
 
 
-def exchange(engine: RecordingEngine, port: int, raw: bytes, pieces: int = 1) -> tuple[
-    bytes, list[tuple[bytes, bytes, bytes]]
-]:
+def exchange(
+    engine: RecordingEngine, port: int, raw: bytes, pieces: int = 1
+) -> tuple[bytes, list[tuple[bytes, bytes, bytes]]]:
     with engine.lock:
         before = len(engine.requests)
     received = send(port, raw, pieces)
@@ -232,8 +232,6 @@ SMUGGLING = [
 ]
 
 
-
-
 @pytest.mark.parametrize("raw", SMUGGLING)
 @pytest.mark.parametrize("pieces", [1, 17])
 def test_smuggling_style_messages_reach_the_engine_as_they_reach_the_client(
@@ -264,7 +262,9 @@ def test_a_head_past_the_buffer_is_refused_and_never_reaches_the_engine(
 ) -> None:
     raw = b"GET / HTTP/1.1\r\nHost: a\r\nX: " + b"x" * 70_000 + b"\r\n\r\n"
     received, seen = exchange(engine, gate_port, raw, pieces=9)
-    assert seen == [] and (received == b"" or received.startswith((b"HTTP/1.1 400", b"HTTP/1.1 431")))
+    assert seen == [] and (
+        received == b"" or received.startswith((b"HTTP/1.1 400", b"HTTP/1.1 431"))
+    )
 
 
 TOKEN = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-!#$%&'*+.^_`|~", min_size=1, max_size=12)  # fmt: skip
@@ -309,8 +309,9 @@ def requests(draw: st.DrawFn) -> bytes:
     return (head + "\r\n").encode()
 
 
-
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(requests(), min_size=1, max_size=4), st.integers(min_value=1, max_value=40))
 def test_any_pipeline_of_valid_requests_reaches_the_engine_as_the_client_sent_it(
     engine: RecordingEngine, gate_port: int, pipeline: list[bytes], pieces: int
@@ -333,7 +334,9 @@ def test_any_pipeline_of_valid_requests_reaches_the_engine_as_the_client_sent_it
 
 
 @given(st.binary(max_size=300), st.integers(min_value=1, max_value=9))
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_any_bytes_are_answered_as_the_engine_read_them(
     engine: RecordingEngine, gate_port: int, data: bytes, pieces: int
 ) -> None:
