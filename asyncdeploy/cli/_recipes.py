@@ -103,8 +103,9 @@ if os.path.isdir(haproxy):  # Debian's haproxy and the libraries the base lacks
             relative = os.path.relpath(source, haproxy)
             if relative == "usr/sbin/haproxy":
                 continue
-            triplet = relative.split("/lib/", 1)[-1].split("/", 1)[0] if "/lib/" in "/" + relative else ""
-            rest = relative.split(triplet + "/", 1)[1]
+            parts = relative.split("/")  # [usr/]lib/<triplet>/<rest>
+            at = next(i for i, part in enumerate(parts) if part.endswith("-linux-gnu"))
+            triplet, rest = parts[at], "/".join(parts[at + 1 :])
             if any(os.path.lexists(os.path.join(d, triplet, rest)) for d in ("/lib", "/usr/lib")):
                 continue  # the base's own, never replaced
             target = os.path.join("/usr/lib", triplet, rest)
