@@ -8,6 +8,7 @@ completed; three pipelined GETs inside the window got one answer. On asyncio and
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from collections.abc import AsyncIterator
 
@@ -250,3 +251,30 @@ async def test_a_websocket_open_at_the_drain_deadline_is_closed_visibly(
 async def read_until_closed(websocket: ClientConnection) -> None:
     while True:
         await websocket.recv()
+
+
+async def test_an_h2c_client_is_served_and_its_stream_counted_to_its_end(gate: Gate) -> None:
+    """A client speaking HTTP/2 without TLS (prior knowledge, as gRPC's and curl's h2c do):
+    HAProxy detects the preface on the data port, the engine gets HTTP/1.1, the stream is
+    counted in flight until it ends. (Before issue 30 the gate spoke HTTP/1.1 only.)"""
+    curl = shutil.which("curl")
+    if curl is None or b"HTTP2" not in (await anyio.run_process([curl, "-V"])).stdout:
+        pytest.skip("curl with HTTP/2")
+    async with httpx.AsyncClient() as client:
+        await until_ready(client, gate)
+    command = [curl, "-sN", "--http2-prior-knowledge", "-w", "\n%{http_version}",
+               f"{gate.url}/stream?tokens=20&ms=50"]  # fmt: skip
+    async with await anyio.open_process(command) as process, anyio.create_task_group() as tg:
+        output: list[bytes] = []
+
+        async def read() -> None:
+            assert process.stdout is not None
+            async for chunk in process.stdout:
+                output.append(chunk)
+
+        tg.start_soon(read)
+        await until(lambda: gate.controller.in_flight == 1, timeout=5)
+        await process.wait()
+    text = b"".join(output).decode()
+    assert text.count("data: ") == 21 and text.rstrip().endswith("\n2")
+    await until(lambda: gate.controller.in_flight == 0, timeout=5)
