@@ -13,6 +13,8 @@ configuration) and removed after it.
 
 from __future__ import annotations
 
+import asyncio
+import ctypes
 import logging
 import os
 import shutil
@@ -24,12 +26,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
-from anyio.abc import Process
 
 from ._haproxy import Plane, engine_down_answer, initial_map, render_config
 from ._runtime import Runtime, RuntimeAPIError
 
-__all__ = ["DataPlaneError", "find_haproxy", "run_dir", "running_haproxy"]
+__all__ = ["DataPlaneError", "Process", "find_haproxy", "run_dir", "running_haproxy"]
 
 logger = logging.getLogger("asyncdeploy.gate")
 
@@ -61,6 +62,20 @@ async def run_dir() -> AsyncIterator[Path]:
         await anyio.to_thread.run_sync(lambda: shutil.rmtree(path, ignore_errors=True))
 
 
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None)  # the process's own symbols: libc's prctl (loaded before any fork)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the controller dies (Linux), so a controller
+    killed outright never leaves HAProxy holding the ports (in its own session, no terminal
+    signal and no container's end reaches it otherwise on a host)."""
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+Process = asyncio.subprocess.Process
+
+
 async def _wait_listening(process: Process, runtime: Runtime) -> None:
     with anyio.fail_after(START_TIMEOUT):
         while True:
@@ -81,13 +96,12 @@ async def running_haproxy(binary: str, plane: Plane) -> AsyncIterator[tuple[Proc
     plane.engine_down_file.write_text(engine_down_answer())
     command = [binary, "-db", "-f", str(plane.config_file)]
     fds = [fd for fd in (plane.data_fd, plane.admin_fd) if fd is not None]
-    process = await anyio.open_process(
-        command,
+    process = await asyncio.create_subprocess_exec(
+        *command,
         stdin=subprocess.DEVNULL,
-        stdout=None,
-        stderr=None,
         pass_fds=fds,
         start_new_session=True,
+        preexec_fn=_die_with_parent,
     )
     runtime = Runtime(plane.runtime_socket, plane.map_file)
     try:

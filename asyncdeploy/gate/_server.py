@@ -24,7 +24,7 @@ import time
 
 import anyio
 import attrs
-from anyio.abc import Process, TaskGroup, TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
 from asyncdeploy.workload import (
     METRICS_CONTENT_TYPE,
@@ -41,7 +41,7 @@ from ._haproxy import ENGINE_BACKEND, Plane
 from ._http import answer, status_of
 from ._limits import Limits, connections
 from ._local import LocalAnswer, Request, serve_local
-from ._process import DataPlaneError, find_haproxy, run_dir, running_haproxy
+from ._process import DataPlaneError, Process, find_haproxy, run_dir, running_haproxy
 from ._reader import Reader
 from ._runtime import Runtime, RuntimeAPIError
 
