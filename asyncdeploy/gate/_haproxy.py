@@ -104,7 +104,10 @@ def _ms(seconds: float) -> str:
 
 
 def _quoted(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """``text`` as one word of HAProxy's configuration: double quotes, in which a backslash, a
+    quote and ``$`` (the start of an environment variable there) are escaped."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+    return '"' + escaped + '"'
 
 
 def initial_map() -> str:
