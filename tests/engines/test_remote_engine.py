@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
-from asyncdeploy import Deployer, EngineUnavailable, WorkloadPlan, open_deployer
+from asyncdeploy import Deployer, WorkloadPlan, open_deployer
 from asyncdeploy.events import SignalSent
 from asyncdeploy.labels import LABEL_WORKLOAD
 from asyncdeploy.plan import plan_to_mapping
