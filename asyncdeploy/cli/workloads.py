@@ -157,7 +157,8 @@ def _create_one(
                 }
             )
         else:
-            echo_out(f"{result.action}: {plan.name} on {result.status.driver}{_how(result)}")
+            ready = ", ready" if wait else ""  # --wait returned: it is (or raised why not)
+            echo_out(f"{result.action}: {plan.name} on {result.status.driver}{_how(result)}{ready}")
 
     run(interrupts.guard, impl)
 
