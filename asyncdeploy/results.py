@@ -16,6 +16,7 @@ from asyncdeploy.plan import gate_name
 
 __all__ = [
     "ApplyResult",
+    "DRAINING",
     "ContainerStatus",
     "EngineInfo",
     "ExecResult",
@@ -35,6 +36,12 @@ class EngineInfo:
     engine: str = ""  # what answered: docker, podman, or the Kubernetes server's git version
 
 
+DRAINING = "draining"
+"""The health of a running container whose workload's drain has begun (on Docker and Podman,
+told by the drain's claim): a draining server answers its readiness check with 503 on purpose,
+and nothing new should be sent to it."""
+
+
 @attrs.frozen(kw_only=True)
 class ContainerStatus:
     """One container of a workload as the engine reports it, in plan order."""
@@ -45,13 +52,14 @@ class ContainerStatus:
     state: str  # created, running, exited, ... as the engine says it
     exit_code: int | None = None
     health: str | None = None  # healthy, unhealthy, starting, or None without a check
+    # (or DRAINING: a drain of its workload has begun, so it is not ready whatever it answers)
     restarts: int | None = None  # restarts the engine counted (None: not known)
     checks: tuple[str, ...] = ()  # the checks the plan gave it: startup, readiness, liveness
 
     @property
     def ready(self) -> bool:
         """Running, and not failing a check the plan gave it."""
-        if self.state != "running":
+        if self.state != "running" or self.health == DRAINING:
             return False
         return not self.checks or self.health in (None, "healthy")
 
