@@ -15,8 +15,8 @@ from asyncdeploy.labels import ContainerRole
 from asyncdeploy.plan import gate_name
 
 __all__ = [
-    "ApplyResult",
     "DRAINING",
+    "ApplyResult",
     "ContainerStatus",
     "EngineInfo",
     "ExecResult",
