@@ -140,7 +140,7 @@ class ApplyResult:
     status: WorkloadStatus
     replaced: DrainSummary | None = None
     strategy: Literal["surge", "recreate"] | None = None  # how a changed plan replaced it
-    downtime: float | None = None  # recreate: seconds without a ready instance
+    downtime: float | None = None  # recreate: seconds from the old ones' stop to the new one ready
 
 
 @attrs.frozen(kw_only=True)
