@@ -28,6 +28,7 @@ from asyncdeploy._event_stream import drain_stream
 from asyncdeploy._kill import KillSwitch
 from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Event
+from asyncdeploy.replace._lock import retire_quietly
 from asyncdeploy.replace._run import Replaced
 from asyncdeploy.replace.events import ReplaceEvent
 from asyncdeploy.results import ApplyResult, WorkloadStatus
@@ -122,6 +123,8 @@ def draining(
         drain = drain_stream(driver, found, grace_period_seconds, kill, keep_volumes=keep_volumes)
         async with drain as events:
             yield events
+        if not keep_volumes:  # the plan's last instance gone: its replace lock's remains too
+            await retire_quietly(driver, found.names)
 
     return Drain(start)
 

@@ -345,6 +345,12 @@ class FakeDriver:
         if self._markers.get(key) == record:
             del self._markers[key]
 
+    async def marker_keys(self) -> builtins.list[str]:
+        return sorted(self._markers)
+
+    async def retire_marker(self, key: str, record: str) -> None:
+        await self.drop_marker(key, record)  # a dropped marker leaves nothing here
+
     async def aclose(self) -> None:
         return None
 

@@ -492,3 +492,9 @@ class EngineAPIDriver:
 
     async def drop_marker(self, key: str, record: str) -> None:
         await self.markers.drop_marker(key, record)
+
+    async def marker_keys(self) -> builtins.list[str]:
+        return await self.markers.keys()
+
+    async def retire_marker(self, key: str, record: str) -> None:
+        await self.markers.retire(key, record)
