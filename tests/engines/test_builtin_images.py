@@ -23,9 +23,9 @@ from asyncdeploy.cli.images import base_missing
 from asyncdeploy.errors import CreateError
 from asyncdeploy.events import Event, PullStarted
 from tests.cli_runner import invoke_in_thread
-from tests.engines.conftest import PAUSE, PYTHON, RUN_ID, RUN_LABEL
+from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL
 from tests.engines.helpers import plan
-from tests.engines.test_newcomer import README, block
+from tests.engines.test_newcomer import DEFAULT_BASE, DEFAULT_PAUSE, README, bases_file, block
 
 ROOT = Path(__file__).resolve().parents[2]
 STOCK_IMAGE = "asyncdeploy-test/stock-engine:latest"  # ci/build-gate-image.sh: knows nothing of us
@@ -66,6 +66,12 @@ async def test_a_base_image_that_cannot_be_had_is_said_in_one_line(
     assert await deployer.image_labels(f"localhost/asyncdeploy/demo:nobase-{RUN_ID}") is None
 
 
+@pytest.fixture
+def bases_as_a_file(tmp_path: Path) -> Iterator[Path]:
+    with bases_file(tmp_path) as tar:
+        yield tar
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -88,35 +94,6 @@ def _wheel_cache(tmp_path: Path) -> str:
 def _yaml_block(name: str) -> str:
     [code] = re.findall(rf"<!-- snippet: {name} -->\n```yaml\n(.*?)```", README, re.DOTALL)
     return str(code)
-
-
-DEFAULT_BASE = f"docker.io/library/python:{sys.version_info[0]}.{sys.version_info[1]}-slim-bookworm"
-DEFAULT_PAUSE = "registry.k8s.io/pause:3.10"
-
-
-@pytest.fixture
-def bases_as_a_file(tmp_path: Path) -> Iterator[Path]:
-    """``asyncdeploy-bases.tar`` as the README says to make it where a registry answers (``docker
-    save`` of the default base and pause images), with neither name on the engine: no registry is
-    reachable here, so the project's local stand-ins are saved under those names. The names are
-    removed again afterwards unless the engine had them."""
-    tar = tmp_path / "user" / "asyncdeploy-bases.tar"
-    tar.parent.mkdir()
-    had = {
-        n: _sh(["docker", "image", "inspect", n]).returncode == 0
-        for n in (DEFAULT_BASE, DEFAULT_PAUSE)
-    }
-    for name, local in ((DEFAULT_BASE, PYTHON), (DEFAULT_PAUSE, PAUSE)):
-        assert _sh(["docker", "tag", local, name]).returncode == 0
-    saved = _sh(["docker", "save", "-o", str(tar), DEFAULT_BASE, DEFAULT_PAUSE])
-    assert saved.returncode == 0, saved.stderr
-    for name in (DEFAULT_BASE, DEFAULT_PAUSE):
-        if not had[name]:
-            _sh(["docker", "rmi", name])
-    yield tar
-    for name in (DEFAULT_BASE, DEFAULT_PAUSE):
-        if not had[name]:
-            _sh(["docker", "rmi", name])
 
 
 @pytest.mark.docker
