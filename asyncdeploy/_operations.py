@@ -231,9 +231,11 @@ def draining(
     *,
     keep_volumes: bool = False,
     switch: KillSwitch | None = None,
+    then: Callable[[Found], Awaitable[None]] | None = None,
 ) -> Drain:
     """The handle of a drain of what ``look`` finds (its one look, made on entry); ``switch``:
-    the kill switch of the operation it runs in (a replace's)."""
+    the kill switch of the operation it runs in (a replace's); ``then``: what follows a drain
+    that ran to its end (a delete's: the replace lock's remains of a plan now gone)."""
 
     @asynccontextmanager
     async def start(_: KillSwitch) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
@@ -242,6 +244,8 @@ def draining(
             driver, found, grace_period_seconds, keep_volumes=keep_volumes
         ) as events:
             yield events
+        if then is not None:
+            await then(found)
 
     drain = Drain(start, switch=switch)
     return drain

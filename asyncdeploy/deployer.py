@@ -50,6 +50,7 @@ from asyncdeploy.events import DrainSummary, Emit, Event, PullEvent
 from asyncdeploy.plan import WorkloadPlan, plan_digest
 from asyncdeploy.plan.gating import expand_gates
 from asyncdeploy.replace import _run as _replace
+from asyncdeploy.replace._lock import retire_quietly
 from asyncdeploy.replace._names import current_name, current_plan, resolving
 from asyncdeploy.replace._run import OnEvent, ReplaceOptions, ReplaceResult
 from asyncdeploy.replace.events import REPLACE_EVENTS, ReplaceEvent, Strategy
@@ -392,6 +393,7 @@ class Deployer:
             driver,
             lambda: resolving(driver, name, lambda n: driver.find([n])),
             grace_period_seconds,
+            then=self._retire_locks,
         )
 
     def terminate_many(
@@ -422,7 +424,7 @@ class Deployer:
                 )
             return await driver.find(present)
 
-        return draining(driver, look, grace_period_seconds)
+        return draining(driver, look, grace_period_seconds, then=self._retire_locks)
 
     def terminate_all(
         self,
@@ -438,8 +440,15 @@ class Deployer:
         no selector without ``all``, raises ``SelectorError`` before any call."""
         chosen = _everything_or(selector, all=all)
         return draining(
-            self.driver, lambda: self.driver.find_matching(chosen), grace_period_seconds
+            self.driver,
+            lambda: self.driver.find_matching(chosen),
+            grace_period_seconds,
+            then=self._retire_locks,
         )
+
+    async def _retire_locks(self, found: Found) -> None:
+        """After a delete: a plan whose last instance is gone leaves no replace lock behind."""
+        await retire_quietly(self.driver, found.names)
 
     async def delete(self, name: str, *, grace_period_seconds: int | None = None) -> DrainSummary:
         """Drain and remove one workload; return its summary."""

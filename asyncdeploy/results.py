@@ -15,6 +15,7 @@ from asyncdeploy.labels import ContainerRole
 from asyncdeploy.plan import gate_name
 
 __all__ = [
+    "DRAINING",
     "ApplyResult",
     "ContainerStatus",
     "EngineInfo",
@@ -35,6 +36,12 @@ class EngineInfo:
     engine: str = ""  # what answered: docker, podman, or the Kubernetes server's git version
 
 
+DRAINING = "draining"
+"""The health of a running container whose workload's drain has begun (on Docker and Podman,
+told by the drain's claim): a draining server answers its readiness check with 503 on purpose,
+and nothing new should be sent to it."""
+
+
 @attrs.frozen(kw_only=True)
 class ContainerStatus:
     """One container of a workload as the engine reports it, in plan order."""
@@ -45,13 +52,14 @@ class ContainerStatus:
     state: str  # created, running, exited, ... as the engine says it
     exit_code: int | None = None
     health: str | None = None  # healthy, unhealthy, starting, or None without a check
+    # (or DRAINING: a drain of its workload has begun, so it is not ready whatever it answers)
     restarts: int | None = None  # restarts the engine counted (None: not known)
     checks: tuple[str, ...] = ()  # the checks the plan gave it: startup, readiness, liveness
 
     @property
     def ready(self) -> bool:
         """Running, and not failing a check the plan gave it."""
-        if self.state != "running":
+        if self.state != "running" or self.health == DRAINING:
             return False
         return not self.checks or self.health in (None, "healthy")
 
@@ -133,7 +141,7 @@ class ApplyResult:
     status: WorkloadStatus
     replaced: DrainSummary | None = None
     strategy: Literal["surge", "recreate"] | None = None  # how a changed plan replaced it
-    downtime: float | None = None  # recreate: seconds without a ready instance
+    downtime: float | None = None  # recreate: seconds from the old ones' stop to the new one ready
 
 
 @attrs.frozen(kw_only=True)

@@ -113,13 +113,28 @@ def build(
                     err=True,
                 )
                 began = time.monotonic()
-                await deployer.build_image(
-                    made.context(wheels), image, labels={HASH_LABEL: source_hash}
-                )
+                try:
+                    await deployer.build_image(
+                        made.context(wheels), image, labels={HASH_LABEL: source_hash}
+                    )
+                except CreateError as failure:
+                    if await deployer.image_labels(made.base) is not None:
+                        raise  # the base was there: the build's own lines say what failed
+                    raise CreateError(base_missing(made.base, deployer.driver_name)) from failure
                 click.echo(f"built {image} in {time.monotonic() - began:.1f} s", err=True)
                 echo_out(image)
 
     run(impl)
+
+
+def base_missing(base: str, engine: str) -> str:
+    """One line for a build whose base image the engine neither has nor could pull (no
+    registry in reach, an unknown name): what to do about it."""
+    return (
+        f"the base image {base} is not on {engine} and could not be pulled: load it (docker "
+        "load -i FILE, see the README's offline build) or name a base image you have with "
+        "--base IMAGE or ASYNCDEPLOY_IMAGE_BASE"
+    )
 
 
 def _cache_dir() -> Path:

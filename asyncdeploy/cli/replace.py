@@ -34,6 +34,7 @@ from asyncdeploy.replace.events import (
     ReplaceEvent,
     Strategy,
     describe_replace,
+    downtime_words,
     replace_event_to_dict,
 )
 
@@ -169,7 +170,7 @@ async def _replacing(
             if replacement.strategy == "recreate":
                 click.echo(
                     f"ready: {replacement.new.name}; drained {olds} first "
-                    f"(recreate: {replacement.downtime or 0:.1f} s without an instance)",
+                    f"(recreate: {downtime_words(replacement.downtime)})",
                     err=True,
                 )
             else:

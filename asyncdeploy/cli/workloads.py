@@ -57,6 +57,7 @@ from asyncdeploy.replace.events import (
     REPLACE_EVENTS,
     Strategy,
     describe_replace,
+    downtime_words,
     replace_event_to_dict,
 )
 from asyncdeploy.results import ApplyResult, WorkloadStatus
@@ -159,7 +160,8 @@ def _create_one(
                 }
             )
         else:
-            echo_out(f"{result.action}: {plan.name} on {result.status.driver}{_how(result)}")
+            ready = ", ready" if wait else ""  # --wait returned: it is (or raised why not)
+            echo_out(f"{result.action}: {plan.name} on {result.status.driver}{_how(result)}{ready}")
 
     run(interrupts.guard, impl)
 
@@ -167,7 +169,7 @@ def _create_one(
 def _how(result: ApplyResult) -> str:
     """How a changed plan replaced the workload, for the create's last line."""
     if result.strategy == "recreate":
-        return f" (recreate: {result.downtime or 0:.1f} s without an instance)"
+        return f" (recreate: {downtime_words(result.downtime)})"
     if result.strategy == "surge":
         return f" (surge: {result.status.name} ready before the old one was drained)"
     return ""

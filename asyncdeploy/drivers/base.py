@@ -251,6 +251,17 @@ class Markers(Protocol):
         """Remove the marker ``key`` if it still holds ``record`` (gone already is fine)."""
         ...
 
+    async def marker_keys(self) -> builtins.list[str]:
+        """The keys of every marker the engine keeps, held or free (on Docker and Podman a
+        free marker leaves a small volume; on Kubernetes a dropped one leaves nothing)."""
+        ...
+
+    async def retire_marker(self, key: str, record: str) -> None:
+        """Remove everything left of the marker ``key``, which holds ``record`` (its caller holds
+        it, and what it locked is gone): no free remains are left behind, as ``drop_marker``
+        leaves them on Docker and Podman. Nothing when it no longer holds ``record``."""
+        ...
+
 
 class Driver(Drains, Lifecycle, Looks, Images, Markers, Protocol):
     """What a deployer needs from an engine: the five parts. All methods map engine errors to

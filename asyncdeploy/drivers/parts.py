@@ -14,6 +14,7 @@ the rest can come from here, as httpx's client is built on one transport call:
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Mapping
 from typing import ClassVar, Protocol
 
@@ -72,6 +73,12 @@ class ProcessMarkers:
     async def drop_marker(self, key: str, record: str) -> None:
         if self._markers.get(key) == record:
             del self._markers[key]
+
+    async def marker_keys(self) -> builtins.list[str]:
+        return sorted(self._markers)
+
+    async def retire_marker(self, key: str, record: str) -> None:
+        await self.drop_marker(key, record)  # a dropped marker leaves nothing here
 
 
 class _Named(Looks, Protocol):

@@ -35,6 +35,7 @@ from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._ready import wait_until_ready
 from asyncdeploy.drivers.engine._session import EngineSession, answer_timeout
 from asyncdeploy.drivers.engine._state import (
+    just_created,
     matching,
     ping_info,
     plan_order,
@@ -448,7 +449,10 @@ class EngineAPIDriver:
                 state = planned_state(existing, time.time()) if names == wanted else "building"
                 if state == "as-planned":
                     return ApplyResult(
-                        action="unchanged", status=workload_status(self.name, plan.name, existing)
+                        action="unchanged",
+                        status=workload_status(
+                            self.name, plan.name, existing, await self._restarts(existing)
+                        ),
                     )
                 if state == "building" and creators_alive(existing) is not False:
                     # The same plan, half built: another create is at work (or was killed
@@ -485,7 +489,7 @@ class EngineAPIDriver:
         items = await CreateAttempt(self.session, self.ops, plan).run()
         return ApplyResult(
             action="replaced" if existing else "created",
-            status=workload_status(self.name, plan.name, items),
+            status=workload_status(self.name, plan.name, items, just_created(items)),
             replaced=replaced,
         )
 
@@ -509,3 +513,9 @@ class EngineAPIDriver:
 
     async def drop_marker(self, key: str, record: str) -> None:
         await self.markers.drop_marker(key, record)
+
+    async def marker_keys(self) -> builtins.list[str]:
+        return await self.markers.keys()
+
+    async def retire_marker(self, key: str, record: str) -> None:
+        await self.markers.retire(key, record)

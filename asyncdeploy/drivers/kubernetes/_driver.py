@@ -156,6 +156,12 @@ class KubernetesDriver(NoImages):
     async def drop_marker(self, key: str, record: str) -> None:
         await ConfigMapMarkers(self.api, self.namespace).drop(key, record)
 
+    async def marker_keys(self) -> list[str]:
+        return await ConfigMapMarkers(self.api, self.namespace).keys()
+
+    async def retire_marker(self, key: str, record: str) -> None:
+        await ConfigMapMarkers(self.api, self.namespace).drop(key, record)  # leaves nothing
+
     async def aclose(self) -> None:
         await self.api.aclose()
 

@@ -51,6 +51,17 @@ class ConfigMapMarkers:
             found = await self._read(key)
             return "" if found is None else str((found.get("data") or {}).get(RECORD, ""))
 
+    async def keys(self) -> list[str]:
+        """Every marker's key in the namespace (a ConfigMap labelled as one)."""
+        path = resource_path("configmaps", self._namespace)
+        found = await self._api.call(
+            "GET",
+            path,
+            f"list configmaps {self._namespace}",
+            query=[("labelSelector", f"{LABEL_LOCK}=true")],
+        )
+        return sorted(str(item["metadata"]["name"]) for item in found.get("items") or [])
+
     async def drop(self, key: str, record: str) -> None:
         found = await self._read(key)
         if found is None or (found.get("data") or {}).get(RECORD) != record:
