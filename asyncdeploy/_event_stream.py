@@ -15,12 +15,12 @@ from typing import TypeVar, cast
 import anyio
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy._errors import DrainError, DrainUnreachable, WorkloadNotFound
+from asyncdeploy._events import DrainEvent, DrainFinished, DrainSummary, Emit
 from asyncdeploy._groups import lone_error
 from asyncdeploy._kill import KillSwitch
 from asyncdeploy._log import log_event
 from asyncdeploy.drivers.base import Driver, Found
-from asyncdeploy.errors import DrainError, DrainUnreachable, WorkloadNotFound
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit
 
 __all__ = [
     "drain_stream",

@@ -11,6 +11,12 @@ from typing import Any, Literal, overload
 
 import anyio
 
+from asyncdeploy._errors import (
+    DriverNotInstalled,
+    EngineUnavailable,
+    NoDriverInstalled,
+    UnsupportedEventLoop,
+)
 from asyncdeploy.deployer import Deployer
 from asyncdeploy.drivers import (
     AUTO_DETECT_ORDER,
@@ -21,12 +27,6 @@ from asyncdeploy.drivers import (
     driver_entry,
 )
 from asyncdeploy.drivers.base import Driver
-from asyncdeploy.errors import (
-    DriverNotInstalled,
-    EngineUnavailable,
-    NoDriverInstalled,
-    UnsupportedEventLoop,
-)
 
 __all__ = ["AUTO_DETECT_ORDER", "DRIVER_NAMES", "DriverName", "open_deployer"]
 

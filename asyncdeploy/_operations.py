@@ -25,12 +25,12 @@ import anyio
 from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy._event_stream import drain_stream
+from asyncdeploy._events import DrainEvent, DrainFinished, DrainSummary, Event
 from asyncdeploy._kill import KillSwitch
+from asyncdeploy._results import ApplyResult, WorkloadStatus
 from asyncdeploy.drivers.base import Driver, Found
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Event
 from asyncdeploy.replace._run import Replaced
 from asyncdeploy.replace.events import ReplaceEvent
-from asyncdeploy.results import ApplyResult, WorkloadStatus
 
 __all__ = ["CreateEvents", "Drain", "Operation", "Replacement", "draining"]
 

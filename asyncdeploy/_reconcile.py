@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 from anyio.abc import ObjectReceiveStream
 
 from asyncdeploy._event_stream import drain_stream
+from asyncdeploy._events import DrainEvent
 from asyncdeploy._kill import KillSwitch
 from asyncdeploy._operations import Drain
+from asyncdeploy._results import WorkloadStatus
+from asyncdeploy._selectors import SelectorLike, as_selector
 from asyncdeploy.drivers.base import Driver
-from asyncdeploy.events import DrainEvent
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.replace._lock import lock_key
-from asyncdeploy.results import WorkloadStatus
-from asyncdeploy.selectors import SelectorLike, as_selector
 
 if TYPE_CHECKING:
     from asyncdeploy.deployer import Deployer

@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from asyncdeploy._results import ContainerStatus, PublishedPort, WorkloadEvent, WorkloadStatus
 from asyncdeploy.cli._states import age, state_text
 from asyncdeploy.cli._table import render_table
-from asyncdeploy.results import ContainerStatus, PublishedPort, WorkloadEvent, WorkloadStatus
 
 __all__ = ["describe_workload"]
 

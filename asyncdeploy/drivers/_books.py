@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import attrs
 
-from asyncdeploy.events import (
+from asyncdeploy._events import (
     ContainerEnd,
     ContainerOutcome,
     DrainFinished,

@@ -39,10 +39,7 @@ import anyio.lowlevel
 import attrs
 from anyio.abc import ObjectReceiveStream
 
-from asyncdeploy._event_stream import drain_stream, workload_exists
-from asyncdeploy._kill import KillSwitch
-from asyncdeploy.drivers.base import Driver, Found
-from asyncdeploy.errors import (
+from asyncdeploy._errors import (
     AsyncDeployError,
     CreateError,
     OperationTimeout,
@@ -50,7 +47,11 @@ from asyncdeploy.errors import (
     WorkloadConflict,
     WorkloadNotFound,
 )
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, PullEvent
+from asyncdeploy._event_stream import drain_stream, workload_exists
+from asyncdeploy._events import DrainEvent, DrainFinished, DrainSummary, Emit, PullEvent
+from asyncdeploy._kill import KillSwitch
+from asyncdeploy._results import WorkloadStatus
+from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.plan.gating import expand_gates
@@ -71,7 +72,6 @@ from asyncdeploy.replace.events import (
     ReplaceWaiting,
     Strategy,
 )
-from asyncdeploy.results import WorkloadStatus
 
 __all__ = [
     "OnEvent",

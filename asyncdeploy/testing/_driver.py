@@ -18,12 +18,7 @@ from typing import Any, ClassVar
 import anyio
 import attrs
 
-from asyncdeploy._kill import KillSwitch
-from asyncdeploy.drivers._replaced import drain_replaced
-from asyncdeploy.drivers.base import READY_SETTLE_SECONDS, Found
-from asyncdeploy.drivers.engine._drain import drain_workloads
-from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
-from asyncdeploy.errors import (
+from asyncdeploy._errors import (
     CreateError,
     DrainUnreachable,
     EngineAPIError,
@@ -31,10 +26,9 @@ from asyncdeploy.errors import (
     WorkloadConflict,
     WorkloadNotFound,
 )
-from asyncdeploy.events import DrainSummary, Emit, ignore_events
-from asyncdeploy.labels import LABEL_INSTANCE_OF
-from asyncdeploy.plan import WorkloadPlan, plan_digest
-from asyncdeploy.results import (
+from asyncdeploy._events import DrainSummary, Emit, ignore_events
+from asyncdeploy._kill import KillSwitch
+from asyncdeploy._results import (
     ApplyResult,
     ContainerStatus,
     EngineInfo,
@@ -42,7 +36,13 @@ from asyncdeploy.results import (
     WorkloadEvent,
     WorkloadStatus,
 )
-from asyncdeploy.selectors import Selector, SelectorLike, as_selector
+from asyncdeploy._selectors import Selector, SelectorLike, as_selector
+from asyncdeploy.drivers._replaced import drain_replaced
+from asyncdeploy.drivers.base import READY_SETTLE_SECONDS, Found
+from asyncdeploy.drivers.engine._drain import drain_workloads
+from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
+from asyncdeploy.labels import LABEL_INSTANCE_OF
+from asyncdeploy.plan import WorkloadPlan, plan_digest
 from asyncdeploy.testing._ops import ENGINE, Box, FakeOps
 
 __all__ = ["FakeDriver"]

@@ -14,7 +14,7 @@ import sys
 import anyio
 
 from asyncdeploy import AsyncDeployError, open_deployer
-from asyncdeploy.events import event_to_dict
+from asyncdeploy._events import event_to_dict
 
 
 def say(line: str) -> None:

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from asyncdeploy import Container, Deployer
+from asyncdeploy._errors import CreateError
+from asyncdeploy._events import Event, PullStarted
 from asyncdeploy.builtin_images import DEMO_IMAGE, GATE_IMAGE
-from asyncdeploy.errors import CreateError
-from asyncdeploy.events import Event, PullStarted
 from tests.engines.conftest import PAUSE, PYTHON, RUN_ID, RUN_LABEL
 from tests.engines.helpers import plan
 from tests.engines.test_newcomer import README, block, default_pause_image  # noqa: F401 - a fixture

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from asyncdeploy import Container, Deployer, Mount, WorkloadNotFound, WorkloadPlan
+from asyncdeploy._events import DrainFinished, PreStopFinished, SignalSent
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._ops import CallNotSent
 from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.drivers.engine._state import snapshot
-from asyncdeploy.events import DrainFinished, PreStopFinished, SignalSent
 from asyncdeploy.labels import LABEL_ROLE, LABEL_VOLUME_PLAN, LABEL_WORKLOAD
 from tests.engines.cli_process import start_cli
 from tests.engines.conftest import BUSYBOX

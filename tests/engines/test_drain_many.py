@@ -24,7 +24,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from asyncdeploy import Deployer
-from asyncdeploy.events import (
+from asyncdeploy._events import (
     ContainerForceKilled,
     DrainEvent,
     DrainFinished,

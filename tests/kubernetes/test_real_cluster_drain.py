@@ -297,7 +297,7 @@ async def test_the_service_example_plan_drains_with_traffic_leaving_first(
     async with Deployer(driver).terminate(plan.name) as stream:
         events = [e async for e in stream]
     kinds = [type(e).__name__ for e in events]
-    [left] = [e for e in events if isinstance(e, TrafficLeft)]
+    assert len([e for e in events if isinstance(e, TrafficLeft)]) == 1, kinds
     assert kinds.index("TrafficLeft") < kinds.index("SignalSent"), kinds  # inside the hook
     assert events[-1].summary.ok  # type: ignore[union-attr]
 

@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from asyncdeploy._errors import EngineUnavailable
+from asyncdeploy._events import ContainerExited, DrainFinished, SignalSent
 from asyncdeploy.drivers.engine._claim import Owner
 from asyncdeploy.drivers.engine._drain import drain_workloads
 from asyncdeploy.drivers.engine._drain_core import WorkloadDrain, gives_up
@@ -32,8 +34,6 @@ from asyncdeploy.drivers.engine._drain_steps import (
     WriteClaim,
 )
 from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef, WorkloadSnapshot
-from asyncdeploy.errors import EngineUnavailable
-from asyncdeploy.events import ContainerExited, DrainFinished, SignalSent
 from asyncdeploy.testing import FakeOps
 
 AFTER = 5.0

@@ -44,7 +44,9 @@ DEVELOPMENT = section(ROOT / "docs" / "development.md", "Layout")
 
 def test_the_values_they_name_are_the_values_contract() -> None:
     values = {short(m) for m in contract("the values")["source_modules"]}  # type: ignore[union-attr]
-    readme_values = README[README.index("- values:") : README.index("- what the drivers are handed")]
+    readme_values = README[
+        README.index("- values:") : README.index("- what the drivers are handed")
+    ]
     assert values <= named(readme_values), values - named(readme_values)
     development_values = DEVELOPMENT[: DEVELOPMENT.index("import no driver")]
     assert values <= named(development_values), values - named(development_values)

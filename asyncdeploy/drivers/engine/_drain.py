@@ -41,14 +41,14 @@ from collections.abc import Sequence
 
 import anyio
 
+from asyncdeploy._errors import DrainUnreachable
+from asyncdeploy._events import DrainSummary, Emit
 from asyncdeploy.drivers._books import effective_grace
 from asyncdeploy.drivers.engine._claim import Owner
 from asyncdeploy.drivers.engine._drain_core import WorkloadDrain
 from asyncdeploy.drivers.engine._drain_loop import DrainLoop
 from asyncdeploy.drivers.engine._drain_steps import DrainTimings
 from asyncdeploy.drivers.engine._ops import ContainerOps, WorkloadSnapshot
-from asyncdeploy.errors import DrainUnreachable
-from asyncdeploy.events import DrainSummary, Emit
 
 __all__ = ["DrainTimings", "drain_workloads"]
 

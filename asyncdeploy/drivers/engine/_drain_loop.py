@@ -27,6 +27,8 @@ from typing import TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
+from asyncdeploy._errors import ENGINE_FAILURES
+from asyncdeploy._events import Emit
 from asyncdeploy.drivers.engine import _drain_waits as waits
 from asyncdeploy.drivers.engine._drain_core import WorkloadDrain
 from asyncdeploy.drivers.engine._drain_steps import (
@@ -61,8 +63,6 @@ from asyncdeploy.drivers.engine._drain_steps import (
 )
 from asyncdeploy.drivers.engine._exits import ExitWatch
 from asyncdeploy.drivers.engine._ops import ContainerOps
-from asyncdeploy.errors import ENGINE_FAILURES
-from asyncdeploy.events import Emit
 
 __all__ = ["DrainLoop"]
 

@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 import attrs
 
+from asyncdeploy._errors import ENGINE_FAILURES, WorkloadNotFound
+from asyncdeploy._events import PreStopFinished, PreStopStarted, SignalSent
 from asyncdeploy.drivers.engine._drain_context import DrainContext
 from asyncdeploy.drivers.engine._drain_steps import (
     AwaitExit,
@@ -27,8 +29,6 @@ from asyncdeploy.drivers.engine._drain_steps import (
     WriteClaim,
     code_of,
 )
-from asyncdeploy.errors import ENGINE_FAILURES, WorkloadNotFound
-from asyncdeploy.events import PreStopFinished, PreStopStarted, SignalSent
 
 __all__ = ["OwnerDrain"]
 

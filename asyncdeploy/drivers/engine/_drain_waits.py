@@ -10,6 +10,7 @@ from typing import Protocol, TypeVar
 
 import anyio
 
+from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.drivers.engine._drain_steps import (
     AwaitExit,
     DrainTimings,
@@ -19,7 +20,6 @@ from asyncdeploy.drivers.engine._drain_steps import (
 )
 from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch, first_exit
 from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook, ContainerOps, ContainerRef
-from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
 
 __all__ = ["Calls"]
 

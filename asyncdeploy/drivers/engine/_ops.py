@@ -8,9 +8,9 @@ from typing import Protocol
 
 import attrs
 
+from asyncdeploy._errors import EngineUnavailable
 from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.drivers.engine._exits import ExitWatch
-from asyncdeploy.errors import EngineUnavailable
 from asyncdeploy.labels import ContainerRole
 
 __all__ = [

@@ -37,7 +37,18 @@ import anyio
 import attrs
 
 from asyncdeploy._backoff import POD_DELETE
+from asyncdeploy._errors import (
+    ENGINE_FAILURES,
+    EngineAPIError,
+    EngineFailure,
+    EngineTimeout,
+    EngineUnavailable,
+    WorkloadConflict,
+    WorkloadNotFound,
+)
+from asyncdeploy._events import DrainSummary, Emit
 from asyncdeploy._groups import lone_error
+from asyncdeploy._selectors import Selector
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
@@ -50,18 +61,7 @@ from asyncdeploy.drivers.kubernetes._pod_states import (
 )
 from asyncdeploy.drivers.kubernetes._traffic import TrafficWatch
 from asyncdeploy.drivers.kubernetes._watch import KubeletEvents, PodEvent, PodFollower, Resync
-from asyncdeploy.errors import (
-    ENGINE_FAILURES,
-    EngineAPIError,
-    EngineFailure,
-    EngineTimeout,
-    EngineUnavailable,
-    WorkloadConflict,
-    WorkloadNotFound,
-)
-from asyncdeploy.events import DrainSummary, Emit
 from asyncdeploy.labels import LABEL_SERVICE, LABEL_WORKLOAD
-from asyncdeploy.selectors import Selector
 
 __all__ = [
     "GIVE_UP_AFTER",
