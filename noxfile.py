@@ -23,7 +23,8 @@ def install(session: nox.Session, *groups: str) -> None:
 # (the real cluster's tests, the engine-free suite). They partition the suite, share no
 # workload (every test names its workloads by its run), and the first runs in the foreground.
 # Then ALONE (tests/conftest.py says which, and why): the tests that rebuild the images the
-# streams run. (No test is alone for time: none holds the product to a wall-clock bound.)
+# streams run, and the forty-at-once drains, whose load on Podman's API is their subject. (No
+# test is alone for time: none holds the product to a wall-clock bound.)
 _SOLO = "not alone"
 STREAMS = (
     f"docker and not second_stream and {_SOLO}",
