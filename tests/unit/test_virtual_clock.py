@@ -20,18 +20,18 @@ def test_only_a_tcp_socket_in_its_handshake_or_with_unacknowledged_bytes_is_in_f
     left, right = socket.socketpair()  # (the loop's self-pipe is such a pair)
     read_end, write_end = os.pipe()
     try:
+        pair = [client.fileno(), server.fileno()]
         client.sendall(b"x" * 1000)
-        # acknowledged once the peer's kernel side took them: at once, or (a loaded machine
+        # received once the peer's kernel side took them: at once, or (a loaded machine
         # deferring the loopback's softirq) a little later; unread, they are no longer in flight
         deadline = time.monotonic() + 10
-        while virtual_clock._in_flight(client.fileno()) and time.monotonic() < deadline:
+        while virtual_clock._in_flight(pair) and time.monotonic() < deadline:
             time.sleep(0.001)
-        assert not virtual_clock._in_flight(client.fileno())
-        assert not virtual_clock._in_flight(server.fileno())
-        assert not virtual_clock._in_flight(listener.fileno())  # no queue to ask about
+        assert not virtual_clock._in_flight(pair)
+        assert virtual_clock._look(listener.fileno()) is None  # no peer, no queue to ask about
         left.sendall(b"unread")
-        assert not virtual_clock._in_flight(left.fileno())  # a Unix socket: never waited for
-        assert not virtual_clock._in_flight(read_end)  # not a socket
+        assert virtual_clock._look(left.fileno()) is None  # a Unix socket: never waited for
+        assert virtual_clock._look(read_end) is None  # not a socket
     finally:
         for s in (listener, client, server, left, right):
             s.close()
@@ -54,7 +54,7 @@ def test_a_connection_still_in_its_handshake_is_in_flight() -> None:
                 client.connect(listener.getsockname())
             except BlockingIOError:
                 pass
-        looks = [virtual_clock._in_flight(client.fileno()) for client in clients]
+        looks = [virtual_clock._in_flight([client.fileno()]) for client in clients]
         assert looks[0] is False and looks[-1] is True, looks  # queued; its SYN dropped
     finally:
         for s in (listener, *clients):
