@@ -30,13 +30,13 @@ from typing import Generic, Literal, Protocol, Self, TypeVar, cast
 import anyio
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy._errors import DrainError, DrainUnreachable
 from asyncdeploy._event_stream import event_stream
+from asyncdeploy._events import DrainEvent, DrainFinished, DrainSummary, Emit, Event
 from asyncdeploy._kill import KillSwitch
+from asyncdeploy._results import ApplyResult, WorkloadStatus
 from asyncdeploy.drivers.base import Drains, Found
-from asyncdeploy.errors import DrainError, DrainUnreachable
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event
 from asyncdeploy.replace.events import ReplaceEvent
-from asyncdeploy.results import ApplyResult, WorkloadStatus
 
 __all__ = ["CreateEvents", "Drain", "Operation", "Replacement", "draining"]
 

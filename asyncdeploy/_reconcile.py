@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy._events import DrainEvent
 from asyncdeploy._kill import KillSwitch
 from asyncdeploy._operations import Drain
+from asyncdeploy._results import WorkloadStatus
+from asyncdeploy._selectors import SelectorLike, as_selector
 from asyncdeploy.drivers.base import Driver
-from asyncdeploy.events import DrainEvent
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.replace._lock import has_instance, lock_key, lock_plan, retire_quietly
-from asyncdeploy.results import WorkloadStatus
-from asyncdeploy.selectors import SelectorLike, as_selector
 
 if TYPE_CHECKING:
     from asyncdeploy.deployer import Deployer

@@ -18,7 +18,7 @@
         result = await deployer.replace(new_plan)
 
 The deployer needs asyncio (its engine clients, aiodocker and kubernetes-asyncio, run on aiohttp);
-opened under trio it raises :class:`~asyncdeploy.errors.UnsupportedEventLoop`. The server kit,
+opened under trio it raises :class:`~asyncdeploy._errors.UnsupportedEventLoop`. The server kit,
 :mod:`asyncdeploy.workload`, runs on both.
 """
 
@@ -40,13 +40,21 @@ import anyio
 import attrs
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy._errors import EngineTimeout, SelectorError, WorkloadNotFound
 from asyncdeploy._event_stream import event_stream
+from asyncdeploy._events import DrainSummary, Emit, Event, PullEvent
 from asyncdeploy._kill import KillSwitch
 from asyncdeploy._log import log_event
 from asyncdeploy._operations import CreateEvents, Drain, Replacement, draining
+from asyncdeploy._results import (
+    ApplyResult,
+    EngineInfo,
+    ExecResult,
+    WorkloadEvent,
+    WorkloadStatus,
+)
+from asyncdeploy._selectors import Selector, SelectorLike, as_selector
 from asyncdeploy.drivers.base import Driver, Found
-from asyncdeploy.errors import EngineTimeout, SelectorError, WorkloadNotFound
-from asyncdeploy.events import DrainSummary, Emit, Event, PullEvent
 from asyncdeploy.plan import WorkloadPlan, plan_digest
 from asyncdeploy.plan.gating import expand_gates
 from asyncdeploy.replace import _run as _replace
@@ -54,14 +62,6 @@ from asyncdeploy.replace._lock import retire_quietly
 from asyncdeploy.replace._names import current_name, current_plan, resolving
 from asyncdeploy.replace._run import OnEvent, ReplaceOptions, ReplaceResult
 from asyncdeploy.replace.events import REPLACE_EVENTS, ReplaceEvent, Strategy
-from asyncdeploy.results import (
-    ApplyResult,
-    EngineInfo,
-    ExecResult,
-    WorkloadEvent,
-    WorkloadStatus,
-)
-from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
 __all__ = [
     "Deployer",
@@ -227,7 +227,7 @@ class Deployer:
         return await resolving(self.driver, name, self.driver.get)
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
-        """Workloads whose labels match ``selector``: a :class:`~asyncdeploy.selectors.Selector`,
+        """Workloads whose labels match ``selector``: a :class:`~asyncdeploy._selectors.Selector`,
         a Kubernetes selector string (``"team=ml,tier in (gpu)"``) or ``{label: value}``."""
         return await self.driver.list(as_selector(selector))
 

@@ -15,7 +15,7 @@ from html import escape
 
 import attrs
 
-from asyncdeploy.events import (
+from asyncdeploy._events import (
     ContainerExited,
     ContainerForceKilled,
     DrainEvent,

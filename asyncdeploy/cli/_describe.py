@@ -8,15 +8,15 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from asyncdeploy.cli._states import age, state_text
-from asyncdeploy.cli._table import render_table
-from asyncdeploy.results import (
+from asyncdeploy._results import (
     DRAINING,
     ContainerStatus,
     PublishedPort,
     WorkloadEvent,
     WorkloadStatus,
 )
+from asyncdeploy.cli._states import age, state_text
+from asyncdeploy.cli._table import render_table
 
 __all__ = ["describe_workload"]
 

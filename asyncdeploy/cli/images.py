@@ -14,11 +14,11 @@ from pathlib import Path
 import anyio
 import click
 
+from asyncdeploy._errors import CreateError
 from asyncdeploy.builtin_images import BUILT_IN, REPOSITORY, BuiltIn
 from asyncdeploy.cli._common import Settings, echo_out, pass_settings, run
 from asyncdeploy.cli._debs import HAPROXY_PACKAGES
 from asyncdeploy.cli._recipes import HASH_LABEL, Recipe, package_version, recipe
-from asyncdeploy.errors import CreateError
 
 __all__ = ["images"]
 

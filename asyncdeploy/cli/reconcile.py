@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from asyncdeploy._reconcile import finishing, left_locks, plan_of_finish, unfinished_workloads
+from asyncdeploy._selectors import Selector
 from asyncdeploy.cli._common import (
     Settings,
     emit_json,
@@ -17,7 +18,6 @@ from asyncdeploy.cli._common import (
 from asyncdeploy.cli._signals import Interrupts
 from asyncdeploy.cli.workloads import stream_drain
 from asyncdeploy.replace._lock import retire_locks
-from asyncdeploy.selectors import Selector
 
 __all__ = ["reconcile"]
 

@@ -11,6 +11,7 @@ from typing import cast
 import click
 
 from asyncdeploy import Deployer, Replacement
+from asyncdeploy._events import DrainEvent, PullEvent, event_to_dict
 from asyncdeploy.cli._common import (
     DURATION,
     PLAN_FILES_HELP,
@@ -27,7 +28,6 @@ from asyncdeploy.cli._common import (
 from asyncdeploy.cli._signals import Interrupts
 from asyncdeploy.cli.render import EventRenderer
 from asyncdeploy.cli.workloads import stream_drain
-from asyncdeploy.events import DrainEvent, PullEvent, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.replace.events import (
     REPLACE_EVENTS,

@@ -7,6 +7,7 @@ import anyio
 import click
 
 from asyncdeploy import Deployer
+from asyncdeploy._errors import EngineTimeout, WorkloadNotFound
 from asyncdeploy.cli._common import (
     DURATION,
     EXIT_FAILED,
@@ -21,7 +22,6 @@ from asyncdeploy.cli._common import (
     run,
     status_dict,
 )
-from asyncdeploy.errors import EngineTimeout, WorkloadNotFound
 
 __all__ = ["wait"]
 

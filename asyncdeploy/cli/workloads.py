@@ -13,6 +13,20 @@ import attrs
 import click
 
 from asyncdeploy import Deployer
+from asyncdeploy._errors import AsyncDeployError, CreateError, EngineTimeout
+from asyncdeploy._events import (
+    DrainEvent,
+    DrainFinished,
+    DrainStarted,
+    DrainSummary,
+    PullFailed,
+    PullFinished,
+    PullProgress,
+    PullStarted,
+    event_to_dict,
+)
+from asyncdeploy._results import ApplyResult, WorkloadStatus
+from asyncdeploy._selectors import Selector
 from asyncdeploy.cli._common import (
     DURATION,
     EXIT_TEARING_DOWN,
@@ -40,18 +54,6 @@ from asyncdeploy.cli._terminal import fold, terminal_width
 from asyncdeploy.cli.fleet import ENGINE_HELP as FLEET_HELP
 from asyncdeploy.cli.fleet import delete_on_engines
 from asyncdeploy.cli.render import EventRenderer, LiveView, PullView, for_stream
-from asyncdeploy.errors import AsyncDeployError, CreateError, EngineTimeout
-from asyncdeploy.events import (
-    DrainEvent,
-    DrainFinished,
-    DrainStarted,
-    DrainSummary,
-    PullFailed,
-    PullFinished,
-    PullProgress,
-    PullStarted,
-    event_to_dict,
-)
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.replace.events import (
     REPLACE_EVENTS,
@@ -60,8 +62,6 @@ from asyncdeploy.replace.events import (
     downtime_words,
     replace_event_to_dict,
 )
-from asyncdeploy.results import ApplyResult, WorkloadStatus
-from asyncdeploy.selectors import Selector
 
 _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
 

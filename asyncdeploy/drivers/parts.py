@@ -20,13 +20,13 @@ from typing import ClassVar, Protocol
 
 import anyio
 
+from asyncdeploy._errors import CreateError, EngineAPIError, EngineTimeout, WorkloadNotFound
+from asyncdeploy._events import DrainSummary, Emit, ignore_events
 from asyncdeploy._kill import KillSwitch
+from asyncdeploy._results import ApplyResult, WorkloadStatus
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import READY_SETTLE_SECONDS, Drains, Looks
-from asyncdeploy.errors import CreateError, EngineAPIError, EngineTimeout, WorkloadNotFound
-from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.plan import WorkloadPlan, plan_digest
-from asyncdeploy.results import ApplyResult, WorkloadStatus
 
 __all__ = ["DrainThenMake", "NoImages", "ProcessMarkers", "ReadyByLooks"]
 

@@ -8,7 +8,7 @@ running. A record whose owner is dead (same host: its pid is gone or reused) or 
 passed is stale: the next replace removes it and takes the lock, so a killed replace never
 leaves it stuck for ever (on the same host not even for a moment). A record from a live owner
 (or one that cannot be checked from here, within its bound) makes the replace fail at once
-with :class:`~asyncdeploy.errors.ReplaceInProgress` (exit 1), naming the owner.
+with :class:`~asyncdeploy._errors.ReplaceInProgress` (exit 1), naming the owner.
 
 What is left of a plan's lock goes with the plan (:func:`retire_locks`): after the delete of
 its last instance, or by ``reconcile`` when a dead run left it, the lock is *taken* (as a
@@ -31,9 +31,9 @@ from contextlib import asynccontextmanager
 import anyio
 import attrs
 
+from asyncdeploy._errors import AsyncDeployError, ReplaceInProgress, WorkloadNotFound
 from asyncdeploy._owner import Owner
 from asyncdeploy.drivers.base import Driver
-from asyncdeploy.errors import AsyncDeployError, ReplaceInProgress, WorkloadNotFound
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 
 __all__ = [

@@ -39,11 +39,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 
-from asyncdeploy._event_stream import workload_exists
-from asyncdeploy._kill import KillSwitch
-from asyncdeploy._operations import Drain, draining
-from asyncdeploy.drivers.base import Driver, Found
-from asyncdeploy.errors import (
+from asyncdeploy._errors import (
     AsyncDeployError,
     CreateError,
     OperationTimeout,
@@ -51,7 +47,12 @@ from asyncdeploy.errors import (
     WorkloadConflict,
     WorkloadNotFound,
 )
-from asyncdeploy.events import DrainEvent, DrainSummary, Emit, PullEvent
+from asyncdeploy._event_stream import workload_exists
+from asyncdeploy._events import DrainEvent, DrainSummary, Emit, PullEvent
+from asyncdeploy._kill import KillSwitch
+from asyncdeploy._operations import Drain, draining
+from asyncdeploy._results import WorkloadStatus
+from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.plan.gating import expand_gates
@@ -72,7 +73,6 @@ from asyncdeploy.replace.events import (
     ReplaceWaiting,
     Strategy,
 )
-from asyncdeploy.results import WorkloadStatus
 
 __all__ = [
     "OnEvent",

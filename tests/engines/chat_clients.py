@@ -25,7 +25,7 @@ import attrs
 import httpx
 
 from asyncdeploy import Deployer, DrainEvent, WorkloadPlan
-from asyncdeploy.events import DrainFinished, DrainStarted
+from asyncdeploy._events import DrainFinished, DrainStarted
 from asyncdeploy.verify.balancer import SERVED_BY_HEADER, ServerState, running_haproxy
 from tests.engines.llama import CHECKS
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from asyncdeploy import Container, Deployer
+from asyncdeploy._errors import CreateError
+from asyncdeploy._events import Event, PullStarted
 from asyncdeploy.builtin_images import DEMO_IMAGE, GATE_IMAGE
 from asyncdeploy.cli.images import base_missing
-from asyncdeploy.errors import CreateError
-from asyncdeploy.events import Event, PullStarted
 from tests.cli_runner import invoke_in_thread
 from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL
 from tests.engines.helpers import plan

@@ -22,7 +22,7 @@ import anyio
 import pytest
 
 from asyncdeploy import Deployer, WorkloadPlan, open_deployer
-from asyncdeploy.events import SignalSent
+from asyncdeploy._events import SignalSent
 from asyncdeploy.labels import LABEL_WORKLOAD
 from asyncdeploy.plan import plan_to_mapping
 from tests.engines.conftest import RUN_ID, RUN_LABEL

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncdeploy.events import (
+from asyncdeploy._events import (
     ContainerExited,
     ContainerForceKilled,
     ContainerOutcome,

@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from asyncdeploy._errors import EngineAPIError, EngineUnavailable
+from asyncdeploy._events import ContainerExited, DrainFinished, SignalSent
 from asyncdeploy.drivers.engine._claim import Owner
 from asyncdeploy.drivers.engine._drain import drain_workloads
 from asyncdeploy.drivers.engine._drain.core import WorkloadDrain, gives_up
@@ -37,8 +39,6 @@ from asyncdeploy.drivers.engine._ops import (
     ContainerRef,
     WorkloadSnapshot,
 )
-from asyncdeploy.errors import EngineAPIError, EngineUnavailable
-from asyncdeploy.events import ContainerExited, DrainFinished, SignalSent
 from asyncdeploy.testing import FakeOps
 
 AFTER = 5.0

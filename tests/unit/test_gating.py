@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 import asyncdeploy.gate
+from asyncdeploy._errors import PlanError
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.kubernetes._manifest import pod_manifest
-from asyncdeploy.errors import PlanError
 from asyncdeploy.labels import (
     LABEL_PRE_STOP_HTTP,
     LABEL_READINESS_NET,

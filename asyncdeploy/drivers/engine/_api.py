@@ -17,7 +17,23 @@ from typing import Any, ClassVar, Self, cast
 import anyio
 import attrs
 
+from asyncdeploy._errors import (
+    ENGINE_FAILURES,
+    EngineUnavailable,
+    PlanError,
+    WorkloadConflict,
+    WorkloadNotFound,
+)
+from asyncdeploy._events import DrainSummary, Emit, ignore_events
 from asyncdeploy._kill import KillSwitch
+from asyncdeploy._results import (
+    ApplyResult,
+    EngineInfo,
+    ExecResult,
+    WorkloadEvent,
+    WorkloadStatus,
+)
+from asyncdeploy._selectors import Selector, SelectorLike, as_selector
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine import _build
@@ -45,14 +61,6 @@ from asyncdeploy.drivers.engine._state import (
     workload_status,
 )
 from asyncdeploy.drivers.engine._unfinished import creators_alive, left_volumes
-from asyncdeploy.errors import (
-    ENGINE_FAILURES,
-    EngineUnavailable,
-    PlanError,
-    WorkloadConflict,
-    WorkloadNotFound,
-)
-from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_INSTANCE_OF,
@@ -66,14 +74,6 @@ from asyncdeploy.labels import (
 )
 from asyncdeploy.masking import mask_env_entry, mask_tree
 from asyncdeploy.plan import WorkloadPlan, masked_plan_record, plan_digest, plan_from_record
-from asyncdeploy.results import (
-    ApplyResult,
-    EngineInfo,
-    ExecResult,
-    WorkloadEvent,
-    WorkloadStatus,
-)
-from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
 __all__ = ["EngineAPIDriver", "EngineFound", "planned_state"]
 

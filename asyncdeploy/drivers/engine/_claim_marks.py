@@ -23,15 +23,15 @@ from typing import Any
 import anyio
 import attrs
 
+from asyncdeploy._errors import ENGINE_FAILURES
+from asyncdeploy._results import DRAINING, WorkloadStatus
 from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._drain import DrainTimings
 from asyncdeploy.drivers.engine._ops import ContainerRef
 from asyncdeploy.drivers.engine._state import workload_status
 from asyncdeploy.drivers.engine._unfinished import dead_claim
-from asyncdeploy.errors import ENGINE_FAILURES
 from asyncdeploy.labels import LABEL_ROLE
-from asyncdeploy.results import DRAINING, WorkloadStatus
 
 __all__ = ["ClaimMarks", "not_ready_while_draining"]
 

@@ -18,6 +18,13 @@ import aiohttp
 import anyio
 
 from asyncdeploy._backoff import KILLED_POLL
+from asyncdeploy._errors import (
+    ENGINE_FAILURES,
+    EngineAPIError,
+    EngineUnavailable,
+    WorkloadConflict,
+    WorkloadNotFound,
+)
 from asyncdeploy.drivers.engine._claim import (
     CLAIM_FILE,
     ClaimRecord,
@@ -33,13 +40,6 @@ from asyncdeploy.drivers.engine._inside import Inside, passes, probe_argv
 from asyncdeploy.drivers.engine._netcheck import http_get, workload_address
 from asyncdeploy.drivers.engine._ops import CallNotSent, ClaimAnswer, ContainerLook, ContainerRef
 from asyncdeploy.drivers.engine._session import EngineSession
-from asyncdeploy.errors import (
-    ENGINE_FAILURES,
-    EngineAPIError,
-    EngineUnavailable,
-    WorkloadConflict,
-    WorkloadNotFound,
-)
 from asyncdeploy.labels import (
     LABEL_CLAIM,
     LABEL_CLAIM_RECORD,

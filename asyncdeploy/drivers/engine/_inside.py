@@ -28,9 +28,9 @@ from typing import Any, Literal, Self
 
 import anyio
 
+from asyncdeploy._errors import ENGINE_FAILURES, WorkloadNotFound
 from asyncdeploy.builtin_images import GATE_IMAGE, built_in
 from asyncdeploy.drivers.engine._session import EngineSession
-from asyncdeploy.errors import ENGINE_FAILURES, WorkloadNotFound
 from asyncdeploy.labels import LABEL_PROBE_OF, LABEL_ROLE, LABEL_WORKLOAD
 
 __all__ = [

@@ -33,8 +33,8 @@ from collections.abc import Mapping
 
 import attrs
 
+from asyncdeploy._errors import WorkloadConflict, WorkloadNotFound
 from asyncdeploy.drivers.engine._session import EngineSession
-from asyncdeploy.errors import WorkloadConflict, WorkloadNotFound
 from asyncdeploy.labels import LABEL_LOCK, LABEL_LOCK_RECORD
 
 __all__ = ["EngineMarkers", "Generation"]

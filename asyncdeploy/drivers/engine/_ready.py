@@ -6,7 +6,7 @@ time (the caller's, else :data:`~asyncdeploy.drivers.base.READY_SETTLE_SECONDS`)
 as the engine recorded it (``State.StartedAt``), the same rule as on Kubernetes: one that started
 longer ago is settled at the first look, and the engine's own state (no report delay here) is
 read every 0.25 s meanwhile. A run container that exits (or restarts) first fails the wait at
-once with a :class:`~asyncdeploy.errors.CreateError` carrying its exit code and its last log lines, read
+once with a :class:`~asyncdeploy._errors.CreateError` carrying its exit code and its last log lines, read
 before anything is removed. An exec racing the container's exit (Podman: 500 "can only create
 exec sessions on running containers", Docker: 409 "is not running") or one that hangs on a
 dying container (bounded) is not an answer: the next look at the container's state is.
@@ -24,18 +24,19 @@ from typing import Any
 import anyio
 import attrs
 
+from asyncdeploy._errors import (
+    ENGINE_FAILURES,
+    CreateError,
+    EngineTimeout,
+    WorkloadNotFound,
+)
+from asyncdeploy._results import WorkloadStatus
 from asyncdeploy.drivers.base import READY_SETTLE_SECONDS
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._inside import WaitProbes, passes
 from asyncdeploy.drivers.engine._netcheck import probe_from_here
 from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.drivers.engine._state import workload_status
-from asyncdeploy.errors import (
-    ENGINE_FAILURES,
-    CreateError,
-    EngineTimeout,
-    WorkloadNotFound,
-)
 from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_READINESS,
@@ -43,7 +44,6 @@ from asyncdeploy.labels import (
     LABEL_ROLE,
     LABEL_WORKLOAD,
 )
-from asyncdeploy.results import WorkloadStatus
 
 __all__ = ["LOG_LINES", "engine_time", "exited_error", "wait_until_ready"]
 

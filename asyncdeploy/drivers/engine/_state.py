@@ -7,6 +7,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from asyncdeploy._results import ContainerStatus, EngineInfo, PublishedPort, WorkloadStatus
+from asyncdeploy._selectors import Selector
 from asyncdeploy.drivers._books import effective_grace
 from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
 from asyncdeploy.drivers.engine._unfinished import unfinished
@@ -26,8 +28,6 @@ from asyncdeploy.labels import (
     selector_labels,
     shown_labels,
 )
-from asyncdeploy.results import ContainerStatus, EngineInfo, PublishedPort, WorkloadStatus
-from asyncdeploy.selectors import Selector
 
 __all__ = [
     "just_created",

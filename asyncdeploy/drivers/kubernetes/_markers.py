@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from asyncdeploy._errors import WorkloadConflict, WorkloadNotFound
 from asyncdeploy.drivers.kubernetes._api import PodAPI, resource_path
-from asyncdeploy.errors import WorkloadConflict, WorkloadNotFound
 from asyncdeploy.labels import LABEL_LOCK
 
 __all__ = ["ConfigMapMarkers"]

@@ -12,6 +12,7 @@ from typing import Protocol, TypeVar
 
 import anyio
 
+from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
 from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.drivers.engine._drain.protocol import (
     AwaitExit,
@@ -22,7 +23,6 @@ from asyncdeploy.drivers.engine._drain.protocol import (
 )
 from asyncdeploy.drivers.engine._exits import ExitStreamLost, ExitWatch, first_exit
 from asyncdeploy.drivers.engine._ops import CallNotSent, ClaimAnswer, ContainerLook, ContainerRef
-from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
 
 __all__ = ["Calls", "ContainerOps"]
 

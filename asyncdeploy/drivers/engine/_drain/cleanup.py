@@ -12,6 +12,8 @@ kill landed is ``exited``, with its code.
 
 from __future__ import annotations
 
+from asyncdeploy._errors import ENGINE_FAILURES, WorkloadNotFound
+from asyncdeploy._events import ContainerForceKilled
 from asyncdeploy.drivers.engine._drain.context import DRAINED, DrainContext
 from asyncdeploy.drivers.engine._drain.protocol import (
     SIGKILLED,
@@ -26,8 +28,6 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     code_of,
 )
 from asyncdeploy.drivers.engine._ops import ContainerRef
-from asyncdeploy.errors import ENGINE_FAILURES, WorkloadNotFound
-from asyncdeploy.events import ContainerForceKilled
 
 __all__ = ["Cleanup"]
 

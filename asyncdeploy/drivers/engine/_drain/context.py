@@ -12,6 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from asyncdeploy._errors import EngineFailure, EngineUnavailable
+from asyncdeploy._events import (
+    ContainerEnd,
+    ContainerExited,
+    ContainerRemoved,
+    DrainSummary,
+    Event,
+    PauseRemoved,
+)
 from asyncdeploy.drivers._books import DrainBooks
 from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner
 from asyncdeploy.drivers.engine._drain.protocol import (
@@ -27,15 +36,6 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     Wake,
 )
 from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
-from asyncdeploy.errors import EngineFailure, EngineUnavailable
-from asyncdeploy.events import (
-    ContainerEnd,
-    ContainerExited,
-    ContainerRemoved,
-    DrainSummary,
-    Event,
-    PauseRemoved,
-)
 
 __all__ = ["DRAINED", "DrainContext"]
 

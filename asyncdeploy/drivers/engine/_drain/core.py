@@ -33,6 +33,11 @@ give-up rule (:func:`gives_up`) makes the containers whose end was not seen ``un
 
 from __future__ import annotations
 
+from asyncdeploy._errors import ENGINE_FAILURES, EngineUnavailable, WorkloadNotFound
+from asyncdeploy._events import (
+    DrainStarted,
+    SidecarRemoved,
+)
 from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner, new_record
 from asyncdeploy.drivers.engine._drain.cleanup import Cleanup
 from asyncdeploy.drivers.engine._drain.context import DrainContext
@@ -54,11 +59,6 @@ from asyncdeploy.drivers.engine._ops import (
     ContainerLook,
     ContainerRef,
     WorkloadSnapshot,
-)
-from asyncdeploy.errors import ENGINE_FAILURES, EngineUnavailable, WorkloadNotFound
-from asyncdeploy.events import (
-    DrainStarted,
-    SidecarRemoved,
 )
 
 __all__ = ["WorkloadDrain", "gives_up"]

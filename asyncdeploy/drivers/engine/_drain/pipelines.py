@@ -14,6 +14,8 @@ from typing import TypeGuard
 
 import attrs
 
+from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
+from asyncdeploy._events import PreStopFinished, PreStopStarted, SignalSent
 from asyncdeploy.drivers.engine._drain.context import DrainContext
 from asyncdeploy.drivers.engine._drain.protocol import (
     AwaitExit,
@@ -28,8 +30,6 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     WriteClaim,
     code_of,
 )
-from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
-from asyncdeploy.events import PreStopFinished, PreStopStarted, SignalSent
 
 __all__ = ["OwnerDrain"]
 
