@@ -7,7 +7,7 @@ import inspect
 import aiodocker
 import pytest
 
-from asyncdeploy import errors
+from asyncdeploy import _errors as errors
 from asyncdeploy._events import (
     ContainerOutcome,
     DrainFinished,
