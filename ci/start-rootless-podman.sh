@@ -54,8 +54,10 @@ RUNTIME_DIR=/run/user/$USER_ID
 mkdir -p "$RUNTIME_DIR/podman"; chown -R "$USER_NAME:" "$RUNTIME_DIR"; chmod 0700 "$RUNTIME_DIR"
 SOCK=$RUNTIME_DIR/podman/podman.sock
 
-as_user() { # the user's podman, with its runtime dir (no login session sets it here)
-    (cd / && runuser -u "$USER_NAME" -- env HOME="$HOME_DIR" XDG_RUNTIME_DIR="$RUNTIME_DIR" "$@")
+as_user() { # the user's podman, with its runtime dir (no login session sets it here), never
+    # root's engine: ci/setup.sh exports CONTAINER_HOST (root's socket) before it calls this
+    (cd / && runuser -u "$USER_NAME" -- env -u CONTAINER_HOST -u CONTAINER_CONNECTION -u DOCKER_HOST \
+        HOME="$HOME_DIR" XDG_RUNTIME_DIR="$RUNTIME_DIR" "$@")
 }
 ping_sock() { [ -S "$SOCK" ] && curl -sf --max-time 3 --unix-socket "$SOCK" http://engine/_ping 2>/dev/null | grep -q OK; }
 
