@@ -22,9 +22,9 @@ def install(session: nox.Session, *groups: str) -> None:
 # each engine's tests in two halves (tests/conftest.py's SECOND_STREAM), and everything else
 # (the real cluster's tests, the engine-free suite). They partition the suite, share no
 # workload (every test names its workloads by its run), and the first runs in the foreground.
-# Then ALONE (tests/conftest.py says which): the tests that hold the product to a time bound
-# under its own concurrency, on a machine the streams no longer load, and those that rebuild
-# the images the streams run.
+# Then ALONE (tests/conftest.py says which, and why): the tests that rebuild the images the
+# streams run, and the forty-at-once drains, whose load on Podman's API is their subject. (No
+# test is alone for time: none holds the product to a wall-clock bound.)
 _SOLO = "not alone"
 STREAMS = (
     f"docker and not second_stream and {_SOLO}",
@@ -87,11 +87,25 @@ def tests(session: nox.Session) -> None:
         session.error(f"pytest exited {said}")
 
 
+# The engine-free tests mostly wait (a real HAProxy's health checks, the kit's windows, a
+# subprocess's start): run side by side, one file per worker at a time (its module fixtures
+# stay whole), they take the time of the longest files, not of all of them in a row.
+UNIT_WORKERS = ("-n", "4", "--dist", "loadfile")
+
+
 @nox.session(default=False)
 def unit(session: nox.Session) -> None:
-    """What needs no engine, no cluster and no long wait: the quick loop while working."""
+    """What needs no engine, no cluster and no long wait: the quick loop while working
+    (`-- -m "not engine and not cluster"` adds the slow ones: every engine-free test)."""
     install(session, "test")
-    session.run("pytest", "-m", "not engine and not cluster and not slow", *session.posargs)
+    session.run(
+        "pytest",
+        *UNIT_WORKERS,
+        "--durations=15",
+        "-m",
+        "not engine and not cluster and not slow",
+        *session.posargs,
+    )
 
 
 @nox.session

@@ -18,10 +18,10 @@ __version__ = "0.1.0"
 _PUBLIC: dict[str, tuple[str, ...]] = {
     "asyncdeploy._opening": ("open_deployer",),
     "asyncdeploy._operations": ("CreateEvents", "Drain", "Operation", "Replacement"),
-    "asyncdeploy.deployer": ("Deployer", "ReplaceResult"),
-    "asyncdeploy.drivers": ("DRIVER_NAMES", "DriverName"),
+    "asyncdeploy.deployer": ("Deployer",),
+    "asyncdeploy.drivers.registry": ("DRIVER_NAMES", "DriverName"),
     "asyncdeploy.drivers.base": ("Driver", "Found"),
-    "asyncdeploy.errors": (
+    "asyncdeploy._errors": (
         "AsyncDeployError",
         "CreateError",
         "DrainError",
@@ -43,7 +43,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "WorkloadConflict",
         "WorkloadNotFound",
     ),
-    "asyncdeploy.events": (
+    "asyncdeploy._events": (
         "ContainerEnd",
         "ContainerExited",
         "ContainerForceKilled",
@@ -70,12 +70,17 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "TrafficStillRouted",
         "event_to_dict",
     ),
-    "asyncdeploy.plan": (
-        "Autoheal",
-        "Checks",
-        "Container",
+    "asyncdeploy.plan._fields": (
         "FrozenCounts",
         "FrozenMap",
+    ),
+    "asyncdeploy.plan._model": (
+        "Container",
+        "WorkloadPlan",
+    ),
+    "asyncdeploy.plan._parts": (
+        "Autoheal",
+        "Checks",
         "Gate",
         "GateReady",
         "HTTPGet",
@@ -87,8 +92,8 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "Resources",
         "Service",
         "ServicePort",
-        "WorkloadPlan",
     ),
+    "asyncdeploy.replace._run": ("ReplaceResult",),
     "asyncdeploy.replace.events": (
         "ReplaceDowntime",
         "ReplaceEvent",
@@ -99,7 +104,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "ReplaceWaiting",
         "Strategy",
     ),
-    "asyncdeploy.results": (
+    "asyncdeploy._results": (
         "ApplyResult",
         "ContainerStatus",
         "EngineInfo",
@@ -108,85 +113,95 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "WorkloadEvent",
         "WorkloadStatus",
     ),
-    "asyncdeploy.selectors": ("Requirement", "Selector", "parse_selector"),
+    "asyncdeploy._selectors": ("Requirement", "Selector", "parse_selector"),
 }
 _HOMES = {name: module for module, names in _PUBLIC.items() for name in names}
 __all__ = sorted(_HOMES)  # noqa: PLE0605 - made from the table, as the view below
 
 if TYPE_CHECKING:  # the type checkers' view, written from _PUBLIC
+    from asyncdeploy._errors import AsyncDeployError as AsyncDeployError
+    from asyncdeploy._errors import CreateError as CreateError
+    from asyncdeploy._errors import DrainError as DrainError
+    from asyncdeploy._errors import DrainUnreachable as DrainUnreachable
+    from asyncdeploy._errors import DriverNotFound as DriverNotFound
+    from asyncdeploy._errors import DriverNotInstalled as DriverNotInstalled
+    from asyncdeploy._errors import EngineAPIError as EngineAPIError
+    from asyncdeploy._errors import EngineError as EngineError
+    from asyncdeploy._errors import EngineTimeout as EngineTimeout
+    from asyncdeploy._errors import EngineUnavailable as EngineUnavailable
+    from asyncdeploy._errors import ExecInterrupted as ExecInterrupted
+    from asyncdeploy._errors import NoDriverInstalled as NoDriverInstalled
+    from asyncdeploy._errors import OperationTimeout as OperationTimeout
+    from asyncdeploy._errors import PlanError as PlanError
+    from asyncdeploy._errors import ReplaceFailed as ReplaceFailed
+    from asyncdeploy._errors import ReplaceInProgress as ReplaceInProgress
+    from asyncdeploy._errors import SelectorError as SelectorError
+    from asyncdeploy._errors import UnsupportedEventLoop as UnsupportedEventLoop
+    from asyncdeploy._errors import WorkloadConflict as WorkloadConflict
+    from asyncdeploy._errors import WorkloadNotFound as WorkloadNotFound
+    from asyncdeploy._events import ContainerEnd as ContainerEnd
+    from asyncdeploy._events import ContainerExited as ContainerExited
+    from asyncdeploy._events import ContainerForceKilled as ContainerForceKilled
+    from asyncdeploy._events import ContainerOutcome as ContainerOutcome
+    from asyncdeploy._events import ContainerRemoved as ContainerRemoved
+    from asyncdeploy._events import DrainEvent as DrainEvent
+    from asyncdeploy._events import DrainFinished as DrainFinished
+    from asyncdeploy._events import DrainStarted as DrainStarted
+    from asyncdeploy._events import DrainSummary as DrainSummary
+    from asyncdeploy._events import Event as Event
+    from asyncdeploy._events import NodeUnreachable as NodeUnreachable
+    from asyncdeploy._events import PauseRemoved as PauseRemoved
+    from asyncdeploy._events import PreStopFinished as PreStopFinished
+    from asyncdeploy._events import PreStopStarted as PreStopStarted
+    from asyncdeploy._events import PullEvent as PullEvent
+    from asyncdeploy._events import PullFailed as PullFailed
+    from asyncdeploy._events import PullFinished as PullFinished
+    from asyncdeploy._events import PullProgress as PullProgress
+    from asyncdeploy._events import PullStarted as PullStarted
+    from asyncdeploy._events import SidecarRemoved as SidecarRemoved
+    from asyncdeploy._events import SignalSent as SignalSent
+    from asyncdeploy._events import TeardownPending as TeardownPending
+    from asyncdeploy._events import TrafficLeft as TrafficLeft
+    from asyncdeploy._events import TrafficStillRouted as TrafficStillRouted
+    from asyncdeploy._events import event_to_dict as event_to_dict
     from asyncdeploy._opening import open_deployer as open_deployer
     from asyncdeploy._operations import CreateEvents as CreateEvents
     from asyncdeploy._operations import Drain as Drain
     from asyncdeploy._operations import Operation as Operation
     from asyncdeploy._operations import Replacement as Replacement
+    from asyncdeploy._results import ApplyResult as ApplyResult
+    from asyncdeploy._results import ContainerStatus as ContainerStatus
+    from asyncdeploy._results import EngineInfo as EngineInfo
+    from asyncdeploy._results import ExecResult as ExecResult
+    from asyncdeploy._results import PublishedPort as PublishedPort
+    from asyncdeploy._results import WorkloadEvent as WorkloadEvent
+    from asyncdeploy._results import WorkloadStatus as WorkloadStatus
+    from asyncdeploy._selectors import Requirement as Requirement
+    from asyncdeploy._selectors import Selector as Selector
+    from asyncdeploy._selectors import parse_selector as parse_selector
     from asyncdeploy.deployer import Deployer as Deployer
-    from asyncdeploy.deployer import ReplaceResult as ReplaceResult
-    from asyncdeploy.drivers import DRIVER_NAMES as DRIVER_NAMES
-    from asyncdeploy.drivers import DriverName as DriverName
     from asyncdeploy.drivers.base import Driver as Driver
     from asyncdeploy.drivers.base import Found as Found
-    from asyncdeploy.errors import AsyncDeployError as AsyncDeployError
-    from asyncdeploy.errors import CreateError as CreateError
-    from asyncdeploy.errors import DrainError as DrainError
-    from asyncdeploy.errors import DrainUnreachable as DrainUnreachable
-    from asyncdeploy.errors import DriverNotFound as DriverNotFound
-    from asyncdeploy.errors import DriverNotInstalled as DriverNotInstalled
-    from asyncdeploy.errors import EngineAPIError as EngineAPIError
-    from asyncdeploy.errors import EngineError as EngineError
-    from asyncdeploy.errors import EngineTimeout as EngineTimeout
-    from asyncdeploy.errors import EngineUnavailable as EngineUnavailable
-    from asyncdeploy.errors import ExecInterrupted as ExecInterrupted
-    from asyncdeploy.errors import NoDriverInstalled as NoDriverInstalled
-    from asyncdeploy.errors import OperationTimeout as OperationTimeout
-    from asyncdeploy.errors import PlanError as PlanError
-    from asyncdeploy.errors import ReplaceFailed as ReplaceFailed
-    from asyncdeploy.errors import ReplaceInProgress as ReplaceInProgress
-    from asyncdeploy.errors import SelectorError as SelectorError
-    from asyncdeploy.errors import UnsupportedEventLoop as UnsupportedEventLoop
-    from asyncdeploy.errors import WorkloadConflict as WorkloadConflict
-    from asyncdeploy.errors import WorkloadNotFound as WorkloadNotFound
-    from asyncdeploy.events import ContainerEnd as ContainerEnd
-    from asyncdeploy.events import ContainerExited as ContainerExited
-    from asyncdeploy.events import ContainerForceKilled as ContainerForceKilled
-    from asyncdeploy.events import ContainerOutcome as ContainerOutcome
-    from asyncdeploy.events import ContainerRemoved as ContainerRemoved
-    from asyncdeploy.events import DrainEvent as DrainEvent
-    from asyncdeploy.events import DrainFinished as DrainFinished
-    from asyncdeploy.events import DrainStarted as DrainStarted
-    from asyncdeploy.events import DrainSummary as DrainSummary
-    from asyncdeploy.events import Event as Event
-    from asyncdeploy.events import NodeUnreachable as NodeUnreachable
-    from asyncdeploy.events import PauseRemoved as PauseRemoved
-    from asyncdeploy.events import PreStopFinished as PreStopFinished
-    from asyncdeploy.events import PreStopStarted as PreStopStarted
-    from asyncdeploy.events import PullEvent as PullEvent
-    from asyncdeploy.events import PullFailed as PullFailed
-    from asyncdeploy.events import PullFinished as PullFinished
-    from asyncdeploy.events import PullProgress as PullProgress
-    from asyncdeploy.events import PullStarted as PullStarted
-    from asyncdeploy.events import SidecarRemoved as SidecarRemoved
-    from asyncdeploy.events import SignalSent as SignalSent
-    from asyncdeploy.events import TeardownPending as TeardownPending
-    from asyncdeploy.events import TrafficLeft as TrafficLeft
-    from asyncdeploy.events import TrafficStillRouted as TrafficStillRouted
-    from asyncdeploy.events import event_to_dict as event_to_dict
-    from asyncdeploy.plan import Autoheal as Autoheal
-    from asyncdeploy.plan import Checks as Checks
-    from asyncdeploy.plan import Container as Container
-    from asyncdeploy.plan import FrozenCounts as FrozenCounts
-    from asyncdeploy.plan import FrozenMap as FrozenMap
-    from asyncdeploy.plan import Gate as Gate
-    from asyncdeploy.plan import GateReady as GateReady
-    from asyncdeploy.plan import HTTPGet as HTTPGet
-    from asyncdeploy.plan import Mount as Mount
-    from asyncdeploy.plan import Port as Port
-    from asyncdeploy.plan import Probe as Probe
-    from asyncdeploy.plan import PullPolicy as PullPolicy
-    from asyncdeploy.plan import RegistryAuth as RegistryAuth
-    from asyncdeploy.plan import Resources as Resources
-    from asyncdeploy.plan import Service as Service
-    from asyncdeploy.plan import ServicePort as ServicePort
-    from asyncdeploy.plan import WorkloadPlan as WorkloadPlan
+    from asyncdeploy.drivers.registry import DRIVER_NAMES as DRIVER_NAMES
+    from asyncdeploy.drivers.registry import DriverName as DriverName
+    from asyncdeploy.plan._fields import FrozenCounts as FrozenCounts
+    from asyncdeploy.plan._fields import FrozenMap as FrozenMap
+    from asyncdeploy.plan._model import Container as Container
+    from asyncdeploy.plan._model import WorkloadPlan as WorkloadPlan
+    from asyncdeploy.plan._parts import Autoheal as Autoheal
+    from asyncdeploy.plan._parts import Checks as Checks
+    from asyncdeploy.plan._parts import Gate as Gate
+    from asyncdeploy.plan._parts import GateReady as GateReady
+    from asyncdeploy.plan._parts import HTTPGet as HTTPGet
+    from asyncdeploy.plan._parts import Mount as Mount
+    from asyncdeploy.plan._parts import Port as Port
+    from asyncdeploy.plan._parts import Probe as Probe
+    from asyncdeploy.plan._parts import PullPolicy as PullPolicy
+    from asyncdeploy.plan._parts import RegistryAuth as RegistryAuth
+    from asyncdeploy.plan._parts import Resources as Resources
+    from asyncdeploy.plan._parts import Service as Service
+    from asyncdeploy.plan._parts import ServicePort as ServicePort
+    from asyncdeploy.replace._run import ReplaceResult as ReplaceResult
     from asyncdeploy.replace.events import ReplaceDowntime as ReplaceDowntime
     from asyncdeploy.replace.events import ReplaceEvent as ReplaceEvent
     from asyncdeploy.replace.events import ReplaceReady as ReplaceReady
@@ -195,16 +210,6 @@ if TYPE_CHECKING:  # the type checkers' view, written from _PUBLIC
     from asyncdeploy.replace.events import ReplaceStrategy as ReplaceStrategy
     from asyncdeploy.replace.events import ReplaceWaiting as ReplaceWaiting
     from asyncdeploy.replace.events import Strategy as Strategy
-    from asyncdeploy.results import ApplyResult as ApplyResult
-    from asyncdeploy.results import ContainerStatus as ContainerStatus
-    from asyncdeploy.results import EngineInfo as EngineInfo
-    from asyncdeploy.results import ExecResult as ExecResult
-    from asyncdeploy.results import PublishedPort as PublishedPort
-    from asyncdeploy.results import WorkloadEvent as WorkloadEvent
-    from asyncdeploy.results import WorkloadStatus as WorkloadStatus
-    from asyncdeploy.selectors import Requirement as Requirement
-    from asyncdeploy.selectors import Selector as Selector
-    from asyncdeploy.selectors import parse_selector as parse_selector
 
 
 def __getattr__(name: str) -> Any:

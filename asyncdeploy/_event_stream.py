@@ -15,11 +15,11 @@ from typing import TypeVar
 import anyio
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy._errors import WorkloadNotFound
+from asyncdeploy._events import DrainEvent
 from asyncdeploy._groups import lone_error
 from asyncdeploy._log import log_event
 from asyncdeploy.drivers.base import Looks
-from asyncdeploy.errors import WorkloadNotFound
-from asyncdeploy.events import DrainEvent
 
 __all__ = [
     "event_stream",

@@ -13,7 +13,7 @@ import logging
 import sys
 from typing import Any
 
-from asyncdeploy.events import (
+from asyncdeploy._events import (
     ContainerExited,
     ContainerForceKilled,
     ContainerRemoved,

@@ -11,6 +11,12 @@ from typing import Any, Literal, overload
 
 import anyio
 
+from asyncdeploy._errors import (
+    DriverNotInstalled,
+    EngineUnavailable,
+    NoDriverInstalled,
+    UnsupportedEventLoop,
+)
 from asyncdeploy.deployer import Deployer
 from asyncdeploy.drivers import (
     AUTO_DETECT_ORDER,
@@ -22,12 +28,6 @@ from asyncdeploy.drivers import (
 )
 from asyncdeploy.drivers.base import Driver
 from asyncdeploy.drivers.engine._docker_config import current_context
-from asyncdeploy.errors import (
-    DriverNotInstalled,
-    EngineUnavailable,
-    NoDriverInstalled,
-    UnsupportedEventLoop,
-)
 
 __all__ = ["AUTO_DETECT_ORDER", "DRIVER_NAMES", "DriverName", "open_deployer"]
 

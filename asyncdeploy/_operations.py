@@ -30,13 +30,13 @@ from typing import Generic, Literal, Protocol, Self, TypeVar, cast
 import anyio
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy._errors import DrainError, DrainUnreachable
 from asyncdeploy._event_stream import event_stream
+from asyncdeploy._events import DrainEvent, DrainFinished, DrainSummary, Emit, Event
 from asyncdeploy._kill import KillSwitch
+from asyncdeploy._results import ApplyResult, WorkloadStatus
 from asyncdeploy.drivers.base import Drains, Found
-from asyncdeploy.errors import DrainError, DrainUnreachable
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit, Event
 from asyncdeploy.replace.events import ReplaceEvent
-from asyncdeploy.results import ApplyResult, WorkloadStatus
 
 __all__ = ["CreateEvents", "Drain", "Operation", "Replacement", "draining"]
 
@@ -231,9 +231,11 @@ def draining(
     *,
     keep_volumes: bool = False,
     switch: KillSwitch | None = None,
+    then: Callable[[Found], Awaitable[None]] | None = None,
 ) -> Drain:
     """The handle of a drain of what ``look`` finds (its one look, made on entry); ``switch``:
-    the kill switch of the operation it runs in (a replace's)."""
+    the kill switch of the operation it runs in (a replace's); ``then``: what follows a drain
+    that ran to its end (a delete's: the replace lock's remains of a plan now gone)."""
 
     @asynccontextmanager
     async def start(_: KillSwitch) -> AsyncIterator[ObjectReceiveStream[DrainEvent]]:
@@ -242,6 +244,8 @@ def draining(
             driver, found, grace_period_seconds, keep_volumes=keep_volumes
         ) as events:
             yield events
+        if then is not None:
+            await then(found)
 
     drain = Drain(start, switch=switch)
     return drain

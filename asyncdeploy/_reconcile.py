@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy._events import DrainEvent
 from asyncdeploy._kill import KillSwitch
 from asyncdeploy._operations import Drain
+from asyncdeploy._results import WorkloadStatus
+from asyncdeploy._selectors import SelectorLike, as_selector
 from asyncdeploy.drivers.base import Driver
-from asyncdeploy.events import DrainEvent
 from asyncdeploy.labels import LABEL_INSTANCE_OF
-from asyncdeploy.replace._lock import lock_key
-from asyncdeploy.results import WorkloadStatus
-from asyncdeploy.selectors import SelectorLike, as_selector
+from asyncdeploy.replace._lock import has_instance, lock_key, lock_plan, retire_quietly
 
 if TYPE_CHECKING:
     from asyncdeploy.deployer import Deployer
@@ -31,6 +31,7 @@ __all__ = [
     "UNKNOWN_OWNER",
     "being_replaced",
     "finishing",
+    "left_locks",
     "plan_of_finish",
     "unfinished_workloads",
 ]
@@ -49,6 +50,14 @@ async def unfinished_workloads(
         for status in found
         if status.unfinished is not None and (force or UNKNOWN_OWNER not in status.unfinished)
     ]
+
+
+async def left_locks(driver: Driver) -> list[str]:
+    """The plans whose replace lock is left while no instance of them is (a replace killed
+    after it drained the last one, or an asyncdeploy that kept its locks' remains): ``reconcile``
+    retires them (``replace/_lock.py``: taken first; a live replace's is left alone)."""
+    plans = [p for p in map(lock_plan, await driver.marker_keys()) if p is not None]
+    return [p for p in plans if not await has_instance(driver, p)]
 
 
 def plan_of_finish(status: WorkloadStatus) -> list[str]:
@@ -85,6 +94,7 @@ def finishing(
         keep = bool(await being_replaced(driver, names))
         async with drain.stream(driver, found, grace_period_seconds, keep_volumes=keep) as events:
             yield events
+        await retire_quietly(driver, names)  # the replace lock of a plan now gone
 
     drain = Drain(start)
     return drain

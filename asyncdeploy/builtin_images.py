@@ -8,7 +8,10 @@ that the engine lacks is refused with the command that builds it (any tag, any p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
+
+from asyncdeploy.durations import parse_duration
 
 __all__ = [
     "BUILT_IN",
@@ -18,6 +21,7 @@ __all__ = [
     "BuiltIn",
     "build_command",
     "built_in",
+    "demo_window",
     "missing_message",
 ]
 
@@ -31,6 +35,30 @@ GATE_IMAGE = f"{REPOSITORY}/gate:{DEFAULT_TAG}"
 """The drain gate (``python3 -m asyncdeploy.gate``): a plan's ``gate:`` runs it by default."""
 DEMO_IMAGE = f"{REPOSITORY}/demo:{DEFAULT_TAG}"
 """The demo inference server (``python3 -m asyncdeploy.workload.demo``, port 8080)."""
+
+
+DEMO_WINDOW_SECONDS = 10.0
+"""The demo server's propagation window on SIGTERM: it keeps serving new requests up to this
+long (less once a balancer's probes show it stopped sending) so that balancers notice, then
+drains. The kit's ``PropagationWindow().max_seconds`` (``tests/unit/test_builtin_images.py``
+holds them equal: the kit imports nothing of the package around it)."""
+
+
+def demo_window(image: str, argv: Sequence[str]) -> float | None:
+    """How long the demo image holds new requests on SIGTERM, its server's command line being
+    ``argv`` (the plan's command and args; empty: the image's own, with the defaults); None for
+    any other image."""
+    if built_in(image) != "demo":
+        return None
+    if "--refuse-at-once" in argv:
+        return 0.0
+    window = DEMO_WINDOW_SECONDS
+    for i, word in enumerate(argv):  # the last one given counts, as argparse reads them
+        if word == "--propagation-window" and i + 1 < len(argv):
+            window = parse_duration(argv[i + 1])
+        elif word.startswith("--propagation-window="):
+            window = parse_duration(word.partition("=")[2])
+    return window
 
 
 def _split(image: str) -> tuple[str, str]:

@@ -18,7 +18,7 @@
         result = await deployer.replace(new_plan)
 
 The deployer needs asyncio (its engine clients, aiodocker and kubernetes-asyncio, run on aiohttp);
-opened under trio it raises :class:`~asyncdeploy.errors.UnsupportedEventLoop`. The server kit,
+opened under trio it raises :class:`~asyncdeploy._errors.UnsupportedEventLoop`. The server kit,
 :mod:`asyncdeploy.workload`, runs on both.
 """
 
@@ -40,27 +40,28 @@ import anyio
 import attrs
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy._errors import EngineTimeout, SelectorError, WorkloadNotFound
 from asyncdeploy._event_stream import event_stream
+from asyncdeploy._events import DrainSummary, Emit, Event, PullEvent
 from asyncdeploy._kill import KillSwitch
 from asyncdeploy._log import log_event
 from asyncdeploy._operations import CreateEvents, Drain, Replacement, draining
-from asyncdeploy.drivers.base import Driver, Found
-from asyncdeploy.errors import EngineTimeout, SelectorError, WorkloadNotFound
-from asyncdeploy.events import DrainSummary, Emit, Event, PullEvent
-from asyncdeploy.plan import WorkloadPlan, plan_digest
-from asyncdeploy.plan.gating import expand_gates
-from asyncdeploy.replace import _run as _replace
-from asyncdeploy.replace._names import current_name, current_plan, resolving
-from asyncdeploy.replace._run import OnEvent, ReplaceOptions, ReplaceResult
-from asyncdeploy.replace.events import REPLACE_EVENTS, ReplaceEvent, Strategy
-from asyncdeploy.results import (
+from asyncdeploy._results import (
     ApplyResult,
     EngineInfo,
     ExecResult,
     WorkloadEvent,
     WorkloadStatus,
 )
-from asyncdeploy.selectors import Selector, SelectorLike, as_selector
+from asyncdeploy._selectors import Selector, SelectorLike, as_selector
+from asyncdeploy.drivers.base import Driver, Found
+from asyncdeploy.plan import WorkloadPlan, plan_digest
+from asyncdeploy.plan.gating import expand_gates
+from asyncdeploy.replace import _run as _replace
+from asyncdeploy.replace._lock import retire_quietly
+from asyncdeploy.replace._names import current_name, current_plan, resolving
+from asyncdeploy.replace._run import OnEvent, ReplaceOptions, ReplaceResult
+from asyncdeploy.replace.events import REPLACE_EVENTS, ReplaceEvent, Strategy
 
 __all__ = [
     "Deployer",
@@ -226,7 +227,7 @@ class Deployer:
         return await resolving(self.driver, name, self.driver.get)
 
     async def list(self, selector: SelectorLike | None = None) -> builtins.list[WorkloadStatus]:
-        """Workloads whose labels match ``selector``: a :class:`~asyncdeploy.selectors.Selector`,
+        """Workloads whose labels match ``selector``: a :class:`~asyncdeploy._selectors.Selector`,
         a Kubernetes selector string (``"team=ml,tier in (gpu)"``) or ``{label: value}``."""
         return await self.driver.list(as_selector(selector))
 
@@ -392,6 +393,7 @@ class Deployer:
             driver,
             lambda: resolving(driver, name, lambda n: driver.find([n])),
             grace_period_seconds,
+            then=self._retire_locks,
         )
 
     def terminate_many(
@@ -422,7 +424,7 @@ class Deployer:
                 )
             return await driver.find(present)
 
-        return draining(driver, look, grace_period_seconds)
+        return draining(driver, look, grace_period_seconds, then=self._retire_locks)
 
     def terminate_all(
         self,
@@ -438,8 +440,15 @@ class Deployer:
         no selector without ``all``, raises ``SelectorError`` before any call."""
         chosen = _everything_or(selector, all=all)
         return draining(
-            self.driver, lambda: self.driver.find_matching(chosen), grace_period_seconds
+            self.driver,
+            lambda: self.driver.find_matching(chosen),
+            grace_period_seconds,
+            then=self._retire_locks,
         )
+
+    async def _retire_locks(self, found: Found) -> None:
+        """After a delete: a plan whose last instance is gone leaves no replace lock behind."""
+        await retire_quietly(self.driver, found.names)
 
     async def delete(self, name: str, *, grace_period_seconds: int | None = None) -> DrainSummary:
         """Drain and remove one workload; return its summary."""

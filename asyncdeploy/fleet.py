@@ -33,13 +33,13 @@ import anyio
 import attrs
 from anyio.abc import ObjectReceiveStream
 
+from asyncdeploy._errors import AsyncDeployError, DrainError
 from asyncdeploy._event_stream import event_stream
+from asyncdeploy._events import DrainEvent, DrainSummary
 from asyncdeploy._opening import open_deployer
 from asyncdeploy._operations import Drain
+from asyncdeploy._selectors import SelectorLike
 from asyncdeploy.deployer import Deployer
-from asyncdeploy.errors import AsyncDeployError, DrainError
-from asyncdeploy.events import DrainEvent, DrainSummary
-from asyncdeploy.selectors import SelectorLike
 
 __all__ = ["EngineFailed", "Fleet", "FleetDrain", "FleetDrainError", "FleetEvent", "open_fleet"]
 

@@ -27,6 +27,7 @@ __all__ = [
     "LABEL_PLAN_DIGEST",
     "LABEL_PRE_STOP",
     "LABEL_PRE_STOP_HTTP",
+    "LABEL_PROBE_OF",
     "LABEL_READINESS",
     "LABEL_READINESS_NET",
     "LABEL_RESTART_POLICY",
@@ -77,6 +78,10 @@ LABEL_READINESS: Final = "asyncdeploy.io/readiness"  # JSON list: the readiness 
 # JSON {"http": {port, path}} or {"tcp": port}, with "timeout": the readiness probe checked from
 # the deployer through the workload's address, needing nothing inside the container.
 LABEL_READINESS_NET: Final = "asyncdeploy.io/readiness-net"
+LABEL_PROBE_OF: Final = "asyncdeploy.io/probe-of"
+"""On a helper container that runs one check or HTTP hook inside a workload's network namespace
+(it removes itself as it ends): the id of the container whose namespace it joins. Not a
+workload's container."""
 # "true": the engine's health check is the plan's liveness probe (not one the image brings)
 LABEL_LIVENESS: Final = "asyncdeploy.io/liveness"
 LABEL_INDEX: Final = "asyncdeploy.io/index"  # the container's position in the plan (list order)

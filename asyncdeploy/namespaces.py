@@ -11,7 +11,7 @@ the field.
 
 from __future__ import annotations
 
-from asyncdeploy.errors import PlanError
+from asyncdeploy._errors import PlanError
 
 __all__ = ["workload_namespace"]
 

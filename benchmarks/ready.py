@@ -31,8 +31,7 @@ from typing import Any
 import anyio
 from common import ENGINE_URLS
 
-from asyncdeploy import Checks, Container, Probe, WorkloadPlan, open_deployer
-from asyncdeploy.deployer import Deployer
+from asyncdeploy import Checks, Container, Deployer, Probe, WorkloadPlan, open_deployer
 
 IMAGE = "asyncdeploy-test/busybox:latest"
 PAUSE = "asyncdeploy-test/pause:latest"

@@ -3,9 +3,12 @@
 #
 #   localhost/asyncdeploy/gate:latest       the drain gate (python3 -m asyncdeploy.gate): FROM
 #                                      asyncdeploy-test/python:latest (ci/build-test-image.sh)
-#                                      + the wheels of anyio, attrs, httptools and uvloop
-#                                      (downloaded on the host; httptools: llhttp, the gate's
-#                                      framing; uvloop: its faster loop, benchmarks/gate.py)
+#                                      + Debian bookworm's haproxy (the data plane): its .deb and
+#                                      those of the libraries it links, fetched on the host with
+#                                      `apt-get download` (or taken from DEBS=DIR), unpacked with
+#                                      `dpkg-deb -x` (the base has no dpkg); a library the base
+#                                      already has is kept from the base, never overwritten
+#                                      + the wheels of anyio, attrs and uvloop (the controller)
 #                                      + this repository's asyncdeploy/ package;
 #   asyncdeploy-test/stock-engine:latest  a stand-in for a stock inference server that knows
 #                                      nothing of asyncdeploy (tests/images/stock_engine.py: exits
@@ -21,6 +24,7 @@
 #   ENGINES="docker podman"  FORCE=0  DOCKER_SOCK=/var/run/docker.sock
 #   GATE_IMAGE=localhost/asyncdeploy/gate:latest (another tag: a branch's gate beside main's)
 #   IMAGE_CACHE_DIR=/var/cache/asyncdeploy-test-images  PIP="python3 -m pip"
+#   DEBS=DIR (haproxy's .debs and its libraries', for a machine without a package mirror)
 set -euo pipefail
 
 GATE=${GATE_IMAGE:-localhost/asyncdeploy/gate:latest}
@@ -34,7 +38,7 @@ CACHE=${IMAGE_CACHE_DIR:-/var/cache/asyncdeploy-test-images}
 read -r -a PIP <<<"${PIP:-python3 -m pip}"
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SITE=/usr/local/lib/python3.11/dist-packages
-REQS=(anyio attrs httptools uvloop)
+REQS=(anyio attrs uvloop)
 
 log() { printf '[build-gate-image %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -57,7 +61,7 @@ gate_hash=$(
     cd "$REPO"
     { find asyncdeploy -type f \( -name '*.py' -o -name py.typed \) -not -path '*/__pycache__/*' -print0 \
         | sort -z | xargs -0 sha256sum
-      printf '%s\n' "$req_hash"; sha256sum "${BASH_SOURCE[0]}"; } | sha256sum | cut -c1-16
+      printf '%s\n' "$req_hash" "${DEBS:-}"; sha256sum "${BASH_SOURCE[0]}"; } | sha256sum | cut -c1-16
 )
 stock_hash=$({ sha256sum "$REPO/tests/images/stock_engine.py" "${BASH_SOURCE[0]}"; } | sha256sum | cut -c1-16)
 
@@ -111,17 +115,46 @@ if [ "$FORCE" = 1 ] || [ ! -f "$wheels/.complete" ]; then
         || { tail -20 "$CACHE/gate-pip.log" >&2; die "pip download failed"; }
     touch "$wheels/.complete"
 fi
-mkdir -p "$ctx/gate/wheels" "$ctx/gate/site"
+debs=${DEBS:-}
+if [ -z "$debs" ]; then
+    # haproxy and the packages of the libraries it links (never libc6: the base's own)
+    command -v apt-get >/dev/null && command -v dpkg >/dev/null \
+        || die "no apt-get/dpkg here to fetch haproxy: give DEBS=DIR with its .debs"
+    [ -x /usr/sbin/haproxy ] || die "haproxy is not installed on this host (apt-get install haproxy), or give DEBS=DIR"
+    debs=$CACHE/gate-debs-$ARCH
+    if [ "$FORCE" = 1 ] || [ ! -f "$debs/.complete" ]; then
+        pkgs=$(for lib in $(ldd /usr/sbin/haproxy | awk '/=>/ {print $3}'); do
+                   dpkg -S "$lib" 2>/dev/null || dpkg -S "$(readlink -f "$lib")" 2>/dev/null || true
+               done | cut -d: -f1 | sort -u | grep -vx 'libc6' || true)
+        log "apt-get download haproxy $pkgs"
+        rm -rf "$debs"; mkdir -p "$debs"
+        (cd "$debs" && apt-get download haproxy $pkgs) >"$CACHE/gate-apt.log" 2>&1 \
+            || { tail -20 "$CACHE/gate-apt.log" >&2; die "apt-get download failed (give DEBS=DIR)"; }
+        touch "$debs/.complete"
+    fi
+fi
+ls "$debs"/haproxy_*.deb >/dev/null 2>&1 || die "no haproxy_*.deb in $debs"
+mkdir -p "$ctx/gate/wheels" "$ctx/gate/site" "$ctx/gate/haproxy/sbin" "$ctx/gate/haproxy/lib" "$ctx/unpacked"
+for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$ctx/unpacked"; done
+cp "$ctx/unpacked/usr/sbin/haproxy" "$ctx/gate/haproxy/sbin/"
+find "$ctx/unpacked" \( -path '*/lib/*-linux-gnu/*.so*' -o -path '*/lib/*-linux-gnu/*/*.so*' \) \( -type f -o -type l \) \
+    -exec cp -a {} "$ctx/gate/haproxy/lib/" \;
 cp "$wheels"/*.whl "$ctx/gate/wheels/"
 tar -C "$REPO" --exclude=__pycache__ --exclude='*.pyc' -cf - asyncdeploy | tar -C "$ctx/gate/site" -xf -
 cat >"$ctx/gate/Dockerfile" <<EOF
 FROM $BASE
 COPY wheels/ /tmp/wheels/
+COPY haproxy/ /tmp/haproxy/
 RUN set -e; mkdir -p $SITE; \\
-    for w in /tmp/wheels/*.whl; do python3 -m zipfile -e "\$w" $SITE/; done; rm -rf /tmp/wheels
+    for w in /tmp/wheels/*.whl; do python3 -m zipfile -e "\$w" $SITE/; done; rm -rf /tmp/wheels; \\
+    cp /tmp/haproxy/sbin/haproxy /usr/sbin/haproxy; \\
+    for lib in /tmp/haproxy/lib/*; do \\
+        name=\$(basename "\$lib"); \\
+        [ -e /lib/$ARCH-linux-gnu/\$name ] || [ -e /usr/lib/$ARCH-linux-gnu/\$name ] || cp -a "\$lib" /usr/lib/$ARCH-linux-gnu/; \\
+    done; rm -rf /tmp/haproxy; haproxy -vv >/dev/null
 COPY site/ $SITE/
 RUN set -e; python3 -m compileall -q $SITE/asyncdeploy/gate $SITE/asyncdeploy/workload >/dev/null; \\
-    python3 -c "import asyncdeploy.gate, asyncdeploy.gate.__main__, httptools, uvloop"
+    python3 -c "import asyncdeploy.gate, asyncdeploy.gate.__main__, uvloop"
 ENV PYTHONUNBUFFERED=1
 EXPOSE 8000
 STOPSIGNAL SIGTERM

@@ -64,6 +64,13 @@ PIP="$venv/bin/python -m pip" bash "$here/build-gate-image.sh" >/dev/null
 # there) and its model on the host; prints the tests' environment, nothing without the binary
 llama_env=$(PIP="$venv/bin/python -m pip" bash "$here/build-llama-image.sh")
 
+# 4b. rootless Podman beside the rootful one (for the tests: ci/test.sh sets
+#     ASYNCDEPLOY_START_ROOTLESS=1), the images above copied into it; its tests are then required
+rootless_env=
+if [ "${ASYNCDEPLOY_START_ROOTLESS:-0}" = 1 ]; then
+    rootless_env=$(bash "$here/start-rootless-podman.sh")
+fi
+
 # 5. the local registry (127.0.0.1:5000 open, :5001 with a password) and the images pushed into
 #    it, for the pull tests and `asyncdeploy verify --registry 127.0.0.1:5000`
 registry_env=$(bash "$here/start-registry.sh" start)
@@ -92,3 +99,4 @@ echo "$registry_env"
 [ -z "$llama_env" ] || echo "$llama_env"
 [ -z "$kube_env" ] || echo "$kube_env"
 [ -z "$remote_env" ] || echo "$remote_env"
+[ -z "$rootless_env" ] || echo "$rootless_env"

@@ -14,9 +14,13 @@ import json
 
 from aiohttp import web
 
-from asyncdeploy import AsyncDeployError, WorkloadNotFound, open_deployer
-from asyncdeploy.events import event_to_dict
-from asyncdeploy.plan import WorkloadPlan
+from asyncdeploy import (
+    AsyncDeployError,
+    WorkloadNotFound,
+    WorkloadPlan,
+    event_to_dict,
+    open_deployer,
+)
 
 DEPLOYER = web.AppKey("deployer", object)
 

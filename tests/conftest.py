@@ -1,5 +1,5 @@
 """Shared test settings: the anyio plugin on asyncio (aiohttp, under both SDKs, is asyncio-only),
-virtual time where only the loop's own tasks take part, the markers that say what a test needs,
+virtual time by default (REAL_TIME: the files that need the real clock, and why), the markers that say what a test needs,
 set from where the test lives, each test's time bound (tests/timeouts.py), and hypothesis'
 profile."""
 
@@ -9,9 +9,10 @@ import asyncio
 from fnmatch import fnmatch
 from pathlib import Path
 
-import looptime
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests import virtual_clock
 
 # Property tests check what holds, not how fast: speed is measured in the benchmark, and a
 # loaded machine must not fail an example for taking 287 ms against hypothesis' 200 ms.
@@ -43,51 +44,49 @@ SECOND_STREAM = (
     "engines/test_live_view_pty.py",
     "engines/test_cli_exec_bound.py",
 )
-# Tests that run alone after the streams: those that hold the product to a time bound under its
-# own concurrency (forty drains at once: they measure the product, not the suite's load), and
-# those that rebuild the images every stream runs (the README's first hour from a wheel, the
-# project's own commands: `images build demo`, ci/demo.sh re-tag localhost/asyncdeploy/demo).
+# Tests that run alone after the streams, each for a reason of its own. None is there for time:
+# no test holds the product to a wall-clock bound (the forty-at-once drains' latency is
+# `nox -s bench`'s figure).
 ALONE = (
+    # forty workloads drained at once by one deployer, then by eight deleter processes: they
+    # fill Podman's few API workers (3 x CPUs + 1) by themselves; beside the streams' drains,
+    # Podman stopped answering either for 35 s ("engine unreachable", seen here)
     "engines/test_drain_many.py",
+    # rebuilds and re-tags the built-in images (`images build`) that every stream's tests run
     "engines/test_builtin_images.py",
+    # the README's first hour from a wheel: builds localhost/asyncdeploy/demo and runs
+    # ci/demo.sh, which re-tags the demo image the streams' tests start
     "engines/test_newcomer.py",
 )
 
 
-# Where only this process's own tasks take part (fakes in the loop, no thread, no other
-# process), time is virtual: when every task waits on a timer, asyncio's clock jumps to the next
-# one (looptime), so a 30 s grace costs nothing and timings are exact. Elsewhere, real time: a
-# CLI run in a thread (its own loop), another process, and the server kit, which times its
-# window and deadlines by the wall clock (time.monotonic), as the servers it runs in do.
-VIRTUAL_TIME = (
-    "unit/test_engine_drain.py",
-    "unit/test_deployer_events.py",
-    "unit/test_deadlines.py",
-    "unit/test_testing.py",
-    "unit/test_fleet.py",
-    "kubernetes/test_driver_fake.py",
-    "kubernetes/test_drain_events_fake.py",
-    "kubernetes/test_accelerators_fake.py",
-    "kubernetes/test_fake_matches_recordings.py",
-    "kubernetes/test_selectors_fake.py",
-    "kubernetes/test_node_lost_fake.py",
-    "unit/test_coalesce.py",
-    "unit/test_create_roll_back.py",
-    "unit/test_log.py",
-    "unit/test_pull.py",
-    "unit/test_verify_service.py",
-    "unit/test_verify_traffic.py",
-    "unit/test_first_use.py",
-)
+# Time is virtual by default: where only this process's own tasks take part (fakes in the
+# loop, no thread, no other process), asyncio's clock jumps to the next timer when every task
+# waits on one (looptime), so a 30 s grace costs nothing and timings are exact. A file runs on
+# the real clock only when it is listed here, with why: a new engine-free test file is on
+# virtual time unless it says otherwise.
+REAL_TIME: dict[str, str] = {
+    "engines/*": "real Docker and Podman: the engines' own clocks and processes",
+    "kubernetes/test_real_cluster*": "a real cluster: the kubelet's clock",
+    "workload/*": "the server kit times its window and deadlines by the wall clock "
+    "(time.monotonic), as the servers it runs in do; real HAProxy, nginx and uvicorn "
+    "processes beside it",
+    "kubernetes/test_cli_*": "the CLI under test runs in a thread, on a loop of its own",
+    "unit/test_timeouts.py": "the per-test bounds are wall-clock seconds, which virtual time "
+    "cannot stretch: what it tests",
+    "unit/test_user_docs.py": "the README's snippets run as a user runs them, on the real clock",
+    "unit/test_inside.py": "the probe program runs as a child process against real listeners",
+    "unit/test_takeover_signals.py": "a real child process is the dead owner it reads",
+}
 
 
 def _virtual_loop() -> asyncio.AbstractEventLoop:
-    return looptime.new_event_loop()
+    return virtual_clock.new_event_loop()  # looptime's, waiting for the loop's bytes in flight
 
 
 def _on_virtual_time(path: Path) -> bool:
     where = path.resolve().relative_to(TESTS).as_posix()
-    return any(fnmatch(where, pattern) for pattern in VIRTUAL_TIME)
+    return not any(fnmatch(where, pattern) for pattern in REAL_TIME)
 
 
 # Module-scoped (as the anyio plugin's own default is), so that a module's async fixtures (a

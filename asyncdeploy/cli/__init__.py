@@ -8,6 +8,7 @@ Exit codes: 0 success, 1 the operation failed, 2 usage (bad arguments or an inva
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from typing import cast
 
@@ -16,10 +17,15 @@ import click
 from asyncdeploy.cli._kube_options import cluster_options, with_cluster_options
 from asyncdeploy.drivers.registry import DRIVER_NAMES, DriverName
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["ALIASES", "COMMANDS", "SUGGESTIONS", "main"]
 
 COMMANDS: dict[str, tuple[str, bool, str]] = {
     # name: ("module:function", takes the cluster options after its name, its one-line help)
+    "completion": (
+        "completion:completion",
+        False,
+        "Print the shell completion script for bash, zsh or fish.",
+    ),
     "create": (
         "workloads:create",
         True,
@@ -103,6 +109,29 @@ a command load only what that command uses (``tests/unit/test_cli_start.py`` che
 lines are the commands' own)."""
 
 
+ALIASES = {"apply": "create", "describe": "get"}
+"""kubectl's words where an asyncdeploy command does exactly what they do there: ``apply -f``
+creates from a plan, or replaces a changed one; ``describe NAME`` shows one workload with its
+last events."""
+
+SUGGESTIONS = {
+    "ps": (
+        "list",
+        "docker ps lists containers; asyncdeploy lists workloads, each with its containers",
+    ),
+    "rm": ("delete", "docker rm removes; asyncdeploy deletes by draining first"),
+    "remove": ("delete", "delete drains, then removes"),
+    "run": ("create", "create -f PLAN starts a workload from a plan"),
+    "up": ("create", "create -f PLAN --wait, as compose's up --wait"),
+    "down": ("delete", "delete NAME drains, then removes"),
+    "stop": ("delete", "delete NAME drains, then removes"),
+    "kill": ("delete", "delete --grace-period-seconds 0 kills at once"),
+    "rollout": ("replace", "replace -f PLAN rolls a workload to a new plan"),
+}
+"""Other tools' words that are close to an asyncdeploy command but not the same: never run in
+its place, only named in the error with how it differs."""
+
+
 class _LazyGroup(click.Group):
     """A group whose commands are imported on first use, and listed from :data:`COMMANDS`."""
 
@@ -110,6 +139,7 @@ class _LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd_name = ALIASES.get(cmd_name, cmd_name)
         if cmd_name in self.commands:
             return self.commands[cmd_name]
         if cmd_name not in COMMANDS:
@@ -125,6 +155,22 @@ class _LazyGroup(click.Group):
         self.add_command(command, cmd_name)
         return command
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """A word that is no command fails naming the one that does it (or the nearest)."""
+        name = click.utils.make_str(args[0]) if args else ""
+        if args and not ctx.resilient_parsing and self.get_command(ctx, name) is None:
+            if name in SUGGESTIONS:
+                command, how = SUGGESTIONS[name]
+                ctx.fail(f"No such command {name!r}. Did you mean {command!r}? ({how})")
+            near = difflib.get_close_matches(name, [*COMMANDS, *ALIASES], n=1, cutoff=0.6)
+            if near:
+                ctx.fail(
+                    f"No such command {name!r}. Did you mean {ALIASES.get(near[0], near[0])!r}?"
+                )
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The commands' list without importing them: their one-line help from the table."""
         limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
@@ -134,6 +180,8 @@ class _LazyGroup(click.Group):
         ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+        with formatter.section("Aliases"):
+            formatter.write_dl([(alias, f"= {name}") for alias, name in sorted(ALIASES.items())])
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -168,8 +216,8 @@ def main(
 ) -> None:
     """Deploy inference workloads and take them down without losing a request.
 
-    Shell completion: eval "$(_ASYNCDEPLOY_COMPLETE=bash_source asyncdeploy)" (zsh_source,
-    fish_source for the other shells).
+    Shell completion: eval "$(asyncdeploy completion bash)" (zsh, fish for the other shells;
+    or eval "$(_ASYNCDEPLOY_COMPLETE=bash_source asyncdeploy)", click's variable).
     """
     from asyncdeploy._log import configure_cli_logging
     from asyncdeploy.cli._common import Settings

@@ -17,11 +17,7 @@ import attrs
 import click
 import click.shell_completion
 
-from asyncdeploy.cli._states import status_dict as status_dict_at
-from asyncdeploy.cli._terminal import fold, terminal_width
-from asyncdeploy.drivers.registry import DriverName
-from asyncdeploy.durations import parse_duration
-from asyncdeploy.errors import (
+from asyncdeploy._errors import (
     ENGINE_FAILURES,
     AsyncDeployError,
     CreateError,
@@ -31,10 +27,14 @@ from asyncdeploy.errors import (
     PlanError,
     SelectorError,
 )
+from asyncdeploy._results import WorkloadStatus
+from asyncdeploy._selectors import Selector, parse_selector
+from asyncdeploy.cli._states import status_dict as status_dict_at
+from asyncdeploy.cli._terminal import fold, terminal_width
+from asyncdeploy.drivers.registry import DriverName
+from asyncdeploy.durations import parse_duration
 from asyncdeploy.namespaces import workload_namespace
 from asyncdeploy.plan import MAX_SECONDS, WorkloadPlan
-from asyncdeploy.results import WorkloadStatus
-from asyncdeploy.selectors import Selector, parse_selector
 
 if TYPE_CHECKING:
     from asyncdeploy.deployer import Deployer

@@ -8,9 +8,15 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from asyncdeploy._results import (
+    DRAINING,
+    ContainerStatus,
+    PublishedPort,
+    WorkloadEvent,
+    WorkloadStatus,
+)
 from asyncdeploy.cli._states import age, state_text
 from asyncdeploy.cli._table import render_table
-from asyncdeploy.results import ContainerStatus, PublishedPort, WorkloadEvent, WorkloadStatus
 
 __all__ = ["describe_workload"]
 
@@ -61,6 +67,8 @@ def describe_workload(status: WorkloadStatus, events: Sequence[WorkloadEvent] | 
 
 
 def _health(container: ContainerStatus) -> str:
+    if container.health == DRAINING:
+        return "draining (not ready: its drain has begun)"
     if container.health and not container.checks:
         return f"{container.health} (image's own check, not counted)"
     return container.health or ("-" if not container.checks else "not checked")

@@ -25,6 +25,7 @@ import attrs
 
 import asyncdeploy
 from asyncdeploy.builtin_images import BuiltIn
+from asyncdeploy.cli._debs import haproxy_files
 
 __all__ = [
     "DEMO_REQUIREMENTS",
@@ -36,9 +37,9 @@ __all__ = [
 ]
 
 HASH_LABEL = "io.asyncdeploy.image.source-hash"
-GATE_REQUIREMENTS = ("anyio", "attrs", "httptools", "uvloop")
-"""The gate's runtime (httptools: llhttp's framing; uvloop: its faster loop); ``REQS`` in
-ci/build-gate-image.sh."""
+GATE_REQUIREMENTS = ("anyio", "attrs", "uvloop")
+"""The gate controller's runtime (uvloop: its faster loop); ``REQS`` in ci/build-gate-image.sh.
+Its data plane, Debian's haproxy, comes as ``.deb`` files (:mod:`._debs`)."""
 DEMO_REQUIREMENTS = (
     "uvicorn",
     "h11",
@@ -73,7 +74,7 @@ _COMMANDS: dict[BuiltIn, tuple[int, list[str], list[str]]] = {
     ),
 }
 _CHECKS: dict[BuiltIn, str] = {
-    "gate": "import asyncdeploy.gate, asyncdeploy.gate.__main__, httptools, uvloop",
+    "gate": "import asyncdeploy.gate, asyncdeploy.gate.__main__, uvloop",
     "demo": "import asyncdeploy, asyncdeploy.workload.demo, asyncdeploy.workload.drain_cmd",
 }
 
@@ -93,6 +94,27 @@ for name in sorted(os.listdir(os.path.join(here, "wheels"))):
     zipfile.ZipFile(os.path.join(here, "wheels", name)).extractall(site)
 shutil.copytree(os.path.join(here, "site"), site, dirs_exist_ok=True)
 compileall.compile_dir(os.path.join(site, "asyncdeploy"), quiet=1)
+haproxy = os.path.join(here, "haproxy")
+if os.path.isdir(haproxy):  # Debian's haproxy and the libraries the base lacks
+    shutil.copy2(os.path.join(haproxy, "usr/sbin/haproxy"), "/usr/sbin/haproxy")
+    for root, _, names in os.walk(haproxy):
+        for name in names:
+            source = os.path.join(root, name)
+            relative = os.path.relpath(source, haproxy)
+            if relative == "usr/sbin/haproxy":
+                continue
+            parts = relative.split("/")  # [usr/]lib/<triplet>/<rest>
+            at = next(i for i, part in enumerate(parts) if part.endswith("-linux-gnu"))
+            triplet, rest = parts[at], "/".join(parts[at + 1 :])
+            if any(os.path.lexists(os.path.join(d, triplet, rest)) for d in ("/lib", "/usr/lib")):
+                continue  # the base's own, never replaced
+            target = os.path.join("/usr/lib", triplet, rest)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if os.path.islink(source):
+                os.symlink(os.readlink(source), target)
+            else:
+                shutil.copy2(source, target)
+    subprocess.run(["/usr/sbin/haproxy", "-vv"], check=True, stdout=subprocess.DEVNULL)
 subprocess.run([sys.executable, "-c", check], check=True)  # as the image will run it
 if run_dir:
     os.makedirs(run_dir, mode=0o700, exist_ok=True)
@@ -147,6 +169,8 @@ class Recipe:
     base: str
     python: str
     requirements: tuple[str, ...]
+    #: The gate's haproxy ``.deb`` files (``_debs.haproxy_files`` takes what it needs).
+    debs: tuple[Path, ...] = ()
 
     def dockerfile(self) -> str:
         port, entrypoint, command = _COMMANDS[self.kind]
@@ -174,6 +198,8 @@ class Recipe:
             digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
         for wheel in sorted(wheels):
             digest.update(wheel.name.encode() + b"\0")
+        for deb in sorted(self.debs):
+            digest.update(deb.name.encode() + b"\0")
         return digest.hexdigest()[:16]
 
     def context(self, wheels: list[Path]) -> bytes:
@@ -192,6 +218,15 @@ class Recipe:
                 add(f"build/wheels/{wheel.name}", wheel.read_bytes())
             for name, path in _package_files():
                 add(f"build/site/{name}", path.read_bytes())
+            for deb_path, entry, content in haproxy_files(list(self.debs)) if self.debs else []:
+                info = tarfile.TarInfo(f"build/haproxy/{deb_path}")
+                info.mtime = 0
+                if content is None:
+                    info.type, info.linkname = tarfile.SYMTYPE, entry.linkname
+                    tar.addfile(info)
+                else:
+                    info.size, info.mode = len(content), entry.mode
+                    tar.addfile(info, io.BytesIO(content))
             version = package_version()
             metadata = f"Metadata-Version: 2.1\nName: asyncdeploy\nVersion: {version}\n"
             add(f"build/site/asyncdeploy-{version}.dist-info/METADATA", metadata.encode())
@@ -199,8 +234,10 @@ class Recipe:
         return buffer.getvalue()
 
 
-def recipe(kind: BuiltIn, *, base: str | None, python: str | None) -> Recipe:
-    """The recipe of ``kind`` for this installed package."""
+def recipe(
+    kind: BuiltIn, *, base: str | None, python: str | None, debs: tuple[Path, ...] = ()
+) -> Recipe:
+    """The recipe of ``kind`` for this installed package (``debs``: the gate's haproxy)."""
     version = python or python_version()
     if kind == "gate":
         requirements = list(GATE_REQUIREMENTS)
@@ -211,4 +248,5 @@ def recipe(kind: BuiltIn, *, base: str | None, python: str | None) -> Recipe:
         base=base or default_base(version),
         python=version,
         requirements=tuple(dict.fromkeys(requirements)),
+        debs=debs if kind == "gate" else (),
     )

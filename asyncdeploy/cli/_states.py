@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from asyncdeploy.results import WorkloadStatus
+from asyncdeploy._results import WorkloadStatus
 
 __all__ = ["age", "ready_text", "state_text", "status_dict"]
 

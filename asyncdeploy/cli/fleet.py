@@ -16,12 +16,12 @@ from typing import Any
 
 import click
 
+from asyncdeploy._events import DrainFinished, DrainSummary, event_to_dict
+from asyncdeploy._selectors import Selector
 from asyncdeploy.cli._common import echo_out, emit_json, run
 from asyncdeploy.cli._signals import Interrupts
 from asyncdeploy.cli.render import EventRenderer, event_line
-from asyncdeploy.events import DrainFinished, DrainSummary, event_to_dict
 from asyncdeploy.fleet import EngineFailed, FleetEvent, open_fleet
-from asyncdeploy.selectors import Selector
 
 __all__ = ["ENGINE_HELP", "delete_on_engines", "engine_options"]
 

@@ -14,10 +14,11 @@ from pathlib import Path
 import anyio
 import click
 
+from asyncdeploy._errors import CreateError
 from asyncdeploy.builtin_images import BUILT_IN, REPOSITORY, BuiltIn
 from asyncdeploy.cli._common import Settings, echo_out, pass_settings, run
+from asyncdeploy.cli._debs import HAPROXY_PACKAGES
 from asyncdeploy.cli._recipes import HASH_LABEL, Recipe, package_version, recipe
-from asyncdeploy.errors import CreateError
 
 __all__ = ["images"]
 
@@ -56,6 +57,14 @@ def images() -> None:
     default=None,
     help="Take the wheels from this folder only (offline), not from the package index.",
 )
+@click.option(
+    "--debs",
+    "debs_dir",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="Take the gate's haproxy .debs (and its libraries') from this folder, not from "
+    "apt-get download (a machine without a Debian bookworm mirror).",
+)
 @click.option("--force", is_flag=True, help="Build even when the image is already current.")
 @pass_settings
 def build(
@@ -65,6 +74,7 @@ def build(
     python_version: str | None,
     tag: str,
     wheelhouse: str | None,
+    debs_dir: str | None,
     force: bool,
 ) -> None:
     """Build the gate and demo images (or those named) from the installed package.
@@ -87,7 +97,8 @@ def build(
             if deployer.driver_name == "kubernetes":
                 raise click.UsageError("images are built on Docker or Podman: --driver docker")
             for kind in chosen:
-                made = recipe(kind, base=base, python=python_version)
+                debs = await _debs(debs_dir) if kind == "gate" else ()
+                made = recipe(kind, base=base, python=python_version, debs=debs)
                 image = f"{REPOSITORY}/{kind}:{tag}"
                 wheels = await _wheels(made, wheelhouse)
                 source_hash = made.source_hash(wheels)
@@ -102,18 +113,62 @@ def build(
                     err=True,
                 )
                 began = time.monotonic()
-                await deployer.build_image(
-                    made.context(wheels), image, labels={HASH_LABEL: source_hash}
-                )
+                try:
+                    await deployer.build_image(
+                        made.context(wheels), image, labels={HASH_LABEL: source_hash}
+                    )
+                except CreateError as failure:
+                    if await deployer.image_labels(made.base) is not None:
+                        raise  # the base was there: the build's own lines say what failed
+                    raise CreateError(base_missing(made.base, deployer.driver_name)) from failure
                 click.echo(f"built {image} in {time.monotonic() - began:.1f} s", err=True)
                 echo_out(image)
 
     run(impl)
 
 
+def base_missing(base: str, engine: str) -> str:
+    """One line for a build whose base image the engine neither has nor could pull (no
+    registry in reach, an unknown name): what to do about it."""
+    return (
+        f"the base image {base} is not on {engine} and could not be pulled: load it (docker "
+        "load -i FILE, see the README's offline build) or name a base image you have with "
+        "--base IMAGE or ASYNCDEPLOY_IMAGE_BASE"
+    )
+
+
 def _cache_dir() -> Path:
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(root) / "asyncdeploy" / "wheels"
+
+
+async def _debs(debs_dir: str | None) -> tuple[Path, ...]:
+    """The gate's haproxy ``.deb`` files: from ``debs_dir``, or ``apt-get download`` (cached)."""
+    if debs_dir is not None:
+        found = await anyio.to_thread.run_sync(lambda: tuple(sorted(Path(debs_dir).glob("*.deb"))))
+        if not any(p.name.startswith("haproxy_") for p in found):
+            raise click.UsageError(f"--debs {debs_dir}: no haproxy_*.deb there")
+        return found
+    where = _cache_dir().parent / "debs" / platform.machine()
+    if not (where / ".complete").exists():
+        where.mkdir(parents=True, exist_ok=True)
+        try:
+            done = await anyio.run_process(
+                ["apt-get", "download", *HAPROXY_PACKAGES], cwd=where, check=False
+            )
+        except FileNotFoundError:
+            raise click.UsageError(
+                "the gate image needs Debian bookworm's haproxy: this machine has no apt-get; "
+                "copy haproxy's .debs (and its libraries') into a folder and pass --debs DIR"
+            ) from None
+        if done.returncode != 0:
+            reason = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+            raise CreateError(
+                "apt-get download of haproxy failed (a Debian bookworm mirror is needed; "
+                "or --debs DIR): " + "\n".join(reason)
+            )
+        (where / ".complete").touch()
+    return tuple(sorted(where.glob("*.deb")))
 
 
 async def _wheels(made: Recipe, wheelhouse: str | None) -> list[Path]:

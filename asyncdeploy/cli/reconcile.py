@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from asyncdeploy._reconcile import finishing, plan_of_finish, unfinished_workloads
+from asyncdeploy._reconcile import finishing, left_locks, plan_of_finish, unfinished_workloads
+from asyncdeploy._selectors import Selector
 from asyncdeploy.cli._common import (
     Settings,
     emit_json,
@@ -16,7 +17,7 @@ from asyncdeploy.cli._common import (
 )
 from asyncdeploy.cli._signals import Interrupts
 from asyncdeploy.cli.workloads import stream_drain
-from asyncdeploy.selectors import Selector
+from asyncdeploy.replace._lock import retire_locks
 
 __all__ = ["reconcile"]
 
@@ -48,9 +49,18 @@ def reconcile(
     async def impl() -> None:
         async with settings.open_deployer() as deployer:
             found = await unfinished_workloads(deployer, selector, force=force)
-            if not found:
+            # a replace lock left with no plan behind it (a lock carries no selector's labels
+            # on every driver: swept only by a reconcile of everything)
+            locks = await left_locks(deployer.driver) if selector is None else []
+            if not found and not locks:
                 click.echo("nothing to reconcile", err=True)
                 return
+            for plan in locks:
+                step = f"remove the replace lock left of {plan} (no instance of it is left)"
+                if output == "json":
+                    emit_json({"plan": plan, "steps": [step], "dry_run": dry_run})
+                else:
+                    click.echo(f"{'would' if dry_run else 'will'} {step}", err=True)
             for status in found:
                 steps = plan_of_finish(status)
                 if output == "json":
@@ -68,6 +78,13 @@ def reconcile(
                     for step in steps:
                         click.echo(f"  {step}", err=True)
             if dry_run:
+                return
+            if locks:
+                retired = await retire_locks(deployer.driver, locks)
+                for plan in retired:
+                    if output != "json":
+                        click.echo(f"removed the replace lock left of {plan}", err=True)
+            if not found:
                 return
             drain = finishing(
                 deployer, [s.name for s in found], grace_period_seconds=grace_period_seconds

@@ -8,8 +8,7 @@ from typing import TextIO
 
 import click
 
-from asyncdeploy.cli._terminal import fold, terminal_width
-from asyncdeploy.events import (
+from asyncdeploy._events import (
     ContainerExited,
     ContainerForceKilled,
     ContainerRemoved,
@@ -32,6 +31,7 @@ from asyncdeploy.events import (
     TrafficLeft,
     TrafficStillRouted,
 )
+from asyncdeploy.cli._terminal import fold, terminal_width
 
 __all__ = ["MIN_LIVE_WIDTH", "EventRenderer", "LiveView", "PullView", "event_line", "for_stream"]
 

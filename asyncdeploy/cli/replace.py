@@ -11,6 +11,7 @@ from typing import cast
 import click
 
 from asyncdeploy import Deployer, Replacement
+from asyncdeploy._events import DrainEvent, PullEvent, event_to_dict
 from asyncdeploy.cli._common import (
     DURATION,
     PLAN_FILES_HELP,
@@ -27,13 +28,13 @@ from asyncdeploy.cli._common import (
 from asyncdeploy.cli._signals import Interrupts
 from asyncdeploy.cli.render import EventRenderer
 from asyncdeploy.cli.workloads import stream_drain
-from asyncdeploy.events import DrainEvent, PullEvent, event_to_dict
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.replace.events import (
     REPLACE_EVENTS,
     ReplaceEvent,
     Strategy,
     describe_replace,
+    downtime_words,
     replace_event_to_dict,
 )
 
@@ -169,7 +170,7 @@ async def _replacing(
             if replacement.strategy == "recreate":
                 click.echo(
                     f"ready: {replacement.new.name}; drained {olds} first "
-                    f"(recreate: {replacement.downtime or 0:.1f} s without an instance)",
+                    f"(recreate: {downtime_words(replacement.downtime)})",
                     err=True,
                 )
             else:

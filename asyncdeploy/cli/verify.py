@@ -12,6 +12,7 @@ import anyio
 import attrs
 import click
 
+from asyncdeploy._errors import CreateError
 from asyncdeploy.cli._common import (
     DURATION,
     EXIT_FAILED,
@@ -29,7 +30,6 @@ from asyncdeploy.cli._common import (
     write_output_file,
 )
 from asyncdeploy.cli.render import EventRenderer
-from asyncdeploy.errors import CreateError
 from asyncdeploy.plan import WorkloadPlan
 
 if TYPE_CHECKING:  # the verify package needs aiohttp: imported when the command runs

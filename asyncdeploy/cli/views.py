@@ -9,6 +9,9 @@ from typing import Any
 import anyio
 import click
 
+from asyncdeploy._errors import AsyncDeployError, WorkloadNotFound
+from asyncdeploy._results import ContainerStatus, WorkloadStatus
+from asyncdeploy._selectors import Selector
 from asyncdeploy.cli._common import (
     EXIT_INTERRUPTED,
     WORKLOAD_NAME,
@@ -23,9 +26,6 @@ from asyncdeploy.cli._describe import describe_workload
 from asyncdeploy.cli._kube_options import all_namespaces_option
 from asyncdeploy.cli._states import age, ready_text, state_text
 from asyncdeploy.cli._table import render_table
-from asyncdeploy.errors import AsyncDeployError, WorkloadNotFound
-from asyncdeploy.results import ContainerStatus, WorkloadStatus
-from asyncdeploy.selectors import Selector
 
 __all__ = ["get", "list_", "render_table", "show_statuses", "watch_workloads"]
 

@@ -7,6 +7,7 @@ import anyio
 import click
 
 from asyncdeploy import Deployer
+from asyncdeploy._errors import EngineTimeout, WorkloadNotFound
 from asyncdeploy.cli._common import (
     DURATION,
     EXIT_FAILED,
@@ -21,11 +22,13 @@ from asyncdeploy.cli._common import (
     run,
     status_dict,
 )
-from asyncdeploy.errors import EngineTimeout, WorkloadNotFound
 
 __all__ = ["wait"]
 
 POLL_SECONDS = 0.5  # how often a wait for deleted looks again
+# The wait's own deadline ends it (naming what it waited for, with the figure the user gave);
+# the driver's wait is given this much longer so that it never ends first with its own words.
+DRIVER_MARGIN = 1.0
 
 
 @click.command()
@@ -64,7 +67,8 @@ def wait(
     async def one(deployer: Deployer, name: str, deadline: float) -> None:
         left = max(0.0, deadline - anyio.current_time())
         if condition == "ready":
-            status = await deployer.wait_ready(name, timeout=left)
+            with anyio.fail_after(left):
+                status = await deployer.wait_ready(name, timeout=left + DRIVER_MARGIN)
             if output == "json":
                 emit_json({"workload": name, "condition": "ready", "status": status_dict(status)})
             else:
@@ -86,21 +90,30 @@ def wait(
         async with settings.open_deployer() as deployer:
             deadline = anyio.current_time() + timeout
             failures: list[Exception] = []
+            late: list[str] = []  # the workloads the deadline found not there yet
 
             async def each(name: str) -> None:
                 try:
                     await one(deployer, name, deadline)
+                except TimeoutError as exc:
+                    if isinstance(exc, EngineTimeout):
+                        failures.append(exc)
+                    else:
+                        late.append(name)
                 except Exception as exc:  # noqa: BLE001 - raised below, not as a group
                     failures.append(exc)
 
             async with anyio.create_task_group() as tg:
                 for name in dict.fromkeys(names):
                     tg.start_soon(each, name)
-            for failure in failures:
-                if isinstance(failure, TimeoutError) and not isinstance(failure, EngineTimeout):
-                    raise CommandFailed(
-                        f"timed out after {timeout:g} s waiting for {condition}", EXIT_FAILED
-                    ) from None
+            if late:
+                waited = ", ".join(sorted(late))
+                state = "ready" if condition == "ready" else "deleted"
+                raise CommandFailed(
+                    f"{waited} {'was' if len(late) == 1 else 'were'} not {state} within "
+                    f"{timeout:g} s (--timeout)",
+                    EXIT_FAILED,
+                ) from None
             if failures:
                 raise failures[0]
 

@@ -13,6 +13,20 @@ import attrs
 import click
 
 from asyncdeploy import Deployer
+from asyncdeploy._errors import AsyncDeployError, CreateError, EngineTimeout
+from asyncdeploy._events import (
+    DrainEvent,
+    DrainFinished,
+    DrainStarted,
+    DrainSummary,
+    PullFailed,
+    PullFinished,
+    PullProgress,
+    PullStarted,
+    event_to_dict,
+)
+from asyncdeploy._results import ApplyResult, WorkloadStatus
+from asyncdeploy._selectors import Selector
 from asyncdeploy.cli._common import (
     DURATION,
     EXIT_TEARING_DOWN,
@@ -40,27 +54,14 @@ from asyncdeploy.cli._terminal import fold, terminal_width
 from asyncdeploy.cli.fleet import ENGINE_HELP as FLEET_HELP
 from asyncdeploy.cli.fleet import delete_on_engines
 from asyncdeploy.cli.render import EventRenderer, LiveView, PullView, for_stream
-from asyncdeploy.errors import AsyncDeployError, CreateError, EngineTimeout
-from asyncdeploy.events import (
-    DrainEvent,
-    DrainFinished,
-    DrainStarted,
-    DrainSummary,
-    PullFailed,
-    PullFinished,
-    PullProgress,
-    PullStarted,
-    event_to_dict,
-)
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.replace.events import (
     REPLACE_EVENTS,
     Strategy,
     describe_replace,
+    downtime_words,
     replace_event_to_dict,
 )
-from asyncdeploy.results import ApplyResult, WorkloadStatus
-from asyncdeploy.selectors import Selector
 
 _PULL_EVENTS = (PullStarted, PullProgress, PullFinished, PullFailed)
 
@@ -159,7 +160,8 @@ def _create_one(
                 }
             )
         else:
-            echo_out(f"{result.action}: {plan.name} on {result.status.driver}{_how(result)}")
+            ready = ", ready" if wait else ""  # --wait returned: it is (or raised why not)
+            echo_out(f"{result.action}: {plan.name} on {result.status.driver}{_how(result)}{ready}")
 
     run(interrupts.guard, impl)
 
@@ -167,7 +169,7 @@ def _create_one(
 def _how(result: ApplyResult) -> str:
     """How a changed plan replaced the workload, for the create's last line."""
     if result.strategy == "recreate":
-        return f" (recreate: {result.downtime or 0:.1f} s without an instance)"
+        return f" (recreate: {downtime_words(result.downtime)})"
     if result.strategy == "surge":
         return f" (surge: {result.status.name} ready before the old one was drained)"
     return ""

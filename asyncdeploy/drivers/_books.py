@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from asyncdeploy.events import (
+from asyncdeploy._events import (
     ContainerEnd,
     ContainerOutcome,
     DrainFinished,

@@ -14,9 +14,9 @@ from contextlib import nullcontext
 
 import anyio
 
+from asyncdeploy._errors import DrainError
+from asyncdeploy._events import DrainEvent, DrainFinished, DrainSummary, Emit
 from asyncdeploy._kill import KillSwitch
-from asyncdeploy.errors import DrainError
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, Emit
 
 __all__ = ["drain_replaced"]
 

@@ -1,7 +1,7 @@
 """The contract every driver meets, cut by concern, and the small values drivers return.
 
 Drivers take plans and return attrs values: engine dicts and Kubernetes model objects never cross
-this boundary. Every driver drains with the same event types (:mod:`asyncdeploy.events`).
+this boundary. Every driver drains with the same event types (:mod:`asyncdeploy._events`).
 
 :class:`Driver` is five parts, each a protocol of its own, so that a caller asks for the part it
 uses and a new driver writes the part it owns:
@@ -30,11 +30,11 @@ from typing import Any, ClassVar, Protocol
 
 import attrs
 
+from asyncdeploy._events import DrainSummary, Emit
 from asyncdeploy._kill import KillSwitch
-from asyncdeploy.events import DrainSummary, Emit
+from asyncdeploy._results import ApplyResult, EngineInfo, ExecResult, WorkloadEvent, WorkloadStatus
+from asyncdeploy._selectors import Selector, SelectorLike
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.results import ApplyResult, EngineInfo, ExecResult, WorkloadEvent, WorkloadStatus
-from asyncdeploy.selectors import Selector, SelectorLike
 
 __all__ = [
     "READY_SETTLE_SECONDS",
@@ -249,6 +249,17 @@ class Markers(Protocol):
 
     async def drop_marker(self, key: str, record: str) -> None:
         """Remove the marker ``key`` if it still holds ``record`` (gone already is fine)."""
+        ...
+
+    async def marker_keys(self) -> builtins.list[str]:
+        """The keys of every marker the engine keeps, held or free (on Docker and Podman a
+        free marker leaves a small volume; on Kubernetes a dropped one leaves nothing)."""
+        ...
+
+    async def retire_marker(self, key: str, record: str) -> None:
+        """Remove everything left of the marker ``key``, which holds ``record`` (its caller holds
+        it, and what it locked is gone): no free remains are left behind, as ``drop_marker``
+        leaves them on Docker and Podman. Nothing when it no longer holds ``record``."""
         ...
 
 

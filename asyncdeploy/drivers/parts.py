@@ -14,18 +14,19 @@ the rest can come from here, as httpx's client is built on one transport call:
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Mapping
 from typing import ClassVar, Protocol
 
 import anyio
 
+from asyncdeploy._errors import CreateError, EngineAPIError, EngineTimeout, WorkloadNotFound
+from asyncdeploy._events import DrainSummary, Emit, ignore_events
 from asyncdeploy._kill import KillSwitch
+from asyncdeploy._results import ApplyResult, WorkloadStatus
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import READY_SETTLE_SECONDS, Drains, Looks
-from asyncdeploy.errors import CreateError, EngineAPIError, EngineTimeout, WorkloadNotFound
-from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.plan import WorkloadPlan, plan_digest
-from asyncdeploy.results import ApplyResult, WorkloadStatus
 
 __all__ = ["DrainThenMake", "NoImages", "ProcessMarkers", "ReadyByLooks"]
 
@@ -72,6 +73,12 @@ class ProcessMarkers:
     async def drop_marker(self, key: str, record: str) -> None:
         if self._markers.get(key) == record:
             del self._markers[key]
+
+    async def marker_keys(self) -> builtins.list[str]:
+        return sorted(self._markers)
+
+    async def retire_marker(self, key: str, record: str) -> None:
+        await self.drop_marker(key, record)  # a dropped marker leaves nothing here
 
 
 class _Named(Looks, Protocol):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 import attrs
 
-from asyncdeploy.errors import DriverNotFound, DriverNotInstalled
+from asyncdeploy._errors import DriverNotFound, DriverNotInstalled
 
 if TYPE_CHECKING:  # the contract's types: reading the registry loads no plan or event module
     from asyncdeploy.drivers.base import Driver

@@ -12,7 +12,6 @@ import argparse
 import functools
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 
@@ -21,7 +20,15 @@ import anyio
 from asyncdeploy.workload import DrainController, PropagationWindow, parse_duration
 
 from ._http import status_of
-from ._limits import HEADER_TIMEOUT, IDLE_TIMEOUT, Limits, default_max_connections
+from ._limits import (
+    ENGINE_TIMEOUT,
+    HEADER_TIMEOUT,
+    IDLE_TIMEOUT,
+    TUNNEL_TIMEOUT,
+    Limits,
+    default_max_connections,
+)
+from ._process import DataPlaneError
 from ._reader import Reader
 from ._server import GateConfig, serve_gate
 
@@ -83,7 +90,23 @@ def _parser() -> argparse.ArgumentParser:
         "--idle-timeout",
         type=parse_duration,
         default=IDLE_TIMEOUT,
-        help="a kept-alive connection with no request this long is closed (default 120s)",
+        help="a connection silent this long (idle, a stalled body, an unread answer) is closed"
+        " (default 120s)",
+    )
+    parser.add_argument(
+        "--engine-timeout",
+        type=parse_duration,
+        default=ENGINE_TIMEOUT,
+        help="the engine silent this long mid-exchange: 504 or the answer cut (default 600s)",
+    )
+    parser.add_argument(
+        "--tunnel-timeout",
+        type=parse_duration,
+        default=TUNNEL_TIMEOUT,
+        help="a WebSocket silent both ways this long is closed (default 3600s)",
+    )
+    parser.add_argument(
+        "--haproxy", default=None, help="the HAProxy binary (default: on PATH, /usr/sbin/haproxy)"
     )
     parser.add_argument(
         "--max-connections",
@@ -103,15 +126,7 @@ def _parser() -> argparse.ArgumentParser:
 async def _run(config: GateConfig) -> None:
     window = PropagationWindow(max_seconds=config.propagation_wait)
     controller = DrainController(drain_timeout=config.drain_timeout, propagation=window)
-    async with anyio.create_task_group() as tg:
-        await tg.start(serve_gate, config, controller)
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for _ in signals:
-                break
-        controller.begin_drain()
-        await controller.wait_drained(config.drain_timeout)
-        controller.mark_stopped()
-        tg.cancel_scope.cancel()
+    await serve_gate(config, controller, handle_signals=True)
 
 
 async def _drain(port: int, wait: str | None, timeout: float | None, token: str | None) -> int:
@@ -167,9 +182,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         admin_port=args.admin_port,
         admin_host=args.admin_host,
         admin_token=token,
+        haproxy=args.haproxy,
         limits=Limits(
             header_timeout=args.header_timeout,
             idle_timeout=args.idle_timeout,
+            engine_timeout=args.engine_timeout,
+            tunnel_timeout=args.tunnel_timeout,
             max_connections=args.max_connections or default_max_connections(),
         ),
     )
@@ -177,8 +195,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = loop_options(args.loop)
     except ImportError:
         _parser().error("--loop uvloop: uvloop is not installed (pip install uvloop)")
-    anyio.run(functools.partial(_run, config), backend="asyncio", backend_options=options)
-    return 0
+    code = 0
+    try:
+        anyio.run(functools.partial(_run, config), backend="asyncio", backend_options=options)
+    except* DataPlaneError as group:  # HAProxy failed to start, or exited: no traceback
+        for exc in group.exceptions:
+            sys.stderr.write(f"gate: {exc}\n")
+        code = 1
+    return code
 
 
 def loop_options(choice: str) -> dict[str, bool]:

@@ -1,35 +1,18 @@
-"""The bytes the gate writes: heads, chunks and its own answers, built from what llhttp parsed.
+"""The controller's own answers and the status of the few answers it reads (pure functions).
 
-Framing is llhttp's (through ``httptools``, :mod:`._client` and :mod:`._upstream` feed it every
-byte); what the gate sends on is rebuilt from the parsed message in one canonical form: the
-start line, the header fields as received, a body framed the way the message declared it
-(``Content-Length`` bodies byte for byte, chunked ones re-chunked, trailers kept). So the engine
-and the client can only ever see the message boundaries llhttp saw: a smuggling-style message
-either is refused by llhttp or reaches the other side framed unambiguously. Pure functions.
+Framing is HAProxy's: the controller writes only its own answers (to HAProxy, which forwards
+them) and reads only the heads of the engine's health check and of the ``drain`` command.
 """
 
 from __future__ import annotations
 
-import enum
 import json
 import re
 
-__all__ = [
-    "MAX_HEAD",
-    "REASONS",
-    "Framing",
-    "HeaderFields",
-    "answer",
-    "chunk",
-    "framing_of",
-    "last_chunk",
-    "request_head",
-    "response_head",
-    "status_of",
-]
+__all__ = ["MAX_HEAD", "REASONS", "answer", "status_of"]
 
 MAX_HEAD = 64 * 1024
-"""The largest head (start line plus header fields) the gate accepts (Envoy: 60 KiB)."""
+"""The largest head the controller reads (the engine's health answer, the drain's answer)."""
 
 REASONS = {
     200: b"OK",
@@ -43,67 +26,6 @@ REASONS = {
     503: b"Service Unavailable",
     504: b"Gateway Timeout",
 }
-
-HeaderFields = list[tuple[bytes, bytes]]  # (name as received, value), in order
-
-
-class Framing(enum.IntEnum):
-    """How a message's body ends (RFC 9112 section 6)."""
-
-    NONE = 0
-    LENGTH = 1
-    CHUNKED = 2
-    UNTIL_CLOSE = 3  # a response without a length: its end is the connection's
-
-
-def framing_of(headers: HeaderFields, *, response: bool) -> tuple[Framing, int]:
-    """The framing llhttp accepted for these headers: it refuses both ``Transfer-Encoding``
-    and ``Content-Length``, a request coding that does not end with chunked, and conflicting
-    lengths, so what is left is unambiguous."""
-    length = -1
-    for name, value in headers:
-        size = len(name)  # compared first: most fields are neither (measured, per request)
-        if size == 17 and name.lower() == b"transfer-encoding":
-            if value.rsplit(b",", 1)[-1].strip().lower() == b"chunked":
-                return Framing.CHUNKED, 0
-            return Framing.UNTIL_CLOSE, 0  # a response coding without chunked: until close
-        if size == 14 and name.lower() == b"content-length":
-            length = int(value.split(b",", 1)[0])
-    if length > 0:
-        return Framing.LENGTH, length
-    if length == 0 or not response:
-        return Framing.NONE, 0
-    return Framing.UNTIL_CLOSE, 0
-
-
-def request_head(method: bytes, target: bytes, version: str, headers: HeaderFields) -> bytes:
-    lines = [b"%s %s HTTP/%s\r\n" % (method, target, version.encode())]
-    lines += [b"%s: %s\r\n" % field for field in headers]
-    lines.append(b"\r\n")
-    return b"".join(lines)
-
-
-def response_head(
-    version: str, status: int, reason: bytes, headers: HeaderFields, *, close: bool
-) -> bytes:
-    """The engine's head as the client gets it (``close``: ``Connection: close`` in place of
-    any Connection field, so a keep-alive client reconnects, to another replica)."""
-    lines = [b"HTTP/%s %d %s\r\n" % (version.encode(), status, reason)]
-    if close:
-        lines += [b"%s: %s\r\n" % f for f in headers if f[0].lower() != b"connection"]
-        lines.append(b"Connection: close\r\n")
-    else:
-        lines += [b"%s: %s\r\n" % field for field in headers]
-    lines.append(b"\r\n")
-    return b"".join(lines)
-
-
-def chunk(data: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-def last_chunk(trailers: HeaderFields) -> bytes:
-    return b"0\r\n" + b"".join(b"%s: %s\r\n" % field for field in trailers) + b"\r\n"
 
 
 def answer(

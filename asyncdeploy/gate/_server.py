@@ -1,22 +1,26 @@
-"""The gate: the kit's health paths and admission in front of an engine it cannot change.
+"""The gate: HAProxy carries the bytes; this process is its controller.
 
-Each client connection is a protocol of :mod:`._client`; each admitted request is counted in
-flight by the kit's :class:`~asyncdeploy.workload.DrainController` from its head until the last
-byte of the answer was written (or the client left, or the drain deadline cut it). The engine's
-own health path is checked in the background: the gate is ready only while the kit says
-SERVING *and* the engine answers it, and the first answer is what marks the gate started (the
-model is loaded). The drain and every other control are on the admin port (:mod:`._admin`);
-the data port answers the health paths and the metrics, read-only, refuses the kit's ``/-/``
-control paths and relays everything else.
+The controller starts HAProxy (:mod:`._process`) on the listening sockets it bound itself
+(passed as descriptors: a port taken is this process's error, and port 0 works), answers the
+kit's health paths and metrics and the admin port's commands on unix sockets HAProxy forwards
+them to (:mod:`._local`, :mod:`._admin`), checks the engine's own health path, and drives the
+kit's state machine: admission is the ``admit`` key of HAProxy's map, set from the kit's
+``accepting`` on every change and every tick; in flight is read from HAProxy's counters
+(:mod:`._counting`); at the drain deadline the engine backend's streams are shut.
+
+Ready = the kit SERVING *and* the engine's health path answering; the first answer marks the
+gate started (the model is loaded). Drained = the kit drained (window closed, nothing in
+flight) *and* a read of HAProxy's counters after admission was turned off that shows nothing
+open on the engine backend.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import math
+import signal
+import socket
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
 
 import anyio
 import attrs
@@ -27,16 +31,19 @@ from asyncdeploy.workload import (
     DrainController,
     DrainState,
     HealthPaths,
+    RequestOutcome,
     render_metrics,
 )
 
-from ._admin import CONTROL_PREFIX, AdminHost
-from ._client import ClientConnection, LocalAnswer
-from ._exchange import Exchange
+from ._admin import AdminHost
+from ._counting import INTERVAL, InFlight
+from ._haproxy import ENGINE_BACKEND, Plane
 from ._http import answer, status_of
-from ._limits import ADMIN_CONNECTIONS, Limits
+from ._limits import Limits, connections
+from ._local import LocalAnswer, Request, serve_local
+from ._process import DataPlaneError, Process, find_haproxy, run_dir, running_haproxy
 from ._reader import Reader
-from ._upstream import UpstreamConnection
+from ._runtime import Runtime, RuntimeAPIError
 
 __all__ = ["GateConfig", "serve_gate"]
 
@@ -69,23 +76,40 @@ class GateConfig:
     admin_token: str | None = None
     #: Where the admin port listens (default: every address with a token, else 127.0.0.1).
     admin_host: str | None = None
-    #: Header and idle timeouts, the connection cap.
+    #: Timeouts and the connection cap (HAProxy's settings: docs/gate.md has the table).
     limits: Limits = attrs.field(factory=Limits)
+    #: The HAProxy binary (None: on PATH, else /usr/sbin/haproxy).
+    haproxy: str | None = None
+
+
+def _listener(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(1024)
+        sock.set_inheritable(True)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class _Gate:
-    """The gate's state and what it answers itself (the relay is :mod:`._client`'s)."""
+    """The controller's state: the kit's machine, HAProxy's runtime, the engine's health."""
 
-    def __init__(self, config: GateConfig, controller: DrainController) -> None:
+    def __init__(self, config: GateConfig, controller: DrainController, runtime: Runtime) -> None:
         self.config = config
         self.controller = controller
-        self.limits = config.limits
+        self.runtime = runtime
+        self.in_flight = InFlight(controller, runtime)
         self.upstream_healthy = False
-        self.connections: set[ClientConnection] = set()
+        self._applied: tuple[bool, str] | None = None
+        self._map_lock = anyio.Lock()
         self._task_group: TaskGroup | None = None
-        self._admin_connections: set[ClientConnection] = set()
         paths = config.paths
-        self._local: dict[bytes, Callable[[Exchange], LocalAnswer]] = {
+        self._local = {
             p.encode(): handler
             for p, handler in (
                 (paths.ready, self._ready),
@@ -96,55 +120,60 @@ class _Gate:
             if p is not None
         }
 
-    # --- what the relay needs (``_host.RelayHost``) --------------------------------------------
-    def local(self, exchange: Exchange) -> LocalAnswer | None:
-        path = exchange.path
-        handler = self._local.get(path)
-        if handler is None:
-            if path.startswith(CONTROL_PREFIX):  # the kit's controls: the admin port's
-                body = {"error": "control paths are served on the gate's admin port only"}
-                return answer(403, body, close=not exchange.keep_alive, method=exchange.method)
-            return None
-        if exchange.method not in (b"GET", b"HEAD", b"POST"):
-            return None
-        return handler(exchange)
+    # --- admission and counting -----------------------------------------------------------------
+    async def apply_admission(self) -> None:
+        """Set HAProxy's map from the kit: relay while it accepts, refuse (with its state) after."""
+        controller = self.controller
+        async with self._map_lock:
+            wanted = (controller.accepting, controller.state.value)
+            if wanted == self._applied:
+                return
+            admit, state = wanted
+            await self.runtime.set_map("state", state)
+            await self.runtime.set_map("admit", "1" if admit else "0")
+            self._applied = wanted
+            logger.debug("haproxy admission: admit=%d state=%s", admit, state)
 
-    def spawn(self, function: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
-        assert self._task_group is not None
-        self._task_group.start_soon(function, *args)
+    async def sync(self) -> None:
+        await self.apply_admission()
+        await self.in_flight.read()
 
-    async def connect_upstream(self) -> UpstreamConnection:
-        loop = asyncio.get_running_loop()
-        config = self.config
-        _, upstream = await loop.create_connection(
-            UpstreamConnection, config.upstream_host, config.upstream_port
-        )
-        return upstream
+    async def wait_drained(self, timeout: float | None) -> bool:
+        """The kit drained *and* HAProxy, read after admission was turned off, holds nothing."""
+        deadline = math.inf if timeout is None else time.monotonic() + timeout
+        controller = self.controller
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not await controller.wait_drained(remaining):
+                return False
+            await self.sync()
+            if controller.is_drained and self.in_flight.current == 0:
+                return True
+            await anyio.sleep(min(INTERVAL, max(0.0, deadline - time.monotonic())))
 
-    def answer(
-        self, status: int, body: object, *, close: bool = False, method: bytes = b"GET"
-    ) -> bytes:
-        return answer(status, body, close=close, method=method)
-
-    def refusal(self, *, close: bool) -> bytes:
-        state = self.controller.state.value
-        body = {"error": state, "retry_after": self.config.retry_after}
-        retry = b"retry-after: %d\r\n" % self.config.retry_after
-        return answer(503, body, close=close, extra=retry)
-
-    # --- the gate's own tasks -------------------------------------------------------------------
-    async def run(self, task_group: TaskGroup, admin: set[ClientConnection]) -> None:
-        self._task_group = task_group
-        self._admin_connections = admin
-        task_group.start_soon(self.watch_upstream)
-        task_group.start_soon(self.watch_cut)
-        task_group.start_soon(self.watch_timeouts)
+    # --- the controller's own tasks ---------------------------------------------------------------
+    async def watch_counters(self) -> None:
+        while True:
+            try:
+                await self.sync()
+            except RuntimeAPIError as exc:
+                logger.warning("haproxy's runtime API: %s", exc)
+            await anyio.sleep(INTERVAL)
 
     async def watch_upstream(self) -> None:
+        controller = self.controller
         while True:
             self.upstream_healthy = await self.check_upstream()
-            if self.upstream_healthy and self.controller.mark_started():
-                logger.info("engine answers its health check: serving")
+            if self.upstream_healthy and controller.state is DrainState.STARTING:
+                # HAProxy admits first, then the kit says SERVING: whoever sees the gate
+                # serving finds it relaying (the other order would refuse for one flip)
+                async with self._map_lock:
+                    await self.runtime.set_map("state", DrainState.SERVING.value)
+                    await self.runtime.set_map("admit", "1")
+                    if controller.mark_started():
+                        logger.info("engine answers its health check: serving")
+                        self._applied = None
+                await self.apply_admission()
             await anyio.sleep(self.config.check_interval)
 
     async def check_upstream(self) -> bool:
@@ -171,34 +200,47 @@ class _Gate:
         return False
 
     async def watch_cut(self) -> None:
-        """At the drain deadline, cut every exchange still open."""
+        """At the drain deadline, shut every stream still open on the engine backend."""
         await self.controller.draining.wait()
         reason = await self.controller.wait_cut()
-        for connection in list(self.connections):
-            connection.cut()
+        self.in_flight.release_all(RequestOutcome.CUT_AT_DEADLINE)
+        await self.runtime.cut(ENGINE_BACKEND, "e")
         logger.warning("open exchanges cut: %s", reason)
 
-    async def watch_timeouts(self) -> None:
-        """Close connections whose head did not arrive in time (408) or that idled too long (a
-        sweep: cheaper than a timer armed and cancelled for every request)."""
-        limits = self.limits
-        every = min(max(min(limits.header_timeout, limits.idle_timeout) / 4, 0.02), 5.0)
-        while True:
-            await anyio.sleep(every)
-            now = time.monotonic()
-            for connection in [*self.connections, *self._admin_connections]:
-                connection.check_timeouts(now, limits)
+    async def watch_window(self) -> None:
+        """Refuse the moment the kit's window closes (not at the next tick)."""
+        await self.controller.draining.wait()
+        await self.controller.wait_window_closed()
+        await self.apply_admission()
 
-    def close_all(self, admin: set[ClientConnection]) -> None:
-        for connection in [*self.connections, *admin]:
-            upstream = connection.upstream
-            if upstream is not None:
-                upstream.abort()
-            if connection.transport is not None:
-                connection.transport.abort()
+    async def watch_process(self, process: Process) -> None:
+        code = await process.wait()
+        raise DataPlaneError(f"haproxy exited with code {code} while the gate ran")
 
-    # --- what the gate answers itself -------------------------------------------------------
-    def _probe(self, exchange: Exchange, ok: bool) -> bytes:
+    async def watch_signals(self, task_group: TaskGroup) -> None:
+        """SIGTERM/SIGINT: drain (admitted work finishes, bounded by the drain timeout), stop."""
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                break
+        controller = self.controller
+        controller.begin_drain()
+        await self.wait_drained(controller.drain_timeout)
+        controller.mark_stopped()
+        task_group.cancel_scope.cancel()
+
+    # --- what the controller answers itself (HAProxy forwards the data port's health paths) ---
+    def local(self, request: Request) -> LocalAnswer:
+        handler = self._local.get(request.path)
+        if handler is None:  # HAProxy forwards only the paths above
+            return answer(404, {"error": "not a gate path"}, close=True, method=request.method)
+        return handler(request)
+
+    def answer(
+        self, status: int, body: object, *, close: bool = True, method: bytes = b"GET"
+    ) -> bytes:
+        return answer(status, body, close=True, method=method)
+
+    def _probe(self, request: Request, ok: bool) -> bytes:
         controller = self.controller
         body = {
             "ok": ok,
@@ -206,28 +248,23 @@ class _Gate:
             "in_flight": controller.in_flight,
             "engine": self.upstream_healthy,
         }
-        close = not exchange.keep_alive
-        return answer(200 if ok else 503, body, close=close, method=exchange.method)
+        return answer(200 if ok else 503, body, close=True, method=request.method)
 
-    def _ready(self, exchange: Exchange) -> bytes:
+    def _ready(self, request: Request) -> bytes:
         # check_ready() also tells the kit a balancer saw the drain (the window may close)
         ok = self.controller.check_ready() and self.upstream_healthy
-        return self._probe(exchange, ok)
+        return self._probe(request, ok)
 
-    def _live(self, exchange: Exchange) -> bytes:
-        return self._probe(exchange, self.controller.broken_reason is None)
+    def _live(self, request: Request) -> bytes:
+        return self._probe(request, self.controller.broken_reason is None)
 
-    def _startup(self, exchange: Exchange) -> bytes:
-        return self._probe(exchange, self.controller.state is not DrainState.STARTING)
+    def _startup(self, request: Request) -> bytes:
+        return self._probe(request, self.controller.state is not DrainState.STARTING)
 
-    def _metrics(self, exchange: Exchange) -> bytes:
+    def _metrics(self, request: Request) -> bytes:
         text = render_metrics(self.controller).encode()
         return answer(
-            200,
-            text,
-            content_type=METRICS_CONTENT_TYPE,
-            close=not exchange.keep_alive,
-            method=exchange.method,
+            200, text, content_type=METRICS_CONTENT_TYPE, close=True, method=request.method
         )
 
 
@@ -235,33 +272,59 @@ async def serve_gate(
     config: GateConfig,
     controller: DrainController,
     *,
+    handle_signals: bool = False,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve until cancelled; ``task_status.started`` gets the port listened on.
-
-    Runs on any asyncio event loop (uvloop's too: ``python3 -m asyncdeploy.gate`` uses it when
-    installed); the relay is callbacks on the loop, its few tasks are this call's children.
-    """
-    gate = _Gate(config, controller)
-    loop = asyncio.get_running_loop()
-    servers = [
-        await loop.create_server(
-            lambda: ClientConnection(gate), config.listen_host, config.listen_port, backlog=1024
-        )
-    ]
-    admin_limits = attrs.evolve(config.limits, max_connections=ADMIN_CONNECTIONS)
-    admin = AdminHost(gate, config.admin_token, admin_limits)
+    """Serve until cancelled (or, with ``handle_signals``, drained after SIGTERM/SIGINT);
+    ``task_status.started`` gets the data port listened on, once HAProxy listens."""
+    binary = find_haproxy(config.haproxy)
+    limits = config.limits
+    data = _listener(config.listen_host, config.listen_port)
+    admin_host = config.admin_host or ("0.0.0.0" if config.admin_token else "127.0.0.1")
+    admin = _listener(admin_host, config.admin_port) if config.admin_port is not None else None
+    sockets = [s for s in (data, admin) if s is not None]
+    data_port = int(data.getsockname()[1])
     try:
-        if config.admin_port is not None:
-            host = config.admin_host or ("0.0.0.0" if config.admin_token else "127.0.0.1")
-            servers.append(
-                await loop.create_server(lambda: ClientConnection(admin), host, config.admin_port)
+        async with run_dir() as directory:
+            plane = Plane(
+                run_dir=directory,
+                data_fd=data.fileno(),
+                admin_fd=None if admin is None else admin.fileno(),
+                upstream_host=config.upstream_host,
+                upstream_port=config.upstream_port,
+                admin_token=config.admin_token,
+                connections=connections(limits.max_connections),
+                header_timeout=limits.header_timeout,
+                idle_timeout=limits.idle_timeout,
+                engine_timeout=limits.engine_timeout,
+                tunnel_timeout=limits.tunnel_timeout,
+                retry_after=config.retry_after,
+                local_paths=tuple(
+                    p
+                    for p in (*attrs.astuple(config.paths), config.metrics_path)
+                    if isinstance(p, str)
+                ),
             )
-        async with anyio.create_task_group() as tg:
-            await gate.run(tg, admin.connections)
-            task_status.started(servers[0].sockets[0].getsockname()[1])
-            await anyio.sleep_forever()
+            runtime = Runtime(plane.runtime_socket, plane.map_file)
+            gate = _Gate(config, controller, runtime)
+            host = AdminHost(gate, config.admin_token)
+            async with anyio.create_task_group() as tg:
+                await tg.start(serve_local, plane.local_socket, gate.local)
+                if admin is not None:
+                    await tg.start(serve_local, plane.admin_socket, host.local)
+                async with running_haproxy(binary, plane) as (process, _):
+                    for s in sockets:  # HAProxy holds them now
+                        s.close()
+                    tg.start_soon(gate.watch_process, process)
+                    tg.start_soon(gate.watch_upstream)
+                    tg.start_soon(gate.watch_counters)
+                    tg.start_soon(gate.watch_cut)
+                    tg.start_soon(gate.watch_window)
+                    if handle_signals:
+                        tg.start_soon(gate.watch_signals, tg)
+                    await gate.apply_admission()
+                    task_status.started(data_port)
+                    await anyio.sleep_forever()
     finally:
-        for server in servers:
-            server.close()
-        gate.close_all(admin.connections)
+        for s in sockets:
+            s.close()

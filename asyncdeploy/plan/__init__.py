@@ -2,7 +2,7 @@
 
 A plan is built in Python (``WorkloadPlan(name=..., containers=[...])``) or from a mapping or a
 YAML/JSON file whose keys are exactly the attribute names (``WorkloadPlan.from_file(path)``).
-Every invalid value raises :class:`~asyncdeploy.errors.PlanError` naming the field path.
+Every invalid value raises :class:`~asyncdeploy._errors.PlanError` naming the field path.
 
 The package (importing it loads the values only; the rest is imported by name):
 

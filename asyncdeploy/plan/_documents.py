@@ -12,7 +12,7 @@ from typing import Any, BinaryIO
 
 import yaml
 
-from asyncdeploy.errors import PlanError
+from asyncdeploy._errors import PlanError
 from asyncdeploy.masking import masked_repr
 
 __all__ = [

@@ -22,8 +22,8 @@ from typing import Any, Generic, TypeVar, cast
 
 import attrs
 
+from asyncdeploy._errors import PlanError
 from asyncdeploy._image_reference import image_reference_problem
-from asyncdeploy.errors import PlanError
 from asyncdeploy.labels import RESERVED_DOMAIN, is_reserved
 from asyncdeploy.masking import masked_repr
 from asyncdeploy.plan.quantity import canonical_quantity, parse_quantity

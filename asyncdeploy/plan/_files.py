@@ -13,7 +13,7 @@ from typing import Any, BinaryIO
 
 import yaml
 
-from asyncdeploy.errors import PlanError
+from asyncdeploy._errors import PlanError
 from asyncdeploy.plan._documents import load_documents, read_bytes
 from asyncdeploy.plan._model import WorkloadPlan
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from asyncdeploy.errors import PlanError
+from asyncdeploy._errors import PlanError
 from asyncdeploy.masking import masked_repr
 
 __all__ = ["plan_to_mapping", "structure"]

@@ -2,7 +2,7 @@
 
 A plan is built in Python (``WorkloadPlan(name=..., containers=[...])``) or from a mapping or a
 YAML/JSON file whose keys are exactly the attribute names (``WorkloadPlan.from_file(path)``).
-Every invalid value raises :class:`~asyncdeploy.errors.PlanError` naming the field path, e.g.
+Every invalid value raises :class:`~asyncdeploy._errors.PlanError` naming the field path, e.g.
 ``containers[1].resources.memory``. The values a container is made of live in
 ``_parts.py`` and are imported from here; the field rules in ``_fields.py``.
 """
@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from asyncdeploy.errors import PlanError
+from asyncdeploy._errors import PlanError
 from asyncdeploy.labels import PLAN_ROLES, PlanRole
 from asyncdeploy.masking import mask_tree
 from asyncdeploy.plan import _fields as rules
@@ -440,7 +440,7 @@ def plan_digest(plan: WorkloadPlan) -> str:
         if env and GATE_TOKEN_ENV in env:
             env[GATE_TOKEN_ENV] = "*"
         hook = container.get("pre_stop_http")
-        if hook:
+        if hook and "path" in hook:  # a default path ("/") is left out of the mapping
             hook["path"] = _HOOK_TOKEN.sub(r"\1*", hook["path"])
     text = json.dumps(mapping, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -12,8 +12,8 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
+from asyncdeploy._errors import PlanError
 from asyncdeploy.builtin_images import GATE_IMAGE
-from asyncdeploy.errors import PlanError
 from asyncdeploy.masking import masked_repr
 from asyncdeploy.plan._fields import (
     EXTENDED_NAME_PATTERN,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import attrs
 
+from asyncdeploy.builtin_images import demo_window
 from asyncdeploy.plan import Container, WorkloadPlan
 from asyncdeploy.plan.gating import GATE_MARGIN
 from asyncdeploy.plan.presets import find_preset, flag_seconds
@@ -69,6 +70,8 @@ def _budget(
         propagation, source = float(container.gate.propagation_seconds), "the gate's window"
     elif (wait := flag_seconds(hook, "--propagation-wait")) is not None:
         propagation, source = wait, "pre_stop --propagation-wait"
+    elif (window := demo_window(container.image, _argv(container))) is not None:
+        propagation, source = window, "the demo image's own (--propagation-window)"
     else:
         propagation, source = 0.0, "none: traffic may still arrive"
     lines.append(BudgetLine(what="propagation wait", seconds=propagation, source=source))
@@ -110,6 +113,10 @@ def _budget(
     return Budget(
         container=container.name, grace=plan.termination_grace_period_seconds, lines=tuple(lines)
     )
+
+
+def _argv(container: Container) -> list[str]:
+    return [*(container.command or ()), *(container.args or ())]
 
 
 def budget_text(plan: WorkloadPlan, budgets: list[Budget]) -> list[str]:

@@ -25,6 +25,7 @@ from typing import Literal
 
 import attrs
 
+from asyncdeploy.builtin_images import demo_window
 from asyncdeploy.durations import parse_duration
 from asyncdeploy.plan import Container, Probe, WorkloadPlan
 from asyncdeploy.plan.budget import GPU_RELEASE_SECONDS
@@ -209,7 +210,11 @@ def _lint_container(
 def _propagation(container: Container) -> float:
     if container.gate is not None:
         return float(container.gate.propagation_seconds)
-    return _flag(container.pre_stop or (), "--propagation-wait") or 0.0
+    wait = _flag(container.pre_stop or (), "--propagation-wait")
+    if wait is not None:
+        return wait
+    argv = [*(container.command or ()), *(container.args or ())]
+    return demo_window(container.image, argv) or 0.0  # (the demo image holds its own)
 
 
 def _lint_engine(

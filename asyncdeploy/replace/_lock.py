@@ -8,31 +8,59 @@ running. A record whose owner is dead (same host: its pid is gone or reused) or 
 passed is stale: the next replace removes it and takes the lock, so a killed replace never
 leaves it stuck for ever (on the same host not even for a moment). A record from a live owner
 (or one that cannot be checked from here, within its bound) makes the replace fail at once
-with :class:`~asyncdeploy.errors.ReplaceInProgress` (exit 1), naming the owner.
+with :class:`~asyncdeploy._errors.ReplaceInProgress` (exit 1), naming the owner.
+
+What is left of a plan's lock goes with the plan (:func:`retire_locks`): after the delete of
+its last instance, or by ``reconcile`` when a dead run left it, the lock is *taken* (as a
+replace takes it: a live replace's lock is never touched, a dead one's is taken over), the plan
+is looked up again under it, and only when no instance of it is left is the marker retired
+(``Driver.retire_marker``: nothing of it stays). A replace that starts meanwhile finds the lock
+held and fails at once (``ReplaceInProgress``, as against another replace: run it again); one
+that made an instance before it was taken keeps its lock's remains, which go with that
+instance's delete.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
 import anyio
 import attrs
 
+from asyncdeploy._errors import AsyncDeployError, ReplaceInProgress, WorkloadNotFound
 from asyncdeploy._owner import Owner
 from asyncdeploy.drivers.base import Driver
-from asyncdeploy.errors import AsyncDeployError, ReplaceInProgress
+from asyncdeploy.labels import LABEL_INSTANCE_OF
 
-__all__ = ["LockRecord", "lock_key", "replace_lock"]
+__all__ = [
+    "LockRecord",
+    "has_instance",
+    "lock_key",
+    "lock_plan",
+    "replace_lock",
+    "retire_locks",
+    "retire_quietly",
+]
+
+log = logging.getLogger("asyncdeploy")
 
 TAKEOVER_TRIES = 3
+RETIRE_BOUND = 60.0  # seconds a retire holds the lock at most (a look and a removal)
+_PREFIX = "asyncdeploy-replace-lock."
 
 
 def lock_key(plan_name: str) -> str:
     """The marker's name: a dot cannot occur in a workload name, so none can collide with it."""
-    return f"asyncdeploy-replace-lock.{plan_name}"
+    return f"{_PREFIX}{plan_name}"
+
+
+def lock_plan(key: str) -> str | None:
+    """The plan whose lock ``key`` is (None: not a replace lock's key)."""
+    return key.removeprefix(_PREFIX) if key.startswith(_PREFIX) else None
 
 
 @attrs.frozen(kw_only=True)
@@ -98,3 +126,63 @@ async def replace_lock(
                 await driver.drop_marker(key, record)
             except AsyncDeployError:
                 pass  # stale once this process is gone: the next replace takes it over
+
+
+async def retire_locks(driver: Driver, names: Iterable[str] | None = None) -> list[str]:
+    """Remove what is left of the replace locks of plans with no instance left (the module's
+    rule); ``names``: the workloads just deleted (a plan's lock is looked at when one of them is
+    the plan or, by the name a replace gives, ``PLAN-xxxxxx``, one of its instances); None:
+    every plan that has a lock (``reconcile``). The plans whose lock was retired."""
+    plans = [p for p in map(lock_plan, await driver.marker_keys()) if p is not None]
+    if names is not None:
+        deleted = set(names)
+        plans = [p for p in plans if p in deleted or any(_instance_name(n, p) for n in deleted)]
+    return [plan for plan in plans if await _retire(driver, plan)]
+
+
+def _instance_stem(name: str) -> str | None:
+    """The plan name (cut at 56) of a name of the form a replace gives an instance (``_run``:
+    ``PLAN-`` and 6 hex digits); None for any other name."""
+    stem, _, suffix = name.rpartition("-")
+    hexadecimal = len(suffix) == 6 and all(c in "0123456789abcdef" for c in suffix)
+    return stem if stem and hexadecimal else None
+
+
+def _instance_name(name: str, plan: str) -> bool:
+    return _instance_stem(name) == plan[:56]
+
+
+async def retire_quietly(driver: Driver, names: Iterable[str]) -> None:
+    """:func:`retire_locks` after a delete, which it never fails: an engine error leaves the
+    remains to the next delete or ``reconcile`` (logged). Only a delete of an instance a
+    replace made (``PLAN-xxxxxx``) looks: a plan never replaced has no lock, and its delete
+    makes no call more."""
+    instances = [n for n in names if _instance_stem(n) is not None]
+    if not instances:
+        return
+    try:
+        await retire_locks(driver, instances)
+    except AsyncDeployError as error:
+        log.warning("the replace lock's remains were left (%s); reconcile removes them", error)
+
+
+async def _retire(driver: Driver, plan_name: str) -> bool:
+    try:
+        async with replace_lock(driver, plan_name, bound=RETIRE_BOUND, labels={}) as mine:
+            if await has_instance(driver, plan_name):
+                return False  # a replace made one before the lock was taken: it stays
+            await driver.retire_marker(lock_key(plan_name), mine.to_json())
+            return True
+    except ReplaceInProgress:
+        return False  # a live replace holds it: its lock, not ours to remove
+
+
+async def has_instance(driver: Driver, plan_name: str) -> bool:
+    """The plan has a workload: of its name, or an instance a replace made."""
+    if await driver.list({LABEL_INSTANCE_OF: plan_name}):
+        return True
+    try:
+        await driver.get(plan_name)
+    except WorkloadNotFound:
+        return False
+    return True

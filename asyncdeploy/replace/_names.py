@@ -4,7 +4,7 @@ A replace starts its new instance under a new name (``NAME-1a2b3c``, labelled
 ``LABEL_INSTANCE_OF=NAME``): the engines cannot hold two containers, nor Kubernetes two Pods, of
 one name at once. So a name means the workload of that name when there is one, else the one
 instance of the plan of that name. Several instances (a replace of it under way, or one left by
-a replace that was killed) are a :class:`~asyncdeploy.errors.WorkloadConflict` naming them:
+a replace that was killed) are a :class:`~asyncdeploy._errors.WorkloadConflict` naming them:
 guessing could delete the wrong one.
 """
 
@@ -15,8 +15,8 @@ from typing import TypeVar
 
 import attrs
 
+from asyncdeploy._errors import WorkloadConflict, WorkloadNotFound
 from asyncdeploy.drivers.base import Driver
-from asyncdeploy.errors import WorkloadConflict, WorkloadNotFound
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
 

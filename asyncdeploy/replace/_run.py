@@ -6,7 +6,8 @@ flow lives here so that the deployer stays the small awaitable API.
 - ``surge``: the new instance is started and waited for; once it is ready the old ones are
   drained. Two instances run at once, so it needs everything twice (host ports, accelerators).
 - ``recreate``: the old ones are drained first, then the new one is started; no instance serves
-  in between, and that downtime is reported (``ReplaceDowntime``, ``ReplaceResult.downtime``).
+  in between, and that downtime is reported (``ReplaceDowntime``, ``ReplaceResult.downtime``):
+  from the old ones' stop (they serve while they drain) to the new one's readiness.
   When the new one fails, the old ones are created again from the plans they recorded
   (``LABEL_PLAN``) and waited for: ``ReplaceFailed`` says what serves then, or that nothing does.
 - ``auto`` (the default): surge when it fits, else recreate. On Docker and Podman a plan that
@@ -38,11 +39,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 
-from asyncdeploy._event_stream import workload_exists
-from asyncdeploy._kill import KillSwitch
-from asyncdeploy._operations import Drain, draining
-from asyncdeploy.drivers.base import Driver, Found
-from asyncdeploy.errors import (
+from asyncdeploy._errors import (
     AsyncDeployError,
     CreateError,
     OperationTimeout,
@@ -50,7 +47,12 @@ from asyncdeploy.errors import (
     WorkloadConflict,
     WorkloadNotFound,
 )
-from asyncdeploy.events import DrainEvent, DrainSummary, Emit, PullEvent
+from asyncdeploy._event_stream import workload_exists
+from asyncdeploy._events import DrainEvent, DrainSummary, Emit, PullEvent
+from asyncdeploy._kill import KillSwitch
+from asyncdeploy._operations import Drain, draining
+from asyncdeploy._results import WorkloadStatus
+from asyncdeploy.drivers.base import Driver, Found
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.plan.gating import expand_gates
@@ -71,7 +73,6 @@ from asyncdeploy.replace.events import (
     ReplaceWaiting,
     Strategy,
 )
-from asyncdeploy.results import WorkloadStatus
 
 __all__ = [
     "OnEvent",
@@ -115,7 +116,7 @@ class ReplaceResult:
     new: WorkloadStatus
     drained: tuple[DrainSummary, ...]
     strategy: Literal["surge", "recreate"] = "surge"
-    downtime: float | None = None  # recreate: seconds from the old ones' drain to the new ready
+    downtime: float | None = None  # recreate: seconds from the old ones' stop to the new ready
 
 
 def _draining(
@@ -320,9 +321,25 @@ async def _recreate(
     except Exception as failure:
         raise await run.restore(plan.name, recorded, failure, started) from failure
     assert status is not None
-    downtime = anyio.current_time() - started if old else 0.0
-    emit(ReplaceDowntime(workload=plan.name, seconds=downtime))
+    stopped = stopped_after(drained) if old else 0.0
+    downtime = max(0.0, anyio.current_time() - started - stopped) if old else 0.0
+    emit(ReplaceDowntime(workload=plan.name, seconds=downtime, drain_seconds=stopped))
     return status, drained, downtime
+
+
+def stopped_after(drained: Sequence[DrainSummary]) -> float:
+    """Seconds from the old instances' drain start until the last of them stopped serving:
+    each stops with its first run or sidecar container to end (its server, or the gate in
+    front of it); one whose ends were not timed stops at its drain's end."""
+    stops = []
+    for summary in drained:
+        ends = [
+            c.seconds
+            for c in summary.containers
+            if c.role in ("run", "sidecar") and c.seconds is not None
+        ]
+        stops.append(min(ends) if ends else summary.seconds)
+    return max(stops, default=0.0)
 
 
 async def _recorded_plans(

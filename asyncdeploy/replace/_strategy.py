@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from asyncdeploy._errors import PlanError
 from asyncdeploy.drivers.base import Driver
-from asyncdeploy.errors import PlanError
 from asyncdeploy.plan import WorkloadPlan
 from asyncdeploy.replace.events import Strategy
 

@@ -25,6 +25,7 @@ __all__ = [
     "ReplaceWaiting",
     "Strategy",
     "describe_replace",
+    "downtime_words",
     "replace_event_to_dict",
 ]
 
@@ -62,10 +63,15 @@ class ReplaceReady:
 
 @attrs.frozen(kw_only=True)
 class ReplaceDowntime:
-    """``recreate`` only: from the old instances' drain start to the new one's readiness."""
+    """``recreate`` only: how long nothing served, as a client of the plan sees it: from the
+    moment the old instances stopped (the last of them to stop: its first run or sidecar
+    container to end, which takes its server down) to the new one's readiness. The old ones
+    served while they drained (their ``pre_stop`` hooks, a propagation window) before that:
+    ``drain_seconds``, from the drain's start to their stop."""
 
     workload: str  # the plan's name
     seconds: float
+    drain_seconds: float = 0.0
 
 
 @attrs.frozen(kw_only=True)
@@ -117,6 +123,13 @@ def replace_event_to_dict(event: ReplaceEvent) -> dict[str, Any]:
     return {"event": type(event).__name__, **data}
 
 
+def downtime_words(seconds: float | None) -> str:
+    """A recreate's downtime as a client of the plan saw it, said with what it measures."""
+    return (
+        f"nothing ran for {seconds or 0:.1f} s, from the old one's stop to the new one's readiness"
+    )
+
+
 def describe_replace(event: ReplaceEvent) -> str:
     """One line of text for a replace event."""
     match event:
@@ -137,7 +150,11 @@ def describe_replace(event: ReplaceEvent) -> str:
         case ReplaceReady():
             return f"{event.workload}: ready after {event.seconds:.1f} s"
         case ReplaceDowntime():
-            return f"{event.workload}: no instance was ready for {event.seconds:.1f} s (recreate)"
+            return (
+                f"{event.workload}: no instance ran for {event.seconds:.1f} s (recreate: from "
+                f"the old one's stop, {event.drain_seconds:.1f} s into its drain, to the new "
+                "one's readiness)"
+            )
         case ReplaceRolledBack():
             then = (
                 "the old instance keeps serving"

@@ -23,8 +23,8 @@ faults on demand: ``fail``, ``down``, ``lose_answer``, ``hang``, a slow or lost 
 what asyncdeploy's own drain tests run on. Neither imports an engine client.
 """
 
-from __future__ import annotations
-
+# (no ``from __future__ import annotations``: it would bind ``annotations`` here, a name the
+# package would seem to offer; nothing here is annotated)
 from asyncdeploy.testing._driver import FakeDriver
 from asyncdeploy.testing._ops import ENGINE, Box, FakeOps, refused
 

@@ -19,26 +19,26 @@ import anyio
 import anyio.lowlevel
 import attrs
 
-from asyncdeploy.drivers.base import Found
-from asyncdeploy.drivers.engine._drain import drain_workloads
-from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
-from asyncdeploy.drivers.parts import DrainThenMake, NoImages, ProcessMarkers, ReadyByLooks
-from asyncdeploy.errors import (
+from asyncdeploy._errors import (
     DrainUnreachable,
     WorkloadConflict,
     WorkloadNotFound,
 )
-from asyncdeploy.events import DrainSummary, Emit
-from asyncdeploy.labels import LABEL_INSTANCE_OF
-from asyncdeploy.plan import WorkloadPlan, plan_digest
-from asyncdeploy.results import (
+from asyncdeploy._events import DrainSummary, Emit
+from asyncdeploy._results import (
     ContainerStatus,
     EngineInfo,
     ExecResult,
     WorkloadEvent,
     WorkloadStatus,
 )
-from asyncdeploy.selectors import Selector, SelectorLike, as_selector
+from asyncdeploy._selectors import Selector, SelectorLike, as_selector
+from asyncdeploy.drivers.base import Found
+from asyncdeploy.drivers.engine._drain import drain_workloads
+from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
+from asyncdeploy.drivers.parts import DrainThenMake, NoImages, ProcessMarkers, ReadyByLooks
+from asyncdeploy.labels import LABEL_INSTANCE_OF
+from asyncdeploy.plan import WorkloadPlan, plan_digest
 from asyncdeploy.testing._ops import ENGINE, Box, FakeOps
 
 __all__ = ["FakeDriver"]

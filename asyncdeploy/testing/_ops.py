@@ -25,6 +25,13 @@ from typing import ClassVar
 import anyio
 import attrs
 
+from asyncdeploy._errors import (
+    EngineAPIError,
+    EngineError,
+    EngineUnavailable,
+    WorkloadConflict,
+    WorkloadNotFound,
+)
 from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.drivers.engine._exits import ExitWatch
 from asyncdeploy.drivers.engine._ops import (
@@ -33,13 +40,6 @@ from asyncdeploy.drivers.engine._ops import (
     ContainerLook,
     ContainerRef,
     WorkloadSnapshot,
-)
-from asyncdeploy.errors import (
-    EngineAPIError,
-    EngineError,
-    EngineUnavailable,
-    WorkloadConflict,
-    WorkloadNotFound,
 )
 
 __all__ = ["ENGINE", "Box", "FakeOps", "refused"]

@@ -25,7 +25,7 @@ import anyio
 import anyio.abc
 import attrs
 
-from asyncdeploy.errors import AsyncDeployError
+from asyncdeploy._errors import AsyncDeployError
 from asyncdeploy.verify._ports import free_port
 
 __all__ = [

@@ -16,11 +16,11 @@ from typing import Any, Literal
 import anyio
 import attrs
 
+from asyncdeploy._events import DrainEvent
 from asyncdeploy._operations import Operation
+from asyncdeploy._results import WorkloadStatus
 from asyncdeploy.deployer import Deployer
-from asyncdeploy.events import DrainEvent
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.results import WorkloadStatus
 from asyncdeploy.verify.front import Front
 
 __all__ = ["DISRUPTIONS", "Disruption", "DrainStream", "Mode", "Scene"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainSummary, event_to_dict
+from asyncdeploy._events import DrainEvent, DrainFinished, DrainSummary, event_to_dict
 from asyncdeploy.verify.balancer import ServerState
 from asyncdeploy.verify.traffic import GATED_OUTCOMES, OUTCOMES, RequestRecord
 from asyncdeploy.verify.wrk import WrkResult

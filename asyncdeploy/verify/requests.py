@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from asyncdeploy.errors import AsyncDeployError, PlanError
+from asyncdeploy._errors import AsyncDeployError, PlanError
 from asyncdeploy.plan._documents import load_document
 
 __all__ = [

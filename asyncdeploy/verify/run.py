@@ -13,10 +13,10 @@ import aiohttp
 import anyio
 import attrs
 
+from asyncdeploy._errors import DrainError, OperationTimeout, WorkloadConflict
+from asyncdeploy._events import DrainEvent, DrainStarted, Event
 from asyncdeploy.builtin_images import DEMO_IMAGE
 from asyncdeploy.deployer import Deployer
-from asyncdeploy.errors import DrainError, OperationTimeout, WorkloadConflict
-from asyncdeploy.events import DrainEvent, DrainStarted, Event
 from asyncdeploy.plan import Checks, Container, HTTPGet, Port, Probe, WorkloadPlan
 from asyncdeploy.verify._ports import free_port
 from asyncdeploy.verify.balancer import BalancerOptions, ServerState

@@ -1,4 +1,4 @@
-"""Errors of the workload drain kit, under the package root :class:`~asyncdeploy.errors.AsyncDeployError`.
+"""Errors of the workload drain kit, under the package root :class:`~asyncdeploy._errors.AsyncDeployError`.
 
 ::
 
@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from asyncdeploy.errors import AsyncDeployError
+from asyncdeploy._errors import AsyncDeployError
 
 __all__ = ["ControlSocketError", "ControlSocketInUse", "WorkloadError"]
 

@@ -25,7 +25,7 @@ import attrs
 import httpx
 
 from asyncdeploy import Deployer, DrainEvent, WorkloadPlan
-from asyncdeploy.events import DrainFinished, DrainStarted
+from asyncdeploy._events import DrainFinished, DrainStarted
 from asyncdeploy.verify.balancer import SERVED_BY_HEADER, ServerState, running_haproxy
 from tests.engines.llama import CHECKS
 
@@ -178,7 +178,9 @@ class ChatClients:
             tg.start_soon(self._shorts)
 
 
-async def back_to_back(base_url: str, count: int) -> tuple[list[str], set[object]]:
+async def back_to_back(
+    base_url: str, count: int, *, all_streamed: bool = False
+) -> tuple[list[str], set[object]]:
     """``count`` chat completions one after the other on one kept-alive connection (an OpenAI
     client making its calls in turn), two streamed, one short, and so on: each answer's outcome
     ("ok" or what went wrong), and the client ports the answers came on (one: the connection
@@ -188,7 +190,7 @@ async def back_to_back(base_url: str, count: int) -> tuple[list[str], set[object
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=30) as client:
         for i in range(count):
-            stream = i % 3 != 2
+            stream = all_streamed or i % 3 != 2
             try:
                 async with client.stream(
                     "POST", "/v1/chat/completions", json=_prompt(stream, 8 if stream else 2)

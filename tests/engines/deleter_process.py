@@ -30,8 +30,8 @@ from typing import Any
 import anyio
 
 from asyncdeploy import AsyncDeployError, open_deployer
+from asyncdeploy._events import event_to_dict
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
-from asyncdeploy.events import event_to_dict
 
 POINTS = ("claim", "claimed", "hooked", "signalled", "recorded")
 

@@ -34,13 +34,12 @@ async def test_an_exec_into_a_container_that_exits_mid_command_ends_with_an_erro
     assert first == b"first"
     app = await deployer.driver._container_id(workload, "app")  # type: ignore[attr-defined]
     await deployer.driver.session.client.containers.container(app).kill()  # type: ignore[attr-defined]
-    started_at = anyio.current_time()
     code, stderr = await cli.finish(timeout=60)
 
+    # ended by the container's death, not by the command's 120 s (which would exit 0)
     assert code == 1, stderr
     assert "exited before the command ended" in stderr
     assert "Traceback" not in stderr
-    assert anyio.current_time() - started_at < 30
 
 
 async def test_exec_timeout_bounds_a_command_that_does_not_end(
@@ -55,13 +54,12 @@ async def test_exec_timeout_bounds_a_command_that_does_not_end(
         )
     )
     await deployer.wait_ready(workload, timeout=30)
-    started_at = anyio.current_time()
     cli = await start_cli(
         deployer.driver_name, "exec", "--timeout", "2s", workload, "--", "sleep", "120"
     )
     code, stderr = await cli.finish(timeout=60)
 
+    # ended by its --timeout, not by the command's 120 s (which would exit 0)
     assert code == 1, stderr
     assert "did not end within 2 s" in stderr
     assert "Traceback" not in stderr
-    assert anyio.current_time() - started_at < 30

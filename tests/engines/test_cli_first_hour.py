@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 import pytest
 from click.testing import CliRunner
 
-from asyncdeploy import Container, Deployer, WorkloadNotFound
+from asyncdeploy import Checks, Container, Deployer, Probe, WorkloadNotFound
 from asyncdeploy.cli import main
 from tests.cli_runner import invoke_in_thread
 from tests.engines.conftest import BUSYBOX, RUN_ID
-from tests.engines.helpers import plan
+from tests.engines.helpers import plan, plan_file
 
 pytestmark = pytest.mark.anyio
 
@@ -100,12 +101,57 @@ async def test_wait_for_ready_and_deleted(deployer: Deployer, name: Callable[[st
     ready = await invoke_in_thread(*driver, "wait", workload, "--for", "ready", "--timeout", "30s")
     assert ready.exit_code == 0 and ready.stdout == f"{workload}: ready\n", ready.output
     early = await invoke_in_thread(*driver, "wait", workload, "--for", "deleted", "--timeout", "1s")
-    assert early.exit_code == 1 and "timed out after 1 s waiting for deleted" in early.output
+    assert early.exit_code == 1, early.output
+    assert f"Error: {workload} was not deleted within 1 s (--timeout)\n" in early.output
     await deployer.delete(workload)
     gone = await invoke_in_thread(*driver, "wait", workload, "--for", "deleted", "-o", "json")
     assert gone.exit_code == 0 and json.loads(gone.stdout)["condition"] == "deleted"
     absent = await invoke_in_thread(*driver, "wait", workload, "--timeout", "5s")
     assert absent.exit_code == 1 and "no workload" in absent.output
+
+
+async def test_wait_for_ready_says_the_timeout_given(
+    deployer: Deployer, name: Callable[[str], str]
+) -> None:
+    """Issue 32 item 2: the figure is the one the user typed, never the time left of it
+    (was: "not ready within 1.99979 s"), and the line names the workload."""
+    workload = name("never")
+    never = Container(
+        name="app",
+        image=BUSYBOX,
+        command=["sleep", "600"],
+        checks=Checks(readiness=Probe(exec=["test", "-f", "/tmp/never"], period_seconds=1)),
+    )
+    await deployer.create(plan(workload, [never], termination_grace_period_seconds=1))
+    late = await invoke_in_thread(
+        "--driver", deployer.driver_name, "wait", workload, "--timeout", "2s"
+    )
+    assert late.exit_code == 1, late.output
+    assert late.stderr.splitlines()[-1] == f"Error: {workload} was not ready within 2 s (--timeout)"
+
+
+async def test_create_wait_says_ready_and_the_api_counts_restarts(
+    deployer: Deployer, tmp_path: Path, name: Callable[[str], str]
+) -> None:
+    """Issue 32 item 5: ``create --wait`` says the workload is ready once it is; a create's
+    status counts 0 restarts (as ``get`` shows), not None (not known)."""
+    workload = name("waitsay")
+    app = {"name": "app", "image": BUSYBOX, "command": ["sleep", "600"]}
+    path = plan_file(tmp_path, workload, [app], termination_grace_period_seconds=1)
+    driver = ["--driver", deployer.driver_name]
+    made = await invoke_in_thread(*driver, "create", "-f", str(path), "--wait")
+    assert made.exit_code == 0, made.output
+    assert made.stdout == f"created: {workload} on {deployer.driver_name}, ready\n"
+    again = await invoke_in_thread(*driver, "create", "-f", str(path), "-o", "json")
+    assert again.exit_code == 0 and json.loads(again.stdout)["action"] == "unchanged"
+    counted = [c["restarts"] for c in json.loads(again.stdout)["workload"]["containers"]]
+    assert counted == [0, 0], counted  # the pause, the app: read, as get reads them
+    other = name("restarts")
+    made_here = await deployer.create(
+        plan(other, [Container(name="app", image=BUSYBOX, command=["sleep", "600"])])
+    )
+    assert [c.restarts for c in made_here.status.containers] == [0, 0]  # the pause, the app
+    assert [c.restarts for c in (await deployer.get(other)).containers] == [0, 0]
 
 
 async def test_version_names_the_client_and_the_engine(deployer: Deployer) -> None:

@@ -56,18 +56,19 @@ async def test_two_signals_while_connecting_kill_at_once_once_the_engine_answers
         await anyio.sleep(0.2)
         cli.send(signal.SIGINT)
         await anyio.sleep(0.5)
-        started = anyio.current_time()
         proxy.release()
         code, stderr = await cli.finish(timeout=60)
-        took = anyio.current_time() - started
         tg.cancel_scope.cancel()
 
     assert code == 130, stderr
     assert "killing the remaining containers now" in stderr
     assert "Traceback" not in stderr
-    assert took < 20, took  # killed at once: not the 30 s deadline
     last = cli.lines[-1]
     assert last["event"] == "DrainFinished"
+    # killed at once, not at the 30 s deadline: killed before its drain began, the drain ran
+    # with grace 0 (and says so), sending no SIGTERM
+    assert last["grace_period_seconds"] == 0, last
+    assert not [line for line in cli.lines if line.get("event") == "SignalSent"], cli.lines
     assert [(c["name"], c["outcome"]) for c in last["containers"]] == [("ignorer", "killed")]
     with pytest.raises(WorkloadNotFound):  # really gone, as the CLI says
         await deployer.get(workload)

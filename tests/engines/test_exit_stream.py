@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -129,12 +128,14 @@ async def engine_die_times(
             await client.close()
 
 
-async def test_a_drained_containers_exit_reaches_the_consumer_soon_after_the_engine_knows(
-    deployer: Deployer, name: Callable[[str], str], markers: Path
+async def test_a_drained_containers_exit_reaches_the_consumer_from_the_engines_die_event(
+    deployer: Deployer, name: Callable[[str], str], markers: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Eight containers that drain 0.5 s: each ``ContainerExited`` reaches the consumer within
-    a wide bound of the engine's ``die`` event. Podman's wait answers only after its cleanup
-    (0.4-1.6 s later, measured); the drain's exit stream hears the die event itself."""
+    """Eight containers that drain 0.5 s: each ``ContainerExited`` is heard from the engine's
+    ``die`` event, after it, with no ``wait`` call. Podman's wait answers only after its cleanup
+    (0.4-1.6 s later, measured); the drain's exit stream hears the die event itself. How soon
+    after the die event is the benchmark's figure ("event latency", ``nox -s bench``): a bound
+    in seconds here failed by the machine's load, not by the product."""
     workload = name("latency")
     containers = [f"c{i}" for i in range(8)]
     await deployer.create(
@@ -149,6 +150,15 @@ async def test_a_drained_containers_exit_reaches_the_consumer_soon_after_the_eng
     died: dict[str, int] = {}
     all_died = anyio.Event()
     exited: dict[str, int] = {}
+    session = type(deployer.driver.ops.session)  # type: ignore[attr-defined]
+    engine_wait = session.wait
+    waited: list[str] = []
+
+    async def wait(self: object, ident: str, *args: object, **kwargs: object) -> object:
+        waited.append(ident)
+        return await engine_wait(self, ident, *args, **kwargs)
+
+    monkeypatch.setattr(session, "wait", wait)  # (a slotted class: on the class, for this test)
     async with anyio.create_task_group() as tg:
         url = deployer.driver.url  # type: ignore[attr-defined]
         await tg.start(engine_die_times, url, set(engine_names), died, all_died)
@@ -159,22 +169,23 @@ async def test_a_drained_containers_exit_reaches_the_consumer_soon_after_the_eng
         with anyio.fail_after(10):
             await all_died.wait()
         tg.cancel_scope.cancel()
-    latency = {engine_names[n]: (exited[engine_names[n]] - ns) / 1e9 for n, ns in died.items()}
-    assert set(latency) == set(containers)
-    # Wide bounds on a shared machine (the benchmark gives the figures): a few ms when the
-    # stream is read, against 0.4-0.6 s median through Podman's wait.
-    assert statistics.median(latency.values()) < 0.25, latency
-    assert max(latency.values()) < 1.0, latency
+    monkeypatch.undo()
+    assert set(died) == set(engine_names) and set(exited) == set(containers)
+    assert waited == [], "an exit was asked for with a wait, not heard from the stream"
+    for engine_name, died_at in died.items():  # the same host's clock: the engine's, then ours
+        assert exited[engine_names[engine_name]] >= died_at, (engine_name, died_at, exited)
 
 
 async def test_opening_the_stream_does_not_delay_the_drain(deployer: Deployer) -> None:
     """The watch reuses the API version the driver learnt: asking Podman's slow ``/version``
-    again cost 0.3 s before every drain's first signal (measured: 1 ms each without it)."""
-    started = time.perf_counter()
+    again cost 0.3 s before every drain's first signal (measured: 1 ms each without it), so
+    the watch's client is given the version, never ``auto`` (which asks ``/version``)."""
+    ops = deployer.driver.ops  # type: ignore[attr-defined]
     for _ in range(3):
-        async with deployer.driver.ops.exits() as watch:  # type: ignore[attr-defined]
+        async with ops.exits() as watch:
             assert not watch.lost
-    assert time.perf_counter() - started < 0.45
+    learnt = ops.session.client.api_version
+    assert learnt != "auto" and ops.hub.api_version == learnt
 
 
 async def test_the_stream_is_closed_with_the_watch(deployer: Deployer) -> None:

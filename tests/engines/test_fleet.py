@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from asyncdeploy import open_deployer
-from asyncdeploy.events import ContainerExited, ContainerForceKilled, DrainStarted
+from asyncdeploy._events import ContainerExited, ContainerForceKilled, DrainStarted
 from asyncdeploy.fleet import EngineFailed, FleetDrain, FleetDrainError, FleetEvent, open_fleet
 from tests.engines.conftest import RUN_ID, RUN_LABEL
 from tests.engines.fault_proxy import EngineProxy

@@ -68,6 +68,22 @@ async def test_back_to_back_chat_completions_on_one_kept_alive_connection_throug
     assert len(ports) == 1, ports  # one connection, kept alive and reused
 
 
+async def test_200_streamed_chat_completions_back_to_back_never_see_a_502(
+    deployer: Deployer,
+) -> None:
+    """Issue 30: llama-server closes its connection after every streamed answer; the gate (on
+    HAProxy) gives every request a fresh engine connection and never replays a POST: 200
+    streamed POST /v1/chat/completions one after the other on one kept-alive client
+    connection, every one whole, no 502."""
+    require_image(deployer.driver_name)
+    ((plan, port),) = _plans(deployer, "llb", gated=True, count=1)
+    await deployer.create(plan)
+    await deployer.wait_ready(plan.name, timeout=120)
+    outcomes, ports = await back_to_back(f"http://127.0.0.1:{port}", 200, all_streamed=True)
+    assert [o for o in outcomes if o != "ok"] == [], outcomes
+    assert len(ports) == 1, ports
+
+
 @pytest.mark.parametrize("mode", ["delete", "replace"])
 async def test_keep_alive_chat_clients_lose_nothing_when_a_gated_llama_server_goes(
     deployer: Deployer, mode: str

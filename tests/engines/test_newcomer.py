@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import venv
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.engines.conftest import PAUSE
+from tests.engines.conftest import PAUSE, PYTHON
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -52,25 +54,65 @@ def test_the_install_block_installs_the_cli(newcomer_env: dict[str, str]) -> Non
     assert done.returncode == 0 and str(Path(newcomer_env["VIRTUAL_ENV"])) in done.stdout
 
 
+DEFAULT_BASE = f"docker.io/library/python:{sys.version_info[0]}.{sys.version_info[1]}-slim-bookworm"
+DEFAULT_PAUSE = "registry.k8s.io/pause:3.10"
+
+
+@contextmanager
+def bases_file(tmp_path: Path) -> Iterator[Path]:
+    """``asyncdeploy-bases.tar`` as the README says to make it where a registry answers (``docker
+    save`` of the default base and pause images), with neither name on the engine: no registry is
+    reachable here, so the project's local stand-ins are saved under those names. The names are
+    removed again afterwards unless the engine had them."""
+    tar = tmp_path / "user" / "asyncdeploy-bases.tar"
+    tar.parent.mkdir()
+    had = {
+        n: _run(["docker", "image", "inspect", n]).returncode == 0
+        for n in (DEFAULT_BASE, DEFAULT_PAUSE)
+    }
+    for name, local in ((DEFAULT_BASE, PYTHON), (DEFAULT_PAUSE, PAUSE)):
+        assert _run(["docker", "tag", local, name]).returncode == 0
+    saved = _run(["docker", "save", "-o", str(tar), DEFAULT_BASE, DEFAULT_PAUSE])
+    assert saved.returncode == 0, saved.stderr
+    for name in (DEFAULT_BASE, DEFAULT_PAUSE):
+        if not had[name]:
+            _run(["docker", "rmi", name])
+    try:
+        yield tar
+    finally:
+        for name in (DEFAULT_BASE, DEFAULT_PAUSE):
+            if not had[name]:
+                _run(["docker", "rmi", name])
+
+
 @pytest.fixture
-def default_pause_image() -> Iterator[None]:
-    """The plan's default pause image, which a newcomer's engine pulls from registry.k8s.io:
-    no registry is reachable here, so the locally built stand-in is tagged so for the test."""
-    default = "registry.k8s.io/pause:3.10"
-    inspect = ["docker", "image", "inspect", default]
-    had = subprocess.run(inspect, capture_output=True, check=False).returncode
-    if had != 0:
-        subprocess.run(["docker", "tag", PAUSE, default], check=True, capture_output=True)
-    yield
-    if had != 0:
-        subprocess.run(["docker", "rmi", default], capture_output=True, check=False)
+def bases_as_a_file(tmp_path: Path) -> Iterator[Path]:
+    with bases_file(tmp_path) as tar:
+        yield tar
+
+
+def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, check=False)
 
 
 @pytest.mark.parametrize("engine", ["docker"])
-@pytest.mark.usefixtures("default_pause_image")
-def test_the_first_use_block_serves_and_drains(newcomer_env: dict[str, str], engine: str) -> None:
-    """Every line exits 0; the server answers on the published port; the delete drains it."""
+def test_the_first_use_block_serves_and_drains(
+    newcomer_env: dict[str, str], engine: str, bases_as_a_file: Path
+) -> None:
+    """Every line exits 0; the server answers on the published port; the delete drains it. The
+    plan's default pause image comes in as the README's offline block brings it (no registry is
+    reachable here)."""
     env = {**newcomer_env, "ASYNCDEPLOY_DRIVER": engine}
+    [load] = block("offline")
+    loaded = subprocess.run(
+        ["bash", "-c", load],
+        cwd=bases_as_a_file.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert loaded.returncode == 0 and DEFAULT_PAUSE in loaded.stdout, loaded.stderr
     lines = block("first-use")
     assert any(line.startswith("curl") for line in lines)
     try:

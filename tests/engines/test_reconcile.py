@@ -227,6 +227,7 @@ async def test_a_delete_killed_mid_drain_is_marked_by_its_dead_claim_and_drained
 
     shown = (await listed(driver, f"{RUN_LABEL}={RUN_ID}"))[app]
     assert "died mid-drain" in str(shown["unfinished"]), shown
+    assert shown["ready"] == {"ready": 0, "total": 1}, shown  # issue 32 item 2: never 1/1
     assert ("drainer", "drained-ok") not in read_markers(markers), "marked while it drains"
     code, err, lines = await reconcile(driver, "-o", "json")
     assert code == 0, err

@@ -4,8 +4,8 @@ namespace (``ci/remote-docker.sh``), whose containers' addresses this host canno
 Named by Docker's own variables (``DOCKER_HOST``, ``DOCKER_TLS_VERIFY``, ``DOCKER_CERT_PATH``)
 and by a docker context made by the real docker CLI (``docker context create`` / ``use``):
 create, wait ready, a delete under traffic that loses nothing, and the workload lands there,
-not on the local engine. The gated drain needs the checks and hooks run inside the workload's
-namespace (issue 31 item 1): its test is a strict xfail until that lands.
+not on the local engine; a gated drain there works because the checks and hooks run inside the
+workload's network namespace, never from this host.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 import anyio
 import pytest
 
-from asyncdeploy import Deployer, EngineUnavailable, WorkloadPlan, open_deployer
-from asyncdeploy.events import SignalSent
+from asyncdeploy import Deployer, WorkloadPlan, open_deployer
+from asyncdeploy._events import SignalSent
 from asyncdeploy.labels import LABEL_WORKLOAD
 from asyncdeploy.plan import plan_to_mapping
 from tests.engines.conftest import RUN_ID, RUN_LABEL
@@ -174,13 +174,6 @@ def gated_plan(name: str, remote: Remote) -> WorkloadPlan:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(EngineUnavailable, TimeoutError, AssertionError, Exception),
-    reason="the gate's readiness check and drain hook are sent from this host to the "
-    "container's address, which a remote daemon's containers do not have here: issue 31 "
-    "item 1 runs them inside the workload's namespace (then this passes: drop the marker)",
-)
 async def test_a_gated_drain_on_the_remote_daemon(
     on_remote: Deployer, remote: Remote, name: Callable[[str], str]
 ) -> None:

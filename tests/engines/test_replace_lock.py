@@ -14,8 +14,10 @@ import pytest
 
 from asyncdeploy import Deployer, ReplaceInProgress, open_deployer
 from asyncdeploy._owner import Owner
-from asyncdeploy.labels import LABEL_INSTANCE_OF
-from asyncdeploy.replace._lock import LockRecord, lock_key, replace_lock
+from asyncdeploy._reconcile import left_locks
+from asyncdeploy.labels import LABEL_INSTANCE_OF, LABEL_LOCK
+from asyncdeploy.replace._lock import LockRecord, lock_key, replace_lock, retire_locks
+from tests.cli_runner import invoke_in_thread
 from tests.engines.cli_process import start_cli
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL
 from tests.engines.helpers import plan, plan_file
@@ -155,3 +157,85 @@ async def test_a_slow_removal_of_a_stale_lock_never_lets_two_replaces_hold_it(
         assert len(refused) <= 1 and overlaps, (overlaps, refused)
         for generation in await deployer.driver.markers.generations(key):  # type: ignore[attr-defined]
             await deployer.driver.markers._remove(generation.volume)  # type: ignore[attr-defined]
+
+
+async def lock_volumes(deployer: Deployer, app: str) -> list[str]:
+    """Every volume of ``app``'s replace lock (its generations, held or free)."""
+    session = deployer.driver.session  # type: ignore[attr-defined]
+    listed = await session.volumes(f"{LABEL_LOCK}={lock_key(app)}")
+    return sorted(str(v["Name"]) for v in listed)
+
+
+async def test_the_delete_of_the_last_instance_leaves_nothing_of_the_lock(
+    deployer: Deployer, name: Callable[[str], str]
+) -> None:
+    """Issue 32 item 3: a replace leaves its lock's free generation (``...lock.NAME.2``); the
+    delete of the plan's last instance removes it with the rest of the plan."""
+    app = name("lockgone")
+    await deployer.create(plan(app, [server("v1")], termination_grace_period_seconds=3))
+    await deployer.wait_ready(app)
+    await deployer.replace(plan(app, [server("v2")], termination_grace_period_seconds=3))
+    assert await lock_volumes(deployer, app), "a replace leaves its lock's remains"
+    deleted = await invoke_in_thread("--driver", deployer.driver_name, "delete", app)
+    assert deleted.exit_code == 0, deleted.output
+    assert await live(deployer, app) == set()
+    assert await lock_volumes(deployer, app) == []
+
+
+async def test_a_retire_never_takes_the_lock_from_a_replace(
+    deployer: Deployer, name: Callable[[str], str]
+) -> None:
+    """The rule that keeps the lock safe: a retire takes the lock as a replace does, so a
+    replace holding it (a recreate between its drain and its new instance: no instance of the
+    plan) keeps it; a retire and a replace started together never both hold it, and a replace
+    that holds it holds it to its end. Once nothing holds it, the retire leaves nothing."""
+    app = name("lockretire")
+    key = lock_key(app)
+    async with replace_lock(deployer.driver, app, bound=60, labels={}) as held:
+        assert await retire_locks(deployer.driver, [app]) == []
+        assert await deployer.driver.read_marker(key) == held.to_json()
+    async with open_deployer(deployer.driver_name) as other:
+        refused: list[int] = []  # (refused: the retire held it then, as another replace would)
+        broken: list[int] = []
+        for round_ in range(4):
+            async with replace_lock(deployer.driver, app, bound=60, labels={}):
+                pass  # a replace's remains: a free generation
+
+            async def replacing(round_: int = round_) -> None:
+                await anyio.sleep(0.02 * round_)  # before, during and after the retire's hold
+                try:
+                    async with replace_lock(other.driver, app, bound=60, labels={}) as mine:
+                        for _ in range(4):
+                            if await other.driver.read_marker(key) != mine.to_json():
+                                broken.append(round_)
+                            await anyio.sleep(0.05)
+                except ReplaceInProgress:
+                    refused.append(round_)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(retire_locks, deployer.driver, [app])
+                tg.start_soon(replacing)
+        assert broken == [], "a replace lost the lock it held"
+        async with replace_lock(other.driver, app, bound=60, labels={}):
+            pass  # and a replace after them takes it
+    await retire_locks(deployer.driver, [app])  # (the last round's retire may have done it)
+    assert await lock_volumes(deployer, app) == []
+
+
+async def test_reconcile_removes_the_lock_a_dead_replace_left(
+    deployer: Deployer, name: Callable[[str], str]
+) -> None:
+    """A replace killed after it drained the plan's last instance leaves its lock, held by a
+    dead owner, and no instance: ``reconcile`` says so (``--dry-run``) and takes it over."""
+    app = name("lockdead")
+    dead = attrs.evolve(Owner.this_process(), pid_started="1")  # this pid, another start: dead
+    stale = LockRecord(owner=dead, started=time.time(), expires=time.time() + 600)
+    assert await deployer.driver.hold_marker(lock_key(app), stale.to_json(), labels={}) is None
+    assert app in await left_locks(deployer.driver)
+    # (a dry run of everything touches nothing: safe beside the other tests' workloads)
+    said = await invoke_in_thread("--driver", deployer.driver_name, "reconcile", "--dry-run")
+    assert said.exit_code == 0, said.output
+    assert f"would remove the replace lock left of {app} (no instance of it is left)" in said.output
+    assert await lock_volumes(deployer, app), "a dry run touches nothing"
+    assert await retire_locks(deployer.driver, [app]) == [app]  # what reconcile runs
+    assert await lock_volumes(deployer, app) == []

@@ -8,12 +8,23 @@ from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
+import anyio
 import attrs
 import pytest
 
-from asyncdeploy import Container, CreateError, Deployer, Mount, PlanError, Port
+from asyncdeploy import (
+    Checks,
+    Container,
+    CreateError,
+    Deployer,
+    HTTPGet,
+    Mount,
+    PlanError,
+    Port,
+    Probe,
+)
 from asyncdeploy.labels import LABEL_INSTANCE_OF
-from asyncdeploy.replace.events import ReplaceDowntime, ReplaceStrategy
+from asyncdeploy.replace.events import ReplaceDowntime, ReplaceStrategy, describe_replace
 from tests.cli_runner import invoke_in_thread
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL
 from tests.engines.helpers import plan, plan_file
@@ -85,6 +96,61 @@ async def test_auto_recreates_a_plan_with_a_fixed_host_port_and_reports_the_down
     assert len(downtime) == 1 and result.downtime == downtime[0].seconds > 0
     await until(lambda: serves(port, "v2"), timeout=15)
     assert await current(deployer, app) == {result.new.name}
+
+
+async def test_a_recreates_downtime_is_what_its_clients_saw(
+    deployer: Deployer, name: Callable[[str], str]
+) -> None:
+    """Issue 32 item 7: the old server serves through its 4 s ``pre_stop`` hook; the downtime
+    reported is from its stop to the new one's readiness, not from the drain's start (which
+    said "13.0 s without an instance" where clients saw 0.5 s of failures). A client polling
+    the port measures the gap between the last v1 answer and the first v2 answer."""
+    app, port = name("gap"), free_port()
+
+    def serving(version: str) -> Container:  # ready as soon as it answers (checked every 1 s)
+        ready = Probe(http=HTTPGet(path="/", port=8080), period_seconds=1)
+        return attrs.evolve(
+            web_server(version, port), pre_stop=["sleep", "4"], checks=Checks(readiness=ready)
+        )
+
+    await deployer.create(plan(app, [serving("v1")], termination_grace_period_seconds=10))
+    await deployer.wait_ready(app)
+    await until(lambda: serves(port, "v1"), timeout=15)
+    answers: list[tuple[float, str]] = []  # (when, the version, or "" for a failure)
+
+    async def poll() -> None:
+        timeout = aiohttp.ClientTimeout(total=1)
+        async with aiohttp.ClientSession(timeout=timeout) as http:
+            while True:
+                try:
+                    async with http.get(f"http://127.0.0.1:{port}/") as reply:
+                        got = (await reply.text()).strip() if reply.status == 200 else ""
+                except (aiohttp.ClientError, TimeoutError):
+                    got = ""
+                answers.append((anyio.current_time(), got))
+                await anyio.sleep(0.05)
+
+    events: list[object] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(poll)
+        result = await deployer.replace(
+            plan(app, [serving("v2")], termination_grace_period_seconds=10),
+            strategy="recreate",
+            on_event=events.append,
+        )
+        await until(lambda: any(got == "v2" for _, got in answers), timeout=15)
+        tg.cancel_scope.cancel()
+    last_v1 = max(when for when, got in answers if got == "v1")
+    first_v2 = min(when for when, got in answers if got == "v2")
+    seen = first_v2 - last_v1  # what the clients saw: no answer in between
+    [downtime] = [e for e in events if isinstance(e, ReplaceDowntime)]
+    assert result.downtime == downtime.seconds
+    # the reported figure is what the clients saw, give or take a readiness period and a poll
+    # (never the 4 s of the hook, during which the old one answered)
+    assert seen - 1.0 <= downtime.seconds <= seen + 1.5, (downtime, seen)
+    assert downtime.drain_seconds >= 4, downtime  # it served through its hook
+    code_line = describe_replace(downtime)
+    assert f"{downtime.drain_seconds:.1f} s into its drain" in code_line
 
 
 async def test_surge_with_a_fixed_host_port_is_refused_before_anything_is_touched(

@@ -76,13 +76,17 @@ async def test_a_drain_shows_as_draining_and_a_watch_sees_a_delete_as_deleted(
     assert listed.exit_code == 0 and shown.exit_code == 0, listed.output + shown.output
     row = next(line for line in listed.stdout.splitlines() if line.startswith(app))
     assert row.split()[1] == "draining" and "s left)" in row, listed.stdout
+    assert row.split()[4] == "0/1", listed.stdout  # issue 32 item 2: a draining app is not ready
     got = json.loads(shown.stdout)
     assert isinstance(got, dict) and got["state"] == "draining", got
+    assert got["ready"] == {"ready": 0, "total": 1}, got
     assert 0 < got["drain_seconds_left"] <= 20 and got["unfinished"] is None
     kinds = [e["type"] for e in events]
     assert kinds[0] == "ADDED" and kinds[-1] == "DELETED", kinds
     states = [e["object"]["state"] for e in events]  # type: ignore[index]
     assert "draining" in states, states
+    readiness = {e["object"]["state"]: e["object"]["ready"]["ready"] for e in events}  # type: ignore[index]
+    assert readiness["draining"] == 0, events  # the watch too, with no check per poll
     seen = [(e["type"], e["object"]["state"], e["object"]["unfinished"]) for e in events]  # type: ignore[index]
     assert not any(unfinished for _, _, unfinished in seen), seen
 

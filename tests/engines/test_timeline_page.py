@@ -5,11 +5,12 @@ Chromium laid out and writes it into the DOM, read back with ``--dump-dom``."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from asyncdeploy.events import (
+from asyncdeploy._events import (
     ContainerExited,
     ContainerForceKilled,
     ContainerOutcome,
@@ -109,3 +110,101 @@ async def test_the_labels_are_visible_and_the_phases_are_segments(tmp_path: Path
     assert phases["pause"] == ["waiting"]
     steps = [a["data-step"] for t, a in dom.elements if t == "li"]
     assert steps[0] == "drain-started" and "killed" in steps and steps[-1] == "drain-finished"
+
+
+# Each text's box grown by a tenth of its height above and below, and 1 px at each side: the
+# page is read in the user's browser, whose font's line box is up to 1.17 times this machine's
+# (DejaVu Sans 1.16 em, Noto Sans 1.36, Segoe UI 1.33); digits are no wider than DejaVu's.
+OVERLAPS = """<script>
+const texts = [...document.querySelectorAll("svg text")];
+const boxes = texts.map((t) => {
+  const b = t.getBoundingClientRect(), grow = b.height / 10;
+  return {left: b.left - 1, right: b.right + 1, top: b.top - grow, bottom: b.bottom + grow};
+});
+const hits = [];
+for (let i = 0; i < texts.length; i++) {
+  for (let j = i + 1; j < texts.length; j++) {
+    const a = boxes[i], b = boxes[j];
+    if (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom) {
+      hits.push(texts[i].textContent + " / " + texts[j].textContent);
+    }
+  }
+}
+document.body.setAttribute("data-overlaps", JSON.stringify(hits));
+document.body.setAttribute("data-texts", String(texts.length));
+</script>"""
+
+
+def _three_workloads() -> list[object]:
+    """A ``delete-all`` of three workloads at once: their steps come close together in time
+    (the issue's page: the numbers of the three drains' steps drawn over one another)."""
+    events: list[object] = []
+    for index, workload in enumerate(("llm-a", "llm-b", "llm-c")):
+        lag = index * 0.03  # their events a few ms apart, as one delete-all sends them
+        outcomes = (
+            ContainerOutcome(
+                name="server", role="run", outcome="exited", exit_code=0, seconds=5.2 + lag
+            ),
+            ContainerOutcome(
+                name="gate", role="sidecar", outcome="exited", exit_code=0, seconds=5.3 + lag
+            ),
+            ContainerOutcome(
+                name="pause", role="pause", outcome="exited", exit_code=0, seconds=5.5 + lag
+            ),
+        )
+        summary = DrainSummary(
+            workload=workload, grace_period_seconds=30, seconds=5.5 + lag, containers=outcomes
+        )
+        events += [
+            DrainStarted(
+                workload=workload,
+                elapsed=0.0,
+                grace_period_seconds=30,
+                deadline=T0 + 30 + lag,
+                containers=("pause", "server", "gate"),
+            ),
+            PreStopStarted(workload=workload, elapsed=0.05 + lag, container="server"),
+            PreStopStarted(workload=workload, elapsed=0.06 + lag, container="gate"),
+            PreStopFinished(
+                workload=workload,
+                elapsed=5.0 + lag,
+                container="server",
+                exit_code=0,
+                timed_out=False,
+            ),
+            PreStopFinished(
+                workload=workload,
+                elapsed=5.01 + lag,
+                container="gate",
+                exit_code=0,
+                timed_out=False,
+            ),
+            SignalSent(workload=workload, elapsed=5.0 + lag, container="server", signal="SIGTERM"),
+            SignalSent(workload=workload, elapsed=5.01 + lag, container="gate", signal="SIGTERM"),
+            ContainerExited(
+                workload=workload, elapsed=5.2 + lag, container="server", exit_code=0, graceful=True
+            ),
+            ContainerExited(
+                workload=workload, elapsed=5.3 + lag, container="gate", exit_code=0, graceful=True
+            ),
+            PauseRemoved(workload=workload, elapsed=5.5 + lag, container="pause"),
+            DrainFinished(workload=workload, elapsed=5.5 + lag, summary=summary),
+        ]
+    return events  # fmt: skip
+
+
+async def test_three_workloads_draw_no_text_over_another(tmp_path: Path) -> None:
+    """Issue 32 item 8: with three workloads' steps, no two texts of the drawing (the steps'
+    numbers, the labels, the outcomes, the ticks) intersect as Chromium lays them out, with
+    room for a browser whose font is taller (``OVERLAPS``)."""
+    page = tmp_path / "three.html"
+    html = timeline_html(_three_workloads())  # type: ignore[arg-type]
+    page.write_text(html.replace("</body>", OVERLAPS + MEASURE + "</body>"))
+    dom = await rendered(page)
+    [body] = [a for t, a in dom.elements if t == "body"]
+    numbers = dom.having("text", "moment-number")
+    assert len(numbers) == 3 * 11  # every step of the three drains is numbered
+    assert int(body["data-texts"]) > len(numbers)
+    assert json.loads(body["data-overlaps"]) == []
+    texts = [a for t, a in dom.elements if t == "text"]
+    assert all(t.get("data-inside") == "true" for t in texts), "no text cut at the edge"

@@ -511,7 +511,7 @@ async def test_a_haproxy_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
     async with running_haproxy([("one", 1)], BalancerOptions(binary=str(deaf))) as haproxy:
         pass
     assert haproxy.process.returncode == -signal.SIGKILL
-    assert 4 < anyio.current_time() - started < 30
+    assert anyio.current_time() - started > 4  # not before its stop bound
 
 
 async def test_a_missing_haproxy_is_a_clear_error() -> None:

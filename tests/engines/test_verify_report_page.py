@@ -15,7 +15,7 @@ import attrs
 import pytest
 
 from asyncdeploy import Deployer
-from asyncdeploy.events import (
+from asyncdeploy._events import (
     ContainerExited,
     ContainerOutcome,
     DrainFinished,

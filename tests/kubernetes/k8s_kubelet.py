@@ -114,7 +114,7 @@ async def check_a_prestop_hook_cut_off_at_the_deadline(env: Env) -> None:
     assert finished.elapsed > 2
     assert _kinds(events).index("PreStopFinished") < _kinds(events).index("SignalSent")
     summary = events[-1].summary  # type: ignore[union-attr]
-    assert summary.seconds < 3 + 10
+    assert summary.seconds < 60  # cut at the deadline, not held to the hook's end
 
 
 async def check_the_signal_is_the_kubelets_not_the_containers_end(env: Env) -> None:

@@ -148,8 +148,8 @@ async def test_list_watch_all_namespaces_tells_twins_apart(
     other)."""
     import anyio
 
+    from asyncdeploy._results import ContainerStatus, WorkloadStatus
     from asyncdeploy.cli.views import watch_workloads
-    from asyncdeploy.results import ContainerStatus, WorkloadStatus
 
     def twin(namespace: str) -> WorkloadStatus:
         run = ContainerStatus(name="server", role="run", image="i", state="running")

@@ -14,15 +14,15 @@ import attrs
 import pytest
 from k8s_recordings import recording
 
-from asyncdeploy.drivers.kubernetes._kubelet import event_time, read_event, startup_failure
-from asyncdeploy.drivers.kubernetes._pod_states import PodDrainReader
-from asyncdeploy.events import (
+from asyncdeploy._events import (
     ContainerForceKilled,
     DrainEvent,
     DrainFinished,
     PreStopFinished,
     SignalSent,
 )
+from asyncdeploy.drivers.kubernetes._kubelet import event_time, read_event, startup_failure
+from asyncdeploy.drivers.kubernetes._pod_states import PodDrainReader
 
 
 @attrs.define

@@ -87,10 +87,9 @@ async def test_two_sigints_to_a_cli_delete_kill_the_pod_at_once(
     cli.send(signal.SIGINT)
     await anyio.sleep(0.05)
     cli.send(signal.SIGINT)
-    started = anyio.current_time()
     code, err = await cli.finish(timeout=60)
     assert code == 130, err
-    assert anyio.current_time() - started < 15
+    # killed at once, not at the 30 s deadline: the reason below ("cancelled", not "deadline")
     assert "killing the remaining containers now" in err
     finished = cli.lines[-1]
     assert finished["event"] == "DrainFinished", cli.lines
@@ -227,8 +226,7 @@ async def test_a_pod_behind_its_service_leaves_the_endpoints_before_it_is_signal
     kinds = [type(e).__name__ for e in events]
     [left] = [e for e in events if isinstance(e, TrafficLeft)]
     assert left.services == (plan.name,)
-    assert kinds.index("TrafficLeft") < kinds.index("SignalSent"), kinds
-    assert left.elapsed < 3.0  # inside the hook: before the kubelet sent SIGTERM
+    assert kinds.index("TrafficLeft") < kinds.index("SignalSent"), kinds  # inside the hook
     assert "TrafficStillRouted" not in kinds
     assert events[-1].summary.ok  # type: ignore[union-attr]
     services = await core.list_namespaced_service(driver.namespace)
@@ -273,7 +271,9 @@ async def test_a_pod_still_routed_past_the_window_is_a_warning(driver: Kubernete
         await discovery.delete_namespaced_endpoint_slice(name, driver.namespace)
     [warning] = [e for e in events if isinstance(e, TrafficStillRouted)]
     assert warning.services == (name,) and warning.window == 1.0
-    assert 0.9 < warning.elapsed < 3
+    kinds = [type(e).__name__ for e in events]
+    assert warning.elapsed > 0.9  # past the window
+    assert kinds.index("TrafficStillRouted") < kinds.index("SignalSent"), kinds  # in the hook
     assert not any(isinstance(e, TrafficLeft) for e in events)
 
 
@@ -297,8 +297,8 @@ async def test_the_service_example_plan_drains_with_traffic_leaving_first(
     async with Deployer(driver).terminate(plan.name) as stream:
         events = [e async for e in stream]
     kinds = [type(e).__name__ for e in events]
-    [left] = [e for e in events if isinstance(e, TrafficLeft)]
-    assert left.elapsed < 5 and kinds.index("TrafficLeft") < kinds.index("SignalSent"), kinds
+    assert len([e for e in events if isinstance(e, TrafficLeft)]) == 1, kinds
+    assert kinds.index("TrafficLeft") < kinds.index("SignalSent"), kinds  # inside the hook
     assert events[-1].summary.ok  # type: ignore[union-attr]
 
 

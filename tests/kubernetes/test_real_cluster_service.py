@@ -39,6 +39,9 @@ MIX = TrafficMix(
     short_per_second=8, long_per_second=1, stream_per_second=3, long_seconds=2, stream_tokens=20
 )
 SERVICE = Service(ports=(ServicePort(port=80, target_port=8080),))
+# The propagation window of the "told that traffic left" tests: told, the window closes 2 s
+# after the word; untold, it runs all of this, which no load on the machine passes for.
+WINDOW = 60
 
 
 cluster, driver = namespace_fixtures(NAMESPACE)
@@ -132,11 +135,12 @@ async def test_the_kit_behind_a_service_is_told_that_traffic_left(
 ) -> None:
     """Issue 23: one failed probe no longer closes the kit's window (HAProxy needs three), so on
     Kubernetes the evidence is the deployer's: on TrafficLeft the driver runs the Pod's drain
-    command with --traffic-left in its container, and the window (10 s at most here) closes
-    2 s later once no request came; the whole drain then takes a few seconds, not the 10 s
-    window plus the exit. (The demo image must be this branch's kit: an older one answers the
-    command with an error and runs its window to the end.)"""
-    plan = _demo("s-told", grace_period_seconds=30, propagation_wait="10s")
+    command with --traffic-left in its container, and the window (60 s at most here) closes
+    2 s later once no request came; the whole drain then takes a few seconds, not the 60 s
+    window plus the exit (a window so long that no load on the machine passes for it). (The
+    demo image must be this branch's kit: an older one answers the command with an error and
+    runs its window to the end.)"""
+    plan = _demo("s-told", grace_period_seconds=120, propagation_wait=f"{WINDOW}s")
     await driver.apply(plan)
     await driver.wait_ready(plan.name, timeout=180)
     started = anyio.current_time()
@@ -147,17 +151,19 @@ async def test_the_kit_behind_a_service_is_told_that_traffic_left(
     summary = events[-1].summary  # type: ignore[union-attr]
     assert summary.ok, events
     # TrafficLeft within a second, the exec, + 2 s for kube-proxy, then the demo's exit (seen:
-    # 7.2 s in all); a window run to its end takes 10 s before the exit (seen: 14.2 s)
-    assert left.elapsed < 5 and took < 9.5, (left.elapsed, took, summary)
+    # 7.2 s in all, with a 10 s window); a window run to its end takes all of it, then the exit
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.index("TrafficLeft") < kinds.index("SignalSent"), kinds
+    assert took < WINDOW / 2, (left.elapsed, took, summary)
 
 
 async def test_a_gate_behind_a_service_is_told_that_traffic_left(
     driver: KubernetesDriver,
 ) -> None:
-    """The same for a stock server behind its drain gate (its window 10 s at most): on
+    """The same for a stock server behind its drain gate (its window 60 s at most): on
     TrafficLeft the driver sends the gate's admin port ``/-/traffic-left`` with the hook's token
     through the API server; the gate's window closes 2 s later, its drain hook returns, and the
-    engine is signalled: the delete takes a few seconds, not the 10 s window and more. (The gate
+    engine is signalled: the delete takes a few seconds, not the 60 s window and more. (The gate
     image must be this branch's kit: an older one answers 400 and runs its window out.)"""
     gate_image = GATE_IMAGE
     stock_image = os.environ.get(
@@ -167,7 +173,7 @@ async def test_a_gate_behind_a_service_is_told_that_traffic_left(
         {
             "name": f"t{RUN_ID}-s-gtold",
             "labels": {k8s_contract.RUN_LABEL: RUN_ID},
-            "termination_grace_period_seconds": 30,
+            "termination_grace_period_seconds": 120,
             "service": {"ports": [{"port": 80, "target_port": 8000}]},
             "containers": [
                 {
@@ -180,7 +186,7 @@ async def test_a_gate_behind_a_service_is_told_that_traffic_left(
                         "upstream": 8001,
                         "ready": {"path": "/health"},
                         "image": gate_image,
-                        "propagation_seconds": 10,
+                        "propagation_seconds": WINDOW,
                     },
                 }
             ],
@@ -197,6 +203,7 @@ async def test_a_gate_behind_a_service_is_told_that_traffic_left(
     assert summary.ok, shown
     assert {c.name for c in summary.containers} == {"engine", "engine-gate"}, summary
     # the engine is signalled once the gate's drain returned: its window closed 2 s after the
-    # word (kube-proxy's margin), not at its 10 s maximum
+    # word (kube-proxy's margin), not at its 60 s maximum
     [signal] = [e for e in events if type(e).__name__ == "SignalSent" and e.container == "engine"]  # type: ignore[attr-defined]
-    assert left.elapsed < 5 and 2 <= signal.elapsed < 8, shown
+    assert left.elapsed < signal.elapsed, shown
+    assert 2 <= signal.elapsed < WINDOW / 2, shown

@@ -12,9 +12,7 @@ from typing import Any, cast
 import pytest
 from k8s_recordings import exchange, recording
 
-from asyncdeploy.drivers.kubernetes import _status as pod_status
-from asyncdeploy.drivers.kubernetes._pod_states import PodDrainReader
-from asyncdeploy.events import (
+from asyncdeploy._events import (
     ContainerExited,
     ContainerForceKilled,
     ContainerRemoved,
@@ -24,6 +22,8 @@ from asyncdeploy.events import (
     PauseRemoved,
     SignalSent,
 )
+from asyncdeploy.drivers.kubernetes import _status as pod_status
+from asyncdeploy.drivers.kubernetes._pod_states import PodDrainReader
 
 
 def running_rich_pod() -> dict[str, Any]:
@@ -266,8 +266,8 @@ def test_a_native_sidecar_is_signalled_after_the_engine_has_exited() -> None:
     sidecar's too, but signals the sidecar only once the run containers have exited. Before,
     the gate's SignalSent came at 0 s, before the engine's preStop even ended; and one Pod
     update showing both ends emitted the gate's exit first."""
+    from asyncdeploy._events import PreStopFinished, PreStopStarted
     from asyncdeploy.drivers.kubernetes._kubelet import KubeletEvent
-    from asyncdeploy.events import PreStopFinished, PreStopStarted
 
     running, done = {"running": {}}, {"terminated": {"exitCode": 0}}
     clock, events = Clock(), cast(list[DrainEvent], [])

@@ -18,10 +18,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from asyncdeploy._errors import EngineUnavailable, PlanError, SelectorError
+from asyncdeploy._selectors import parse_selector
 from asyncdeploy.durations import parse_duration
-from asyncdeploy.errors import EngineUnavailable, PlanError, SelectorError
 from asyncdeploy.plan import WorkloadPlan
-from asyncdeploy.selectors import parse_selector
 from tests.cli_runner import invoke
 from tests.unit.test_plan_fuzz import documents, mutated_plans
 

@@ -44,7 +44,7 @@ HEAVY = (
     "asyncdeploy.deployer",
     "asyncdeploy.drivers.base",
     "asyncdeploy.plan",
-    "asyncdeploy.events",
+    "asyncdeploy._events",
     "asyncdeploy.cli._common",
     "aiohttp",
     "aiodocker",

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from asyncdeploy import Container, WorkloadPlan
+from asyncdeploy._errors import CreateError, EngineAPIError, EngineUnavailable
 from asyncdeploy.drivers.engine._create import CreateAttempt
 from asyncdeploy.drivers.engine._ops import ContainerRef
-from asyncdeploy.errors import CreateError, EngineAPIError, EngineUnavailable
 
 pytestmark = pytest.mark.anyio
 

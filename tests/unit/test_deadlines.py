@@ -12,8 +12,8 @@ import attrs
 import pytest
 
 from asyncdeploy import Container, Deployer, OperationTimeout, Port, WorkloadPlan
+from asyncdeploy._errors import EngineTimeout, WorkloadNotFound
 from asyncdeploy.drivers.base import Found
-from asyncdeploy.errors import EngineTimeout, WorkloadNotFound
 from asyncdeploy.replace._run import LOCK_MARGIN
 from asyncdeploy.verify.run import VerifyOptions, run_deadline, run_verify
 

@@ -11,10 +11,10 @@ import anyio
 import attrs
 import pytest
 
+from asyncdeploy._errors import DrainError, DrainUnreachable
+from asyncdeploy._events import DrainEvent, DrainFinished, DrainStarted, DrainSummary, Emit
 from asyncdeploy.deployer import Deployer
 from asyncdeploy.drivers.base import Found
-from asyncdeploy.errors import DrainError, DrainUnreachable
-from asyncdeploy.events import DrainEvent, DrainFinished, DrainStarted, DrainSummary, Emit
 from asyncdeploy.plan import Container, WorkloadPlan
 from asyncdeploy.testing import FakeDriver, refused
 

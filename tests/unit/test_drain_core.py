@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from asyncdeploy._errors import EngineAPIError, EngineUnavailable
+from asyncdeploy._events import ContainerExited, DrainFinished, PreStopFinished, SignalSent
 from asyncdeploy.drivers.engine._claim import Owner
 from asyncdeploy.drivers.engine._drain import drain_workloads
 from asyncdeploy.drivers.engine._drain.context import gives_up
@@ -53,8 +55,6 @@ from asyncdeploy.drivers.engine._ops import (
     ContainerRef,
     WorkloadSnapshot,
 )
-from asyncdeploy.errors import EngineAPIError, EngineUnavailable
-from asyncdeploy.events import ContainerExited, DrainFinished, PreStopFinished, SignalSent
 from asyncdeploy.testing import FakeOps
 
 AFTER = 5.0

@@ -24,6 +24,8 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from asyncdeploy._errors import EngineAPIError, EngineUnavailable, WorkloadNotFound
+from asyncdeploy._events import DrainFinished
 from asyncdeploy.drivers.engine._claim import Owner
 from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
 from asyncdeploy.drivers.engine._drain.protocol import (
@@ -71,8 +73,6 @@ from asyncdeploy.drivers.engine._ops import (
     ContainerRef,
     WorkloadSnapshot,
 )
-from asyncdeploy.errors import EngineAPIError, EngineUnavailable, WorkloadNotFound
-from asyncdeploy.events import DrainFinished
 
 ME = Owner(host="here", boot_id="b", pid=1, pid_started="1")
 PAUSE = ContainerRef(id="p", name="pause", role="pause", running=True)

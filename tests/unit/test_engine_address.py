@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from asyncdeploy import _opening
+from asyncdeploy._errors import DriverNotInstalled
 from asyncdeploy.drivers.engine._address import (
     ContextError,
     EngineAddress,
@@ -25,7 +26,6 @@ from asyncdeploy.drivers.engine._address import (
     plain_address,
 )
 from asyncdeploy.drivers.engine._docker_config import current_context
-from asyncdeploy.errors import DriverNotInstalled
 from tests.cli_runner import invoke
 
 SOCKET = "unix:///var/run/docker.sock"

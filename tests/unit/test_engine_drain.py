@@ -13,14 +13,8 @@ import pytest
 
 from asyncdeploy import Container, WorkloadPlan
 from asyncdeploy._backoff import Backoff
-from asyncdeploy.deployer import Deployer
-from asyncdeploy.drivers import _books
-from asyncdeploy.drivers.base import Found
-from asyncdeploy.drivers.engine import _claim, _drain
-from asyncdeploy.drivers.engine._drain.protocol import DrainTimings
-from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
-from asyncdeploy.errors import DrainError, DrainUnreachable, EngineUnavailable, WorkloadNotFound
-from asyncdeploy.events import (
+from asyncdeploy._errors import DrainError, DrainUnreachable, EngineUnavailable, WorkloadNotFound
+from asyncdeploy._events import (
     ContainerExited,
     ContainerForceKilled,
     ContainerRemoved,
@@ -33,6 +27,12 @@ from asyncdeploy.events import (
     SidecarRemoved,
     SignalSent,
 )
+from asyncdeploy.deployer import Deployer
+from asyncdeploy.drivers import _books
+from asyncdeploy.drivers.base import Found
+from asyncdeploy.drivers.engine import _claim, _drain
+from asyncdeploy.drivers.engine._drain.protocol import DrainTimings
+from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
 from asyncdeploy.labels import LABEL_CLAIM, LABEL_CLAIM_RECORD
 from asyncdeploy.plan import DEFAULT_GRACE_PERIOD_SECONDS
 from asyncdeploy.testing import ENGINE, FakeDriver, FakeOps, refused

@@ -9,17 +9,17 @@ import anyio
 import pytest
 
 from asyncdeploy import Container, Port, PublishedPort, WorkloadEvent, WorkloadPlan
+from asyncdeploy._events import DrainStarted
+from asyncdeploy._results import ContainerStatus, WorkloadStatus
 from asyncdeploy.cli._describe import describe_workload
 from asyncdeploy.cli.render import event_line
 from asyncdeploy.cli.views import show_statuses, watch_workloads
 from asyncdeploy.drivers.engine._history import events_query, parse_events
 from asyncdeploy.drivers.engine._state import published_ports
 from asyncdeploy.drivers.kubernetes._status import pod_events, workload_status
-from asyncdeploy.events import DrainStarted
 from asyncdeploy.labels import LABEL_CONTAINER, LABEL_WORKLOAD
 from asyncdeploy.plan import Checks, HTTPGet, Probe
 from asyncdeploy.plan.lint import lint_plan
-from asyncdeploy.results import ContainerStatus, WorkloadStatus
 
 DEMO = "localhost/asyncdeploy/demo:latest"
 

@@ -9,11 +9,11 @@ import anyio
 import pytest
 
 from asyncdeploy import Container, Deployer, WorkloadPlan
+from asyncdeploy._errors import EngineUnavailable
+from asyncdeploy._events import ContainerForceKilled, DrainStarted
+from asyncdeploy._selectors import Selector
 from asyncdeploy.drivers.base import Found
-from asyncdeploy.errors import EngineUnavailable
-from asyncdeploy.events import ContainerForceKilled, DrainStarted
 from asyncdeploy.fleet import EngineFailed, Fleet, FleetDrainError, FleetEvent
-from asyncdeploy.selectors import Selector
 from asyncdeploy.testing import FakeDriver
 
 pytestmark = pytest.mark.anyio

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 import asyncdeploy.gate
+from asyncdeploy._errors import PlanError
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.kubernetes._manifest import pod_manifest
-from asyncdeploy.errors import PlanError
 from asyncdeploy.labels import (
     LABEL_PRE_STOP_HTTP,
     LABEL_READINESS_NET,
@@ -246,8 +246,8 @@ def test_probe_targets_are_sent_from_outside_for_http_and_tcp_only() -> None:
 
 
 def test_the_gate_imports_only_the_kit_inside_the_package() -> None:
-    """The gate leans on the kit (and the stdlib, anyio, attrs, httptools; uvloop if installed),
-    never the deployer or drivers."""
+    """The gate leans on the kit (and the stdlib, anyio, attrs; uvloop if installed; HAProxy,
+    a process it runs), never the deployer or drivers."""
     for path in Path(asyncdeploy.gate.__file__).parent.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -263,7 +263,7 @@ def test_the_gate_imports_only_the_kit_inside_the_package() -> None:
 
             # uvloop is optional: only the command line tries it (``--loop auto``)
             optional = {"uvloop"} if path.name == "__main__.py" else set()
-            allowed = {"anyio", "attrs", "httptools"} | optional | set(sys.stdlib_module_names)
+            allowed = {"anyio", "attrs"} | optional | set(sys.stdlib_module_names)
             assert outside <= allowed, (
                 path.name,
                 outside,

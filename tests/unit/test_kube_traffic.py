@@ -114,8 +114,8 @@ def test_the_service_selects_every_instance_of_the_plan() -> None:
 
 
 def test_the_traffic_events_are_rendered_logged_and_serialised() -> None:
+    from asyncdeploy._events import TrafficLeft, TrafficStillRouted, event_to_dict
     from asyncdeploy.cli.render import event_line
-    from asyncdeploy.events import TrafficLeft, TrafficStillRouted, event_to_dict
 
     left = TrafficLeft(workload="llm", elapsed=0.21, services=("llm", "llm-internal"))
     late = TrafficStillRouted(workload="llm", elapsed=10.0, services=("old",), window=10.0)

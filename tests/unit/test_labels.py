@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from asyncdeploy import labels
-from asyncdeploy.errors import PlanError
+from asyncdeploy._errors import PlanError
 from asyncdeploy.plan import WorkloadPlan
 
 MINIMAL = {"name": "web", "containers": [{"name": "app", "image": "demo:1"}]}

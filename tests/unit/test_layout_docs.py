@@ -44,17 +44,32 @@ DEVELOPMENT = section(ROOT / "docs" / "development.md", "Layout")
 
 def test_the_values_they_name_are_the_values_contract() -> None:
     values = {short(m) for m in contract("the values")["source_modules"]}  # type: ignore[union-attr]
-    readme_values = README[README.index("- values:") : README.index("- drivers:")]
+    readme_values = README[
+        README.index("- values:") : README.index("- what the drivers are handed")
+    ]
     assert values <= named(readme_values), values - named(readme_values)
     development_values = DEVELOPMENT[: DEVELOPMENT.index("import no driver")]
     assert values <= named(development_values), values - named(development_values)
 
 
 def test_the_readme_draws_the_layers_in_the_contracts_order() -> None:
-    layers = [short(m) for m in contract("the CLI on top")["layers"]]  # type: ignore[union-attr]
-    said = [m for m in reversed(layers) if m != "_opening"]  # bottom up, as the README draws
-    where = [README.index(f"`{m}/`") if f"`{m}/`" in README else README.index(m) for m in said]
-    assert where == sorted(where), dict(zip(said, where, strict=True))
+    """Each layer named in the README's Layout (as `name`, `name/` or `name.py`), bottom up in
+    the contract's order; siblings (``a | b``) both named, at the same floor."""
+    layout = README  # (the Layout section)
+
+    def at(module: str) -> int:
+        for form in (f"`{module}/`", f"`{module}`", f"`{module}.py`"):
+            if form in layout:
+                return layout.index(form)
+        raise AssertionError(f"the README's Layout does not name {module}")
+
+    layers = [
+        [short(m.strip()) for m in layer.split("|")]
+        for layer in contract("the CLI on top")["layers"]  # type: ignore[union-attr]
+    ]
+    said = [floor for floor in reversed(layers) if floor != ["_opening"]]  # bottom up
+    where = [min(at(m) for m in floor) for floor in said]
+    assert where == sorted(where), dict(zip(map(" | ".join, said), where, strict=True))
 
 
 def test_what_they_say_the_server_kit_imports_is_what_it_imports() -> None:

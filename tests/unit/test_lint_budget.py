@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+import yaml
 
 from asyncdeploy import Container, Port, WorkloadPlan
 from asyncdeploy.plan import Gate
@@ -19,11 +22,35 @@ def test_lint_prints_the_budget_of_the_readmes_first_plan_line_by_line() -> None
     lines = result.stdout.splitlines()
     assert lines[:5] == [
         "hello: termination budget, grace 30 s",
-        "  server propagation wait    0 s  none: traffic may still arrive",
+        "  server propagation wait   10 s  the demo image's own (--propagation-window)",
         "         drain               0 s  not known: --expected-drain",
         "         margin             15 s  sidecars, logs (--margin)",
-        "         total              15 s  holds, 15 s to spare",
-    ], result.stdout
+        "         total              25 s  holds, 5 s to spare",
+    ], result.stdout  # issue 32 item 4: the built-in demo image's window is counted
+
+
+def test_the_demo_images_window_is_the_kits_default_and_the_readme_shortens_it(
+    tmp_path: Path,
+) -> None:
+    """The package builds the demo image, so lint knows its window: the kit's default, or the
+    ``--propagation-window`` its command line gives (the README's hello plan says how)."""
+    from asyncdeploy.builtin_images import DEMO_WINDOW_SECONDS
+    from asyncdeploy.workload.window import PropagationWindow
+
+    assert PropagationWindow().max_seconds == DEMO_WINDOW_SECONDS
+    readme = (ROOT / "README.md").read_text()
+    [command] = re.findall(r"`(command: \[python3, -m, asyncdeploy\.workload\.demo[^`]*)`", readme)
+    hello = yaml.safe_load(
+        readme.split("<!-- snippet: hello-plan -->\n```yaml\n")[1].split("```")[0]
+    )
+    hello["containers"][0].update(yaml.safe_load(command))
+    path = tmp_path / "hello.yaml"
+    path.write_text(yaml.safe_dump(hello))
+    result = invoke("lint", str(path), "-o", "json")
+    [report] = [json.loads(line) for line in result.stdout.splitlines()]
+    [budget] = report["budget"]
+    assert budget["lines"][0]["what"] == "propagation wait"
+    assert budget["lines"][0]["seconds"] == 1
 
 
 def test_the_budget_adds_what_it_knows_and_says_when_it_is_short(tmp_path: Path) -> None:

@@ -14,10 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from asyncdeploy import Deployer
-from asyncdeploy._log import configure_cli_logging, log_event, logger
-from asyncdeploy.cli import main
-from asyncdeploy.drivers.base import Found
-from asyncdeploy.events import (
+from asyncdeploy._events import (
     ContainerExited,
     ContainerForceKilled,
     ContainerOutcome,
@@ -37,6 +34,9 @@ from asyncdeploy.events import (
     TrafficLeft,
     TrafficStillRouted,
 )
+from asyncdeploy._log import configure_cli_logging, log_event, logger
+from asyncdeploy.cli import main
+from asyncdeploy.drivers.base import Found
 
 W = "demo"
 SUMMARY = DrainSummary(

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from asyncdeploy._errors import PlanError
 from asyncdeploy.drivers.kubernetes import _status as pod_status
-from asyncdeploy.errors import PlanError
 from asyncdeploy.masking import MASK, mask_env_entry, mask_text, mask_tree, masked_repr
 from asyncdeploy.plan import WorkloadPlan
 

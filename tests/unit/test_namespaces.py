@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asyncdeploy.errors import PlanError
+from asyncdeploy._errors import PlanError
 from asyncdeploy.namespaces import workload_namespace
 
 NAMES = st.none() | st.sampled_from(["", "default", "ml", "prod"])

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asyncdeploy.errors import PlanError
+from asyncdeploy._errors import PlanError
 from asyncdeploy.plan import read_plans
 from tests.cli_runner import invoke
 

@@ -15,9 +15,9 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from asyncdeploy._errors import PlanError
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.kubernetes._manifest import pod_manifest
-from asyncdeploy.errors import PlanError
 from asyncdeploy.plan import WorkloadPlan, plan_to_mapping
 
 INT64 = 2**63 - 1

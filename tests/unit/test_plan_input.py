@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from asyncdeploy._errors import PlanError
 from asyncdeploy.drivers.engine import _spec as spec
-from asyncdeploy.errors import PlanError
 from asyncdeploy.plan import WorkloadPlan
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 import pytest
 
-from asyncdeploy.errors import PlanError
+from asyncdeploy._errors import PlanError
 from asyncdeploy.plan import Gate, HTTPGet, Mount, ServicePort, WorkloadPlan
 from asyncdeploy.plan._fields import FieldDoc
 

@@ -7,18 +7,18 @@ import inspect
 import aiodocker
 import pytest
 
-from asyncdeploy import errors
-from asyncdeploy.drivers import DRIVERS, driver_entry
-from asyncdeploy.drivers.engine import DockerDriver, PodmanDriver
-from asyncdeploy.drivers.engine._address import EngineAddress
-from asyncdeploy.drivers.engine._session import EngineSession
-from asyncdeploy.events import (
+from asyncdeploy import _errors as errors
+from asyncdeploy._events import (
     ContainerOutcome,
     DrainFinished,
     DrainSummary,
     SignalSent,
     event_to_dict,
 )
+from asyncdeploy.drivers import DRIVERS, driver_entry
+from asyncdeploy.drivers.engine import DockerDriver, PodmanDriver
+from asyncdeploy.drivers.engine._address import EngineAddress
+from asyncdeploy.drivers.engine._session import EngineSession
 
 
 def test_every_error_descends_from_the_root() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 
 import asyncdeploy
-from asyncdeploy import errors
+from asyncdeploy import _errors as errors
 
 INIT = Path(asyncdeploy.__file__)
 BEGIN = "if TYPE_CHECKING:  # the type checkers' view, written from _PUBLIC\n"

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from asyncdeploy import Autoheal, Container, CreateError, PlanError, RegistryAuth, WorkloadPlan
+from asyncdeploy._events import PullFailed, PullFinished, PullProgress, PullStarted, event_to_dict
 from asyncdeploy.cli.render import EventRenderer, PullView
 from asyncdeploy.drivers.engine._auth import auth_header, find_credentials, registry_of
 from asyncdeploy.drivers.engine._pull import LayerProgress, images_to_pull, reference_params
 from asyncdeploy.drivers.kubernetes._manifest import pod_manifest
-from asyncdeploy.events import PullFailed, PullFinished, PullProgress, PullStarted, event_to_dict
 from asyncdeploy.verify import from_registry
 
 # Recorded from Docker 20.10 pulling a two-layer image (one layer already on the engine).

@@ -9,8 +9,7 @@ import time
 import attrs
 import pytest
 
-from asyncdeploy.cli.render import EventRenderer, LiveView, clip, for_stream
-from asyncdeploy.events import (
+from asyncdeploy._events import (
     ContainerExited,
     ContainerOutcome,
     DrainFinished,
@@ -18,6 +17,7 @@ from asyncdeploy.events import (
     DrainSummary,
     SignalSent,
 )
+from asyncdeploy.cli.render import EventRenderer, LiveView, clip, for_stream
 
 STARTED = DrainStarted(
     workload="w",
@@ -149,8 +149,8 @@ def test_pull_bars_fit_80_columns_and_stay_in_place(monkeypatch: pytest.MonkeyPa
 
     import pyte
 
+    from asyncdeploy._events import PullFinished, PullProgress, PullStarted
     from asyncdeploy.cli.render import PullView
-    from asyncdeploy.events import PullFinished, PullProgress, PullStarted
 
     monkeypatch.setattr(os, "get_terminal_size", lambda *_: os.terminal_size((80, 24)))
     monkeypatch.setenv("TERM", "xterm")

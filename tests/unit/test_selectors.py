@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asyncdeploy.errors import SelectorError
-from asyncdeploy.selectors import Requirement, Selector, as_selector, parse_selector
+from asyncdeploy._errors import SelectorError
+from asyncdeploy._selectors import Requirement, Selector, as_selector, parse_selector
 
 
 @pytest.mark.parametrize(

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
+from asyncdeploy._results import ContainerStatus, WorkloadStatus
 from asyncdeploy.cli._states import age, ready_text, state_text, status_dict
 from asyncdeploy.drivers.engine._state import workload_status
 from asyncdeploy.labels import LABEL_CONTAINER, LABEL_LIVENESS, LABEL_ROLE, LABEL_WORKLOAD
-from asyncdeploy.results import ContainerStatus, WorkloadStatus
 
 
 def status(*containers: ContainerStatus, **kw: object) -> WorkloadStatus:

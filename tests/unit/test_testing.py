@@ -138,3 +138,13 @@ def test_the_example_tests_a_control_plane_on_it() -> None:
     )
     assert "-> killed (exit 137); nothing left: True" in done.stdout
     assert "-> exited (exit 0); nothing left: True" in done.stdout
+
+
+def test_its_public_names_are_its_all() -> None:
+    """Issue 32 item 5: what ``dir()`` and ``help()`` show of the package is what it offers
+    (not ``annotations``, the name ``from __future__ import annotations`` binds)."""
+    from asyncdeploy import testing
+
+    shown = {n for n in vars(testing) if not n.startswith("_")}
+    modules = {n for n in shown if type(getattr(testing, n)).__name__ == "module"}
+    assert shown - modules == set(testing.__all__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from asyncdeploy.events import ContainerOutcome, DrainFinished, DrainSummary
+from asyncdeploy._events import ContainerOutcome, DrainFinished, DrainSummary
 from asyncdeploy.verify.report import VerifyReport
 from asyncdeploy.verify.traffic import RequestRecord
 

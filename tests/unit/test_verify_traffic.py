@@ -10,7 +10,7 @@ import anyio
 import pytest
 from aiohttp import web
 
-from asyncdeploy.events import ContainerOutcome, DrainFinished, DrainSummary
+from asyncdeploy._events import ContainerOutcome, DrainFinished, DrainSummary
 from asyncdeploy.verify.report import VerifyReport
 from asyncdeploy.verify.requests import parse_request
 from asyncdeploy.verify.traffic import (

@@ -11,7 +11,7 @@ import pytest
 
 import asyncdeploy
 from asyncdeploy import workload
-from asyncdeploy.errors import AsyncDeployError
+from asyncdeploy._errors import AsyncDeployError
 
 
 def test_all_names_exist_and_are_sorted() -> None:
@@ -47,7 +47,7 @@ def test_the_kit_imports_no_deployer_driver_or_cli() -> None:
     """Inside the package the kit leans only on the lower layers (errors, durations, the backoff)."""
     import ast
 
-    allowed = {"asyncdeploy.errors", "asyncdeploy.durations", "asyncdeploy._backoff"}
+    allowed = {"asyncdeploy._errors", "asyncdeploy.durations", "asyncdeploy._backoff"}
     for path in Path(workload.__file__).parent.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -79,7 +79,7 @@ def test_importing_the_kit_loads_no_deployer_module() -> None:
         and name
         not in {
             "asyncdeploy",
-            "asyncdeploy.errors",
+            "asyncdeploy._errors",
             "asyncdeploy.durations",
             "asyncdeploy._backoff",
         }

@@ -29,8 +29,8 @@ import aiodocker
 import attrs
 from aiodocker.exceptions import DockerContextError
 
+from asyncdeploy._errors import DriverNotInstalled
 from asyncdeploy.drivers.engine._docker_config import DEFAULT_CONTEXT, config_dir, current_context
-from asyncdeploy.errors import DriverNotInstalled
 
 __all__ = ["ContextError", "EngineAddress", "docker_address", "plain_address"]
 

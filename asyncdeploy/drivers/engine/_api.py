@@ -17,7 +17,23 @@ from typing import Any, ClassVar, Self, cast
 import anyio
 import attrs
 
+from asyncdeploy._errors import (
+    ENGINE_FAILURES,
+    EngineUnavailable,
+    PlanError,
+    WorkloadConflict,
+    WorkloadNotFound,
+)
+from asyncdeploy._events import DrainSummary, Emit, ignore_events
 from asyncdeploy._kill import KillSwitch
+from asyncdeploy._results import (
+    ApplyResult,
+    EngineInfo,
+    ExecResult,
+    WorkloadEvent,
+    WorkloadStatus,
+)
+from asyncdeploy._selectors import Selector, SelectorLike, as_selector
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine import _build
@@ -35,6 +51,7 @@ from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._ready import wait_until_ready
 from asyncdeploy.drivers.engine._session import EngineSession, answer_timeout
 from asyncdeploy.drivers.engine._state import (
+    just_created,
     matching,
     ping_info,
     plan_order,
@@ -44,14 +61,6 @@ from asyncdeploy.drivers.engine._state import (
     workload_status,
 )
 from asyncdeploy.drivers.engine._unfinished import creators_alive, left_volumes
-from asyncdeploy.errors import (
-    ENGINE_FAILURES,
-    EngineUnavailable,
-    PlanError,
-    WorkloadConflict,
-    WorkloadNotFound,
-)
-from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_INSTANCE_OF,
@@ -65,14 +74,6 @@ from asyncdeploy.labels import (
 )
 from asyncdeploy.masking import mask_env_entry, mask_tree
 from asyncdeploy.plan import WorkloadPlan, masked_plan_record, plan_digest, plan_from_record
-from asyncdeploy.results import (
-    ApplyResult,
-    EngineInfo,
-    ExecResult,
-    WorkloadEvent,
-    WorkloadStatus,
-)
-from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
 __all__ = ["EngineAPIDriver", "EngineFound", "planned_state"]
 
@@ -448,7 +449,10 @@ class EngineAPIDriver:
                 state = planned_state(existing, time.time()) if names == wanted else "building"
                 if state == "as-planned":
                     return ApplyResult(
-                        action="unchanged", status=workload_status(self.name, plan.name, existing)
+                        action="unchanged",
+                        status=workload_status(
+                            self.name, plan.name, existing, await self._restarts(existing)
+                        ),
                     )
                 if state == "building" and creators_alive(existing) is not False:
                     # The same plan, half built: another create is at work (or was killed
@@ -485,7 +489,7 @@ class EngineAPIDriver:
         items = await CreateAttempt(self.session, self.ops, plan).run()
         return ApplyResult(
             action="replaced" if existing else "created",
-            status=workload_status(self.name, plan.name, items),
+            status=workload_status(self.name, plan.name, items, just_created(items)),
             replaced=replaced,
         )
 
@@ -509,3 +513,9 @@ class EngineAPIDriver:
 
     async def drop_marker(self, key: str, record: str) -> None:
         await self.markers.drop_marker(key, record)
+
+    async def marker_keys(self) -> builtins.list[str]:
+        return await self.markers.keys()
+
+    async def retire_marker(self, key: str, record: str) -> None:
+        await self.markers.retire(key, record)

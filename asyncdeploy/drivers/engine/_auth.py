@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 import attrs
 
-from asyncdeploy.errors import CreateError
+from asyncdeploy._errors import CreateError
 from asyncdeploy.plan import RegistryAuth
 
 __all__ = ["DOCKER_HUB", "Credentials", "auth_header", "find_credentials", "registry_of"]

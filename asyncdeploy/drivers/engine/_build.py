@@ -16,8 +16,8 @@ from typing import Any
 import aiodocker
 import aiohttp
 
+from asyncdeploy._errors import CreateError, WorkloadNotFound
 from asyncdeploy.drivers.engine._session import EngineSession
-from asyncdeploy.errors import CreateError, WorkloadNotFound
 
 __all__ = ["build_image", "image_labels"]
 

@@ -5,6 +5,14 @@ volume; Podman's is the pause container, paused, with the record written ``recor
 the drain. A look reads the claim beside the list entries: ``draining`` with the record's
 deadline while its owner lives (or cannot be told dead from here), ``half-drained`` when the
 owner is dead (``_unfinished.py``), and nothing said on a guess.
+
+READY on Docker and Podman is what the deployer knows from that look, with no check run per
+look (a ``list -w`` polls every second): a run container is ready when it runs and is not
+failing the plan's liveness check (the engine's health state, in the list entry), and no drain
+of its workload has begun. A workload ``draining`` or ``half-drained`` is never ready, whatever
+its containers answer: a draining server answers its readiness check with 503 on purpose. The
+readiness check itself is run by ``wait`` and ``create --wait``. (On Kubernetes READY is the
+kubelet's.)
 """
 
 from __future__ import annotations
@@ -15,17 +23,17 @@ from typing import Any
 import anyio
 import attrs
 
+from asyncdeploy._errors import ENGINE_FAILURES
+from asyncdeploy._results import DRAINING, WorkloadStatus
 from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._drain import DrainTimings
 from asyncdeploy.drivers.engine._ops import ContainerRef
 from asyncdeploy.drivers.engine._state import workload_status
 from asyncdeploy.drivers.engine._unfinished import dead_claim
-from asyncdeploy.errors import ENGINE_FAILURES
 from asyncdeploy.labels import LABEL_ROLE
-from asyncdeploy.results import WorkloadStatus
 
-__all__ = ["ClaimMarks"]
+__all__ = ["ClaimMarks", "not_ready_while_draining"]
 
 NO_RECORD = "half-drained: its drain was claimed (paused pause) but nobody recorded it"
 CLAIM_REREAD = 0.2  # how often a paused pause's claim is read again while it has none
@@ -44,6 +52,17 @@ class ClaimMarks:
         self.ops = ops
 
     async def status(
+        self,
+        name: str,
+        items: Sequence[Mapping[str, Any]],
+        restarts: Mapping[str, int],
+        claims: Mapping[str, ClaimRecord] | None = None,
+    ) -> WorkloadStatus:
+        """Its status, read with the drain's claim (:meth:`_claimed`); not ready while a drain
+        of it has begun (the module's rule)."""
+        return not_ready_while_draining(await self._claimed(name, items, restarts, claims))
+
+    async def _claimed(
         self,
         name: str,
         items: Sequence[Mapping[str, Any]],
@@ -97,3 +116,16 @@ class ClaimMarks:
                 if (record := await self.ops.read_claim(ref)) is not None:
                     return record
         return None
+
+
+def not_ready_while_draining(status: WorkloadStatus) -> WorkloadStatus:
+    """``status`` with its running containers not ready when a drain of it has begun (a drain's
+    claim: ``draining``, or ``half-drained`` by a dead deleter)."""
+    drained = status.state == "draining" or (status.unfinished or "").startswith("half-drained")
+    if not drained:
+        return status
+    containers = tuple(
+        attrs.evolve(c, health=DRAINING) if c.role != "pause" and c.state == "running" else c
+        for c in status.containers
+    )
+    return attrs.evolve(status, containers=containers)

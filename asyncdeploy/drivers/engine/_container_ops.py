@@ -18,6 +18,13 @@ import aiohttp
 import anyio
 
 from asyncdeploy._backoff import KILLED_POLL
+from asyncdeploy._errors import (
+    ENGINE_FAILURES,
+    EngineAPIError,
+    EngineUnavailable,
+    WorkloadConflict,
+    WorkloadNotFound,
+)
 from asyncdeploy.drivers.engine._claim import (
     CLAIM_FILE,
     ClaimRecord,
@@ -29,16 +36,10 @@ from asyncdeploy.drivers.engine._claim import (
 from asyncdeploy.drivers.engine._coalesce import Rounds
 from asyncdeploy.drivers.engine._exits import ExitHub, ExitWatch
 from asyncdeploy.drivers.engine._history import events_query, signalled_after_pause
+from asyncdeploy.drivers.engine._inside import Inside, passes, probe_argv
 from asyncdeploy.drivers.engine._netcheck import http_get, workload_address
 from asyncdeploy.drivers.engine._ops import CallNotSent, ClaimAnswer, ContainerLook, ContainerRef
 from asyncdeploy.drivers.engine._session import EngineSession
-from asyncdeploy.errors import (
-    ENGINE_FAILURES,
-    EngineAPIError,
-    EngineUnavailable,
-    WorkloadConflict,
-    WorkloadNotFound,
-)
 from asyncdeploy.labels import (
     LABEL_CLAIM,
     LABEL_CLAIM_RECORD,
@@ -69,6 +70,8 @@ class EngineContainerOps:
         )
         # every follower's look at the claim records meanwhile: one volume list
         self.claims = Rounds(self._list_claims)
+        # checks and HTTP hooks sent inside a workload's network namespace
+        self.inside = Inside(session)
 
     @property
     def name(self) -> str:
@@ -280,8 +283,16 @@ class EngineContainerOps:
         return workload_address(inspect)
 
     async def run_http_hook(self, pause: ContainerRef, port: int, path: str) -> int:
-        """``GET path`` on the workload's ``port``, from here: 0 for a 2xx answer, else 1.
-        Bounded by the caller (the drain's deadline), as an exec hook is."""
+        """``GET path`` on the workload's ``port``: 0 for a 2xx answer, else 1. Sent inside the
+        workload's network namespace (``_inside``: its own loopback), else from here to its
+        address when nothing can run inside. Bounded by the caller (the drain's deadline), as an
+        exec hook is."""
+        with self.session.errors(f"list the containers of {pause.workload}"):
+            members = await self.inside.members(pause.workload)
+        if await self.inside.available(members):
+            argv = probe_argv("http", port, float("inf"), path)
+            answer = await self.inside.probe(members, argv, f"pre_stop_http of {pause.workload}")
+            return 0 if passes(answer, high=300) else 1
         host = await self.address(pause.id)
         if host is None:
             return 1

@@ -25,13 +25,7 @@ import anyio
 import attrs
 
 from asyncdeploy._backoff import ENGINE_CALL
-from asyncdeploy._owner import Owner
-from asyncdeploy.drivers.engine import _spec as spec
-from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
-from asyncdeploy.drivers.engine._devices import accelerators
-from asyncdeploy.drivers.engine._ops import ContainerRef
-from asyncdeploy.drivers.engine._session import EngineSession, NoAnswer
-from asyncdeploy.errors import (
+from asyncdeploy._errors import (
     ENGINE_FAILURES,
     AsyncDeployError,
     CreateError,
@@ -40,6 +34,12 @@ from asyncdeploy.errors import (
     WorkloadConflict,
     WorkloadNotFound,
 )
+from asyncdeploy._owner import Owner
+from asyncdeploy.drivers.engine import _spec as spec
+from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
+from asyncdeploy.drivers.engine._devices import accelerators
+from asyncdeploy.drivers.engine._ops import ContainerRef
+from asyncdeploy.drivers.engine._session import EngineSession, NoAnswer
 from asyncdeploy.labels import (
     LABEL_ATTEMPT,
     LABEL_ATTEMPT_OWNER,

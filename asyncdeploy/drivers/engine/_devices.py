@@ -9,7 +9,7 @@
   than the plan asks for. Podman 4.3's Docker-compatible create refuses CDI names, so the
   Podman driver creates such containers through the libpod endpoint (``_libpod.py``).
 
-Every refusal is a :class:`~asyncdeploy.errors.CreateError` naming the container and the
+Every refusal is a :class:`~asyncdeploy._errors.CreateError` naming the container and the
 resource, raised before anything is created.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from asyncdeploy.errors import CreateError
+from asyncdeploy._errors import CreateError
 from asyncdeploy.plan import Container
 from asyncdeploy.plan._fields import cdi_kind
 

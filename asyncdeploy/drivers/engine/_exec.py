@@ -8,9 +8,9 @@ from collections.abc import AsyncIterable, Callable, Sequence
 
 import anyio
 
+from asyncdeploy._errors import AsyncDeployError, ExecInterrupted, WorkloadNotFound
+from asyncdeploy._results import ExecResult
 from asyncdeploy.drivers.engine._session import EngineSession
-from asyncdeploy.errors import AsyncDeployError, ExecInterrupted, WorkloadNotFound
-from asyncdeploy.results import ExecResult
 
 __all__ = ["run_watched"]
 

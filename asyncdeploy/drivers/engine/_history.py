@@ -12,8 +12,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from asyncdeploy._results import WorkloadEvent
 from asyncdeploy.labels import LABEL_CONTAINER, LABEL_WORKLOAD
-from asyncdeploy.results import WorkloadEvent
 
 __all__ = ["SHOWN_ACTIONS", "events_query", "parse_events", "signalled_after_pause"]
 

@@ -17,6 +17,14 @@ another replace has just made. A marker is a sequence of generations, ``KEY.1``,
   below the highest are ever removed, so no removal, however slow, can take the marker from
   whoever holds it; the last tombstone stays (one small volume per key) and is removed by the
   next holder.
+- retiring (what the marker locked is gone: the delete of a plan's last instance, ``reconcile``):
+  its caller holds the marker (its generation is the highest, with its live record), so no one
+  else creates a generation meanwhile (a holder found live is never taken over). It removes
+  every generation below its own, then its own: nothing is left. The name it removes last is
+  its own, which no one else was given; a replace that looks afterwards finds no generation
+  and starts again at ``KEY.1``. (Names are given out again after a retire: this relies on
+  the engine carrying out a removal it was sent before the retire's own, as engines do, not
+  holding it until a new replace has made ``KEY.1``.)
 """
 
 from __future__ import annotations
@@ -25,8 +33,8 @@ from collections.abc import Mapping
 
 import attrs
 
+from asyncdeploy._errors import WorkloadConflict, WorkloadNotFound
 from asyncdeploy.drivers.engine._session import EngineSession
-from asyncdeploy.errors import WorkloadConflict, WorkloadNotFound
 from asyncdeploy.labels import LABEL_LOCK, LABEL_LOCK_RECORD
 
 __all__ = ["EngineMarkers", "Generation"]
@@ -97,6 +105,19 @@ class EngineMarkers:
         if generation is found[-1]:  # it is the marker: free it first, above it
             await self._create(key, generation.number + 1, TOMBSTONE, {})
         await self._remove(generation.volume)
+
+    async def keys(self) -> list[str]:
+        """Every marker's key (one list of the labelled volumes)."""
+        with self.session.errors("list markers"):
+            listed = await self.session.volumes(LABEL_LOCK)
+        return sorted({str((v.get("Labels") or {}).get(LABEL_LOCK, "")) for v in listed} - {""})
+
+    async def retire(self, key: str, record: str) -> None:
+        found = await self.generations(key)
+        if not found or found[-1].record != record:
+            return  # not held by this record (any more): not the caller's to remove
+        for generation in found:  # its own last: it keeps the marker held until then
+            await self._remove(generation.volume)
 
     async def _create(self, key: str, number: int, record: str, labels: Mapping[str, str]) -> str:
         """Create generation ``number`` holding ``record``; the record it holds then (ours, or

@@ -1,11 +1,11 @@
-"""HTTP and TCP checks and hooks sent from the deployer to a workload's address.
+"""HTTP and TCP checks and hooks sent from the deployer to a workload's address: the fallback.
 
-On Docker and Podman a check used to run as ``wget ... || python3 ...`` inside the container:
-an image without them (slim, distroless, a stock engine) never became ready. These calls need
-nothing in any image: they connect from the deployer's host to the pause container's address
-(its bridge IP; 127.0.0.1 with ``host_network``), as the kubelet does from the node. That needs
-the deployer on the engine's host (a local, rootful engine, whose bridge the host routes);
-without an address the driver falls back to the command inside the container.
+Checks and HTTP hooks run inside the workload's network namespace (``_inside``). Where nothing
+can run there (no container of the workload with ``python3``, and the engine lacks the gate
+image the helper runs), they are sent from here instead, to the pause container's address (its
+bridge IP; 127.0.0.1 with ``host_network``), as the kubelet does from the node: that needs the
+deployer on the engine's host (a local, rootful engine, whose bridge the host routes); without
+an address the driver falls back to the command inside the container.
 """
 
 from __future__ import annotations

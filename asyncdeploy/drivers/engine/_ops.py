@@ -8,7 +8,7 @@ import enum
 
 import attrs
 
-from asyncdeploy.errors import EngineUnavailable
+from asyncdeploy._errors import EngineUnavailable
 from asyncdeploy.labels import ContainerRole
 
 __all__ = [

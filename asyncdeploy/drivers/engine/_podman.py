@@ -1,7 +1,8 @@
 """Podman through its Docker-compatible API socket, with its quirks.
 
-- ``CONTAINER_HOST`` (Podman's own variable), else the rootless socket under
-  ``$XDG_RUNTIME_DIR``, else the rootful ``/run/podman/podman.sock``.
+- ``CONTAINER_HOST`` (Podman's own variable), else for a non-root user the rootless socket
+  ``$XDG_RUNTIME_DIR/podman/podman.sock``, else (root) the rootful ``/run/podman/podman.sock``:
+  the order of Podman's own tools.
 - Podman answers 500 where Docker answers 409: killing a container that is not running
   ("container state improper"), a taken name ("already in use"), and removing a container whose
   namespaces others still use ("dependent containers"). These mean a conflict, not a failure.
@@ -30,13 +31,14 @@ finds the socket.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
 from asyncdeploy.drivers.engine._api import EngineAPIDriver
 from asyncdeploy.drivers.registry import DRIVERS
 
-__all__ = ["PodmanDriver"]
+__all__ = ["PodmanDriver", "podman_socket"]
 
 ROOTFUL_SOCKET = "/run/podman/podman.sock"
 
@@ -47,11 +49,16 @@ class PodmanDriver(EngineAPIDriver):
 
     @classmethod
     def discover_url(cls) -> str:
-        if host := os.environ.get(cls.host_variable):
-            return host
-        runtime_dir = os.environ.get("XDG_RUNTIME_DIR")
-        if runtime_dir and os.getuid() != 0:
-            rootless = Path(runtime_dir, "podman", "podman.sock")
-            if rootless.is_socket():
-                return f"unix://{rootless}"
-        return f"unix://{ROOTFUL_SOCKET}"
+        return podman_socket(os.environ, os.getuid())
+
+
+def podman_socket(environ: Mapping[str, str], uid: int) -> str:
+    """Where Podman's own tools look: ``CONTAINER_HOST``; else, for a non-root user, the
+    rootless socket under ``$XDG_RUNTIME_DIR`` (``/run/user/UID`` when unset), whether or not
+    its service runs yet (the error then names that socket); else the rootful one."""
+    if host := environ.get(PodmanDriver.host_variable):
+        return host
+    if uid != 0:
+        runtime_dir = environ.get("XDG_RUNTIME_DIR") or f"/run/user/{uid}"
+        return f"unix://{Path(runtime_dir, 'podman', 'podman.sock')}"
+    return f"unix://{ROOTFUL_SOCKET}"

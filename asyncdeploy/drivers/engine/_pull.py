@@ -22,11 +22,11 @@ import aiohttp
 import anyio
 import attrs
 
+from asyncdeploy._errors import AsyncDeployError, CreateError, EngineUnavailable, WorkloadNotFound
+from asyncdeploy._events import Emit, PullFailed, PullFinished, PullProgress, PullStarted
 from asyncdeploy.builtin_images import built_in, missing_message
 from asyncdeploy.drivers.engine._auth import auth_header, find_credentials, registry_of
 from asyncdeploy.drivers.engine._session import EngineSession
-from asyncdeploy.errors import AsyncDeployError, CreateError, EngineUnavailable, WorkloadNotFound
-from asyncdeploy.events import Emit, PullFailed, PullFinished, PullProgress, PullStarted
 from asyncdeploy.plan import PullPolicy, WorkloadPlan
 
 __all__ = ["ImagePuller", "LayerProgress", "images_to_pull", "reference_params"]

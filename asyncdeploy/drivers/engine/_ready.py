@@ -6,7 +6,7 @@ time (the caller's, else :data:`~asyncdeploy.drivers.base.READY_SETTLE_SECONDS`)
 as the engine recorded it (``State.StartedAt``), the same rule as on Kubernetes: one that started
 longer ago is settled at the first look, and the engine's own state (no report delay here) is
 read every 0.25 s meanwhile. A run container that exits (or restarts) first fails the wait at
-once with a :class:`~asyncdeploy.errors.CreateError` carrying its exit code and its last log lines, read
+once with a :class:`~asyncdeploy._errors.CreateError` carrying its exit code and its last log lines, read
 before anything is removed. An exec racing the container's exit (Podman: 500 "can only create
 exec sessions on running containers", Docker: 409 "is not running") or one that hangs on a
 dying container (bounded) is not an answer: the next look at the container's state is.
@@ -24,17 +24,19 @@ from typing import Any
 import anyio
 import attrs
 
-from asyncdeploy.drivers.base import READY_SETTLE_SECONDS
-from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
-from asyncdeploy.drivers.engine._netcheck import probe_from_here
-from asyncdeploy.drivers.engine._session import EngineSession
-from asyncdeploy.drivers.engine._state import workload_status
-from asyncdeploy.errors import (
+from asyncdeploy._errors import (
     ENGINE_FAILURES,
     CreateError,
     EngineTimeout,
     WorkloadNotFound,
 )
+from asyncdeploy._results import WorkloadStatus
+from asyncdeploy.drivers.base import READY_SETTLE_SECONDS
+from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
+from asyncdeploy.drivers.engine._inside import WaitProbes, passes
+from asyncdeploy.drivers.engine._netcheck import probe_from_here
+from asyncdeploy.drivers.engine._session import EngineSession
+from asyncdeploy.drivers.engine._state import workload_status
 from asyncdeploy.labels import (
     LABEL_CONTAINER,
     LABEL_READINESS,
@@ -42,7 +44,6 @@ from asyncdeploy.labels import (
     LABEL_ROLE,
     LABEL_WORKLOAD,
 )
-from asyncdeploy.results import WorkloadStatus
 
 __all__ = ["LOG_LINES", "engine_time", "exited_error", "wait_until_ready"]
 
@@ -67,19 +68,28 @@ async def wait_until_ready(
     settle = READY_SETTLE_SECONDS if settle is None else settle
     try:
         with anyio.fail_after(timeout):
-            while True:
-                items = await session.containers({LABEL_WORKLOAD: name})
-                if not items:
-                    raise WorkloadNotFound(f"no workload named {name!r}", engine=session.engine)
-                runs = [i for i in items if i["Labels"].get(LABEL_ROLE) in ("run", "sidecar")]
-                if await _all_ready(ops, name, runs, items, seen, settle):
-                    restarts = await session.restarts([str(i["Id"]) for i in items])
-                    return workload_status(session.engine, name, items, restarts)
-                await anyio.sleep(POLL_SECONDS)
+            async with WaitProbes(ops.inside, f"readiness of {name}") as probes:
+                return await _poll(ops, name, seen, settle, probes)
     except TimeoutError:
         raise EngineTimeout(
             f"workload {name!r} was not ready within {timeout:g} s", engine=session.engine
         ) from None
+
+
+async def _poll(
+    ops: EngineContainerOps, name: str, seen: dict[str, _Seen], settle: float, probes: WaitProbes
+) -> WorkloadStatus:
+    """Look until every run container is ready (its checks through ``probes``)."""
+    session = ops.session
+    while True:
+        items = await session.containers({LABEL_WORKLOAD: name})
+        if not items:
+            raise WorkloadNotFound(f"no workload named {name!r}", engine=session.engine)
+        runs = [i for i in items if i["Labels"].get(LABEL_ROLE) in ("run", "sidecar")]
+        if await _all_ready(ops, name, runs, items, seen, settle, probes):
+            restarts = await session.restarts([str(i["Id"]) for i in items])
+            return workload_status(session.engine, name, items, restarts)
+        await anyio.sleep(POLL_SECONDS)
 
 
 async def _all_ready(
@@ -89,9 +99,11 @@ async def _all_ready(
     items: Sequence[Mapping[str, Any]],
     seen: dict[str, _Seen],
     settle: float,
+    probes: WaitProbes,
 ) -> bool:
     session = ops.session
     ready = True
+    inside: bool | None = None  # whether checks can run in the workload's namespace
     address: str | None = None
     for item in runs:  # every container is looked at: an exit anywhere fails the wait at once
         ident, state = str(item["Id"]), item.get("State")
@@ -105,10 +117,14 @@ async def _all_ready(
         if ident not in seen:
             seen[ident] = await _first_look(session, ident)
         target = item["Labels"].get(LABEL_READINESS_NET)
-        if target is not None:  # an HTTP or TCP check: sent from here, nothing runs inside
+        if target is not None and inside is None:
+            inside = await ops.inside.available(items)
+        if target is not None and not inside:  # nothing can run inside: sent from here
             address = address or await _address(ops, items)
         readiness = item["Labels"].get(LABEL_READINESS)
-        if target is not None and address is not None:
+        if target is not None and inside:  # in the workload's namespace, nothing in its image
+            ready = await _inside(probes, items, json.loads(target)) and ready
+        elif target is not None and address is not None:
             ready = await probe_from_here(address, json.loads(target)) and ready
         elif readiness is not None:
             ready = await _check(session, name, ident, json.loads(readiness)) and ready
@@ -117,6 +133,21 @@ async def _all_ready(
         elif await _restarts(session, ident) != seen[ident].restarts:
             raise await exited_error(session, name, item, restarted=True)
     return ready
+
+
+async def _inside(
+    probes: WaitProbes, items: Sequence[Mapping[str, Any]], target: Mapping[str, Any]
+) -> bool:
+    """A readiness target written by ``_spec.probe_target``, checked on the workload's own
+    loopback (``_inside``): HTTP 200-399 (as the kubelet counts it) or a TCP connect, within
+    its timeout (the engine's part bounded apart)."""
+    timeout = float(target.get("timeout", 1))
+    if "http" in target:
+        http = target["http"]
+        answer = await probes.ask(items, "http", int(http["port"]), timeout, str(http["path"]))
+    else:
+        answer = await probes.ask(items, "tcp", int(target["tcp"]), timeout, "/")
+    return passes(answer)
 
 
 async def _address(ops: EngineContainerOps, items: Sequence[Mapping[str, Any]]) -> str | None:

@@ -27,10 +27,7 @@ import aiohttp
 import anyio
 import attrs
 
-from asyncdeploy.drivers.engine import _spec as spec
-from asyncdeploy.drivers.engine._address import EngineAddress
-from asyncdeploy.drivers.engine._libpod import libpod_spec
-from asyncdeploy.errors import (
+from asyncdeploy._errors import (
     CreateError,
     EngineAPIError,
     EngineTimeout,
@@ -38,8 +35,11 @@ from asyncdeploy.errors import (
     WorkloadConflict,
     WorkloadNotFound,
 )
+from asyncdeploy._results import ExecResult
+from asyncdeploy.drivers.engine import _spec as spec
+from asyncdeploy.drivers.engine._address import EngineAddress
+from asyncdeploy.drivers.engine._libpod import libpod_spec
 from asyncdeploy.labels import LABEL_WORKLOAD
-from asyncdeploy.results import ExecResult
 
 __all__ = ["EngineSession", "NoAnswer", "PodmanSession", "answer_timeout"]
 

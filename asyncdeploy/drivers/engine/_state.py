@@ -7,6 +7,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from asyncdeploy._results import ContainerStatus, EngineInfo, PublishedPort, WorkloadStatus
+from asyncdeploy._selectors import Selector
 from asyncdeploy.drivers._books import effective_grace
 from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
 from asyncdeploy.drivers.engine._unfinished import unfinished
@@ -26,10 +28,9 @@ from asyncdeploy.labels import (
     selector_labels,
     shown_labels,
 )
-from asyncdeploy.results import ContainerStatus, EngineInfo, PublishedPort, WorkloadStatus
-from asyncdeploy.selectors import Selector
 
 __all__ = [
+    "just_created",
     "matching",
     "ping_info",
     "plan_order",
@@ -130,6 +131,12 @@ def workload_status(
         ports=published_ports(items),
         created=min((float(i["Created"]) for i in items if i.get("Created")), default=None),
     )
+
+
+def just_created(items: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """The restart counts of containers this create has just made and started: 0 each (what
+    ``get`` reads from the engine a moment later; None would say "not known")."""
+    return {str(item.get("Id")): 0 for item in items}
 
 
 def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:

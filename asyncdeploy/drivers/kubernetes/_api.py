@@ -19,9 +19,9 @@ from urllib.parse import quote
 
 import aiohttp
 
+from asyncdeploy._errors import EngineAPIError, EngineUnavailable
 from asyncdeploy.drivers.kubernetes._errors import ENGINE, map_errors, status_error
 from asyncdeploy.drivers.kubernetes._library import ApiClient, websocket_client
-from asyncdeploy.errors import EngineAPIError, EngineUnavailable
 
 __all__ = ["JSONLines", "PodAPI", "Resource", "TextLines", "resource_path"]
 

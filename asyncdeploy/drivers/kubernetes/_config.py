@@ -14,13 +14,13 @@ import os
 import anyio
 import attrs
 
+from asyncdeploy._errors import EngineUnavailable
 from asyncdeploy.drivers.kubernetes._errors import ENGINE, map_errors
 from asyncdeploy.drivers.kubernetes._library import (
     Configuration,
     load_incluster_config,
     load_kube_config,
 )
-from asyncdeploy.errors import EngineUnavailable
 
 __all__ = ["SERVICE_ACCOUNT_NAMESPACE", "ClusterConfig", "kubeconfig_path", "load_cluster_config"]
 

@@ -28,7 +28,23 @@ from typing import Any, ClassVar
 import anyio
 import attrs
 
+from asyncdeploy._errors import (
+    ENGINE_FAILURES,
+    DrainError,
+    EngineAPIError,
+    EngineUnavailable,
+    WorkloadNotFound,
+)
+from asyncdeploy._events import DrainSummary, Emit, ignore_events
 from asyncdeploy._kill import KillSwitch
+from asyncdeploy._results import (
+    ApplyResult,
+    EngineInfo,
+    ExecResult,
+    WorkloadEvent,
+    WorkloadStatus,
+)
+from asyncdeploy._selectors import Selector, SelectorLike, as_selector
 from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import READY_SETTLE_SECONDS, Found
 from asyncdeploy.drivers.kubernetes import _status as pod_status
@@ -51,25 +67,9 @@ from asyncdeploy.drivers.kubernetes._pod_states import WATCH_MARGIN
 from asyncdeploy.drivers.kubernetes._ready import wait_until_ready
 from asyncdeploy.drivers.kubernetes._service import apply_service
 from asyncdeploy.drivers.parts import NoImages
-from asyncdeploy.errors import (
-    ENGINE_FAILURES,
-    DrainError,
-    EngineAPIError,
-    EngineUnavailable,
-    WorkloadNotFound,
-)
-from asyncdeploy.events import DrainSummary, Emit, ignore_events
 from asyncdeploy.labels import LABEL_PLAN, LABEL_WORKLOAD
 from asyncdeploy.namespaces import workload_namespace
 from asyncdeploy.plan import WorkloadPlan, plan_from_record
-from asyncdeploy.results import (
-    ApplyResult,
-    EngineInfo,
-    ExecResult,
-    WorkloadEvent,
-    WorkloadStatus,
-)
-from asyncdeploy.selectors import Selector, SelectorLike, as_selector
 
 __all__ = ["KubernetesDriver"]
 
@@ -155,6 +155,12 @@ class KubernetesDriver(NoImages):
 
     async def drop_marker(self, key: str, record: str) -> None:
         await ConfigMapMarkers(self.api, self.namespace).drop(key, record)
+
+    async def marker_keys(self) -> list[str]:
+        return await ConfigMapMarkers(self.api, self.namespace).keys()
+
+    async def retire_marker(self, key: str, record: str) -> None:
+        await ConfigMapMarkers(self.api, self.namespace).drop(key, record)  # leaves nothing
 
     async def aclose(self) -> None:
         await self.api.aclose()

@@ -28,8 +28,7 @@ from typing import Any
 
 import aiohttp
 
-from asyncdeploy.drivers.kubernetes._library import ApiException, ConfigException
-from asyncdeploy.errors import (
+from asyncdeploy._errors import (
     ENGINE_FAILURES,
     EngineAPIError,
     EngineFailure,
@@ -38,6 +37,7 @@ from asyncdeploy.errors import (
     WorkloadConflict,
     WorkloadNotFound,
 )
+from asyncdeploy.drivers.kubernetes._library import ApiException, ConfigException
 
 __all__ = ["ENGINE", "RetryLater", "map_errors", "retry_after", "status_error", "status_message"]
 

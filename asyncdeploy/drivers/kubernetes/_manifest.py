@@ -37,8 +37,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from asyncdeploy._errors import PlanError, WorkloadConflict
 from asyncdeploy.builtin_images import built_in
-from asyncdeploy.errors import PlanError, WorkloadConflict
 from asyncdeploy.labels import (
     LABEL_INSTANCE_OF,
     LABEL_PLAN,

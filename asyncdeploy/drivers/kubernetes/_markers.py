@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from asyncdeploy._errors import WorkloadConflict, WorkloadNotFound
 from asyncdeploy.drivers.kubernetes._api import PodAPI, resource_path
-from asyncdeploy.errors import WorkloadConflict, WorkloadNotFound
 from asyncdeploy.labels import LABEL_LOCK
 
 __all__ = ["ConfigMapMarkers"]
@@ -50,6 +50,17 @@ class ConfigMapMarkers:
         except WorkloadConflict:
             found = await self._read(key)
             return "" if found is None else str((found.get("data") or {}).get(RECORD, ""))
+
+    async def keys(self) -> list[str]:
+        """Every marker's key in the namespace (a ConfigMap labelled as one)."""
+        path = resource_path("configmaps", self._namespace)
+        found = await self._api.call(
+            "GET",
+            path,
+            f"list configmaps {self._namespace}",
+            query=[("labelSelector", f"{LABEL_LOCK}=true")],
+        )
+        return sorted(str(item["metadata"]["name"]) for item in found.get("items") or [])
 
     async def drop(self, key: str, record: str) -> None:
         found = await self._read(key)

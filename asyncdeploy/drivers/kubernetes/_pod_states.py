@@ -51,15 +51,7 @@ from typing import Any
 import anyio
 import attrs
 
-from asyncdeploy.drivers._books import DrainBooks, TrackedContainer, effective_grace
-from asyncdeploy.drivers.kubernetes import _status as pod_status
-from asyncdeploy.drivers.kubernetes._kubelet import (
-    EXCEEDED_GRACE_PERIOD,
-    FAILED_PRE_STOP_HOOK,
-    KILLING,
-    KubeletEvent,
-)
-from asyncdeploy.events import (
+from asyncdeploy._events import (
     ContainerEnd,
     ContainerExited,
     ContainerForceKilled,
@@ -73,6 +65,14 @@ from asyncdeploy.events import (
     PreStopStarted,
     SignalSent,
     TeardownPending,
+)
+from asyncdeploy.drivers._books import DrainBooks, TrackedContainer, effective_grace
+from asyncdeploy.drivers.kubernetes import _status as pod_status
+from asyncdeploy.drivers.kubernetes._kubelet import (
+    EXCEEDED_GRACE_PERIOD,
+    FAILED_PRE_STOP_HOOK,
+    KILLING,
+    KubeletEvent,
 )
 
 __all__ = [

@@ -21,12 +21,12 @@ from typing import Any
 import anyio
 import attrs
 
+from asyncdeploy._errors import ENGINE_FAILURES, CreateError, EngineTimeout, WorkloadNotFound
 from asyncdeploy.drivers.kubernetes import _status as pod_status
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.drivers.kubernetes._kubelet import StartupFailure, startup_failure
 from asyncdeploy.drivers.kubernetes._watch import PodEvent, PodFollower, Resync
-from asyncdeploy.errors import ENGINE_FAILURES, CreateError, EngineTimeout, WorkloadNotFound
 from asyncdeploy.labels import LABEL_WORKLOAD
 
 __all__ = ["REPORT_CAP", "REPORT_FLOOR", "settled_at", "startup_error", "wait_until_ready"]

@@ -13,9 +13,9 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from asyncdeploy._errors import WorkloadConflict, WorkloadNotFound
 from asyncdeploy.drivers.kubernetes._api import PodAPI
 from asyncdeploy.drivers.kubernetes._manifest import service_manifest, service_name
-from asyncdeploy.errors import WorkloadConflict, WorkloadNotFound
 from asyncdeploy.labels import LABEL_SERVICE
 from asyncdeploy.plan import WorkloadPlan
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import attrs
 
+from asyncdeploy._results import ContainerStatus, PublishedPort, WorkloadEvent, WorkloadStatus
 from asyncdeploy.drivers._books import effective_grace
 from asyncdeploy.drivers.kubernetes._errors import ENGINE
 from asyncdeploy.labels import LABEL_PLAN, LABEL_PLAN_DIGEST, LABEL_WORKLOAD, PlanRole, shown_labels
 from asyncdeploy.masking import mask_tree, mask_value
 from asyncdeploy.plan import masked_plan_record
-from asyncdeploy.results import ContainerStatus, PublishedPort, WorkloadEvent, WorkloadStatus
 
 __all__ = [
     "NodeSilence",

@@ -34,12 +34,12 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import attrs
 
+from asyncdeploy._errors import ENGINE_FAILURES
+from asyncdeploy._events import TrafficLeft, TrafficStillRouted
 from asyncdeploy.drivers.kubernetes._api import PodAPI, Resource
 from asyncdeploy.drivers.kubernetes._pod_states import PodDrainReader
 from asyncdeploy.drivers.kubernetes._watch import MAX_WATCH_SECONDS, PodEvent, PodFollower, Resync
 from asyncdeploy.durations import parse_duration
-from asyncdeploy.errors import ENGINE_FAILURES
-from asyncdeploy.events import TrafficLeft, TrafficStillRouted
 
 __all__ = [
     "PROPAGATION_WINDOW",

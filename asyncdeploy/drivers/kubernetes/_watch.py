@@ -28,16 +28,16 @@ import anyio
 import attrs
 
 from asyncdeploy._backoff import WATCH
-from asyncdeploy.drivers.kubernetes._api import PodAPI, Resource
-from asyncdeploy.drivers.kubernetes._errors import status_error
-from asyncdeploy.drivers.kubernetes._kubelet import KubeletEvent, read_event
-from asyncdeploy.errors import (
+from asyncdeploy._errors import (
     ENGINE_FAILURES,
     EngineAPIError,
     EngineFailure,
     EngineTimeout,
     EngineUnavailable,
 )
+from asyncdeploy.drivers.kubernetes._api import PodAPI, Resource
+from asyncdeploy.drivers.kubernetes._errors import status_error
+from asyncdeploy.drivers.kubernetes._kubelet import KubeletEvent, read_event
 
 __all__ = ["MAX_WATCH_SECONDS", "KubeletEvents", "PodChange", "PodEvent", "PodFollower", "Resync"]
 

@@ -41,6 +41,8 @@ from collections.abc import Sequence
 
 import anyio
 
+from asyncdeploy._errors import DrainUnreachable
+from asyncdeploy._events import DrainSummary, Emit
 from asyncdeploy.drivers._books import effective_grace
 from asyncdeploy.drivers.engine._claim import Owner
 from asyncdeploy.drivers.engine._drain.calls import ContainerOps
@@ -48,8 +50,6 @@ from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
 from asyncdeploy.drivers.engine._drain.loop import DrainLoop
 from asyncdeploy.drivers.engine._drain.protocol import DrainTimings
 from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
-from asyncdeploy.errors import DrainUnreachable
-from asyncdeploy.events import DrainSummary, Emit
 
 __all__ = ["DrainTimings", "drain_workloads"]
 

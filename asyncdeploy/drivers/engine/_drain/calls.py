@@ -14,6 +14,7 @@ from typing import Protocol, TypeVar
 
 import anyio
 
+from asyncdeploy._errors import ENGINE_FAILURES, EngineUnavailable
 from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.drivers.engine._drain.protocol import (
     DrainTimings,
@@ -32,7 +33,6 @@ from asyncdeploy.drivers.engine._ops import (
     ContainerLook,
     ContainerRef,
 )
-from asyncdeploy.errors import ENGINE_FAILURES, EngineUnavailable
 
 __all__ = ["Calls", "ContainerOps"]
 

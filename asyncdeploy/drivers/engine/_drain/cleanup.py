@@ -12,6 +12,8 @@ kill landed is ``exited``, with its code.
 
 from __future__ import annotations
 
+from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, WorkloadNotFound
+from asyncdeploy._events import ContainerForceKilled
 from asyncdeploy.drivers.engine._drain.context import DRAINED, DrainContext
 from asyncdeploy.drivers.engine._drain.ends import Ends
 from asyncdeploy.drivers.engine._drain.protocol import (
@@ -28,8 +30,6 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     TrackedRef,
 )
 from asyncdeploy.drivers.engine._ops import ContainerRef
-from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, WorkloadNotFound
-from asyncdeploy.events import ContainerForceKilled
 
 __all__ = ["Cleanup"]
 

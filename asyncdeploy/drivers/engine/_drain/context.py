@@ -13,6 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar, cast
 
+from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable
+from asyncdeploy._events import (
+    ContainerEnd,
+    ContainerExited,
+    ContainerRemoved,
+    DrainSummary,
+    Event,
+    PauseRemoved,
+)
 from asyncdeploy.drivers._books import DrainBooks
 from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner
 from asyncdeploy.drivers.engine._drain.protocol import (
@@ -35,15 +44,6 @@ from asyncdeploy.drivers.engine._ops import (
     CallUnanswered,
     ContainerRef,
     WorkloadSnapshot,
-)
-from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable
-from asyncdeploy.events import (
-    ContainerEnd,
-    ContainerExited,
-    ContainerRemoved,
-    DrainSummary,
-    Event,
-    PauseRemoved,
 )
 
 __all__ = ["DRAINED", "DrainContext", "gives_up"]

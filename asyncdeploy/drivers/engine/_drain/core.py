@@ -38,6 +38,11 @@ is a line in the summary and the drain goes on; an engine unreachable past the g
 
 from __future__ import annotations
 
+from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
+from asyncdeploy._events import (
+    DrainStarted,
+    SidecarRemoved,
+)
 from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner, new_record
 from asyncdeploy.drivers.engine._drain.cleanup import Cleanup
 from asyncdeploy.drivers.engine._drain.context import DrainContext
@@ -63,11 +68,6 @@ from asyncdeploy.drivers.engine._ops import (
     ContainerLook,
     ContainerRef,
     WorkloadSnapshot,
-)
-from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
-from asyncdeploy.events import (
-    DrainStarted,
-    SidecarRemoved,
 )
 
 __all__ = ["WorkloadDrain"]

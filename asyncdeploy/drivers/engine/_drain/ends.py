@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, WorkloadNotFound
 from asyncdeploy.drivers.engine._drain.context import DrainContext
 from asyncdeploy.drivers.engine._drain.protocol import (
     AwaitExit,
@@ -36,7 +37,6 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     WaitKilled,
 )
 from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef
-from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, WorkloadNotFound
 
 __all__ = ["Ends", "keys"]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
+from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, WorkloadNotFound
 from asyncdeploy.drivers.engine._claim import ClaimRecord, new_record
 from asyncdeploy.drivers.engine._drain.context import DrainContext
 from asyncdeploy.drivers.engine._drain.protocol import (
@@ -36,7 +37,6 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     WriteClaim,
 )
 from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef
-from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, WorkloadNotFound
 
 __all__ = ["Following"]
 

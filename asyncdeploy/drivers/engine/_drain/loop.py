@@ -28,6 +28,8 @@ from typing import TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
+from asyncdeploy._errors import ENGINE_FAILURES
+from asyncdeploy._events import Emit
 from asyncdeploy.drivers.engine._drain import calls as waits
 from asyncdeploy.drivers.engine._drain.calls import ContainerOps
 from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
@@ -70,8 +72,6 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     WriteClaim,
 )
 from asyncdeploy.drivers.engine._exits import ExitWatch
-from asyncdeploy.errors import ENGINE_FAILURES
-from asyncdeploy.events import Emit
 
 __all__ = ["DrainLoop"]
 

@@ -14,6 +14,8 @@ from typing import TypeGuard, TypeVar
 
 import attrs
 
+from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
+from asyncdeploy._events import PreStopFinished, PreStopStarted, SignalSent
 from asyncdeploy.drivers.engine._drain.context import DrainContext
 from asyncdeploy.drivers.engine._drain.ends import Ends
 from asyncdeploy.drivers.engine._drain.protocol import (
@@ -36,8 +38,6 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     WriteClaim,
 )
 from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook
-from asyncdeploy.errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
-from asyncdeploy.events import PreStopFinished, PreStopStarted, SignalSent
 
 __all__ = ["OwnerDrain"]
 

@@ -16,11 +16,11 @@ from typing import ClassVar, Generic, TypeAlias, TypeVar
 import attrs
 
 from asyncdeploy._backoff import ENGINE_CALL, FOLLOW, RESTART_POLL, Backoff
+from asyncdeploy._errors import EngineFailure
+from asyncdeploy._events import Event
 from asyncdeploy.drivers._books import TrackedContainer
 from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner
 from asyncdeploy.drivers.engine._ops import ClaimAnswer, ContainerLook, ContainerRef
-from asyncdeploy.errors import EngineFailure
-from asyncdeploy.events import Event
 
 __all__ = [
     "SIGKILLED",

@@ -1,0 +1,98 @@
+"""The controller's own answers, served to HAProxy on unix sockets: health, metrics, admin.
+
+HAProxy parses and bounds what clients send (its head timeout, its head size, its framing);
+what reaches these sockets is one well-formed HTTP/1.1 request a connection, from HAProxy
+itself. So this reads a head, answers, and closes: no keep-alive, no pipelining, no framing
+of its own beyond skipping a request body it does not need.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import attrs
+from anyio.abc import SocketStream, TaskStatus
+
+from ._reader import Reader
+
+__all__ = ["LocalAnswer", "Request", "parse_request", "serve_local"]
+
+logger = logging.getLogger("asyncdeploy.gate")
+
+#: How long a body the answer does not need is read (and dropped) before the connection closes.
+DISCARD_SECONDS = 1.0
+
+
+@attrs.define(slots=True)
+class Request:
+    """A request as HAProxy sent it on."""
+
+    method: bytes
+    path: bytes
+    query: bytes
+    headers: list[tuple[bytes, bytes]]
+    #: Kept for the answers' signature; the controller's own answers always close (HAProxy
+    #: keeps the client's connection, on its side).
+    keep_alive: bool = False
+
+
+LocalAnswer = bytes | Callable[[], Awaitable[bytes]]
+"""What the controller answers: the bytes now, or a coroutine function that makes them."""
+
+Handler = Callable[[Request], LocalAnswer]
+
+
+def parse_request(head: bytes) -> Request:
+    """A head HAProxy sent (already validated by it): its start line and header fields."""
+    lines = head.split(b"\r\n")
+    method, target, _ = lines[0].split(b" ", 2)
+    path, _, query = target.partition(b"?")
+    headers = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, _, value = line.partition(b":")
+        headers.append((name.strip(), value.strip()))
+    return Request(method=method, path=path, query=query, headers=headers)
+
+
+async def _serve_one(stream: SocketStream, handler: Handler) -> None:
+    async with stream:
+        reader = Reader(stream)
+        try:
+            head = await reader.head()
+            if head is None:
+                return
+            request = parse_request(head)
+        except (ValueError, anyio.BrokenResourceError, OSError):
+            return
+        answer = handler(request)
+        data = answer if isinstance(answer, bytes) else await answer()
+        try:
+            await stream.send(data)
+            await stream.send_eof()
+            # read what is left (a body) until HAProxy closes: closing with unread bytes
+            # would reset the connection before HAProxy read the answer
+            with anyio.move_on_after(DISCARD_SECONDS):
+                while await reader.some():
+                    pass
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+
+
+async def serve_local(
+    path: Path, handler: Handler, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """Serve ``handler`` on the unix socket ``path`` until cancelled."""
+    listener = await anyio.create_unix_listener(path)
+    await anyio.Path(path).chmod(0o600)
+    async with listener:
+        task_status.started()
+
+        async def serve(stream: SocketStream) -> None:
+            await _serve_one(stream, handler)
+
+        await listener.serve(serve)
