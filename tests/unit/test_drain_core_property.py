@@ -4,15 +4,16 @@ kill request, timers firing. Whatever the interleaving, the promises of docs/dra
 
 - every container's way out (its hook, or its stop signal) starts in one step, once the claim
   is answered: no container waits for another's call;
-- the autoheal sidecar goes first (its removal is asked before any hook or signal), and the
-  pause container last (its removal is asked once every other removal was answered);
-- nothing is SIGKILLed before the deadline unless the caller asked to kill now;
-- no stop signal is sent twice;
+- the autoheal sidecar goes first (its kill and removal are asked before any hook or signal),
+  and the pause container last (its removal is asked once every other removal was answered);
+- nothing is SIGKILLed before the deadline unless the caller asked to kill now, however often
+  the connection is lost (a call lost with it is the core's to ask again, by its give-up rule);
+- no stop signal is sent twice: asked again only after an answer that says it never reached
+  the engine (``CallNotSent``);
 - one summary, naming each drained container once.
 
 The loop's own contract is kept by the driver here: a timer fires at its time and not before,
-no answer comes after a timer that is due, and a call lost with the connection (an
-``EngineUnavailable`` answer) comes back only once the give-up rule allows it.
+and no answer comes after a timer that is due. Any call may be lost with the connection.
 """
 
 from __future__ import annotations
@@ -28,32 +29,45 @@ from asyncdeploy._events import DrainFinished
 from asyncdeploy.drivers.engine._claim import Owner
 from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
 from asyncdeploy.drivers.engine._drain.protocol import (
-    AwaitExit,
-    AwaitKilled,
+    Answer,
     Cancel,
     Claim,
     ClaimSeen,
     Command,
     Do,
+    Done,
     DrainTimings,
+    EngineOp,
+    Exited,
+    Fired,
     FollowLook,
+    FollowStream,
     Hooked,
     Key,
     Kill,
+    Look,
     LookPause,
+    NoStream,
     OwnerAlive,
+    OwnerState,
     ReadClaim,
     Remove,
-    RemoveSidecar,
     RunHook,
+    Seen,
     Sent,
+    Settled,
     Signal,
     SignalledBefore,
     Stop,
+    StreamExit,
+    StreamSettled,
     Tell,
+    WaitExit,
+    WaitKilled,
     Wake,
 )
 from asyncdeploy.drivers.engine._ops import (
+    CallNotSent,
     ClaimAnswer,
     ContainerLook,
     ContainerRef,
@@ -76,7 +90,8 @@ class Run:
     pending: dict[Key, Command] = attrs.field(factory=dict)
     asked: list[tuple[int, float, object]] = attrs.field(factory=list)  # (step, now, operation)
     told: list[object] = attrs.field(factory=list)
-    answered: list[tuple[int, object]] = attrs.field(factory=list)  # (step, operation)
+    # (step, operation, answer)
+    answered: list[tuple[int, object, Answer]] = attrs.field(factory=list)
     killed_at: float = math.inf  # the caller's kill request
 
     def carry(self, commands: list[Command]) -> None:
@@ -95,11 +110,11 @@ class Run:
         wakes = [(k, c) for k, c in self.pending.items() if isinstance(c, Wake)]
         return min(wakes, key=lambda kc: kc[1].at, default=None)
 
-    def answer(self, key: Key, answer: object, at: float) -> None:
+    def answer(self, key: Key, answer: Answer, at: float) -> None:
         command = self.pending.pop(key)
         self.now = max(self.now, at)
         if isinstance(command, Do):
-            self.answered.append((self.step, command.operation))
+            self.answered.append((self.step, command.operation, answer))
         self.carry(self.m.observe(key, answer, now=self.now))
 
     def kill(self, at: float) -> None:
@@ -108,15 +123,18 @@ class Run:
         self.carry(self.m.kill(now=self.now))
 
 
-def answer_for(operation: object, kind: int, run: Run) -> object:
-    """A well-formed answer to ``operation``; ``kind`` picks among the ones it may get."""
-    lost = run.m.gives_up(run.now) or run.m.cleaning
-    unavailable = EngineUnavailable("connection reset", engine="fake")
-    if kind == 1 and lost:
-        return unavailable  # the loop gives up on a call only by its give-up rule
-    if kind == 2:
+def answer_for(operation: EngineOp, kind: int, run: Run) -> Answer:
+    """A well-formed answer to ``operation``; ``kind`` picks among the ones it may get (the exit
+    stream's waits call no engine: they fail by its loss alone)."""
+    if isinstance(operation, StreamExit | StreamSettled | FollowStream):
+        pass
+    elif kind == 1:
+        return EngineUnavailable("connection reset", engine="fake")  # it may have landed
+    elif kind == 6:
+        return CallNotSent("connection refused", engine="fake")  # it surely did not
+    elif kind == 2:
         return WorkloadNotFound("gone", engine="fake", status=404)
-    if kind == 3:
+    elif kind == 3:
         return EngineAPIError("refused", engine="fake", status=500)
     match operation:
         case Claim():
@@ -125,22 +143,31 @@ def answer_for(operation: object, kind: int, run: Run) -> object:
             return Hooked(0, False) if kind % 2 == 0 else Hooked(None, True)
         case Signal() | Kill():
             return Sent(kind != 5, since=run.step, before_stream=False)
-        case AwaitExit() | Stop():
-            return 0 if kind % 2 == 0 else 143
-        case AwaitKilled():
-            return 137
+        case WaitExit() | Stop():
+            return Exited(0 if kind % 2 == 0 else 143)
+        case WaitKilled():
+            return Exited(137)
+        case StreamExit():  # a death (by the signal, the kill, or in a hook), or no stream
+            return NoStream.LOST if kind == 4 else Exited(137 if kind == 5 else 0)
+        case StreamSettled(since=since):
+            return Settled(max(since, run.step), reported=kind % 2 == 1, lost=kind == 4)
+        case Look():  # running again under its restart policy, or stopped
+            return ContainerLook(running=kind == 5, exit_code=None if kind == 5 else 0)
         case ReadClaim():
             return ClaimSeen(None, None)
         case LookPause():
             return ContainerLook(running=True, paused=True)
         case OwnerAlive():
-            return True
+            return OwnerState(True)
         case SignalledBefore():
             return frozenset()
-        case FollowLook(refs=refs):  # another delete's drain: nothing seen yet, or all gone
-            return {} if kind % 2 else {r.id: None for r in refs}
+        case FollowLook(refs=refs) | FollowStream(refs=refs):
+            # another delete's drain: nothing seen yet, or all gone; or no stream to tell
+            if isinstance(operation, FollowStream) and kind == 4:
+                return NoStream.LOST
+            return Seen({} if kind % 2 else {r.id: None for r in refs})
         case _:
-            return None  # RemoveSidecar, Remove, KillPause, RemoveVolumes, the claim's writes
+            return Done.DONE  # Remove, KillPause, RemoveVolumes, the claim's writes
 
 
 @st.composite
@@ -153,6 +180,7 @@ def workloads(draw: st.DrawFn) -> tuple[WorkloadSnapshot, int, bool]:
             role=draw(st.sampled_from(["run", "run", "init", "sidecar"])),
             running=draw(st.booleans()) or i == 0,
             pre_stop=("sh", "-c", "drain") if draw(st.booleans()) else None,
+            restart_policy=draw(st.sampled_from(["no", "no", "always"])),
         )
         for i in range(count)
     ]
@@ -212,7 +240,7 @@ def test_every_interleaving_keeps_the_drains_promises(
             assert isinstance(command, Do)
             run.answer(key, answer_for(command.operation, kind, run), at)
         elif timer is not None:
-            run.answer(timer[0], None, timer[1].at)
+            run.answer(timer[0], Fired.FIRED, timer[1].at)
         else:
             raise AssertionError(f"stuck: nothing outstanding, not finished ({m.state})")
     assert m.finished, f"not finished: {m.state}, outstanding {sorted(run.pending)}"
@@ -229,28 +257,40 @@ def check_promises(run: Run, snapshot: WorkloadSnapshot, grace: int) -> None:
         if isinstance(op, RunHook | Signal | Stop) and op.ref.role in ("init", "run"):
             first.setdefault(op.ref.name, step)
     assert len(set(first.values())) <= 1, first
-    # no stop signal twice
+    # no stop signal twice: asked again only after an answer that it never reached the engine
     signals = [op.ref.name for _, _, op in run.asked if isinstance(op, Signal | Stop)]
-    assert len(signals) == len(set(signals)), signals
+    not_sent = [
+        op.ref.name
+        for _, op, answer in run.answered
+        if isinstance(op, Signal | Stop) and isinstance(answer, CallNotSent)
+    ]
+    for name in set(signals):
+        assert signals.count(name) <= 1 + not_sent.count(name), (signals, not_sent)
     # the sidecar first: asked at the start, before any hook or signal
-    for step, _, op in run.asked:
-        if isinstance(op, RemoveSidecar):
-            assert step == 0
-        if isinstance(op, RunHook | Signal | Stop):
-            assert step > 0
+    # (asked again, when the connection was lost, before the pipelines start)
+    sidecar = [
+        step
+        for step, _, op in run.asked
+        if isinstance(op, Kill | Remove) and op.ref.role == "autoheal"
+    ]
+    way_out = [step for step, _, op in run.asked if isinstance(op, RunHook | Signal | Stop)]
+    assert sidecar[:1] in ([], [0])
+    assert all(s < w for s in sidecar for w in way_out), (sidecar, way_out)
+    assert all(w > 0 for w in way_out)
     # the pause container last: its removal asked once every other removal was answered
     pause_removals = [s for s, _, op in run.asked if isinstance(op, Remove) and op.ref == PAUSE]
     if pause_removals:
-        [asked] = pause_removals
-        others = [s for s, op in run.answered if isinstance(op, Remove) and op.ref != PAUSE]
+        asked = pause_removals[0]  # (asked again only when the connection was lost)
+        others = [s for s, op, _ in run.answered if isinstance(op, Remove) and op.ref != PAUSE]
         assert all(s <= asked for s in others), (others, asked)
         assert not [
             s for s, _, op in run.asked if isinstance(op, Remove) and op.ref != PAUSE and s > asked
         ]
-    # nothing SIGKILLed before the deadline, unless the caller asked to kill now (the pause
-    # container, which drains nothing, is killed once nothing else runs)
+    # nothing SIGKILLed before the deadline, unless the caller asked to kill now (the autoheal
+    # sidecar and the pause container drain nothing: the one first, the other once nothing
+    # else runs)
     for _, now, op in run.asked:
-        if isinstance(op, Kill) and grace > 0:
+        if isinstance(op, Kill) and grace > 0 and op.ref.role != "autoheal":
             assert now >= deadline or now >= run.killed_at, (now, deadline, op)
     # one summary, each drained container once
     finished = [e for e in run.told if isinstance(e, DrainFinished)]

@@ -21,7 +21,7 @@ task takes the lock and reads on from the same response.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,6 @@ __all__ = [
     "ExitStreamLost",
     "ExitWatch",
     "die_event_exit",
-    "first_exit",
     "gone_event",
     "watch_exits",
 ]
@@ -178,44 +177,6 @@ class ExitWatch:
             if self.lost:
                 raise ExitStreamLost(ident)
             await self._waiters.setdefault(ident, anyio.Event()).wait()
-
-
-async def first_exit(
-    watch: ExitWatch,
-    ident: str,
-    engine_wait: Callable[[], Awaitable[int | None]],
-    since: int = 0,
-) -> int | None:
-    """The exit code of a container dying now (just sent SIGKILL): the first answer of the
-    stream and of ``engine_wait``. Podman's stream comes from an events file it reads every
-    250 ms, so its polled state can be quicker. ``engine_wait``'s error is raised only when the
-    stream cannot answer either (lost)."""
-    if watch.reported(ident, since):
-        return await watch.wait_exit(ident, since)
-    codes: list[int | None] = []
-    failures: list[Exception] = []
-
-    async def from_stream(scope: anyio.CancelScope) -> None:
-        try:
-            codes.append(await watch.wait_exit(ident, since))
-        except ExitStreamLost:
-            return  # the engine's answer decides
-        scope.cancel()
-
-    async def from_engine(scope: anyio.CancelScope) -> None:
-        try:
-            codes.append(await engine_wait())
-        except Exception as exc:  # noqa: BLE001 - gone, say: the stream may still report it
-            failures.append(exc)
-            return
-        scope.cancel()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(from_stream, tg.cancel_scope)
-        tg.start_soon(from_engine, tg.cancel_scope)
-    if codes:
-        return codes[0]
-    raise failures[0]
 
 
 @attrs.define

@@ -25,6 +25,11 @@ class CallNotSent(EngineUnavailable):
     safe. A plain ``EngineUnavailable`` from a call that changes something may have landed."""
 
 
+class CallUnanswered(EngineUnavailable):
+    """The engine took the call and did not answer it within its bound: an engine that does
+    not answer, as good as unreachable (the call may have landed)."""
+
+
 class ClaimAnswer(enum.Enum):
     """The engine's answer to a claim of a drain."""
 

@@ -12,31 +12,32 @@ kill landed is ``exited``, with its code.
 
 from __future__ import annotations
 
-from asyncdeploy._errors import ENGINE_FAILURES, WorkloadNotFound
+from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, WorkloadNotFound
 from asyncdeploy._events import ContainerForceKilled
 from asyncdeploy.drivers.engine._drain.context import DRAINED, DrainContext
+from asyncdeploy.drivers.engine._drain.ends import Ends
 from asyncdeploy.drivers.engine._drain.protocol import (
     SIGKILLED,
-    AwaitKilled,
+    Done,
     DropClaim,
+    Exited,
+    Fired,
     Kill,
     KillPause,
     Remove,
     RemoveVolumes,
     Sent,
     TrackedRef,
-    code_of,
 )
 from asyncdeploy.drivers.engine._ops import ContainerRef
 
 __all__ = ["Cleanup"]
 
-_UNCONFIRMED = object()  # a kill whose effect was not seen within kill_wait
-
 
 class Cleanup:
     def __init__(self, m: DrainContext) -> None:
         self.m = m
+        self.ends = Ends(m)
         self._kills: set[str] = set()
         self._removals: set[str] = set()
         self._pause_kill_done = False
@@ -45,7 +46,7 @@ class Cleanup:
     def start(self) -> None:
         m = self.m
         bound = m.now + m.timings.cleanup_timeout
-        m.wake(("cleanup", ""), bound, lambda _: self._cleanup_timed_out())
+        m.wake(("cleanup", ""), bound, self._cleanup_timed_out)
         for ref in m.snapshot.containers:
             if ref.role not in DRAINED or ref.id in m.gone:
                 continue
@@ -63,7 +64,7 @@ class Cleanup:
         reason = "deadline" if self.m.now >= self.m.books.deadline else "cancelled"
         self._kills.add(t.name)
 
-        def sent(answer: object) -> None:
+        def sent(answer: Sent | EngineFailure) -> None:
             if isinstance(answer, WorkloadNotFound):
                 t.outcome = "missing"
             elif isinstance(answer, ENGINE_FAILURES):
@@ -74,22 +75,23 @@ class Cleanup:
                 if killed:
                     self.m.books.emit(ContainerForceKilled(**self.m.books.at(t), reason=reason))
                 waited = self.m.now + self.m.timings.kill_wait
-                self.m.wake(("killwait", t.name), waited, lambda _: confirmed(_UNCONFIRMED, killed))
-                wait = AwaitKilled(ref, answer.since)
-                self.m.do(("killed", t.name), wait, lambda answer: confirmed(answer, killed))
+                self.m.wake(("killwait", t.name), waited, lambda fired: confirmed(fired, killed))
+                end = lambda answer: confirmed(answer, killed)
+                self.ends.killed(("killed", t.name), ref, answer.since, end)
                 return
             self._killed(t)
 
-        def confirmed(answer: object, killed: bool) -> None:
-            self.m.cancel([("killwait", t.name), ("killed", t.name)])
-            if answer is _UNCONFIRMED:
-                pass  # its end never seen: the summary says it is unknown
+        def confirmed(answer: Exited | EngineFailure | Fired, killed: bool) -> None:
+            self.m.cancel([("killwait", t.name)])
+            self.ends.cancel(("killed", t.name))
+            if answer is Fired.FIRED:
+                pass  # not seen within kill_wait: the summary says its end is unknown
             elif isinstance(answer, WorkloadNotFound):
                 t.outcome = "missing"
             elif isinstance(answer, ENGINE_FAILURES):
                 self.m.failed(f"kill {t.name}", answer)
             else:
-                code = code_of(answer)
+                code = answer.code
                 # "killed" only for a death the kill caused (137); an exit of its own before
                 # the kill landed is told as the engine saw it: exited, with its code
                 by_kill = killed and code in (SIGKILLED, None)
@@ -116,7 +118,7 @@ class Cleanup:
             return
         self.m.pause_killed = True
 
-        def then(answer: object) -> None:
+        def then(answer: Done | EngineFailure) -> None:
             if isinstance(answer, ENGINE_FAILURES) and not isinstance(answer, WorkloadNotFound):
                 self.m.failed(f"kill {pause.name}", answer)
             self._pause_kill_done = True
@@ -127,7 +129,7 @@ class Cleanup:
     def _remove(self, ref: ContainerRef) -> None:
         self._removals.add(ref.name)
 
-        def then(answer: object) -> None:
+        def then(answer: Done | EngineFailure) -> None:
             self._removals.discard(ref.name)
             if isinstance(answer, ENGINE_FAILURES) and not isinstance(answer, WorkloadNotFound):
                 self.m.failed(f"remove {ref.name}", answer)
@@ -158,7 +160,7 @@ class Cleanup:
             self._drop_claim()
             return
 
-        def then(answer: object) -> None:
+        def then(answer: Done | EngineFailure) -> None:
             if isinstance(answer, ENGINE_FAILURES):
                 self.m.failed("remove volumes", answer)
             self._drop_claim()
@@ -169,10 +171,11 @@ class Cleanup:
         if self.m.record is None or not self.m.record_written or self.m.pause is None:
             self.m.finish()
             return
-        self.m.do(
-            ("dropclaim", ""), DropClaim(self.m.pause, self.m.record), lambda _: self.m.finish()
-        )
+        self.m.do(("dropclaim", ""), DropClaim(self.m.pause, self.m.record), self._claim_dropped)
 
-    def _cleanup_timed_out(self) -> None:
+    def _claim_dropped(self, _: Done | EngineFailure) -> None:
+        self.m.finish()
+
+    def _cleanup_timed_out(self, _: Fired) -> None:
         self.m.books.error(f"cleanup did not finish within {self.m.timings.cleanup_timeout:.0f} s")
         self.m.finish()

@@ -10,9 +10,10 @@ machine (:mod:`.core`) is one, with the claim; its states (:mod:`.pipelines`,
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar, cast
 
-from asyncdeploy._errors import EngineFailure, EngineUnavailable
+from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable
 from asyncdeploy._events import (
     ContainerEnd,
     ContainerExited,
@@ -24,22 +25,47 @@ from asyncdeploy._events import (
 from asyncdeploy.drivers._books import DrainBooks
 from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner
 from asyncdeploy.drivers.engine._drain.protocol import (
+    Answer,
+    Answers,
     Cancel,
     Command,
     Do,
     DrainTimings,
     EngineOp,
+    Fired,
     Key,
     Tell,
     Then,
     TrackedRef,
     Wake,
 )
-from asyncdeploy.drivers.engine._ops import ContainerRef, WorkloadSnapshot
+from asyncdeploy.drivers.engine._ops import (
+    CallNotSent,
+    CallUnanswered,
+    ContainerRef,
+    WorkloadSnapshot,
+)
 
-__all__ = ["DRAINED", "DrainContext"]
+__all__ = ["DRAINED", "DrainContext", "gives_up"]
 
 DRAINED = ("init", "run", "sidecar")  # the roles whose containers get a pipeline
+
+A = TypeVar("A")
+
+
+def gives_up(
+    now: float, *, deadline: float, unreachable_since: float, cleaning: bool, after: float
+) -> bool:
+    """Whether a call lost with the connection is no longer tried again.
+
+    Before the deadline the drain waits for the engine (a connection that blinks kills
+    nothing), unless it is cleaning up early (the caller's "kill now"); then the engine gets
+    ``after`` seconds from when it was lost. At or past the deadline it gets ``after`` seconds
+    from the later of the deadline and the loss.
+    """
+    if now >= deadline:
+        return now - max(unreachable_since, deadline) >= after
+    return cleaning and now - unreachable_since >= after
 
 
 class DrainContext:
@@ -84,7 +110,11 @@ class DrainContext:
         self.record: ClaimRecord | None = None  # this drain's, once it holds one
         self.record_written = False
         self.summary: DrainSummary | None = None
-        self._then: dict[Key, Then] = {}
+        # each key's continuation, typed by its operation at ``do`` (stored as taking any answer:
+        # only its own operation's answer is ever given to it under its key)
+        self._then: dict[Key, Callable[[Answer], None]] = {}
+        # the operation outstanding under each key, when it was asked, and its retries' pauses
+        self._asked: dict[Key, tuple[EngineOp, float, Iterator[float]]] = {}
 
     # --- the interface -----------------------------------------------------------------------
 
@@ -107,16 +137,99 @@ class DrainContext:
         out, self._out = self._out, []
         return out
 
-    def do(self, key: Key, operation: EngineOp, then: Then) -> None:
-        self._then[key] = then
-        self._out.append(Do(key, operation))
+    def do(self, key: Key, operation: Answers[A], then: Then[A]) -> None:
+        """Carry out ``operation``; its answer (or the ``EngineError`` it raised) goes to
+        ``then``, typed by the operation."""
+        op = cast(EngineOp, operation)
+        self._then[key] = cast(Callable[[Answer], None], then)
+        self._asked[key] = (op, self.now, self.timings.engine_call.pauses())
+        self._out.append(Do(key, op))
 
-    def wake(self, key: Key, at: float, then: Then) -> None:
-        self._then[key] = then
+    def wake(self, key: Key, at: float, then: Callable[[Fired], None]) -> None:
+        self._then[key] = cast(Callable[[Answer], None], then)
+        self._asked.pop(key, None)
         self._out.append(Wake(key, at))
+
+    def answer(self, key: Key, answer: Answer) -> None:
+        """Give ``answer`` to the continuation waiting under ``key`` (none: it was
+        cancelled, or replaced, meanwhile), unless it is a call lost with the connection that
+        is tried again (:meth:`_retried`)."""
+        asked = self._asked.pop(key, None)
+        if asked is not None and self._retried(key, asked, answer):
+            return
+        then = self._then.pop(key, None)
+        if then is not None:
+            then(answer)
+
+    def _retried(
+        self, key: Key, asked: tuple[EngineOp, float, Iterator[float]], answer: Answer
+    ) -> bool:
+        """The engine's reachability, from an operation's answer, and whether the operation is
+        asked again: a call lost with the connection is, after a pause, until the give-up rule
+        says no more, unless it may have landed and must not land twice (a stop signal: its
+        lost answer goes to its continuation, which knows what it means). A call the engine
+        took and never answered (``CallUnanswered``) is not asked again: the engine is not
+        answering, since the call went out."""
+        op, asked_at, pauses = asked
+        if not op.engine:
+            return False
+        if not isinstance(answer, ENGINE_FAILURES):
+            self.reached()
+            return False
+        if isinstance(answer, CallUnanswered):
+            self.unreachable(asked_at)
+            return False
+        if not isinstance(answer, EngineUnavailable):
+            return False  # an answer, if not a good one
+        if op.once and not isinstance(answer, CallNotSent):
+            return False  # it may have landed
+        self.unreachable(self.now)
+        if self.gives_up(self.now):
+            return False
+        then = self._then.get(key)
+        if then is None:
+            return False  # cancelled meanwhile: nobody waits for it
+        self._then[key] = lambda _: self._ask_again(key, op, then, pauses)
+        self._out.append(Wake(key, self.now + next(pauses)))
+        return True
+
+    def _ask_again(
+        self, key: Key, op: EngineOp, then: Callable[[Answer], None], pauses: Iterator[float]
+    ) -> None:
+        self._then[key] = then
+        self._asked[key] = (op, self.now, pauses)
+        self._out.append(Do(key, op))
+
+    # the give-up rule for calls lost with the connection
+
+    def unreachable(self, now: float) -> None:
+        if self.unreachable_since is None:
+            self.unreachable_since = now
+
+    def reached(self) -> None:
+        self.unreachable_since = None
+
+    def gives_up(self, now: float) -> bool:
+        since = now if self.unreachable_since is None else self.unreachable_since
+        return gives_up(
+            now,
+            deadline=self.books.deadline,
+            unreachable_since=since,
+            cleaning=self.cleaning,
+            after=self.timings.give_up_after,
+        )
+
+    def call_bound(self, now: float) -> float:
+        """How long one engine call may go unanswered from ``now``: to the deadline plus the
+        call margin, and at least that margin; once the engine was given up on, the give-up
+        margin alone."""
+        if self.lost:
+            return self.timings.give_up_after
+        return max(self.books.deadline, now) + self.timings.call_margin - now
 
     def cancel(self, keys: Iterable[Key]) -> None:
         for key in list(keys):
+            self._asked.pop(key, None)
             if self._then.pop(key, None) is not None:
                 self._out.append(Cancel(key))
 

@@ -1,16 +1,18 @@
 """One workload's engine drain as a state machine: observations in, commands out. Pure.
 
-The machine (this module: the shared books, the command plumbing, the claim) is told what happened (an operation's answer, a timer that fired, the caller's kill
-request, each with the time on the loop's clock) and says what to do next (an engine operation,
-a timer, a cancellation, an event: :mod:`.protocol`); it never awaits and never calls the
-engine, so every order and every fault is tested without one. The loop (:mod:`.loop`)
-carries the commands out over ``ContainerOps``.
+The machine (this module: the claim; the shared books and the command plumbing are
+:mod:`.context`'s) is told what happened (an operation's answer, a timer that fired, the
+caller's kill request, each with the time on the loop's clock) and says what to do next (an
+engine operation, a timer, a cancellation, an event: :mod:`.protocol`); it never awaits and
+never calls the engine, so every order and every fault is tested without one. The loop
+(:mod:`.loop`) carries the commands out over ``ContainerOps``.
 
 Its states, in the order a drain meets them:
 
-- **claiming**: the autoheal sidecar is removed (so it cannot resurrect a draining container)
-  while the drain is claimed by pausing the pause container: one call, and the only one before
-  the signals. A pause refused because it is paused already means another delete drains it.
+- **claiming**: the autoheal sidecar is killed and removed (so it cannot resurrect a draining
+  container) while the drain is claimed by pausing the pause container: one call, and the only
+  one before the signals. A pause refused because it is paused already means another delete
+  drains it.
 - **draining** (the owner, :mod:`.pipelines`): one pipeline per init and run container,
   then per sidecar, under the one deadline: its ``pre_stop`` hook, its stop signal (once), the
   wait for its exit. A drain still running ``record_delay`` after its start records its claim
@@ -27,13 +29,16 @@ Its states, in the order a drain meets them:
   ``cleanup_timeout``.
 - **done**: the summary, ``DrainFinished``.
 
-A failing step is a line in the summary and the drain goes on; an engine unreachable past the
-give-up rule (:func:`gives_up`) makes the containers whose end was not seen ``unreachable``.
+Every decision is made here, on answers: a call lost with the connection asked again or given
+up on, a lost stop answer, a restart, a hook against its container's death, the exit stream
+against the engine's wait or a look (:mod:`.ends`); the loop makes single calls. A failing step
+is a line in the summary and the drain goes on; an engine unreachable past the give-up rule
+(:func:`~.context.gives_up`) makes the containers whose end was not seen ``unreachable``.
 """
 
 from __future__ import annotations
 
-from asyncdeploy._errors import ENGINE_FAILURES, EngineUnavailable, WorkloadNotFound
+from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
 from asyncdeploy._events import (
     DrainStarted,
     SidecarRemoved,
@@ -44,14 +49,18 @@ from asyncdeploy.drivers.engine._drain.context import DrainContext
 from asyncdeploy.drivers.engine._drain.follow import Following
 from asyncdeploy.drivers.engine._drain.pipelines import OwnerDrain
 from asyncdeploy.drivers.engine._drain.protocol import (
+    Answer,
     Claim,
     ClaimSeen,
     Command,
+    Done,
     DrainTimings,
     Key,
+    Kill,
     LookPause,
     ReadClaim,
-    RemoveSidecar,
+    Remove,
+    Sent,
     Then,
 )
 from asyncdeploy.drivers.engine._ops import (
@@ -61,22 +70,7 @@ from asyncdeploy.drivers.engine._ops import (
     WorkloadSnapshot,
 )
 
-__all__ = ["WorkloadDrain", "gives_up"]
-
-
-def gives_up(
-    now: float, *, deadline: float, unreachable_since: float, cleaning: bool, after: float
-) -> bool:
-    """Whether a call lost with the connection is no longer tried again.
-
-    Before the deadline the drain waits for the engine (a connection that blinks kills
-    nothing), unless it is cleaning up early (the caller's "kill now"); then the engine gets
-    ``after`` seconds from when it was lost. At or past the deadline it gets ``after`` seconds
-    from the later of the deadline and the loss.
-    """
-    if now >= deadline:
-        return now - max(unreachable_since, deadline) >= after
-    return cleaning and now - unreachable_since >= after
+__all__ = ["WorkloadDrain"]
 
 
 class WorkloadDrain(DrainContext):
@@ -125,19 +119,20 @@ class WorkloadDrain(DrainContext):
             )
         )
         for ref in self.snapshot.containers:
-            if ref.role == "autoheal":
+            if ref.role == "autoheal":  # nothing to drain: killed (when it runs) and removed
                 self._opening.add(ref.name)
-                self.do(("sidecar", ref.name), RemoveSidecar(ref), self._sidecar_removed(ref))
+                if ref.running:
+                    self.do(("sidecar", ref.name), Kill(ref), self._sidecar_killed(ref))
+                else:
+                    self._remove_sidecar(ref)
         self._opening.add("")
         self._claim()
         return self._flush()
 
-    def observe(self, key: Key, answer: object, now: float) -> list[Command]:
-        """An operation's answer (or None: a timer fired) under ``key``, at ``now``."""
+    def observe(self, key: Key, answer: Answer, now: float) -> list[Command]:
+        """An operation's answer (or ``Fired.FIRED``: a timer) under ``key``, at ``now``."""
         self.now = max(self.now, now)
-        then = self._then.pop(key, None)
-        if then is not None:
-            then(answer)
+        self.answer(key, answer)
         return self._flush()
 
     def kill(self, now: float) -> list[Command]:
@@ -148,33 +143,22 @@ class WorkloadDrain(DrainContext):
             self.clean_up()
         return self._flush()
 
-    # the carrier's give-up rule for calls lost with the connection
-    def unreachable(self, now: float) -> None:
-        if self.unreachable_since is None:
-            self.unreachable_since = now
-
-    def reached(self) -> None:
-        self.unreachable_since = None
-
-    def gives_up(self, now: float) -> bool:
-        since = now if self.unreachable_since is None else self.unreachable_since
-        return gives_up(
-            now,
-            deadline=self.books.deadline,
-            unreachable_since=since,
-            cleaning=self.cleaning,
-            after=self.timings.give_up_after,
-        )
-
-    def call_bound(self, now: float) -> float:
-        """How long one engine call may go unanswered from ``now``: to the deadline plus the
-        call margin, and at least that margin."""
-        return max(self.books.deadline, now) + self.timings.call_margin - now
-
     # --- commands ----------------------------------------------------------------------------
 
-    def _sidecar_removed(self, ref: ContainerRef) -> Then:
-        def then(answer: object) -> None:
+    def _sidecar_killed(self, ref: ContainerRef) -> Then[Sent]:
+        def then(answer: Sent | EngineFailure) -> None:
+            if isinstance(answer, ENGINE_FAILURES):  # gone already, or a failure to tell
+                self._sidecar_removed(ref)(answer)
+            else:
+                self._remove_sidecar(ref)
+
+        return then
+
+    def _remove_sidecar(self, ref: ContainerRef) -> None:
+        self.do(("sidecar", ref.name), Remove(ref), self._sidecar_removed(ref))
+
+    def _sidecar_removed(self, ref: ContainerRef) -> Then[Done]:
+        def then(answer: Done | EngineFailure) -> None:
             if isinstance(answer, ENGINE_FAILURES) and not isinstance(answer, WorkloadNotFound):
                 self.failed(f"remove {ref.name}", answer)
             else:
@@ -208,12 +192,12 @@ class WorkloadDrain(DrainContext):
             record = new_record(self.me, started=started, grace=self.books.grace)
             self.do(("claim", ""), Claim(pause, record), self._claimed(record))
 
-    def _claim_read(self, answer: object) -> None:
+    def _claim_read(self, answer: ClaimSeen | EngineFailure) -> None:
         held = isinstance(answer, ClaimSeen) and answer.record is not None
         self._opened("", owner=not held)
 
-    def _claimed(self, record: ClaimRecord) -> Then:
-        def then(answer: object) -> None:
+    def _claimed(self, record: ClaimRecord) -> Then[ClaimAnswer]:
+        def then(answer: ClaimAnswer | EngineFailure) -> None:
             pause = self.pause
             assert pause is not None
             if answer is ClaimAnswer.CLAIMED:
@@ -234,13 +218,13 @@ class WorkloadDrain(DrainContext):
 
         return then
 
-    def _pause_looked(self, answer: object) -> None:
+    def _pause_looked(self, answer: ContainerLook | EngineFailure | None) -> None:
         if isinstance(answer, EngineUnavailable):
             self.failed(f"claim the drain of {self.name}", answer)
         paused = isinstance(answer, ContainerLook) and answer.paused
         self._opened("", owner=not paused)
 
-    def _claim_by_record(self, answer: object) -> None:
+    def _claim_by_record(self, answer: ClaimSeen | EngineFailure) -> None:
         if not isinstance(answer, ClaimSeen):
             self._opened("", owner=True)  # nothing can be recorded: it drains unclaimed
             return

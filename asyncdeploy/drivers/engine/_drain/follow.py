@@ -14,22 +14,29 @@ dead owner had signalled (its record, and the engine's own kill events, say whic
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from asyncdeploy._errors import ENGINE_FAILURES, WorkloadNotFound
+from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, WorkloadNotFound
 from asyncdeploy.drivers.engine._claim import ClaimRecord, new_record
 from asyncdeploy.drivers.engine._drain.context import DrainContext
 from asyncdeploy.drivers.engine._drain.protocol import (
     SIGKILLED,
     ClaimSeen,
+    Done,
+    Fired,
     FollowLook,
+    FollowStream,
     LookPause,
+    NoStream,
     OwnerAlive,
+    OwnerState,
     ReadClaim,
+    Seen,
     SignalledBefore,
+    Then,
     WriteClaim,
 )
-from asyncdeploy.drivers.engine._ops import ContainerLook
+from asyncdeploy.drivers.engine._ops import ContainerLook, ContainerRef
 
 __all__ = ["Following"]
 
@@ -62,17 +69,31 @@ class Following:
         fresh = self.m.now - self._fresh_at >= self.m.timings.follow_look_every
         if fresh:
             self._fresh_at = self.m.now
-        look = FollowLook(refs, fresh=fresh, since=0, until=self.m.now + self._poll)
+        until = self.m.now + self._poll
         self._poll = min(self._poll * 2, self.m.timings.follow.longest)
-        self.m.do(("follow", ""), look, self._followed)
+        if fresh:
+            self.m.do(("follow", ""), FollowLook(refs), self._followed)
+        else:  # the exit stream tells, once it reports something (or at the step's end)
+            self.m.do(("follow", ""), FollowStream(refs, until), self._streamed(refs, until))
 
-    def _followed(self, answer: object) -> None:
+    def _streamed(self, refs: tuple[ContainerRef, ...], until: float) -> Then[Seen | NoStream]:
+        def then(answer: Seen | NoStream | EngineFailure) -> None:
+            if answer is NoStream.LOST:  # nothing else to go by: a look, at the step's end
+                self.m.wake(("follow", ""), until, lambda _: self._look(refs))
+            else:
+                self._followed(answer)
+
+        return then
+
+    def _look(self, refs: tuple[ContainerRef, ...]) -> None:
+        self.m.do(("follow", ""), FollowLook(refs), self._followed)
+
+    def _followed(self, answer: Seen | EngineFailure) -> None:
         if isinstance(answer, ENGINE_FAILURES):
             self.m.failed(f"follow {self.m.name}", answer)
             self.m.finish()
             return
-        assert isinstance(answer, dict)
-        self._seen(answer)
+        self._seen(answer.looks)
         if all(r.id in self.m.gone for r in self.m.snapshot.containers):
             self.m.finish()
         elif self.m.pause is None or self.m.pause.id in self.m.gone or self.m.now < self._check_at:
@@ -82,7 +103,7 @@ class Following:
         else:
             self.m.do(("follow", ""), OwnerAlive(self._owner_record.owner), self._owner_alive)
 
-    def _seen(self, looks: dict[str, ContainerLook | None]) -> None:
+    def _seen(self, looks: Mapping[str, ContainerLook | None]) -> None:
         for ref in self.m.snapshot.containers:
             if ref.id in self.m.gone or ref.id not in looks:
                 continue
@@ -95,12 +116,12 @@ class Following:
                 code = look.exit_code
                 self.m.exited(tracked, code, "killed" if code == SIGKILLED else "exited")
 
-    def _owner_read(self, answer: object) -> None:
+    def _owner_read(self, answer: ClaimSeen | EngineFailure) -> None:
         if isinstance(answer, ENGINE_FAILURES):
             self.m.failed(f"follow {self.m.name}", answer)
             self.m.finish()
             return
-        seen = answer if isinstance(answer, ClaimSeen) else ClaimSeen(None, None)
+        seen = answer
         record = seen.record
         if record is None:  # nobody drains it, or its owner just finished: is the pause there?
             assert self.m.pause is not None
@@ -112,7 +133,7 @@ class Following:
             self._owner_record = record
             self._owner_checked()
 
-    def _pause_looked(self, answer: object) -> None:
+    def _pause_looked(self, answer: ContainerLook | EngineFailure | None) -> None:
         pause = self.m.pause
         assert pause is not None
         if answer is None:  # gone: the owner finished (its record with it)
@@ -125,10 +146,10 @@ class Following:
             self.m.state = "taking-over"  # no record by now: nobody drains it
             self.take_over(None, own_deadline=False)
 
-    def _owner_alive(self, answer: object) -> None:
+    def _owner_alive(self, answer: OwnerState | EngineFailure) -> None:
         record = self._owner_record
         assert record is not None and self.m.pause is not None
-        if self._owner_dead(record, answer if isinstance(answer, bool) else None):
+        if self._owner_dead(record, answer.alive if isinstance(answer, OwnerState) else None):
             self._owner_record = None  # read it afresh: another follower may have taken over
             self.m.do(("follow", ""), ReadClaim(self.m.pause), self._owner_read)
         else:
@@ -152,8 +173,8 @@ class Following:
             self.m.signalled.update(stale.signalled)
         refs = tuple(t.ref for t in self.m.tracked)
 
-        def signalled(answer: object) -> None:
-            if isinstance(answer, frozenset):
+        def signalled(answer: frozenset[str] | EngineFailure) -> None:
+            if not isinstance(answer, ENGINE_FAILURES):  # (else: the record alone says)
                 self.m.signalled.update(answer)
             self.m.record = new_record(
                 self.m.me,
@@ -163,16 +184,16 @@ class Following:
             )
             self.m.do(("takeover", ""), WriteClaim(pause, self.m.record), written)
 
-        def written(answer: object) -> None:
+        def written(answer: Done | EngineFailure) -> None:
             if isinstance(answer, WorkloadNotFound):
                 self.m.record = None  # the pause is gone: nothing to claim any more
             at = self.m.now + self.m.timings.takeover_settle
-            self.m.wake(("takeover", ""), at, lambda _: settled())
+            self.m.wake(("takeover", ""), at, settled)
 
-        def settled() -> None:
+        def settled(_: Fired) -> None:
             self.m.do(("takeover", ""), ReadClaim(pause), read_back)
 
-        def read_back(answer: object) -> None:
+        def read_back(answer: ClaimSeen | EngineFailure) -> None:
             now_held = answer.record if isinstance(answer, ClaimSeen) else None
             mine = self.m.record
             if mine is None or (now_held is not None and now_held.token != mine.token):

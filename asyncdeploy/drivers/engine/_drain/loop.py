@@ -6,11 +6,12 @@ a value), a timer, a cancellation of an earlier command, an event handed to the 
 come back through one channel, each under the key it was asked under; an answer to a command
 cancelled or replaced meanwhile is dropped.
 
-Engine calls lost with the connection are tried again with backoff until the machine's give-up
-rule says no more (a connection that blinks kills nothing); a stop signal is sent again only
-when it surely never reached the engine. No call waits for ever: each is bounded by the
-drain's deadline plus ``give_up_after`` (once the engine was given up on, by that margin
-alone), and one that is not answered in time is an engine that is not answering.
+Each operation is a single engine call, a wait on the exit stream, or a timer; none is tried
+again here: a call lost with the connection is answered as such, and the machine asks it again
+(its give-up rule: a connection that blinks kills nothing). No call waits for ever: each is
+bounded by the machine's :meth:`~.context.DrainContext.call_bound` (the deadline plus
+``call_margin``; once the engine was given up on, ``give_up_after``), and one that is not
+answered in time is answered ``CallUnanswered``: an engine that is not answering.
 
 The caller's cancellation is the kill request: it reaches every machine as one observation
 (:meth:`~.core.WorkloadDrain.kill`), converted here, once; the machines then kill what
@@ -33,32 +34,40 @@ from asyncdeploy.drivers.engine._drain import calls as waits
 from asyncdeploy.drivers.engine._drain.calls import ContainerOps
 from asyncdeploy.drivers.engine._drain.core import WorkloadDrain
 from asyncdeploy.drivers.engine._drain.protocol import (
-    AwaitExit,
-    AwaitKilled,
+    Answer,
     Cancel,
     Claim,
     ClaimSeen,
     Command,
     Do,
+    Done,
     DrainTimings,
     DropClaim,
     EngineOp,
+    Exited,
+    Fired,
     FollowLook,
+    FollowStream,
     Key,
     Kill,
     KillPause,
+    Look,
     LookPause,
     OwnerAlive,
+    OwnerState,
     ReadClaim,
     Remove,
-    RemoveSidecar,
     RemoveVolumes,
     RunHook,
     Sent,
     Signal,
     SignalledBefore,
     Stop,
+    StreamExit,
+    StreamSettled,
     Tell,
+    WaitExit,
+    WaitKilled,
     Wake,
     WriteClaim,
 )
@@ -82,7 +91,7 @@ class DrainLoop:
         self._scopes: dict[_Slot, anyio.CancelScope] = {}
         self._serial = 0
         self._current: dict[_Slot, int] = {}
-        self._send, self._receive = anyio.create_memory_object_stream[tuple[int, Key, int, object]](
+        self._send, self._receive = anyio.create_memory_object_stream[tuple[int, Key, int, Answer]](
             math.inf
         )
 
@@ -103,7 +112,7 @@ class DrainLoop:
         try:
             await anyio.sleep_forever()
         finally:  # cancelled: by the caller (kill now), or by run() at its end
-            self._send.send_nowait((-1, ("kill", ""), 0, None))
+            self._send.send_nowait((-1, ("kill", ""), 0, Fired.FIRED))
 
     async def _until_finished(self, tasks: TaskGroup) -> None:
         if all(m.finished for m in self._machines):
@@ -142,7 +151,7 @@ class DrainLoop:
     async def _one(
         self, index: int, command: Wake | Do, serial: int, scope: anyio.CancelScope
     ) -> None:
-        answer: object = None
+        answer: Answer = Fired.FIRED
         with scope:
             if isinstance(command, Wake):
                 await anyio.sleep_until(command.at)
@@ -153,53 +162,64 @@ class DrainLoop:
                     answer = exc
             self._send.send_nowait((index, command.key, serial, answer))
 
-    async def _operate(self, m: WorkloadDrain, op: EngineOp) -> object:
+    async def _operate(self, m: WorkloadDrain, op: EngineOp) -> Answer:
         ops, calls = self.ops, self.calls
 
-        def call(fn: Callable[[], Awaitable[T]], *, once: bool = False) -> Awaitable[T]:
-            return calls.call(m, fn, once=once)
+        bound = m.call_bound
 
-        if isinstance(op, RemoveSidecar):
-            if op.ref.running:
-                await call(lambda: ops.signal(op.ref, "SIGKILL"))  # nothing to drain
-            await call(lambda: ops.remove(op.ref))
-            return None
+        def call(fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:
+            return calls.call(bound, fn)
+
         if isinstance(op, Claim):
             return await call(lambda: ops.claim(op.pause, op.record))
         if isinstance(op, LookPause):
             return await call(lambda: ops.look(op.pause))
+        if isinstance(op, Look):
+            return await call(lambda: ops.look(op.ref))
         if isinstance(op, ReadClaim):
             record = await call(lambda: ops.read_claim(op.pause))
             return ClaimSeen(record, None if record is None else record.owner.alive())
         if isinstance(op, OwnerAlive):
-            return op.owner.alive()
+            return OwnerState(op.owner.alive())
         if isinstance(op, WriteClaim):
-            return await call(lambda: ops.write_claim(op.pause, op.record))
+            await call(lambda: ops.write_claim(op.pause, op.record))
+            return Done.DONE
         if isinstance(op, DropClaim):
-            return await call(lambda: ops.drop_claim(op.pause, op.record))
+            await call(lambda: ops.drop_claim(op.pause, op.record))
+            return Done.DONE
         if isinstance(op, SignalledBefore):
             return await call(lambda: ops.signalled_since_pause(op.pause, op.refs))
         if isinstance(op, RunHook):
             return await calls.hook(op.ref, op.pause)
-        if isinstance(op, Signal):
-            return await calls.stop_signal(m, op.ref)
+        if isinstance(op, Signal | Kill):
+            # the exit stream's mark before it: an exit before now (a crash in the hook) is
+            # not this signal's
+            since, before_stream = self.exits.mark(), not self.exits.opened
+            signal = "SIGKILL" if isinstance(op, Kill) else op.ref.stop_signal
+            delivered = await call(lambda: ops.signal(op.ref, signal))
+            return Sent(delivered, since, before_stream)
         if isinstance(op, Stop):
-            return await calls.stop(m, op.ref, op.timeout)
-        if isinstance(op, AwaitExit):
-            return await calls.exit_of(m, op)
-        if isinstance(op, Kill):
-            since = self.exits.mark()
-            delivered = await call(lambda: ops.signal(op.ref, "SIGKILL"))
-            return Sent(delivered, since, before_stream=not self.exits.opened)
-        if isinstance(op, AwaitKilled):
-            return await calls.killed(m, op.ref, op.since)
+            return Exited(await call(lambda: ops.stop(op.ref, op.timeout)))
+        if isinstance(op, WaitExit):
+            return Exited(await call(lambda: ops.wait_exit(op.ref)))
+        if isinstance(op, WaitKilled):
+            return Exited(await call(lambda: ops.wait_killed(op.ref)))
+        if isinstance(op, StreamExit):
+            return await calls.stream_exit(op.ref, op.since)
+        if isinstance(op, StreamSettled):
+            return await calls.stream_settled(op.ref, op.since)
         if isinstance(op, KillPause):
             await call(lambda: ops.signal(op.pause, "SIGKILL"))
-            return None
+            return Done.DONE
         if isinstance(op, Remove):
-            return await call(lambda: ops.remove(op.ref))
+            await call(lambda: ops.remove(op.ref))
+            return Done.DONE
         if isinstance(op, RemoveVolumes):
-            return await call(lambda: ops.remove_volumes(op.owner))
+            await call(lambda: ops.remove_volumes(op.owner))
+            return Done.DONE
         if isinstance(op, FollowLook):
-            return await calls.follow(m, op)
+            return await calls.follow_look(bound, op)
+        if isinstance(op, FollowStream):
+            return await calls.follow_stream(op)
+
         raise AssertionError(f"no such operation: {op!r}")

@@ -9,8 +9,9 @@ raised, as a value: the core (:mod:`.core`) never awaits and never calls the eng
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeAlias
+import enum
+from collections.abc import Callable, Mapping
+from typing import ClassVar, Generic, TypeAlias, TypeVar
 
 import attrs
 
@@ -19,43 +20,54 @@ from asyncdeploy._errors import EngineFailure
 from asyncdeploy._events import Event
 from asyncdeploy.drivers._books import TrackedContainer
 from asyncdeploy.drivers.engine._claim import ClaimRecord, Owner
-from asyncdeploy.drivers.engine._ops import ContainerRef
+from asyncdeploy.drivers.engine._ops import ClaimAnswer, ContainerLook, ContainerRef
 
 __all__ = [
     "SIGKILLED",
     "Answer",
+    "Answers",
     "AwaitExit",
-    "AwaitKilled",
     "Cancel",
     "Claim",
     "ClaimSeen",
     "Command",
     "Do",
+    "Done",
     "DrainTimings",
     "DropClaim",
     "EngineOp",
+    "Exited",
+    "Fired",
     "FollowLook",
+    "FollowStream",
     "Hooked",
     "Key",
     "Kill",
     "KillPause",
+    "Look",
     "LookPause",
+    "NoStream",
     "OwnerAlive",
+    "OwnerState",
     "ReadClaim",
     "Remove",
-    "RemoveSidecar",
     "RemoveVolumes",
     "RunHook",
+    "Seen",
     "Sent",
+    "Settled",
     "Signal",
     "SignalledBefore",
     "Stop",
+    "StreamExit",
+    "StreamSettled",
     "Tell",
     "Then",
     "TrackedRef",
+    "WaitExit",
+    "WaitKilled",
     "Wake",
     "WriteClaim",
-    "code_of",
 ]
 
 
@@ -90,178 +102,6 @@ class DrainTimings:
 Key: TypeAlias = tuple[str, str]  # (step, container name or ""): one outstanding command each
 
 
-# --- engine operations (the loop answers each with its result, or an EngineError) -----------
-
-
-@attrs.frozen
-class RemoveSidecar:
-    """SIGKILL (when running) and remove an autoheal sidecar → None."""
-
-    ref: ContainerRef
-
-
-@attrs.frozen
-class Claim:
-    """Claim the drain, atomically on the engine → :class:`~._ops.ClaimAnswer`. Where
-    the claim is the record (Docker: a volume created with it), ``record`` is written at once."""
-
-    pause: ContainerRef
-    record: ClaimRecord
-
-
-@attrs.frozen
-class LookPause:
-    """The pause container's state → ``ContainerLook | None``."""
-
-    pause: ContainerRef
-
-
-@attrs.frozen
-class ReadClaim:
-    """The claim record → :class:`ClaimSeen` (whether its owner lives is read by the loop)."""
-
-    pause: ContainerRef
-
-
-@attrs.frozen
-class OwnerAlive:
-    """Whether the process ``owner`` still runs → ``bool | None`` (None: not from here)."""
-
-    owner: Owner
-
-
-@attrs.frozen
-class WriteClaim:
-    """Write (or replace) the claim record → None."""
-
-    pause: ContainerRef
-    record: ClaimRecord
-
-
-@attrs.frozen
-class DropClaim:
-    """Remove this drain's claim record once its pause container is gone → None."""
-
-    pause: ContainerRef
-    record: ClaimRecord
-
-
-@attrs.frozen
-class SignalledBefore:
-    """The names of ``refs`` the engine saw signalled (its kill events) since its pause →
-    ``frozenset[str]``: what a dead owner had signalled, from the engine's own record."""
-
-    pause: ContainerRef
-    refs: tuple[ContainerRef, ...]
-
-
-@attrs.frozen
-class RunHook:
-    """The container's ``pre_stop`` hook (exec, or the HTTP GET sent to ``pause``'s address),
-    ended early by the container's death → :class:`Hooked`."""
-
-    ref: ContainerRef
-    pause: ContainerRef | None
-
-
-@attrs.frozen
-class Signal:
-    """Send the stop signal once (sent again only when it surely never reached the engine, or
-    refused while the container restarts) → :class:`Sent`."""
-
-    ref: ContainerRef
-
-
-@attrs.frozen
-class Stop:
-    """The engine's stop with ``timeout`` (a restart policy a kill would undo) → exit code."""
-
-    ref: ContainerRef
-    timeout: float
-
-
-@attrs.frozen
-class AwaitExit:
-    """The exit code of the container's first death after mark ``since``: from the exit
-    stream, else the engine's wait; ``restartable``: a death during a restart does not count."""
-
-    ref: ContainerRef
-    since: int
-    before_stream: bool
-    restartable: bool = False
-    wait_only: bool = False  # not signalled (it was not running): the engine's wait
-
-
-@attrs.frozen
-class Kill:
-    """SIGKILL → :class:`Sent`."""
-
-    ref: ContainerRef
-
-
-@attrs.frozen
-class AwaitKilled:
-    """The exit code of a container just sent SIGKILL (the stream, or the engine's answer)."""
-
-    ref: ContainerRef
-    since: int
-
-
-@attrs.frozen
-class KillPause:
-    """SIGKILL the pause container → None."""
-
-    pause: ContainerRef
-
-
-@attrs.frozen
-class Remove:
-    """Force-remove → None (a removal in progress elsewhere is waited for)."""
-
-    ref: ContainerRef
-
-
-@attrs.frozen
-class RemoveVolumes:
-    """Remove the volumes asyncdeploy created for the plan ``owner`` that nothing uses → None."""
-
-    owner: str
-
-
-@attrs.frozen
-class FollowLook:
-    """What became of ``refs`` (a follower's view) → ``dict[id, ContainerLook | None]`` for the
-    ones whose state is known: a look at each when ``fresh`` (or without a usable exit stream),
-    else what the exit stream reported since mark ``since``, once something did or at ``until``."""
-
-    refs: tuple[ContainerRef, ...]
-    fresh: bool
-    since: int
-    until: float
-
-
-EngineOp: TypeAlias = (
-    RemoveSidecar
-    | Claim
-    | LookPause
-    | ReadClaim
-    | OwnerAlive
-    | WriteClaim
-    | DropClaim
-    | SignalledBefore
-    | RunHook
-    | Signal
-    | Stop
-    | AwaitExit
-    | Kill
-    | AwaitKilled
-    | KillPause
-    | Remove
-    | RemoveVolumes
-    | FollowLook
-)
-
-
 # --- answers that are more than one value -----------------------------------------------------
 
 
@@ -277,6 +117,8 @@ class Sent:
 
 @attrs.frozen
 class Hooked:
+    """A ``pre_stop`` hook's answer."""
+
     exit_code: int | None
     failed: bool  # it could not run, or its container died under it: on to the signal
     error: EngineFailure | None = None  # a failure worth a line in the summary
@@ -284,8 +126,294 @@ class Hooked:
 
 @attrs.frozen
 class ClaimSeen:
+    """A claim record as read, and whether its owner lives."""
+
     record: ClaimRecord | None
     owner_alive: bool | None  # None: its owner cannot be told from here (another host)
+
+
+@attrs.frozen
+class Settled:
+    """The exit stream, settled: its mark ``since``, whether it reported the container's death
+    after it, whether it is lost."""
+
+    since: int
+    reported: bool
+    lost: bool
+
+
+@attrs.frozen
+class Exited:
+    """A container's end: its exit code (None: the engine gave none)."""
+
+    code: int | None
+
+
+@attrs.frozen
+class Seen:
+    """A follower's view: the state of each container (by id) whose state is known; None:
+    gone."""
+
+    looks: Mapping[str, ContainerLook | None]
+
+
+@attrs.frozen
+class OwnerState:
+    """Whether a claim's owner process still runs (None: not from here)."""
+
+    alive: bool | None
+
+
+class Done(enum.Enum):
+    """The answer of an operation that returns nothing: it was carried out."""
+
+    DONE = enum.auto()
+
+
+class NoStream(enum.Enum):
+    """The exit stream cannot tell (it was lost, or could not be opened): an engine call
+    must."""
+
+    LOST = enum.auto()
+
+
+class Fired(enum.Enum):
+    """A timer's answer (:class:`Wake`)."""
+
+    FIRED = enum.auto()
+
+
+# --- engine operations (the loop answers each with its answer, or the EngineError it raised) --
+
+A = TypeVar("A")
+
+
+class Answers(Generic[A]):
+    """An engine operation that answers an ``A`` (or the ``EngineError`` it raised): the
+    core's continuation for it is typed by it (:meth:`~.context.DrainContext.do`).
+
+    An operation lost with the connection is asked again by the core, after a pause, until its
+    give-up rule says no more; unless it is ``once`` (it may have landed: a stop signal), or not
+    an engine call whose answer says whether the engine is reached (``engine``)."""
+
+    __slots__ = ()
+    once: ClassVar[bool] = False
+    engine: ClassVar[bool] = True
+
+
+@attrs.frozen
+class Claim(Answers[ClaimAnswer]):
+    """Claim the drain, atomically on the engine → :class:`~._ops.ClaimAnswer`. Where
+    the claim is the record (Docker: a volume created with it), ``record`` is written at once."""
+
+    pause: ContainerRef
+    record: ClaimRecord
+
+
+@attrs.frozen
+class Look(Answers[ContainerLook | None]):
+    """A container's state → ``ContainerLook | None`` (None: it is gone)."""
+
+    ref: ContainerRef
+
+
+@attrs.frozen
+class LookPause(Answers[ContainerLook | None]):
+    """The pause container's state → ``ContainerLook | None``."""
+
+    pause: ContainerRef
+
+
+@attrs.frozen
+class ReadClaim(Answers[ClaimSeen]):
+    """The claim record → :class:`ClaimSeen` (whether its owner lives is read by the loop)."""
+
+    pause: ContainerRef
+
+
+@attrs.frozen
+class OwnerAlive(Answers[OwnerState]):
+    """Whether the process ``owner`` still runs → :class:`OwnerState`."""
+
+    engine: ClassVar[bool] = False  # read from this host
+    owner: Owner
+
+
+@attrs.frozen
+class WriteClaim(Answers[Done]):
+    """Write (or replace) the claim record → ``Done``."""
+
+    pause: ContainerRef
+    record: ClaimRecord
+
+
+@attrs.frozen
+class DropClaim(Answers[Done]):
+    """Remove this drain's claim record once its pause container is gone → ``Done``."""
+
+    pause: ContainerRef
+    record: ClaimRecord
+
+
+@attrs.frozen
+class SignalledBefore(Answers[frozenset[str]]):
+    """The names of ``refs`` the engine saw signalled (its kill events) since its pause →
+    ``frozenset[str]``: what a dead owner had signalled, from the engine's own record."""
+
+    pause: ContainerRef
+    refs: tuple[ContainerRef, ...]
+
+
+@attrs.frozen
+class RunHook(Answers[Hooked]):
+    """The container's ``pre_stop`` hook (exec, or the HTTP GET sent to ``pause``'s address)
+    → :class:`Hooked` (a failure is its answer: on to the signal)."""
+
+    engine: ClassVar[bool] = False  # its failures are its answer (on to the signal)
+    ref: ContainerRef
+    pause: ContainerRef | None
+
+
+@attrs.frozen
+class StreamExit(Answers[Exited | NoStream]):
+    """The container's first death after mark ``since`` (-1: from now on), as the exit stream
+    reports it → :class:`Exited`, or ``NoStream.LOST`` once the stream is lost (or never
+    opened)."""
+
+    engine: ClassVar[bool] = False
+    ref: ContainerRef
+    since: int = -1
+
+
+@attrs.frozen
+class StreamSettled(Answers[Settled]):
+    """Once the exit stream is open (or known lost) → :class:`Settled`: whether it reported a
+    death of ``ref`` after mark ``since`` (-1: the mark now, which it answers with)."""
+
+    engine: ClassVar[bool] = False
+    ref: ContainerRef
+    since: int
+
+
+@attrs.frozen
+class WaitExit(Answers[Exited]):
+    """The engine's wait for the container to stop → :class:`Exited`."""
+
+    ref: ContainerRef
+
+
+@attrs.frozen
+class WaitKilled(Answers[Exited]):
+    """The engine's wait for a container just sent SIGKILL (it waits on nothing else) →
+    :class:`Exited`."""
+
+    ref: ContainerRef
+
+
+@attrs.frozen
+class Signal(Answers[Sent]):
+    """Send the stop signal, one call → :class:`Sent`. Asked again only when it surely never
+    reached the engine (``CallNotSent``); a lost answer is its continuation's (it may have
+    landed), as is a refusal while the container restarts."""
+
+    once: ClassVar[bool] = True
+    ref: ContainerRef
+
+
+@attrs.frozen
+class Stop(Answers[Exited]):
+    """The engine's stop with ``timeout`` (a restart policy a kill would undo) → :class:`Exited`;
+    one call (a lost answer is its continuation's: the container stops all the same)."""
+
+    once: ClassVar[bool] = True
+    ref: ContainerRef
+    timeout: float
+
+
+@attrs.frozen
+class AwaitExit:
+    """A wait for the container's first death after mark ``since`` (-1: from the wait's
+    start), not an operation: the core's (:mod:`.ends`) from the exit stream, the engine's wait
+    and looks; ``restartable``: a death during a restart does not count."""
+
+    ref: ContainerRef
+    since: int
+    before_stream: bool
+    restartable: bool = False
+    wait_only: bool = False  # not signalled (it was not running): the engine's wait
+
+
+@attrs.frozen
+class Kill(Answers[Sent]):
+    """SIGKILL → :class:`Sent`."""
+
+    ref: ContainerRef
+
+
+@attrs.frozen
+class KillPause(Answers[Done]):
+    """SIGKILL the pause container → ``Done``."""
+
+    pause: ContainerRef
+
+
+@attrs.frozen
+class Remove(Answers[Done]):
+    """Force-remove → ``Done`` (a removal in progress elsewhere is waited for)."""
+
+    ref: ContainerRef
+
+
+@attrs.frozen
+class RemoveVolumes(Answers[Done]):
+    """Remove the volumes asyncdeploy created for the plan ``owner`` that nothing uses →
+    ``Done``."""
+
+    owner: str
+
+
+@attrs.frozen
+class FollowLook(Answers[Seen]):
+    """What became of ``refs`` (a follower's view), a look at each → :class:`Seen`."""
+
+    refs: tuple[ContainerRef, ...]
+
+
+@attrs.frozen
+class FollowStream(Answers[Seen | NoStream]):
+    """What became of ``refs`` (a follower's view) as the exit stream tells it, once it reports
+    a death or a removal of one of them, or at ``until`` → :class:`Seen` (the ones whose state
+    it knows); ``NoStream.LOST`` at once when it cannot tell (it waits for the stream's
+    opening until then)."""
+
+    engine: ClassVar[bool] = False
+    refs: tuple[ContainerRef, ...]
+    until: float
+
+
+EngineOp: TypeAlias = (
+    Claim
+    | Look
+    | LookPause
+    | ReadClaim
+    | OwnerAlive
+    | WriteClaim
+    | DropClaim
+    | SignalledBefore
+    | RunHook
+    | Signal
+    | Stop
+    | Kill
+    | KillPause
+    | Remove
+    | RemoveVolumes
+    | FollowLook
+    | FollowStream
+    | StreamExit
+    | StreamSettled
+    | WaitExit
+    | WaitKilled
+)
 
 
 # --- commands ---------------------------------------------------------------------------------
@@ -301,7 +429,7 @@ class Do:
 
 @attrs.frozen
 class Wake:
-    """Answer under ``key`` (with None) at ``at`` on the loop's clock."""
+    """Answer under ``key`` (with ``Fired.FIRED``) at ``at`` on the loop's clock."""
 
     key: Key
     at: float
@@ -322,8 +450,26 @@ class Tell:
 
 
 Command: TypeAlias = Do | Wake | Cancel | Tell
-Answer: TypeAlias = object  # an operation's result, an EngineError, or None for a Wake
-Then: TypeAlias = Callable[[Answer], None]  # what the core does with an answer
+# What the core is told under a key: an operation's answer, the EngineError it raised, or a
+# timer that fired. Each continuation takes only its own operation's (``Then[A]``).
+Answer: TypeAlias = (
+    Done
+    | ClaimAnswer
+    | ContainerLook
+    | ClaimSeen
+    | OwnerState
+    | frozenset[str]
+    | Hooked
+    | Sent
+    | Exited
+    | Seen
+    | Settled
+    | NoStream
+    | EngineFailure
+    | Fired
+    | None  # a look at a container that is gone
+)
+Then: TypeAlias = Callable[[A | EngineFailure], None]  # what the core does with an answer
 
 SIGKILLED = 137  # the exit code of a container the kill ended
 
@@ -333,8 +479,3 @@ class TrackedRef(TrackedContainer):
     """What a drain knows of one init, run or sidecar container, and the container."""
 
     ref: ContainerRef
-
-
-def code_of(answer: Answer) -> int | None:
-    """An operation's answer as an exit code (None: the engine gave none)."""
-    return answer if isinstance(answer, int) and not isinstance(answer, bool) else None
