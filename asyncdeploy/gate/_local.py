@@ -42,7 +42,7 @@ class Request:
 LocalAnswer = bytes | Callable[[], Awaitable[bytes]]
 """What the controller answers: the bytes now, or a coroutine function that makes them."""
 
-Handler = Callable[[Request], LocalAnswer]
+LocalHandler = Callable[[Request], LocalAnswer]
 
 
 def parse_request(head: bytes) -> Request:
@@ -59,7 +59,7 @@ def parse_request(head: bytes) -> Request:
     return Request(method=method, path=path, query=query, headers=headers)
 
 
-async def _serve_one(stream: SocketStream, handler: Handler) -> None:
+async def _serve_one(stream: SocketStream, handler: LocalHandler) -> None:
     async with stream:
         reader = Reader(stream)
         try:
@@ -84,7 +84,7 @@ async def _serve_one(stream: SocketStream, handler: Handler) -> None:
 
 
 async def serve_local(
-    path: Path, handler: Handler, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    path: Path, handler: LocalHandler, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
 ) -> None:
     """Serve ``handler`` on the unix socket ``path`` until cancelled."""
     listener = await anyio.create_unix_listener(path)
