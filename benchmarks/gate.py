@@ -478,7 +478,9 @@ def report(results: dict[str, Any], stacks: list[str]) -> None:
         added = r["token_p99_ms"] - direct["token_p99_ms"]
         rss = f"{r['rss_mb']:5.1f}MB" if "rss_mb" in r else ""
         if len(r.get("rss_by_process_mb", {})) > 2:  # more than one process and the total
-            print(f"{'':14} by process: CPU/req {r['cpu_us_by_process']}, RSS {r['rss_by_process_mb']}")
+            print(
+                f"{'':14} by process: CPU/req {r['cpu_us_by_process']}, RSS {r['rss_by_process_mb']}"
+            )
         cpu = f"{r['cpu_us']:6.1f}us" if name != "direct" else ""
         print(
             f"{name:14} {cpu:>8} {r['rps']:8.0f} {r['p99_ms']:7.2f}ms {r['token_p99_ms']:8.2f}ms "
