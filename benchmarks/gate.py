@@ -15,7 +15,8 @@ round, the rounds one after the other: a change of the machine's load falls on a
 * **haproxy**: Debian's HAProxy alone, one thread, keep-alive to the server (its defaults);
 * **haproxy-close**: the same with the gate's rule for engine connections (``option
   http-server-close``: a fresh one per request, issue 30 item 4), so the gate's cost splits into
-  that rule's and the controller's;
+  that rule's and the controller's; **haproxy-nodelay** (on demand) with ``option
+  http-no-delay``, for the per-token latency;
 * **nginx**: Debian's nginx alone, one worker, upstream keep-alive, ``proxy_buffering off``
   (what SSE needs through nginx);
 * **relay-floor** (on demand): the least any Python proxy on uvloop does: bytes from the client
@@ -81,6 +82,9 @@ backend engine
 #: HAProxy alone with the gate's rule for the engine's connections (issue 30 item 4: a fresh one
 #: per request), to tell that rule's cost from the controller's
 HAPROXY_CLOSE_CONFIG = HAPROXY_CONFIG + "    option http-server-close\n"
+#: HAProxy alone with ``option http-no-delay`` (every chunk sent at once: no MSG_MORE, no Nagle
+#: wait), for the per-token latency of SSE streams
+HAPROXY_NODELAY_CONFIG = HAPROXY_CONFIG + "    option http-no-delay\n"
 
 NGINX_CONFIG = """\
 daemon off;
@@ -264,11 +268,18 @@ def streams(port: int, count: int, tokens: int) -> dict[str, Any]:
     return dict(json.loads(out))
 
 
+HAPROXY_CONFIGS = {
+    "haproxy": HAPROXY_CONFIG,
+    "haproxy-close": HAPROXY_CLOSE_CONFIG,
+    "haproxy-nodelay": HAPROXY_NODELAY_CONFIG,
+}
+
+
 def start_stack(stack: str, upstream: int, scratch: Path) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    if stack in ("haproxy", "haproxy-close"):
+    if stack in HAPROXY_CONFIGS:
         config = scratch / "haproxy.cfg"
-        template = HAPROXY_CONFIG if stack == "haproxy" else HAPROXY_CLOSE_CONFIG
+        template = HAPROXY_CONFIGS[stack]
         config.write_text(template.format(port=port, upstream=upstream))
         argv = ["haproxy", "-db", "-f", str(config)]
     elif stack == "nginx":
