@@ -8,6 +8,11 @@ SDK is built on; HTTP/1.1, connections kept alive and reused) sends streamed
 connector sends short non-streamed ones. Nothing retries, and nothing is allowed to fail: a
 request is ``ok`` only as a 200 with its whole answer (a stream: ending with ``data: [DONE]``);
 a 502, a 503, a reset, a truncated stream or a timeout is a loss, whoever answered it.
+
+With ``sdk=True`` the clients *are* the OpenAI Python SDK (``openai.AsyncOpenAI``, one client with
+its default keep-alive pool, ``max_retries=0`` so that nothing is hidden): streamed and short
+``chat.completions.create`` calls; a stream is whole when its last chunk carries a
+``finish_reason`` (the SDK ends a stream at ``data: [DONE]`` and raises on a cut or an error).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import aiohttp
 import anyio
 import attrs
 import httpx
+import openai
 
 from asyncdeploy import Deployer, DrainEvent, WorkloadPlan
 from asyncdeploy._events import DrainFinished, DrainStarted
@@ -65,6 +71,8 @@ class ChatClients:
     """OpenAI-style clients against ``base_url`` until ``stop``; every exchange recorded."""
 
     base_url: str
+    #: the OpenAI SDK for every call (else httpx for streams, aiohttp for short ones)
+    sdk: bool = False
     stop: anyio.Event = attrs.field(factory=anyio.Event)
     exchanges: list[Exchange] = attrs.field(factory=list)
     # the server of each stream answering now (its head arrived, its end not yet)
@@ -142,6 +150,73 @@ class ChatClients:
             return
         self._record("short", started, True, server)
 
+    async def _sdk_stream_once(self, client: openai.AsyncOpenAI) -> None:
+        started, server, chunks, finish = time.time(), "", 0, None
+        try:
+            raw = await client.chat.completions.with_raw_response.create(
+                **_prompt(True, STREAM_TOKENS)
+            )
+            server = raw.headers.get(SERVED_BY_HEADER, "")
+            stream = raw.parse()
+            self._begin_stream(id(stream), server)
+            try:
+                async for chunk in stream:
+                    chunks += 1
+                    if chunk.choices and chunk.choices[0].finish_reason is not None:
+                        finish = chunk.choices[0].finish_reason
+            finally:
+                del self.streaming[id(stream)]
+        except openai.APIStatusError as exc:
+            server = exc.response.headers.get(SERVED_BY_HEADER, "")
+            self._record("stream", started, False, server, f"{exc.status_code} {exc.message}")
+            return
+        except openai.APIError as exc:
+            self._record("stream", started, False, server, f"after {chunks} chunks: {exc!r}")
+            return
+        if finish is None:
+            self._record("stream", started, False, server, f"{chunks} chunks, no finish_reason")
+            return
+        self._record("stream", started, True, server)
+
+    async def _sdk_short_once(self, client: openai.AsyncOpenAI) -> None:
+        started, server = time.time(), ""
+        try:
+            raw = await client.chat.completions.with_raw_response.create(**_prompt(False, 2))
+            server = raw.headers.get(SERVED_BY_HEADER, "")
+            completion = raw.parse()
+        except openai.APIStatusError as exc:
+            server = exc.response.headers.get(SERVED_BY_HEADER, "")
+            self._record("short", started, False, server, f"{exc.status_code} {exc.message}")
+            return
+        except openai.APIError as exc:
+            self._record("short", started, False, server, repr(exc))
+            return
+        if completion.object != "chat.completion" or not completion.choices:
+            self._record("short", started, False, server, f"not a chat completion: {completion}")
+            return
+        self._record("short", started, True, server)
+
+    async def _sdk_calls(self) -> None:
+        # what an application does: one client, its default pool (keep-alive), no retry
+        async with openai.AsyncOpenAI(
+            base_url=f"{self.base_url}/v1", api_key="sk-unused", max_retries=0, timeout=30.0
+        ) as client:
+
+            async def streams() -> None:
+                while not self.stop.is_set():
+                    await self._sdk_stream_once(client)
+
+            async def shorts() -> None:
+                while not self.stop.is_set():
+                    await self._sdk_short_once(client)
+                    await anyio.sleep(0.1)
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(STREAMS):
+                    tg.start_soon(streams)
+                for _ in range(SHORTS):
+                    tg.start_soon(shorts)
+
     async def _streams(self) -> None:
         # the OpenAI SDK's transport: one pooled client for the application, keep-alive
         limits = httpx.Limits(max_connections=STREAMS, max_keepalive_connections=STREAMS)
@@ -173,6 +248,9 @@ class ChatClients:
 
     async def run(self) -> None:
         """Until ``stop``; every request sent has ended when this returns."""
+        if self.sdk:
+            await self._sdk_calls()
+            return
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._streams)
             tg.start_soon(self._shorts)
@@ -253,11 +331,12 @@ async def serve_and_disrupt(
     ready_timeout: float = 120,
     warmup: float = 3.0,
     after: float = 2.0,
+    sdk: bool = False,
 ) -> Served:
     """Create ``plans`` (each with its published port), put them behind HAProxy, send the
     clients through it, then delete the first (``successor`` None) or replace it by
     ``successor`` (ready and in the pool before the old one drains), and keep sending ``after``
-    seconds more. Nothing is removed here: the caller's fixture removes what the run left."""
+    seconds more. ``sdk``: the clients are the OpenAI SDK. Nothing is removed here: the caller's fixture removes what the run left."""
     for plan, _ in plans:
         await deployer.create(plan)
     for plan, _ in plans:
@@ -269,7 +348,7 @@ async def serve_and_disrupt(
     async with running_haproxy(declared, options) as haproxy:
         for plan, _ in plans:
             await haproxy.enable(plan.name, timeout=60)
-        clients = ChatClients(haproxy.base_url)
+        clients = ChatClients(haproxy.base_url, sdk=sdk)
         with anyio.fail_after(240):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(haproxy.watch)

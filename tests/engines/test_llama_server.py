@@ -121,6 +121,36 @@ async def test_without_the_gate_the_same_delete_loses_requests(deployer: Deploye
     )
 
 
+@pytest.mark.parametrize("mode", ["delete", "replace"])
+async def test_the_openai_sdk_loses_no_call_when_a_gated_llama_server_goes(
+    deployer: Deployer, mode: str
+) -> None:
+    """Issue 30 item 8: the client people use, the OpenAI Python SDK (one ``AsyncOpenAI``, its
+    default keep-alive pool, ``max_retries=0``), streamed and short chat completions through a
+    stock HAProxy at its defaults (no retry) to two gated llama-servers; one deleted (or replaced
+    by a third): 0 failed calls, every stream whole (its last chunk's ``finish_reason``), the
+    drained copy streaming when its drain began, nothing killed."""
+    require_image(deployer.driver_name)
+    *plans, successor = _plans(deployer, f"lo{mode[0]}", gated=True, count=3)
+    served = await serve_and_disrupt(
+        deployer, plans, successor if mode == "replace" else None, check_path="/ready", sdk=True
+    )
+    assert_nothing_lost(served)
+
+
+async def test_without_the_gate_the_openai_sdk_loses_calls(deployer: Deployer) -> None:
+    """The control of the test above: the same SDK calls and delete, llama-server published
+    directly (checked on its own /health): calls fail."""
+    require_image(deployer.driver_name)
+    plans = _plans(deployer, "lon", gated=False, count=2)
+    served = await serve_and_disrupt(deployer, plans, None, check_path="/health", sdk=True)
+    lost = served.clients.failures()
+    assert lost, served.report()
+    assert any(e.server in (served.drained, "") and e.ended > served.drain_started for e in lost), (
+        served.report()
+    )
+
+
 # --- the example plan: the engine's own port on the workload's loopback (issue 22 item 7) ------
 
 EXAMPLE = REPO / "examples" / "plans" / "llama-server.yaml"

@@ -82,3 +82,33 @@ async def test_without_the_gate_a_llama_server_pod_delete_loses_requests(
     assert any(e.server == served.drained and e.ended > served.drain_started for e in lost), (
         served.report()
     )
+
+
+@pytest.mark.parametrize("mode", ["delete", "replace"])
+async def test_the_openai_sdk_loses_no_call_when_a_gated_llama_server_pod_goes(
+    driver: KubernetesDriver, mode: str
+) -> None:
+    """Issue 30 item 8 on the cluster: the OpenAI Python SDK (``AsyncOpenAI``, its default
+    keep-alive pool, ``max_retries=0``) through a stock HAProxy at its defaults to two gated
+    Pods, one deleted (or replaced): 0 failed calls, every stream whole."""
+    *plans, successor = _plans(f"lo{mode[0]}", gated=True, count=3)
+    served = await serve_and_disrupt(
+        Deployer(driver),
+        plans,
+        successor if mode == "replace" else None,
+        check_path="/ready",
+        sdk=True,
+    )
+    assert_nothing_lost(served)
+
+
+async def test_without_the_gate_the_openai_sdk_loses_calls_when_a_pod_goes(
+    driver: KubernetesDriver,
+) -> None:
+    """The control: the same SDK calls and delete, llama-server published directly."""
+    plans = _plans("lon", gated=False, count=2)
+    served = await serve_and_disrupt(Deployer(driver), plans, None, check_path="/health", sdk=True)
+    lost = served.clients.failures()
+    assert any(e.server == served.drained and e.ended > served.drain_started for e in lost), (
+        served.report()
+    )
