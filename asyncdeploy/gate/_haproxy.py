@@ -63,6 +63,8 @@ class Plane:
     admin_fd: int | None
     upstream_host: str
     upstream_port: int
+    #: ``http1`` or ``h2c``: the engine spoken to in HTTP/2 (``proto h2``), gRPC's transport.
+    upstream_protocol: str = "http1"
     admin_token: str | None
     connections: Connections
     header_timeout: float
@@ -108,6 +110,12 @@ def _quoted(text: str) -> str:
     quote and ``$`` (the start of an environment variable there) are escaped."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
     return '"' + escaped + '"'
+
+
+def _server_proto(plane: Plane) -> str:
+    # h2c: HTTP/2 with prior knowledge on the engine connection (an HTTP/1.1 client's request
+    # is converted), so a gRPC server is reached as it expects; trailers pass both ways
+    return " proto h2" if plane.upstream_protocol == "h2c" else ""
 
 
 def initial_map() -> str:
@@ -206,7 +214,7 @@ def render_config(plane: Plane) -> str:
         "    acl idempotent method GET HEAD OPTIONS TRACE PUT DELETE",
         "    acl keyed req.hdr(idempotency-key) -m found",
         "    http-request disable-l7-retry if !idempotent !keyed",
-        f"    server e {plane.upstream_host}:{plane.upstream_port}",
+        f"    server e {plane.upstream_host}:{plane.upstream_port}{_server_proto(plane)}",
         "",
         "backend local",
         f"    server c unix@{plane.local_socket}",

@@ -58,6 +58,8 @@ class GateConfig:
     upstream_port: int
     listen_host: str = "0.0.0.0"
     upstream_host: str = "127.0.0.1"
+    #: What the engine speaks: ``http1`` or ``h2c`` (HTTP/2 without TLS, gRPC's transport).
+    upstream_protocol: str = "http1"
     #: The engine's own health path (2xx or 3xx: healthy); None: a TCP connect is the check.
     ready_path: str | None = "/health"
     check_interval: float = 1.0
@@ -292,6 +294,7 @@ async def serve_gate(
                 admin_fd=None if admin is None else admin.fileno(),
                 upstream_host=config.upstream_host,
                 upstream_port=config.upstream_port,
+                upstream_protocol=config.upstream_protocol,
                 admin_token=config.admin_token,
                 connections=connections(limits.max_connections),
                 header_timeout=limits.header_timeout,
