@@ -36,6 +36,7 @@ from ._limits import Connections
 __all__ = [
     "ADMIN_BACKEND",
     "BUFFER_SIZE",
+    "DATA_FRONTEND",
     "ENGINE_BACKEND",
     "MAX_REWRITE",
     "Plane",
@@ -44,6 +45,7 @@ __all__ = [
     "render_config",
 ]
 
+DATA_FRONTEND = "data"
 ENGINE_BACKEND = "engine"
 ADMIN_BACKEND = "admin"
 #: HAProxy's buffer (``tune.bufsize``): a request head must fit in it less ``MAX_REWRITE``; a
@@ -172,7 +174,7 @@ def render_config(plane: Plane) -> str:
         "    timeout client-fin 1s",
         "    timeout server-fin 1s",
         "",
-        "frontend data",
+        f"frontend {DATA_FRONTEND}",
         f"    bind fd@{plane.data_fd}",
         f"    maxconn {caps.data}",
         f"    tcp-request connection reject if {{ fe_conn ge {caps.data} }}",

@@ -37,7 +37,7 @@ from asyncdeploy.workload import (
 
 from ._admin import AdminHost
 from ._counting import INTERVAL, InFlight
-from ._haproxy import ENGINE_BACKEND, Plane
+from ._haproxy import DATA_FRONTEND, ENGINE_BACKEND, Plane
 from ._http import answer, status_of
 from ._limits import Limits, connections
 from ._local import LocalAnswer, Request, serve_local
@@ -214,6 +214,17 @@ class _Gate:
         await self.controller.draining.wait()
         await self.controller.wait_window_closed()
         await self.apply_admission()
+        if self.config.upstream_protocol == "h2c":
+            # gRPC clients hold one connection and open streams on it: a 503 per new stream
+            # is UNAVAILABLE, which they retry only under a retry policy; a GOAWAY moves
+            # them (and new calls) to another address before a stream is sent, while the
+            # streams in flight run on (measured: docs/gate.md, "HTTP/2 and gRPC")
+            try:
+                await self.runtime.stop_frontend(DATA_FRONTEND)
+            except RuntimeAPIError as exc:  # the 503s above still refuse: logged, not fatal
+                logger.warning("GOAWAY to the data port's clients: %s", exc)
+            else:
+                logger.info("window closed: data port shut, GOAWAY sent to its HTTP/2 clients")
 
     async def watch_process(self, process: Process) -> None:
         code = await process.wait()
