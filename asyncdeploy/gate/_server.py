@@ -49,6 +49,10 @@ __all__ = ["GateConfig", "serve_gate"]
 
 logger = logging.getLogger("asyncdeploy.gate")
 
+#: Seconds between an h2c gate's GOAWAY and its 503s: a client's streams sent before it read
+#: the GOAWAY are still served (grpc-go's GracefulStop waits a PING's round trip for this).
+GOAWAY_GRACE = 1.0
+
 
 @attrs.frozen(kw_only=True)
 class GateConfig:
@@ -108,6 +112,7 @@ class _Gate:
         self.in_flight = InFlight(controller, runtime)
         self.upstream_healthy = False
         self._applied: tuple[bool, str] | None = None
+        self._goaway_sent = False
         self._map_lock = anyio.Lock()
         self._task_group: TaskGroup | None = None
         paths = config.paths
@@ -131,10 +136,30 @@ class _Gate:
             if wanted == self._applied:
                 return
             admit, state = wanted
+            if not admit and self.controller.draining.is_set():
+                await self._goaway()
             await self.runtime.set_map("state", state)
             await self.runtime.set_map("admit", "1" if admit else "0")
             self._applied = wanted
             logger.debug("haproxy admission: admit=%d state=%s", admit, state)
+
+    async def _goaway(self) -> None:
+        """An h2c gate's refusal, before its 503s: gRPC clients hold one connection and open
+        streams on it; a 503 per new stream is UNAVAILABLE, which they retry only under a
+        retry policy, while a GOAWAY moves their new calls to another address before a stream
+        is sent, the streams in flight running on. HAProxy sends it when its data frontend is
+        shut (measured: docs/gate.md, "HTTP/2 and gRPC"); streams sent before a client read it
+        are still admitted for ``GOAWAY_GRACE``, then the 503s refuse clients that ignore it."""
+        if self.config.upstream_protocol != "h2c" or self._goaway_sent:
+            return
+        self._goaway_sent = True
+        try:
+            await self.runtime.stop_frontend(DATA_FRONTEND)
+        except RuntimeAPIError as exc:  # the 503s still refuse: logged, not fatal
+            logger.warning("GOAWAY to the data port's clients: %s", exc)
+            return
+        logger.info("window closed: data port shut, GOAWAY sent to its HTTP/2 clients")
+        await anyio.sleep(GOAWAY_GRACE)
 
     async def sync(self) -> None:
         await self.apply_admission()
@@ -214,17 +239,6 @@ class _Gate:
         await self.controller.draining.wait()
         await self.controller.wait_window_closed()
         await self.apply_admission()
-        if self.config.upstream_protocol == "h2c":
-            # gRPC clients hold one connection and open streams on it: a 503 per new stream
-            # is UNAVAILABLE, which they retry only under a retry policy; a GOAWAY moves
-            # them (and new calls) to another address before a stream is sent, while the
-            # streams in flight run on (measured: docs/gate.md, "HTTP/2 and gRPC")
-            try:
-                await self.runtime.stop_frontend(DATA_FRONTEND)
-            except RuntimeAPIError as exc:  # the 503s above still refuse: logged, not fatal
-                logger.warning("GOAWAY to the data port's clients: %s", exc)
-            else:
-                logger.info("window closed: data port shut, GOAWAY sent to its HTTP/2 clients")
 
     async def watch_process(self, process: Process) -> None:
         code = await process.wait()
