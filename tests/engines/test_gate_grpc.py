@@ -16,12 +16,16 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 import pytest
+import yaml
 
 from asyncdeploy import Deployer, WorkloadPlan
+from asyncdeploy.plan import plan_to_mapping
 from tests.engines.cli_process import start_cli
 from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL
 
@@ -101,7 +105,7 @@ def stream(channel: Any) -> str:
     received: list[bytes] = []
     try:
         for message in channel.unary_stream("/asyncdeploy.test.Engine/Tokens")(b"x", timeout=30):
-            received.append(message)
+            received.append(message)  # noqa: PERF402 (one by one: what came before a cut)
     except grpc.RpcError as exc:
         if not received and refused(exc):
             return "refused"
@@ -109,9 +113,10 @@ def stream(channel: Any) -> str:
     return "ok" if received == [b"%d" % i for i in range(TOKENS)] else f"stream: {received}"
 
 
-async def delete_during_calls(driver: str, name: str, port: int) -> list[str]:
+async def disrupt_during_calls(driver: str, port: int, *command: str) -> list[str]:
     """Four clients of unary calls and four of streams, each calling until its first
-    refusal, and the delete: every call's outcome (ok, refused, or what cut it)."""
+    refusal, and ``command`` (a delete, a replace): every call's outcome (ok, refused, or
+    what cut it)."""
     outcomes: list[str] = []
 
     async def client(kind: Callable[[Any], str], channel: Any) -> None:
@@ -125,22 +130,31 @@ async def delete_during_calls(driver: str, name: str, port: int) -> list[str]:
             for kind in [unary] * 4 + [stream] * 4:
                 tg.start_soon(client, kind, channel)
             await anyio.sleep(1.0)  # every client has a call at the engine
-            cli = await start_cli(driver, "delete", name, "-o", "json")
+            cli = await start_cli(driver, *command, "-o", "json")
             code, stderr = await cli.finish(timeout=60)
             assert code == 0, stderr
     return outcomes
 
 
-async def test_grpc_calls_in_flight_end_whole_through_a_delete_behind_the_gate(
-    deployer: Deployer, name: Callable[[str], str]
+@pytest.mark.parametrize("mode", ["delete", "replace"])
+async def test_grpc_calls_in_flight_end_whole_through_a_delete_or_replace_behind_the_gate(
+    deployer: Deployer, name: Callable[[str], str], mode: str, tmp_path: Path
 ) -> None:
     require_images(deployer.driver_name)
     port = free_port()
     plan = grpc_plan(name("grpc"), port, gated=True)
     await deployer.create(plan)
     await deployer.wait_ready(plan.name, timeout=90)
-    outcomes = await delete_during_calls(deployer.driver_name, plan.name, port)
-    logger.info(f"{deployer.driver_name} gRPC behind the gate: {outcomes}")
+    if mode == "delete":
+        command = ("delete", plan.name)
+    else:  # the same plan, another version: its host port held, the old copy drains first
+        successor = attrs.evolve(plan, containers=[attrs.evolve(plan.containers[0], args=(
+            *plan.containers[0].args, "--token-ms", "99"))])  # fmt: skip
+        path = tmp_path / "v2.yaml"
+        path.write_text(yaml.safe_dump(plan_to_mapping(successor)))
+        command = ("replace", "-f", str(path))
+    outcomes = await disrupt_during_calls(deployer.driver_name, port, *command)
+    logger.info(f"{deployer.driver_name} gRPC behind the gate, {mode}: {outcomes}")
     cut = [outcome for outcome in outcomes if outcome not in ("ok", "refused")]
     assert cut == [], outcomes
     assert outcomes.count("ok") >= 8, outcomes
@@ -154,6 +168,6 @@ async def test_without_the_gate_the_delete_cuts_grpc_calls(
     plan = grpc_plan(name("grpcnogate"), port, gated=False)
     await deployer.create(plan)
     await deployer.wait_ready(plan.name, timeout=90)
-    outcomes = await delete_during_calls(deployer.driver_name, plan.name, port)
+    outcomes = await disrupt_during_calls(deployer.driver_name, port, "delete", plan.name)
     logger.info(f"{deployer.driver_name} gRPC without the gate: {outcomes}")
     assert any(outcome not in ("ok", "refused") for outcome in outcomes), outcomes
