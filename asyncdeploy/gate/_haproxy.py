@@ -121,8 +121,9 @@ def _server_proto(plane: Plane) -> str:
 
 
 def initial_map() -> str:
-    """The map the controller flips: ``admit`` (1: relay, 0: refuse) and the kit's ``state``."""
-    return "admit 0\nstate starting\n"
+    """The map the controller flips: ``admit`` (1: relay, 0: refuse), the kit's ``state``, and
+    ``goaway`` (1 once an h2c gate's data frontend was shut: HTTP/2 streams are relayed)."""
+    return "admit 0\nstate starting\ngoaway 0\n"
 
 
 def engine_down_answer() -> str:
@@ -195,7 +196,12 @@ def render_config(plane: Plane) -> str:
             "    http-request return status 403 content-type application/json"
             f" string {control_body} if control !local_path"
         ),
-        f"{refusal} if !local_path !admitted",
+        f"    acl goaway_sent str(goaway),map({mapf},0) -m str 1",
+        "    acl http2 req.ver 2.0",
+        # after an h2c gate's GOAWAY an HTTP/2 stream is one its client sent before it read
+        # the GOAWAY (HAProxy 2.6 sends it on a connection's next event, not at once): served
+        f"{refusal} if !local_path !admitted !goaway_sent",
+        f"{refusal} if !local_path !admitted !http2",
         f"{refusal} if local_path !local_method !admitted",
         # while draining every answer says so: a keep-alive client reconnects (elsewhere)
         f"    http-after-response set-header connection close if {{ {state} -m str draining }}",

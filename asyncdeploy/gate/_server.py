@@ -49,10 +49,6 @@ __all__ = ["GateConfig", "serve_gate"]
 
 logger = logging.getLogger("asyncdeploy.gate")
 
-#: Seconds between an h2c gate's GOAWAY and its 503s: a client's streams sent before it read
-#: the GOAWAY are still served (grpc-go's GracefulStop waits a PING's round trip for this).
-GOAWAY_GRACE = 1.0
-
 
 @attrs.frozen(kw_only=True)
 class GateConfig:
@@ -144,22 +140,23 @@ class _Gate:
             logger.debug("haproxy admission: admit=%d state=%s", admit, state)
 
     async def _goaway(self) -> None:
-        """An h2c gate's refusal, before its 503s: gRPC clients hold one connection and open
-        streams on it; a 503 per new stream is UNAVAILABLE, which they retry only under a
-        retry policy, while a GOAWAY moves their new calls to another address before a stream
-        is sent, the streams in flight running on. HAProxy sends it when its data frontend is
-        shut (measured: docs/gate.md, "HTTP/2 and gRPC"); streams sent before a client read it
-        are still admitted for ``GOAWAY_GRACE``, then the 503s refuse clients that ignore it."""
+        """An h2c gate's refusal: gRPC clients hold one connection and open streams on it; a
+        503 per new stream is UNAVAILABLE, which they retry only under a retry policy, while a
+        GOAWAY moves their new calls to another address before a stream is sent, the streams
+        in flight running on. HAProxy sends it once its data frontend is shut, on each
+        connection's next event (measured: docs/gate.md, "HTTP/2 and gRPC"): an HTTP/2 stream
+        that arrives after is one its client sent before it read the GOAWAY, relayed
+        (``goaway`` in the map); HTTP/1.1 requests get the 503s."""
         if self.config.upstream_protocol != "h2c" or self._goaway_sent:
             return
         self._goaway_sent = True
-        try:
+        try:  # admission is still on: nothing arriving in between is refused
             await self.runtime.stop_frontend(DATA_FRONTEND)
         except RuntimeAPIError as exc:  # the 503s still refuse: logged, not fatal
             logger.warning("GOAWAY to the data port's clients: %s", exc)
             return
+        await self.runtime.set_map("goaway", "1")
         logger.info("window closed: data port shut, GOAWAY sent to its HTTP/2 clients")
-        await anyio.sleep(GOAWAY_GRACE)
 
     async def sync(self) -> None:
         await self.apply_admission()

@@ -145,11 +145,12 @@ async def test_grpc_calls_in_flight_end_whole_through_a_delete_or_replace_behind
     plan = grpc_plan(name("grpc"), port, gated=True)
     await deployer.create(plan)
     await deployer.wait_ready(plan.name, timeout=90)
-    if mode == "delete":
-        command = ("delete", plan.name)
-    else:  # the same plan, another version: its host port held, the old copy drains first
-        successor = attrs.evolve(plan, containers=[attrs.evolve(plan.containers[0], args=(
-            *plan.containers[0].args, "--token-ms", "99"))])  # fmt: skip
+    command: tuple[str, ...] = ("delete", plan.name)
+    if mode == "replace":
+        # the same plan, another version: its host port held, the old copy drains first
+        engine = plan.containers[0]
+        args = (*(engine.args or ()), "--token-ms", "99")
+        successor = attrs.evolve(plan, containers=[attrs.evolve(engine, args=args)])
         path = tmp_path / "v2.yaml"
         path.write_text(yaml.safe_dump(plan_to_mapping(successor)))
         command = ("replace", "-f", str(path))
