@@ -60,6 +60,8 @@ bash "$here/build-test-image.sh" >/dev/null
 PIP="$venv/bin/python -m pip" bash "$here/build-demo-image.sh" >/dev/null
 # the drain gate's image and a stock-like server image with no shell (tests/engines/test_gate.py)
 PIP="$venv/bin/python -m pip" bash "$here/build-gate-image.sh" >/dev/null
+# a stock gRPC server (grpcio) for the gate's h2c tests (tests/engines/test_gate_grpc.py)
+PYTHON="$venv/bin/python" bash "$here/build-grpc-image.sh" >/dev/null
 # a real LLM server (llama.cpp's llama-server, from ../shared/engines/llama-server where it is
 # there) and its model on the host; prints the tests' environment, nothing without the binary
 llama_env=$(PIP="$venv/bin/python -m pip" bash "$here/build-llama-image.sh")

@@ -62,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--upstream", type=int, help="the engine's port on 127.0.0.1")
     parser.add_argument("--upstream-host", default="127.0.0.1")
     parser.add_argument(
+        "--upstream-protocol",
+        choices=("http1", "h2c"),
+        default="http1",
+        help="what the engine speaks: HTTP/1.1 (default) or h2c (HTTP/2 without TLS: gRPC)",
+    )
+    parser.add_argument(
         "--ready-path", default="/health", help="the engine's health path ('' for a TCP check)"
     )
     parser.add_argument("--check-interval", type=parse_duration, default=1.0)
@@ -175,7 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         listen_host=args.listen_host,
         upstream_port=args.upstream,
         upstream_host=args.upstream_host,
-        ready_path=args.ready_path or None,
+        upstream_protocol=args.upstream_protocol,
+        ready_path=None if args.upstream_protocol == "h2c" else args.ready_path or None,
         check_interval=args.check_interval,
         drain_timeout=args.drain_timeout,
         propagation_wait=args.propagation_wait,

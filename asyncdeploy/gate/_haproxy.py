@@ -36,6 +36,7 @@ from ._limits import Connections
 __all__ = [
     "ADMIN_BACKEND",
     "BUFFER_SIZE",
+    "DATA_FRONTEND",
     "ENGINE_BACKEND",
     "MAX_REWRITE",
     "Plane",
@@ -44,6 +45,7 @@ __all__ = [
     "render_config",
 ]
 
+DATA_FRONTEND = "data"
 ENGINE_BACKEND = "engine"
 ADMIN_BACKEND = "admin"
 #: HAProxy's buffer (``tune.bufsize``): a request head must fit in it less ``MAX_REWRITE``; a
@@ -63,6 +65,8 @@ class Plane:
     admin_fd: int | None
     upstream_host: str
     upstream_port: int
+    #: ``http1`` or ``h2c``: the engine spoken to in HTTP/2 (``proto h2``), gRPC's transport.
+    upstream_protocol: str = "http1"
     admin_token: str | None
     connections: Connections
     header_timeout: float
@@ -110,9 +114,16 @@ def _quoted(text: str) -> str:
     return '"' + escaped + '"'
 
 
+def _server_proto(plane: Plane) -> str:
+    # h2c: HTTP/2 with prior knowledge on the engine connection (an HTTP/1.1 client's request
+    # is converted), so a gRPC server is reached as it expects; trailers pass both ways
+    return " proto h2" if plane.upstream_protocol == "h2c" else ""
+
+
 def initial_map() -> str:
-    """The map the controller flips: ``admit`` (1: relay, 0: refuse) and the kit's ``state``."""
-    return "admit 0\nstate starting\n"
+    """The map the controller flips: ``admit`` (1: relay, 0: refuse), the kit's ``state``, and
+    ``goaway`` (1 once an h2c gate's data frontend was shut: HTTP/2 streams are relayed)."""
+    return "admit 0\nstate starting\ngoaway 0\n"
 
 
 def engine_down_answer() -> str:
@@ -164,7 +175,7 @@ def render_config(plane: Plane) -> str:
         "    timeout client-fin 1s",
         "    timeout server-fin 1s",
         "",
-        "frontend data",
+        f"frontend {DATA_FRONTEND}",
         f"    bind fd@{plane.data_fd}",
         f"    maxconn {caps.data}",
         f"    tcp-request connection reject if {{ fe_conn ge {caps.data} }}",
@@ -185,7 +196,12 @@ def render_config(plane: Plane) -> str:
             "    http-request return status 403 content-type application/json"
             f" string {control_body} if control !local_path"
         ),
-        f"{refusal} if !local_path !admitted",
+        f"    acl goaway_sent str(goaway),map({mapf},0) -m str 1",
+        "    acl http2 req.ver 2.0",
+        # after an h2c gate's GOAWAY an HTTP/2 stream is one its client sent before it read
+        # the GOAWAY (HAProxy 2.6 sends it on a connection's next event, not at once): served
+        f"{refusal} if !local_path !admitted !goaway_sent",
+        f"{refusal} if !local_path !admitted !http2",
         f"{refusal} if local_path !local_method !admitted",
         # while draining every answer says so: a keep-alive client reconnects (elsewhere)
         f"    http-after-response set-header connection close if {{ {state} -m str draining }}",
@@ -206,7 +222,7 @@ def render_config(plane: Plane) -> str:
         "    acl idempotent method GET HEAD OPTIONS TRACE PUT DELETE",
         "    acl keyed req.hdr(idempotency-key) -m found",
         "    http-request disable-l7-retry if !idempotent !keyed",
-        f"    server e {plane.upstream_host}:{plane.upstream_port}",
+        f"    server e {plane.upstream_host}:{plane.upstream_port}{_server_proto(plane)}",
         "",
         "backend local",
         f"    server c unix@{plane.local_socket}",

@@ -86,5 +86,13 @@ class Runtime:
     async def counters(self, backend: str) -> Counters:
         return parse_backend_counters(await self.command(f"show stat {backend} 2 -1"), backend)
 
+    async def stop_frontend(self, frontend: str) -> None:
+        """Close ``frontend``'s listener for good (``shutdown frontend``): its HTTP/2 connections
+        get a GOAWAY (NO_ERROR, last-stream-id 2^31-1) and end once their streams have; the
+        stats socket and the other frontends stay."""
+        reply = await self.command(f"shutdown frontend {frontend}")
+        if reply.strip():
+            raise RuntimeAPIError(f"shutdown frontend {frontend}: {reply.strip()}")
+
     async def cut(self, backend: str, server: str) -> None:
         await self.command(f"shutdown sessions server {backend}/{server}")

@@ -37,7 +37,7 @@ from asyncdeploy.workload import (
 
 from ._admin import AdminHost
 from ._counting import INTERVAL, InFlight
-from ._haproxy import ENGINE_BACKEND, Plane
+from ._haproxy import DATA_FRONTEND, ENGINE_BACKEND, Plane
 from ._http import answer, status_of
 from ._limits import Limits, connections
 from ._local import LocalAnswer, Request, serve_local
@@ -58,6 +58,8 @@ class GateConfig:
     upstream_port: int
     listen_host: str = "0.0.0.0"
     upstream_host: str = "127.0.0.1"
+    #: What the engine speaks: ``http1`` or ``h2c`` (HTTP/2 without TLS, gRPC's transport).
+    upstream_protocol: str = "http1"
     #: The engine's own health path (2xx or 3xx: healthy); None: a TCP connect is the check.
     ready_path: str | None = "/health"
     check_interval: float = 1.0
@@ -106,6 +108,7 @@ class _Gate:
         self.in_flight = InFlight(controller, runtime)
         self.upstream_healthy = False
         self._applied: tuple[bool, str] | None = None
+        self._goaway_sent = False
         self._map_lock = anyio.Lock()
         self._task_group: TaskGroup | None = None
         paths = config.paths
@@ -129,10 +132,31 @@ class _Gate:
             if wanted == self._applied:
                 return
             admit, state = wanted
+            if not admit and self.controller.draining.is_set():
+                await self._goaway()
             await self.runtime.set_map("state", state)
             await self.runtime.set_map("admit", "1" if admit else "0")
             self._applied = wanted
             logger.debug("haproxy admission: admit=%d state=%s", admit, state)
+
+    async def _goaway(self) -> None:
+        """An h2c gate's refusal: gRPC clients hold one connection and open streams on it; a
+        503 per new stream is UNAVAILABLE, which they retry only under a retry policy, while a
+        GOAWAY moves their new calls to another address before a stream is sent, the streams
+        in flight running on. HAProxy sends it once its data frontend is shut, on each
+        connection's next event (measured: docs/gate.md, "HTTP/2 and gRPC"): an HTTP/2 stream
+        that arrives after is one its client sent before it read the GOAWAY, relayed
+        (``goaway`` in the map); HTTP/1.1 requests get the 503s."""
+        if self.config.upstream_protocol != "h2c" or self._goaway_sent:
+            return
+        self._goaway_sent = True
+        try:  # admission is still on: nothing arriving in between is refused
+            await self.runtime.stop_frontend(DATA_FRONTEND)
+        except RuntimeAPIError as exc:  # the 503s still refuse: logged, not fatal
+            logger.warning("GOAWAY to the data port's clients: %s", exc)
+            return
+        await self.runtime.set_map("goaway", "1")
+        logger.info("window closed: data port shut, GOAWAY sent to its HTTP/2 clients")
 
     async def sync(self) -> None:
         await self.apply_admission()
@@ -292,6 +316,7 @@ async def serve_gate(
                 admin_fd=None if admin is None else admin.fileno(),
                 upstream_host=config.upstream_host,
                 upstream_port=config.upstream_port,
+                upstream_protocol=config.upstream_protocol,
                 admin_token=config.admin_token,
                 connections=connections(limits.max_connections),
                 header_timeout=limits.header_timeout,

@@ -73,6 +73,7 @@ GATE_TOKEN_ENV = "ASYNCDEPLOY_GATE_TOKEN"
 
 RestartPolicy = Literal["no", "always", "on-failure", "unless-stopped"]
 PullPolicy = Literal["IfNotPresent", "Always", "Never"]
+GateProtocol = Literal["http1", "h2c"]
 pull_policy = attrs.validators.optional(one_of("IfNotPresent", "Always", "Never"))
 
 
@@ -361,9 +362,23 @@ class Gate:
         ),
     )
 
+    protocol: GateProtocol = attrs.field(
+        default="http1",
+        validator=one_of("http1", "h2c"),
+        metadata=about(
+            "What the engine speaks on `upstream`: `http1` (HTTP/1.1) or `h2c` (HTTP/2 without TLS, as gRPC servers do); with `h2c` the engine's readiness is a TCP connect (`ready` is an HTTP/1.1 path and is refused)."
+        ),
+    )
+
     def __attrs_post_init__(self) -> None:
         if self.admin_port == self.upstream:
             raise PlanError("admin_port", f"{self.admin_port} is the engine's own port")
+        if self.protocol == "h2c" and self.ready is not None:
+            raise PlanError(
+                "ready",
+                "is an HTTP/1.1 health path; an h2c engine's readiness is a TCP connect"
+                " to its upstream port (drop `ready`)",
+            )
 
 
 @attrs.frozen(kw_only=True)

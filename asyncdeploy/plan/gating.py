@@ -13,6 +13,8 @@ For a container with ``gate: {upstream: 8001, ready: {path: /health}}`` and ``po
   ``pre_stop_http: GET :9901/-/drain?...&token=...``: the drain runs in the gate, before the
   engine's stop signal (Kubernetes: a preStop ``httpGet`` the kubelet sends from the node;
   Docker and Podman: the deployer sends it from its host), so the engine's image needs no tool;
+* with ``protocol: h2c`` the gate speaks HTTP/2 to the engine (gRPC servers) and its engine
+  check is a TCP connect to ``upstream``;
 * the sidecar is signalled after the engine has exited (the sidecar order), and cuts streams
   still open ``GATE_MARGIN`` seconds before the grace period ends, leaving the engine time to
   exit on its signal before the SIGKILL.
@@ -79,6 +81,8 @@ def gate_sidecar(plan: WorkloadPlan, container: Container, gate: Gate, token: st
         "--header-timeout", f"{gate.header_timeout_seconds}s",
         "--idle-timeout", f"{gate.idle_timeout_seconds}s",
     ]  # fmt: skip
+    if gate.protocol != "http1":  # only when not the default: an http1 sidecar is unchanged
+        args += ["--upstream-protocol", gate.protocol]
     if gate.max_connections is not None:
         args += ["--max-connections", str(gate.max_connections)]
     ready = Probe(http=HTTPGet(path="/ready", port=listen), period_seconds=1, failure_threshold=1)

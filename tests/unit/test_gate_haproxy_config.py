@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -48,13 +49,17 @@ def plane(
     )
 
 
-def accepted(directory: Path, token: str | None) -> subprocess.CompletedProcess[str]:
+def accepted(
+    directory: Path, token: str | None, protocol: str = "http1"
+) -> subprocess.CompletedProcess[str]:
     """``haproxy -c`` on the configuration, with the listening sockets it names."""
     with (
         socket.create_server(("127.0.0.1", 0)) as data,
         socket.create_server(("127.0.0.1", 0)) as admin,
     ):
-        config = plane(directory, token, (data.fileno(), admin.fileno()))
+        config = attrs.evolve(
+            plane(directory, token, (data.fileno(), admin.fileno())), upstream_protocol=protocol
+        )
         config.config_file.write_text(render_config(config))
         config.map_file.write_text(initial_map())
         config.engine_down_file.write_text(engine_down_answer())
@@ -95,3 +100,11 @@ def test_the_limits_map_onto_haproxys_timeouts(tmp_path: Path) -> None:
     assert "timeout client 2000ms" in text
     assert "timeout server 600000ms" in text
     assert "timeout tunnel 3600000ms" in text
+
+
+@needs_haproxy
+def test_an_h2c_engine_is_spoken_to_in_http2_and_haproxy_accepts_it(tmp_path: Path) -> None:
+    assert accepted(tmp_path, "t", protocol="h2c").returncode == 0
+    config = render_config(attrs.evolve(plane(tmp_path, "t"), upstream_protocol="h2c"))
+    assert "    server e 127.0.0.1:8001 proto h2\n" in config
+    assert "    server e 127.0.0.1:8001\n" in render_config(plane(tmp_path, "t"))

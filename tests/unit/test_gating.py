@@ -145,10 +145,27 @@ def test_a_gate_without_ready_checks_the_engine_by_tcp() -> None:
     assert sidecar.args[sidecar.args.index("--ready-path") + 1] == ""
 
 
+def test_an_h2c_gate_tells_the_gate_its_engines_protocol_and_checks_it_by_tcp() -> None:
+    document = acceptance_document()
+    document["containers"][0]["gate"] = {"upstream": 8001, "protocol": "h2c"}
+    sidecar = expand_gates(WorkloadPlan.from_mapping(document)).containers[0]
+    assert sidecar.args is not None
+    assert sidecar.args[sidecar.args.index("--upstream-protocol") + 1] == "h2c"
+    assert sidecar.args[sidecar.args.index("--ready-path") + 1] == ""
+    # the default (http1) leaves an existing gate's sidecar as it was
+    default = expand_gates(acceptance_plan()).containers[0]
+    assert default.args is not None and "--upstream-protocol" not in default.args
+
+
 @pytest.mark.parametrize(
     ("change", "path"),
     [
         ({"gate": {"upstream": 8000}}, "containers[0].gate.upstream"),
+        ({"gate": {"upstream": 8001, "protocol": "h3"}}, "containers[0].gate.protocol"),
+        (
+            {"gate": {"upstream": 8001, "protocol": "h2c", "ready": {"path": "/health"}}},
+            "containers[0].gate.ready",
+        ),
         ({"gate": {"upstream": 8001, "admin_port": 8000}}, "containers[0].gate.admin_port"),
         ({"gate": {"upstream": 8001, "admin_port": 8001}}, "containers[0].gate.admin_port"),
         ({"ports": []}, "containers[0].gate"),
