@@ -210,6 +210,9 @@ def render_config(plane: Plane) -> str:
         "",
         f"backend {ENGINE_BACKEND}",
         "    option http-server-close",
+        # each chunk of a streamed answer (a token of an SSE stream) goes out as it comes: at
+        # HAProxy's default, small chunks wait for more data (about 100 ms a token, measured)
+        "    option http-no-delay",
         # a body is waited for (up to a buffer) before the engine is reached, under the head
         # timeout: a stalled small body is a 408 and never ties an engine thread; one past the
         # buffer that stalls is bounded by the engine timeout (``timeout server``: HAProxy
