@@ -199,6 +199,22 @@ class Inside:
                         await self.session.delete(name)
                 except ENGINE_FAILURES:
                     pass  # removed itself already (auto-remove), the usual case
+                await self._gone(name)
+
+    async def _gone(self, name: str) -> None:
+        """Until the engine no longer has the helper: its own removal (auto-remove) may still
+        be under way when the delete above answers "removal in progress", and while it is,
+        Podman refuses to remove the pause container it joined ("dependent containers"), so a
+        failed create's roll-back or a drain right after a wait would leave the pause behind."""
+        while True:
+            try:
+                with self.session.errors(f"look at {name}"):
+                    await self.session.show(name)
+            except WorkloadNotFound:
+                return
+            except ENGINE_FAILURES:
+                pass  # asked again: the bound above ends it
+            await anyio.sleep(0.05)
 
     async def _helper(self, joined: str, argv: Sequence[str], what: str) -> str:
         """Run ``argv`` once in a helper container joined to ``joined``'s network namespace;
