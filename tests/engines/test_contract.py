@@ -211,8 +211,11 @@ async def test_autoheal_is_removed_before_any_signal_and_pause_last(
     first, so the draining container is not resurrected, and the pause container goes last."""
     if "podman-rootless" in request.node.callspec.id:
         # Found with the rootless parameter (2 runs of 3): the app's SignalSent comes before
-        # the autoheal's SidecarRemoved. The drain's order is the drain's to fix.
-        request.applymarker(pytest.mark.xfail(reason="rootless Podman: signal before removal"))
+        # the autoheal's SidecarRemoved. The drain's order is the drain's to fix; until then a
+        # known failure that some runs escape (not strict: a pass is not a surprise to report).
+        request.applymarker(
+            pytest.mark.xfail(reason="rootless Podman: signal before removal", strict=False)
+        )
     workload = name("heal")
     sidecar = Autoheal(image=PYTHON, command=["python3", "-c", AUTOHEAL_SCRIPT], interval_seconds=1)
     p = plan(
