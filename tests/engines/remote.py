@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -141,3 +143,24 @@ def published(ports: Any, container_port: int) -> int:
 
 def without(environ: Mapping[str, str], *names: str) -> dict[str, str]:
     return {k: v for k, v in environ.items() if k not in names}
+
+
+async def docker_context(
+    remote: Remote, home: Path, name: str = "far"
+) -> tuple[str, dict[str, str]]:
+    """A docker context ``name`` for the remote daemon, made by the real docker CLI under
+    ``home`` (its endpoint and TLS files); the docker CLI and an environment naming no engine
+    but that ``HOME``. Skips without a docker CLI."""
+    docker = shutil.which("docker")
+    if docker is None:
+        pytest.skip("no docker CLI to make the context with")
+    env = without(os.environ, "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_TLS_VERIFY",
+                  "DOCKER_CERT_PATH", "ASYNCDEPLOY_DRIVER")  # fmt: skip
+    env["HOME"] = str(home)
+    certs = Path(remote.certs)
+    endpoint = (
+        f"host={remote.host},ca={certs / 'ca.pem'},cert={certs / 'cert.pem'},"
+        f"key={certs / 'key.pem'}"
+    )
+    await anyio.run_process([docker, "context", "create", name, "--docker", endpoint], env=env)
+    return docker, env

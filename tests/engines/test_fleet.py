@@ -7,9 +7,7 @@ stream, each naming its engine; by the library (``open_fleet``) and by the CLI
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +21,7 @@ from asyncdeploy.fleet import EngineFailed, FleetDrain, FleetDrainError, FleetEv
 from tests.engines.conftest import RUN_ID, RUN_LABEL
 from tests.engines.fault_proxy import EngineProxy
 from tests.engines.helpers import graceful, plan
-from tests.engines.remote import Remote, remote_daemon, without
+from tests.engines.remote import Remote, docker_context, remote_daemon
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.engine]
 
@@ -168,18 +166,7 @@ async def test_the_cli_deletes_on_several_engines_in_one_command(
 ) -> None:
     """``delete -l SELECTOR --engine docker --engine docker:far``, the second a docker context
     made by the docker CLI: one JSON object per event, each naming its engine; both gone."""
-    docker = shutil.which("docker")
-    if docker is None:
-        pytest.skip("no docker CLI to make the context with")
-    env = without(os.environ, "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_TLS_VERIFY",
-                  "DOCKER_CERT_PATH", "ASYNCDEPLOY_DRIVER")  # fmt: skip
-    env["HOME"] = str(tmp_path)
-    certs = Path(remote.certs)
-    endpoint = (
-        f"host={remote.host},ca={certs / 'ca.pem'},cert={certs / 'cert.pem'},"
-        f"key={certs / 'key.pem'}"
-    )
-    await anyio.run_process([docker, "context", "create", "far", "--docker", endpoint], env=env)
+    _, env = await docker_context(remote, tmp_path)
     monkeypatch.setenv("DOCKER_TLS_VERIFY", "1")  # for this process's own looks
     monkeypatch.setenv("DOCKER_CERT_PATH", remote.certs)
     fleet = await create_on_both(remote, name, markers)

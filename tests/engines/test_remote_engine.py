@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -26,7 +25,15 @@ from asyncdeploy._events import SignalSent
 from asyncdeploy.labels import LABEL_WORKLOAD
 from asyncdeploy.plan import plan_to_mapping
 from tests.engines.conftest import RUN_ID, RUN_LABEL
-from tests.engines.remote import Remote, Traffic, demo_plan, published, remote_daemon, without
+from tests.engines.remote import (
+    Remote,
+    Traffic,
+    demo_plan,
+    docker_context,
+    published,
+    remote_daemon,
+    without,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.engine]
 
@@ -114,19 +121,8 @@ async def test_a_docker_context_made_by_the_docker_cli_is_the_engine(
     """``docker context create`` + ``docker context use``, then the CLI with neither
     ``DOCKER_HOST`` nor a driver: the context's engine (its endpoint and TLS files); and
     ``--docker-context`` beats a ``DOCKER_HOST`` naming the local engine."""
-    docker = shutil.which("docker")
-    if docker is None:
-        pytest.skip("no docker CLI to make the context with")
-    env = without(os.environ, "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_TLS_VERIFY",
-                  "DOCKER_CERT_PATH", "ASYNCDEPLOY_DRIVER")  # fmt: skip
-    env["HOME"] = str(tmp_path)
-    certs = Path(remote.certs)
-    endpoint = (
-        f"host={remote.host},ca={certs / 'ca.pem'},cert={certs / 'cert.pem'},"
-        f"key={certs / 'key.pem'}"
-    )
-    for args in (["context", "create", "far", "--docker", endpoint], ["context", "use", "far"]):
-        await anyio.run_process([docker, *args], env=env, check=True)
+    docker, env = await docker_context(remote, tmp_path)
+    await anyio.run_process([docker, "context", "use", "far"], env=env, check=True)
 
     plan = demo_plan(name("ctx"), remote)
     path = tmp_path / "plan.json"
