@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import socket
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +27,7 @@ from asyncdeploy import Deployer, WorkloadPlan
 from asyncdeploy.plan import plan_to_mapping
 from tests.engines.cli_process import start_cli
 from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL
+from tests.engines.test_gate import free_port
 
 grpc = pytest.importorskip("grpc", reason="grpcio is in the test dependency group")
 
@@ -38,12 +38,6 @@ GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_GATE_IMAGE", "localhost/asyncdeplo
 GRPC_IMAGE = "asyncdeploy-test/grpc-engine:latest"
 TOKENS = 30  # a stream: 30 messages 100 ms apart, 3 s
 SLOW_MS = 3000  # a unary call's work
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def require_images(engine: str) -> None:
