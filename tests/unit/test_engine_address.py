@@ -171,7 +171,7 @@ def test_no_context_and_no_docker_host_is_the_local_socket(home: Path) -> None:
 def test_a_context_that_does_not_exist_is_a_clear_error(home: Path) -> None:
     with pytest.raises(ContextError, match="docker context nope from DOCKER_CONTEXT"):
         resolve({"DOCKER_CONTEXT": "nope"})
-    with pytest.raises(ContextError, match="docker context nope"):
+    with pytest.raises(ContextError, match=r"no docker context named 'nope'.*docker context ls"):
         resolve({}, context="nope")
 
 

@@ -114,6 +114,10 @@ def _context_address(name: str, environ: Mapping[str, str], source: str) -> Engi
             raise DockerContextError("no such context", context_name=name)
         tls = aiodocker.Docker._create_context_ssl_context(endpoint, context_name=name)
     except DockerContextError as exc:
+        if "not found" in exc.message or exc.message == "no such context":  # aiodocker's words
+            raise ContextError(
+                f"{source}: no docker context named {name!r} (`docker context ls` lists them)"
+            ) from None
         raise ContextError(f"{source}: {exc.message}") from None
     try:
         _check_scheme(endpoint.host, "docker")
