@@ -86,28 +86,48 @@ EOF
 if cmp -s "$CONF_DIR/containers.conf.new" "$CONF_DIR/containers.conf"; then rm "$CONF_DIR/containers.conf.new"; else mv "$CONF_DIR/containers.conf.new" "$CONF_DIR/containers.conf"; log "wrote $CONF_DIR/containers.conf"; fi
 chown -R "$USER_NAME:" "$HOME_DIR/.config"
 
-if ! ping_sock; then
-    pid=$( [ -s "$PIDFILE" ] && cat "$PIDFILE" || true )
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        log "rootless podman service pid $pid is running but not answering yet; waiting"
-    else
-        log "starting podman system service as $USER_NAME"
-        rm -f "$SOCK"
-        as_user setsid podman system service --time=0 "unix://$SOCK" >>"$LOGFILE" 2>&1 </dev/null &
-        for _ in $(seq 1 50); do  # the service's own pid (runuser and setsid stand between)
-            pid=$(pgrep -n -u "$USER_NAME" -f "podman system service" || true)
-            [ -n "$pid" ] && break; sleep 0.1
-        done
-        [ -n "$pid" ] || { tail -30 "$LOGFILE" >&2; die "the service did not start; log: $LOGFILE"; }
-        echo "$pid" >"$PIDFILE"
-    fi
-    deadline=$(( $(date +%s) + WAIT_S ))
+ours() { # ours PID: alive, podman, run by the user (a pidfile left by an earlier run, or by
+    # a machine since restarted, may name a PID another program holds now)
+    [ -n "${1:-}" ] && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = podman ] \
+        && [ "$(stat -c %u "/proc/$1" 2>/dev/null)" = "$USER_ID" ]
+}
+start_service() {
+    log "starting podman system service as $USER_NAME"
+    rm -f "$SOCK"
+    as_user setsid podman system service --time=0 "unix://$SOCK" >>"$LOGFILE" 2>&1 </dev/null &
+    pid=
+    for _ in $(seq 1 50); do  # the service's own pid (runuser and setsid stand between)
+        pid=$(pgrep -n -u "$USER_NAME" -f "podman system service" || true)
+        [ -n "$pid" ] && break; sleep 0.1
+    done
+    [ -n "$pid" ] || { tail -30 "$LOGFILE" >&2; die "the service did not start; log: $LOGFILE"; }
+    echo "$pid" >"$PIDFILE"
+}
+wait_answer() { # wait_answer SECONDS: true once the socket answers, false when the time is up
+    local deadline=$(( $(date +%s) + $1 ))
     until ping_sock; do
-        [ "$(date +%s)" -lt "$deadline" ] || { tail -30 "$LOGFILE" >&2; die "$SOCK did not answer in ${WAIT_S}s"; }
-        kill -0 "$pid" 2>/dev/null || { tail -30 "$LOGFILE" >&2; die "the service (pid $pid) exited; log: $LOGFILE"; }
+        [ "$(date +%s)" -lt "$deadline" ] || return 1
+        ours "$pid" || { tail -30 "$LOGFILE" >&2; die "the service (pid $pid) exited; log: $LOGFILE"; }
         sleep 0.2
     done
-    log "rootless podman answers on $SOCK"
+}
+
+if ! ping_sock; then
+    pid=$( [ -s "$PIDFILE" ] && cat "$PIDFILE" || true )
+    if ours "$pid"; then
+        log "rootless podman service pid $pid is running but not answering yet; waiting"
+        if ! wait_answer 15; then  # hung since an earlier run: a fresh one, not a failed setup
+            log "pid $pid still does not answer: stopping it"
+            kill -TERM "$pid" 2>/dev/null || true
+            for _ in $(seq 1 50); do ours "$pid" || break; sleep 0.1; done
+            kill -KILL "$pid" 2>/dev/null || true
+            start_service
+        fi
+    else
+        start_service
+    fi
+    wait_answer "$WAIT_S" || { tail -30 "$LOGFILE" >&2; die "$SOCK did not answer in ${WAIT_S}s"; }
+    log "rootless podman answers on $SOCK (pid $pid)"
 fi
 
 for image in $IMAGES; do
