@@ -16,6 +16,13 @@ import anyio
 import attrs
 from anyio.abc import SocketStream, TaskStatus
 
+from asyncdeploy.workload._unix import (
+    accept_stream,
+    bind_private,
+    remove_socket_file,
+    unlink_if_ours,
+)
+
 from ._reader import Reader
 
 __all__ = ["LocalAnswer", "Request", "parse_request", "serve_local"]
@@ -86,13 +93,14 @@ async def _serve_one(stream: SocketStream, handler: LocalHandler) -> None:
 async def serve_local(
     path: Path, handler: LocalHandler, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
 ) -> None:
-    """Serve ``handler`` on the unix socket ``path`` until cancelled."""
-    listener = await anyio.create_unix_listener(path)
-    await anyio.Path(path).chmod(0o600)
-    async with listener:
-        task_status.started()
-
-        async def serve(stream: SocketStream) -> None:
-            await _serve_one(stream, handler)
-
-        await listener.serve(serve)
+    """Serve ``handler`` on the unix socket ``path`` (mode 0600) until cancelled."""
+    remove_socket_file(str(path))  # a gate that was killed left it
+    listening, inode = bind_private(str(path))
+    try:
+        with listening:
+            task_status.started()
+            async with anyio.create_task_group() as tg:
+                while True:
+                    tg.start_soon(_serve_one, await accept_stream(listening), handler)
+    finally:
+        unlink_if_ours(str(path), inode)

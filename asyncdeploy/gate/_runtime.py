@@ -13,6 +13,8 @@ from pathlib import Path
 import anyio
 import attrs
 
+from asyncdeploy.workload._unix import connect_unix
+
 __all__ = ["Counters", "Runtime", "RuntimeAPIError", "parse_backend_counters"]
 
 
@@ -66,7 +68,7 @@ class Runtime:
 
     async def command(self, text: str) -> str:
         try:
-            async with await anyio.connect_unix(str(self.socket)) as stream:
+            async with await connect_unix(str(self.socket)) as stream:
                 await stream.send(text.encode() + b"\n")
                 chunks: list[bytes] = []
                 while True:

@@ -27,6 +27,7 @@ import attrs
 
 from asyncdeploy._errors import AsyncDeployError
 from asyncdeploy.verify._ports import free_port
+from asyncdeploy.workload._unix import connect_unix
 
 __all__ = [
     "BACKEND",
@@ -145,7 +146,7 @@ class HAProxy:
     async def command(self, line: str) -> str:
         """One runtime API command, its whole answer."""
         with anyio.fail_after(5):
-            async with await anyio.connect_unix(self.runtime_socket) as stream:
+            async with await connect_unix(self.runtime_socket) as stream:
                 await stream.send(line.encode() + b"\n")
                 chunks = []
                 while True:

@@ -1,4 +1,5 @@
-"""Unix-socket plumbing for the control socket: trusted directories, bind, accept, connect.
+"""Unix-socket plumbing: trusted directories, bind, accept, connect (the control socket's, and
+the one home of every Unix-socket stream asyncdeploy opens: the gate's and verify's too).
 
 The rule both ends apply (one implementation, :func:`check_private_directory`): the socket's
 directory belongs to the current user (or root) and nobody else may write to it, so nobody else
@@ -24,11 +25,13 @@ from .errors import ControlSocketError
 
 __all__ = [
     "accept_nonblocking",
+    "accept_stream",
     "bind_private",
     "check_private_directory",
     "check_trusted_socket",
     "connect_unix",
     "prepare_private_directory",
+    "remove_socket_file",
     "unlink_if_ours",
 ]
 
@@ -121,9 +124,19 @@ def unlink_if_ours(path: str, inode: int) -> None:
             os.unlink(path)
 
 
-# anyio's own Unix listener/streams (raw-socket based) can raise InvalidStateError from a loop
-# callback when a pending read is cancelled as data arrives (cf. agronholm/anyio#1267), so raw
-# sockets are accepted/connected here and wrapped as transport-based SocketStreams instead.
+def remove_socket_file(path: str) -> None:
+    """Remove a socket file left at ``path`` (by a process that is gone); anything else stays."""
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+
+
+# Every Unix-socket stream of asyncdeploy (the kit's, the gate's, verify's) is made here, never
+# by anyio.connect_unix or anyio.create_unix_listener: anyio's own Unix streams wait on the raw
+# socket with a reader callback that sets a future, so a read cancelled in the loop iteration
+# where data arrives raises InvalidStateError from that callback, into the application's loop
+# exception handler (agronholm/anyio#1267 fixed the close path, not this one). Raw sockets are
+# accepted or connected here and wrapped as transport-based SocketStreams instead.
 async def accept_nonblocking(listening: socket.socket) -> socket.socket:
     """Accept one connection; on an error, back off and retry.
 
@@ -152,6 +165,16 @@ async def accept_nonblocking(listening: socket.socket) -> socket.socket:
             continue
         client.setblocking(False)
         return client
+
+
+async def accept_stream(listening: socket.socket) -> SocketStream:
+    """The next connection (see :func:`accept_nonblocking`), as a transport-based stream."""
+    client = await accept_nonblocking(listening)
+    try:
+        return await SocketStream.from_socket(client)
+    except BaseException:
+        client.close()
+        raise
 
 
 async def connect_unix(path: str) -> SocketStream:

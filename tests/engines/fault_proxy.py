@@ -14,6 +14,10 @@ from pathlib import Path
 import anyio
 from anyio.abc import ByteStream, TaskStatus
 
+# asyncdeploy's own Unix streams: anyio's raise InvalidStateError into the loop when a cut
+# cancels a read as data arrives (the reason is beside these functions)
+from asyncdeploy.workload._unix import accept_stream, bind_private, connect_unix
+
 
 class EngineProxy:
     def __init__(self, listen: Path, upstream: str) -> None:
@@ -76,7 +80,7 @@ class EngineProxy:
                     self._open.add(scope)
                     try:
                         async with (
-                            await anyio.connect_unix(self.upstream) as server,
+                            await connect_unix(self.upstream) as server,
                             anyio.create_task_group() as pair,
                         ):
                             pair.start_soon(pump, client, server, pair.cancel_scope)
@@ -84,7 +88,9 @@ class EngineProxy:
                     finally:
                         self._open.discard(scope)
 
-        listener = await anyio.create_unix_listener(self.listen)
-        async with listener:
+        listening, _ = bind_private(str(self.listen))
+        with listening:
             task_status.started()
-            await listener.serve(handle)
+            async with anyio.create_task_group() as connections:
+                while True:
+                    connections.start_soon(handle, await accept_stream(listening))

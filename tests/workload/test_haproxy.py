@@ -31,6 +31,7 @@ import pytest
 from anyio.abc import Process
 
 import asyncdeploy
+from asyncdeploy.workload._unix import connect_unix
 from tests.polling import until
 
 pytestmark = [
@@ -113,7 +114,7 @@ async def demo_server(directory: Path, *flags: str) -> AsyncIterator[Demo]:
 
 
 async def _haproxy_servers_up(stats: Path) -> set[str]:
-    stream = await anyio.connect_unix(str(stats))
+    stream = await connect_unix(str(stats))
     async with stream:
         await stream.send(b"show stat\n")
         data = b""
