@@ -91,6 +91,9 @@ class PreStopStarted:
     elapsed: float
     container: str
     role: ContainerRole = "run"
+    #: The propagation window this hook holds, at most (``--propagation-wait``, the gate's):
+    #: new requests still served so that balancers notice. None: none known.
+    propagation_seconds: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -114,6 +117,10 @@ class SignalSent:
     container: str
     signal: str
     role: ContainerRole = "run"
+    #: The propagation window the server holds after this signal, at most (the built-in demo's
+    #: ``--propagation-window``): new requests still served so that balancers notice. None:
+    #: none known (a server of the user's own: its plan does not say).
+    propagation_seconds: float | None = None
 
 
 @attrs.frozen(kw_only=True)

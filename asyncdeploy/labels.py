@@ -28,6 +28,7 @@ __all__ = [
     "LABEL_PRE_STOP",
     "LABEL_PRE_STOP_HTTP",
     "LABEL_PROBE_OF",
+    "LABEL_PROPAGATION",
     "LABEL_READINESS",
     "LABEL_READINESS_NET",
     "LABEL_RESTART_POLICY",
@@ -74,6 +75,9 @@ LABEL_PRE_STOP: Final = "asyncdeploy.io/pre-stop"  # JSON list: the hook a later
 LABEL_STOP_SIGNAL: Final = "asyncdeploy.io/stop-signal"
 LABEL_RESTART_POLICY: Final = "asyncdeploy.io/restart-policy"
 LABEL_PRE_STOP_HTTP: Final = "asyncdeploy.io/pre-stop-http"  # JSON {port, path}: a GET hook
+# JSON {seconds, during}: the container's propagation window (plan.propagation), which a
+# delete's events carry to its live view
+LABEL_PROPAGATION: Final = "asyncdeploy.io/propagation"
 LABEL_READINESS: Final = "asyncdeploy.io/readiness"  # JSON list: the readiness probe as a command
 # JSON {"http": {port, path}} or {"tcp": port}, with "timeout": the readiness probe checked from
 # the deployer through the workload's address, needing nothing inside the container.

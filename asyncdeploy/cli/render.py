@@ -55,13 +55,13 @@ def event_line(event: DrainEvent | PullEvent, started: DrainStarted | None = Non
         case SidecarRemoved():
             return f"{event.container}: autoheal sidecar removed"
         case PreStopStarted():
-            return f"{event.container}: pre_stop hook started"
+            return f"{event.container}: pre_stop hook started{_window_words(event)}"
         case PreStopFinished():
             if event.timed_out:
                 return f"{event.container}: pre_stop hook cut off {_when_cut(event, started)}"
             return f"{event.container}: pre_stop hook finished (exit {event.exit_code})"
         case SignalSent():
-            return f"{event.container}: {event.signal} sent"
+            return f"{event.container}: {event.signal} sent{_window_words(event)}"
         case ContainerExited():
             how = "exited" if event.graceful else "killed"
             return f"{event.container}: {how} (exit {event.exit_code})"
@@ -126,6 +126,9 @@ class EventRenderer:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self._started: dict[str, DrainStarted] = {}
+        # a row in its propagation window: when it ends at the latest (wall clock), and the
+        # step it is part of ("SIGTERM sent", "pre_stop running")
+        self._windows: dict[tuple[str, str], tuple[float, str]] = {}
 
     def show(self, event: DrainEvent | PullEvent) -> None:
         if isinstance(event, PullProgress):
@@ -183,6 +186,17 @@ def for_stream(stream: TextIO) -> EventRenderer | LiveView:
     if width is None or width < MIN_LIVE_WIDTH:
         return EventRenderer(stream)
     return LiveView(stream)
+
+
+def _window_words(event: PreStopStarted | SignalSent) -> str:
+    """What the drain waits for now, when the container's plan says it holds a propagation
+    window (an idle delete of the demo takes its 10 s, and nothing else would say why)."""
+    if not event.propagation_seconds:
+        return ""
+    return (
+        f" (new requests still served up to {event.propagation_seconds:g} s, "
+        "until balancers notice)"
+    )
 
 
 def clip(text: str, width: int) -> str:
@@ -286,6 +300,9 @@ class LiveView:
         self._drawn = 0
         self._lines_only = False
         self._started: dict[str, DrainStarted] = {}
+        # a row in its propagation window: when it ends at the latest (wall clock), and the
+        # step it is part of ("SIGTERM sent", "pre_stop running")
+        self._windows: dict[tuple[str, str], tuple[float, str]] = {}
 
     def _size(self) -> tuple[int, int]:
         width, height = self._fixed_size
@@ -312,9 +329,14 @@ class LiveView:
             case _:
                 container = getattr(event, "container", None)
                 if container is not None:
-                    row = self._rows.setdefault((event.workload, container), ["", ""])
+                    key = (event.workload, container)
+                    row = self._rows.setdefault(key, ["", ""])
                     row[0] = getattr(event, "role", row[0])
                     row[1] = _short_state(event)
+                    self._windows.pop(key, None)
+                    if isinstance(event, PreStopStarted | SignalSent) and event.propagation_seconds:
+                        step = "pre_stop" if isinstance(event, PreStopStarted) else event.signal
+                        self._windows[key] = (time.time() + event.propagation_seconds, step)
 
     def note(self, message: str) -> None:
         """A line of the CLI's own (a signal's notice), written above the table like an event:
@@ -346,11 +368,15 @@ class LiveView:
     def table(self, width: int, height: int) -> list[str]:
         """The table's lines, each at most ``width - 1`` characters, at most ``height - 1``."""
         rows = []
+        now = time.time()
         for (workload, name), (role, state) in self._rows.items():
             if workload in self._finished:
                 left = "done"
             else:
-                left = f"{max(0.0, self._deadlines.get(workload, 0) - time.time()):5.1f}s"
+                left = f"{max(0.0, self._deadlines.get(workload, 0) - now):5.1f}s"
+            ends, step = self._windows.get((workload, name), (0.0, ""))
+            if ends > now and workload not in self._finished:
+                state = f"{step}: waiting for balancers to notice, up to {ends - now:.0f} s"
             rows.append([workload, name, role, state, left])
         header = ["WORKLOAD", "CONTAINER", "ROLE", "STATE", "LEFT"]
         widths = _fit([header, *rows], width - 1 - 2)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import attrs
 
-from asyncdeploy.builtin_images import demo_window
 from asyncdeploy.plan import Container, WorkloadPlan
 from asyncdeploy.plan.gating import GATE_MARGIN
 from asyncdeploy.plan.presets import find_preset, flag_seconds
+from asyncdeploy.plan.propagation import propagation
 
 __all__ = ["Budget", "BudgetLine", "budget_text", "termination_budget"]
 
@@ -66,15 +66,17 @@ def _budget(
 ) -> Budget:
     hook = container.pre_stop or ()
     lines = []
-    if container.gate is not None:
-        propagation, source = float(container.gate.propagation_seconds), "the gate's window"
-    elif (wait := flag_seconds(hook, "--propagation-wait")) is not None:
-        propagation, source = wait, "pre_stop --propagation-wait"
-    elif (window := demo_window(container.image, _argv(container))) is not None:
-        propagation, source = window, "the demo image's own (--propagation-window)"
+    window = propagation(container)
+    if window is None:
+        lines.append(
+            BudgetLine(
+                what="propagation wait", seconds=0.0, source="none: traffic may still arrive"
+            )
+        )
     else:
-        propagation, source = 0.0, "none: traffic may still arrive"
-    lines.append(BudgetLine(what="propagation wait", seconds=propagation, source=source))
+        lines.append(
+            BudgetLine(what="propagation wait", seconds=window.seconds, source=window.source)
+        )
     if expected_drain is not None:
         drain, source = expected_drain, "--expected-drain"
     elif (timeout := flag_seconds(hook, "--timeout")) is not None:
@@ -113,10 +115,6 @@ def _budget(
     return Budget(
         container=container.name, grace=plan.termination_grace_period_seconds, lines=tuple(lines)
     )
-
-
-def _argv(container: Container) -> list[str]:
-    return [*(container.command or ()), *(container.args or ())]
 
 
 def budget_text(plan: WorkloadPlan, budgets: list[Budget]) -> list[str]:

@@ -25,13 +25,12 @@ from typing import Literal
 
 import attrs
 
-from asyncdeploy.builtin_images import demo_window
-from asyncdeploy.durations import parse_duration
 from asyncdeploy.plan import Container, Probe, WorkloadPlan
 from asyncdeploy.plan.budget import GPU_RELEASE_SECONDS
 from asyncdeploy.plan.gating import GATE_MARGIN
 from asyncdeploy.plan.lint_ports import lint_ports, lint_replace_in_place
-from asyncdeploy.plan.presets import EnginePreset, find_preset, is_loopback
+from asyncdeploy.plan.presets import EnginePreset, find_preset, flag_seconds, is_loopback
+from asyncdeploy.plan.propagation import propagation
 
 __all__ = ["DEFAULT_MARGIN_SECONDS", "GPU_RELEASE_SECONDS", "Finding", "lint_plan"]
 
@@ -46,16 +45,6 @@ class Finding:
 
     def __str__(self) -> str:
         return f"{self.level}: {self.path}: {self.message}"
-
-
-def _flag(command: Sequence[str], name: str) -> float | None:
-    """The value of ``--name V`` or ``--name=V`` in a command, in seconds."""
-    for i, word in enumerate(command):
-        if word == name and i + 1 < len(command):
-            return parse_duration(command[i + 1])
-        if word.startswith(f"{name}="):
-            return parse_duration(word.partition("=")[2])
-    return None
 
 
 def _same_endpoint(a: Probe, b: Probe) -> bool:
@@ -143,7 +132,7 @@ def _lint_container(
     findings = []
     hook = container.pre_stop or ()
     propagation = _propagation(container)
-    drain = expected_drain if expected_drain is not None else _flag(hook, "--timeout")
+    drain = expected_drain if expected_drain is not None else flag_seconds(hook, "--timeout")
     needed = propagation + (drain or 0.0)
     where = "termination_grace_period_seconds"
     if needed > grace:
@@ -208,13 +197,8 @@ def _lint_container(
 
 
 def _propagation(container: Container) -> float:
-    if container.gate is not None:
-        return float(container.gate.propagation_seconds)
-    wait = _flag(container.pre_stop or (), "--propagation-wait")
-    if wait is not None:
-        return wait
-    argv = [*(container.command or ()), *(container.args or ())]
-    return demo_window(container.image, argv) or 0.0  # (the demo image holds its own)
+    window = propagation(container)
+    return 0.0 if window is None else window.seconds
 
 
 def _lint_engine(
@@ -249,7 +233,9 @@ def _lint_engine(
         )
     hook = container.pre_stop or ()
     propagation = _propagation(container)
-    drain = expected_drain if expected_drain is not None else (_flag(hook, "--timeout") or 0.0)
+    drain = (
+        expected_drain if expected_drain is not None else (flag_seconds(hook, "--timeout") or 0.0)
+    )
     own_drain = on_sigterm if not drained_first and on_sigterm not in (None, float("inf")) else 0
     needed = propagation + drain + (own_drain or 0.0)
     # The margin already holds a short exit of the engine's own; a longer one adds to it.

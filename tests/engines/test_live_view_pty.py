@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from asyncdeploy import Container, Deployer
+from asyncdeploy.builtin_images import DEMO_IMAGE
 from tests.engines.conftest import BUSYBOX, RUN_ID
 from tests.engines.helpers import plan
 from tests.engines.pty_screen import run_in_pty, screen_of
@@ -20,6 +21,7 @@ from tests.engines.pty_screen import run_in_pty, screen_of
 pytestmark = pytest.mark.anyio
 
 EVENT_LINE = re.compile(r"^\[\s*\d+\.\d{3}s\] ")
+DEMO = os.environ.get("ASYNCDEPLOY_TEST_DEMO_IMAGE", DEMO_IMAGE)
 
 
 async def _workload(deployer: Deployer, suffix: str) -> str:
@@ -151,3 +153,39 @@ async def test_a_signals_notice_stays_above_the_live_table_and_a_cut_hook_says_w
     assert len(headers) == 1, text
     [cut] = [line for line in screen if "pre_stop hook cut off" in line]
     assert "cut off early, at 2." in cut and "at the deadline" not in cut, text
+
+
+async def test_an_idle_demo_delete_says_it_waits_for_balancers_and_for_how_long(
+    deployer: Deployer,
+) -> None:
+    """The built-in demo keeps serving for its propagation window after SIGTERM (10 s by
+    default; 3 s here): an idle delete waits that long, and the live view says so and counts
+    down ("SIGTERM: waiting for balancers to notice, up to 3 s"), the event line too. Without
+    it an idle delete sat 10.5 s with nothing saying why."""
+    name = f"t{RUN_ID}-idle-demo-{deployer.driver_name}"
+    await deployer.create(
+        plan(
+            name,
+            [
+                Container(
+                    name="server",
+                    image=DEMO,
+                    command=["python3", "-m", "asyncdeploy.workload.demo"],
+                    args=["--propagation-window", "3s"],
+                )
+            ],
+            termination_grace_period_seconds=20,
+        )
+    )
+    await deployer.wait_ready(name, timeout=60)
+    code, output = await _delete_in_pty(deployer, name, columns=120, lines=40)
+    text = output.decode(errors="replace")
+    assert code == 0, text
+    assert "server: SIGTERM sent (new requests still served up to 3 s, until balancers notice)" in (
+        text
+    )
+    counted = re.findall(r"SIGTERM: waiting for balancers to notice, up to (\d) s", text)
+    assert counted, f"the live view names the window:\n{text}"
+    assert counted[0] == "3" and "1" in counted, f"and counts it down: {counted}"
+    screen = "\n".join(screen_of(output, columns=120, lines=40))
+    assert "waiting for balancers" not in screen, f"gone once the drain ended:\n{screen}"

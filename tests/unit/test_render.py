@@ -15,6 +15,8 @@ from asyncdeploy._events import (
     DrainFinished,
     DrainStarted,
     DrainSummary,
+    PreStopFinished,
+    PreStopStarted,
     SignalSent,
 )
 from asyncdeploy.cli.render import EventRenderer, LiveView, clip, for_stream
@@ -176,3 +178,45 @@ def test_pull_bars_fit_80_columns_and_stay_in_place(monkeypatch: pytest.MonkeyPa
     lines = [line.rstrip() for line in screen.display if line.strip()]
     assert len(lines) == 1 and "done in 9.0 s" in lines[0] and len(lines[0]) < 80, lines
     assert lines[0].startswith("  registry.example.com/") and ":v0.6.3-cuda12.4" in lines[0]
+
+
+def _last_table(out: io.StringIO) -> str:
+    return out.getvalue().rsplit("\x1b[J", 1)[1]
+
+
+def test_a_propagation_window_is_named_with_the_time_left_until_it_ends() -> None:
+    """An idle delete of the demo waits out its window (10 s): the row says what it waits for
+    and how long at most, the event line too; once the window has passed, the row is the
+    signal's plain state again."""
+    out = io.StringIO()
+    view = LiveView(out, width=120, height=24)
+    view.show(attrs.evolve(STARTED, deadline=time.time() + 30))
+    view.show(attrs.evolve(SIGNAL, propagation_seconds=10.0))
+    assert "SIGTERM: waiting for balancers to notice, up to 10 s" in _last_table(out)
+    assert "app: SIGTERM sent (new requests still served up to 10 s, until balancers notice)" in (
+        out.getvalue()
+    )
+    view.show(attrs.evolve(SIGNAL, propagation_seconds=0.01))  # (a window already over)
+    time.sleep(0.02)
+    view.redraw()
+    table = _last_table(out)
+    assert "waiting for balancers" not in table and "SIGTERM sent, draining" in table
+
+
+def test_a_hooks_window_is_named_until_the_hook_ends() -> None:
+    out = io.StringIO()
+    view = LiveView(out, width=120, height=24)
+    view.show(attrs.evolve(STARTED, deadline=time.time() + 30))
+    view.show(PreStopStarted(workload="w", elapsed=0.1, container="app", propagation_seconds=5))
+    assert "pre_stop: waiting for balancers to notice, up to 5 s" in _last_table(out)
+    view.show(
+        PreStopFinished(workload="w", elapsed=3.0, container="app", exit_code=0, timed_out=False)
+    )
+    table = _last_table(out)
+    assert "waiting for balancers" not in table and "pre_stop done (0)" in table
+
+
+def test_no_window_known_says_nothing_of_one() -> None:
+    out = io.StringIO()
+    EventRenderer(out).show(PreStopStarted(workload="w", elapsed=0.1, container="app"))
+    assert out.getvalue() == "[  0.100s] w: app: pre_stop hook started\n"

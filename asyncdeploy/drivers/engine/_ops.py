@@ -51,6 +51,8 @@ class ContainerRef:
     stop_signal: str = "SIGTERM"
     restart_policy: str = "no"
     workload: str = ""  # the workload it belongs to (its label)
+    # its propagation window (plan.propagation), from its label: (seconds, "pre_stop" | "signal")
+    propagation: tuple[float, str] | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -21,6 +21,7 @@ from asyncdeploy.labels import (
     LABEL_PLAN_DIGEST,
     LABEL_PRE_STOP,
     LABEL_PRE_STOP_HTTP,
+    LABEL_PROPAGATION,
     LABEL_READINESS,
     LABEL_READINESS_NET,
     LABEL_RESTART_POLICY,
@@ -39,6 +40,7 @@ from asyncdeploy.plan import (
     plan_record,
 )
 from asyncdeploy.plan._fields import check_volume_name
+from asyncdeploy.plan.propagation import propagation
 from asyncdeploy.plan.quantity import parse_quantity
 
 __all__ = [
@@ -254,6 +256,9 @@ def container_config(
         labels[LABEL_PRE_STOP_HTTP] = json.dumps(hook)
     stop_signal = container.stop_signal or "SIGTERM"
     labels[LABEL_STOP_SIGNAL] = stop_signal
+    window = propagation(container)
+    if window is not None and window.seconds > 0:
+        labels[LABEL_PROPAGATION] = json.dumps({"seconds": window.seconds, "during": window.during})
     labels[LABEL_RESTART_POLICY] = container.restart_policy
     if container.checks.readiness is not None:
         labels[LABEL_READINESS] = json.dumps(probe_command(container.checks.readiness))

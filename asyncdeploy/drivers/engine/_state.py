@@ -21,6 +21,7 @@ from asyncdeploy.labels import (
     LABEL_PLAN_DIGEST,
     LABEL_PRE_STOP,
     LABEL_PRE_STOP_HTTP,
+    LABEL_PROPAGATION,
     LABEL_READINESS,
     LABEL_RESTART_POLICY,
     LABEL_ROLE,
@@ -152,6 +153,7 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
         exited = _EXITED.search(item.get("Status", ""))
         pre_stop = labels.get(LABEL_PRE_STOP)
         hook = json.loads(labels.get(LABEL_PRE_STOP_HTTP) or "null")
+        window = _propagation(labels.get(LABEL_PROPAGATION))
         refs.append(
             ContainerRef(
                 id=str(item["Id"]),
@@ -165,6 +167,7 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
                 stop_signal=labels.get(LABEL_STOP_SIGNAL, "SIGTERM"),
                 restart_policy=labels.get(LABEL_RESTART_POLICY, "no"),
                 workload=name,
+                propagation=window,
             )
         )
     refs.sort(key=lambda r: _ROLE_ORDER.get(r.role, 9))
@@ -177,6 +180,16 @@ def snapshot(name: str, items: Sequence[Mapping[str, Any]]) -> WorkloadSnapshot:
         plan_name=first.get(LABEL_INSTANCE_OF, ""),
         volumes=_mounts_volume(items),
     )
+
+
+def _propagation(label: str | None) -> tuple[float, str] | None:
+    """The propagation label's window; None when absent or not ours to read (a label a user
+    set by hand on a container of theirs never breaks a delete)."""
+    try:
+        data = json.loads(label or "null")
+        return (float(data["seconds"]), str(data["during"])) if data else None
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 def _mounts_volume(items: Sequence[Mapping[str, Any]]) -> bool | None:

@@ -37,7 +37,7 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     TrackedRef,
     WriteClaim,
 )
-from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook
+from asyncdeploy.drivers.engine._ops import CallNotSent, ContainerLook, ContainerRef
 
 __all__ = ["OwnerDrain"]
 
@@ -125,7 +125,8 @@ class OwnerDrain:
             wait = AwaitExit(ref, since=-1, before_stream=True)
             self._await(t, wait, self._ended(t, delivered=True))
         elif ref.pre_stop or ref.pre_stop_http:
-            self.m.books.emit(PreStopStarted(**self.m.books.at(t)))
+            window = _window(ref, "pre_stop")
+            self.m.books.emit(PreStopStarted(**self.m.books.at(t), propagation_seconds=window))
             self._step(t, "hook", RunHook(ref, self.m.pause), self._hooked(t))
             if ref.pre_stop and (ref.pre_stop_http is None or self.m.pause is None):
                 # An exec: a container that dies during it ends it (failed, no code): Docker
@@ -236,7 +237,10 @@ class OwnerDrain:
         self._step(t, "signal", Signal(t.ref), self._sent(t, first=sent))
 
     def _signal_sent(self, t: TrackedRef) -> None:
-        self.m.books.emit(SignalSent(**self.m.books.at(t), signal=t.ref.stop_signal))
+        window = _window(t.ref, "signal")
+        self.m.books.emit(
+            SignalSent(**self.m.books.at(t), signal=t.ref.stop_signal, propagation_seconds=window)
+        )
 
     def _ended(self, t: TrackedRef, *, delivered: bool) -> Then[Exited]:
         def then(answer: Exited | EngineFailure) -> None:
@@ -270,3 +274,11 @@ class OwnerDrain:
 
     def _recorded(self, answer: Done | EngineFailure) -> None:
         self.m.record_written = not isinstance(answer, ENGINE_FAILURES)
+
+
+def _window(ref: ContainerRef, during: str) -> float | None:
+    """The propagation window ``ref`` holds in this step of its drain (its hook, or after its
+    signal), for the events that begin the step; None when it holds none there."""
+    if ref.propagation is None or ref.propagation[1] != during:
+        return None
+    return ref.propagation[0]
