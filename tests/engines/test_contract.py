@@ -239,7 +239,7 @@ async def test_autoheal_is_removed_before_any_signal_and_pause_last(
     events, _ = await drain_events(deployer, workload)
     kinds = [type(e).__name__ for e in events]
     first_signal = kinds.index("SignalSent")
-    assert kinds.index("SidecarRemoved") < first_signal
+    assert kinds.index("SidecarRemoved") < first_signal, ([(type(e).__name__, getattr(e, "container", None)) for e in events], events[-1])
     assert next(e for e in events if isinstance(e, SidecarRemoved)).container == "autoheal"
     assert isinstance([e for e in events if not isinstance(e, DrainFinished)][-1], PauseRemoved)
     # Not resurrected by the drain: still two starts, and the second run drained completely.

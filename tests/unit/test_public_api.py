@@ -121,6 +121,7 @@ def test_drain_finished_serialises_flat() -> None:
         "container": "a",
         "signal": "SIGTERM",
         "role": "run",
+        "propagation_seconds": None,
     }
 
 

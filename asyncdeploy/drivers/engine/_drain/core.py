@@ -38,6 +38,8 @@ is a line in the summary and the drain goes on; an engine unreachable past the g
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, EngineUnavailable, WorkloadNotFound
 from asyncdeploy._events import (
     DrainStarted,
@@ -101,6 +103,7 @@ class WorkloadDrain(DrainContext):
             keep_volumes=keep_volumes,
         )
         self._opening: set[str] = set()  # what must end before the pipelines: sidecars, claim
+        self._begin: Callable[[], None] | None = None  # how the drain goes on, when not the usual
         # the states after the claim, each its own small machine over these books
         self.cleanup = Cleanup(self)
         self.owner_drain = OwnerDrain(self, clean_up=self.clean_up)
@@ -168,13 +171,22 @@ class WorkloadDrain(DrainContext):
 
         return then
 
-    def _opened(self, part: str, *, owner: bool | None = None) -> None:
+    def _opened(
+        self, part: str, *, owner: bool | None = None, begin: Callable[[], None] | None = None
+    ) -> None:
+        """``part`` of the opening ended; once all have (the autoheal gone, the claim settled),
+        the drain goes on as the claim decided: ``begin`` when it said how (a take-over),
+        else as the owner or as a follower."""
         if owner is not None:
             self.owner = owner
+        if begin is not None:
+            self._begin = begin
         self._opening.discard(part)
         if self._opening or self.cleaning:
             return
-        if self.owner:
+        if self._begin is not None:
+            self._begin()
+        elif self.owner:
             self.owner_drain.start()
         else:
             self.following.start()
@@ -236,9 +248,13 @@ class WorkloadDrain(DrainContext):
         ):
             self._opened("", owner=False)
             return
-        self._opening.discard("")
-        self.state = "taking-over"
-        self.following.take_over(found, own_deadline=True)
+
+        def take_over() -> None:
+            self.state = "taking-over"
+            self.following.take_over(found, own_deadline=True)
+
+        # not at once: the autoheal's removal may still be under way (the signals wait for it)
+        self._opened("", begin=take_over)
 
     # --- what every state writes down --------------------------------------------------------
 
