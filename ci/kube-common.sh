@@ -25,7 +25,7 @@ KAS_PORT=${ASYNCDEPLOY_KUBE_APISERVER_PORT:-6443}
 ETCD_PORT=${ASYNCDEPLOY_KUBE_ETCD_PORT:-2379}
 ETCD_PEER_PORT=$((ETCD_PORT + 1))
 IMAGE_TAG=${ASYNCDEPLOY_KUBE_IMAGE_TAG:-kube}
-TEST_IMAGES="asyncdeploy-test/busybox asyncdeploy-test/pause asyncdeploy-test/python localhost/asyncdeploy/demo localhost/asyncdeploy/gate asyncdeploy-test/stock-engine"
+TEST_IMAGES="asyncdeploy-test/busybox asyncdeploy-test/pause asyncdeploy-test/python localhost/asyncdeploy/demo localhost/asyncdeploy/gate asyncdeploy-test/stock-engine asyncdeploy-test/grpc-engine"
 # imported when Docker has them: the llama-server image exists only where its binary is
 # (ci/build-llama-image.sh, from ../shared/engines/llama-server)
 OPTIONAL_TEST_IMAGES="asyncdeploy-test/llama-server"
@@ -381,7 +381,7 @@ import_images() { # docker save (once) -> ctr import into each node, once per im
     for image in $TEST_IMAGES $OPTIONAL_TEST_IMAGES; do
         if ! id=$(docker image inspect -f '{{.Id}}' "$image:latest" 2>/dev/null); then
             case " $OPTIONAL_TEST_IMAGES " in *" $image "*) continue ;; esac
-            die "Docker has no $image:latest (build it: ci/build-test-image.sh, ci/build-demo-image.sh, ci/build-gate-image.sh)"
+            die "Docker has no $image:latest (build it: ci/build-test-image.sh, ci/build-demo-image.sh, ci/build-gate-image.sh, ci/build-grpc-image.sh)"
         fi
         saved=
         for node in $NODES; do

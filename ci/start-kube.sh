@@ -11,6 +11,7 @@
 #       ASYNCDEPLOY_TEST_K8S_IMAGE=...        busybox test image (sh, sleep, trap)
 #       ASYNCDEPLOY_TEST_K8S_PYTHON_IMAGE=... ASYNCDEPLOY_TEST_K8S_DEMO_IMAGE=...
 #       ASYNCDEPLOY_TEST_K8S_PAUSE_IMAGE=...  ASYNCDEPLOY_KUBECTL=...
+#       ASYNCDEPLOY_TEST_K8S_GRPC_IMAGE=...   the gRPC engine (ci/build-grpc-image.sh)
 #       ASYNCDEPLOY_TEST_K8S_LLAMA_IMAGE=...  only where Docker has the llama-server image
 #       ASYNCDEPLOY_TEST_K8S_NODES=127.0.0.1,127.0.0.2   the nodes' names
 #       ASYNCDEPLOY_TEST_K8S_STATE=...        the state dir (the kubelets' PIDs: kubelet@NODE.pid)
@@ -88,6 +89,7 @@ echo "ASYNCDEPLOY_TEST_K8S_IMAGE=$(node_ref asyncdeploy-test/busybox)"
 echo "ASYNCDEPLOY_TEST_K8S_PYTHON_IMAGE=$(node_ref asyncdeploy-test/python)"
 echo "ASYNCDEPLOY_TEST_K8S_PAUSE_IMAGE=$(node_ref asyncdeploy-test/pause)"
 echo "ASYNCDEPLOY_TEST_K8S_DEMO_IMAGE=$(node_ref localhost/asyncdeploy/demo)"
+echo "ASYNCDEPLOY_TEST_K8S_GRPC_IMAGE=$(node_ref asyncdeploy-test/grpc-engine)"
 if has_image "$(node_sock "${NODES%% *}")" asyncdeploy-test/llama-server; then
     echo "ASYNCDEPLOY_TEST_K8S_LLAMA_IMAGE=$(node_ref asyncdeploy-test/llama-server)"
 fi

@@ -14,7 +14,7 @@ import logging
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,27 +50,43 @@ def require_images(engine: str) -> None:
             pytest.fail(f"{image} missing in {engine}: run ci/{script}")
 
 
-def grpc_plan(name: str, port: int, *, gated: bool) -> WorkloadPlan:
+def grpc_plan(
+    name: str,
+    port: int,
+    *,
+    gated: bool,
+    image: str = GRPC_IMAGE,
+    gate_image: str = GATE_IMAGE,
+    labels: dict[str, str] | None = None,
+    host_ip: str | None = None,
+    **engine_extra: Any,
+) -> WorkloadPlan:
+    """The gRPC engine published on ``port`` (of ``host_ip``): behind its gate (``gated``), or
+    directly."""
+    published: dict[str, Any] = {"host_port": port}
+    if host_ip is not None:
+        published["host_ip"] = host_ip
     engine: dict[str, Any] = {
         "name": "engine",
-        "image": GRPC_IMAGE,
+        "image": image,
         "args": ["--port", "8001", "--slow-ms", str(SLOW_MS), "--tokens", str(TOKENS)],
+        **engine_extra,
     }
     if gated:
-        engine["ports"] = [{"container_port": 8000, "host_port": port}]
+        engine["ports"] = [{"container_port": 8000, **published}]
         engine["gate"] = {
             "upstream": 8001,
             "protocol": "h2c",
-            "image": GATE_IMAGE,
+            "image": gate_image,
             "propagation_seconds": 1,
         }
     else:  # the negative control: the engine published directly, checked by a TCP connect
-        engine["ports"] = [{"container_port": 8001, "host_port": port}]
+        engine["ports"] = [{"container_port": 8001, **published}]
         engine["checks"] = {"readiness": {"tcp": 8001}}
     return WorkloadPlan.from_mapping(
         {
             "name": name,
-            "labels": {RUN_LABEL: RUN_ID},
+            "labels": labels or {RUN_LABEL: RUN_ID},
             "pause_image": PAUSE,
             "termination_grace_period_seconds": 20,
             "containers": [engine],
@@ -109,8 +125,19 @@ def stream(channel: Any) -> str:
 
 async def disrupt_during_calls(driver: str, port: int, *command: str) -> list[str]:
     """Four clients of unary calls and four of streams, each calling until its first
-    refusal, and ``command`` (a delete, a replace): every call's outcome (ok, refused, or
-    what cut it)."""
+    refusal, and the CLI's ``command`` (a delete, a replace): every call's outcome (ok,
+    refused, or what cut it)."""
+
+    async def cli() -> None:
+        running = await start_cli(driver, *command, "-o", "json")
+        code, stderr = await running.finish(timeout=60)
+        assert code == 0, stderr
+
+    return await during_calls(port, cli)
+
+
+async def during_calls(port: int, disrupt: Callable[[], Awaitable[None]]) -> list[str]:
+    """:func:`disrupt_during_calls` with any ``disrupt`` (the Deployer's, on the cluster)."""
     outcomes: list[str] = []
 
     async def client(kind: Callable[[Any], str], channel: Any) -> None:
@@ -124,9 +151,7 @@ async def disrupt_during_calls(driver: str, port: int, *command: str) -> list[st
             for kind in [unary] * 4 + [stream] * 4:
                 tg.start_soon(client, kind, channel)
             await anyio.sleep(1.0)  # every client has a call at the engine
-            cli = await start_cli(driver, *command, "-o", "json")
-            code, stderr = await cli.finish(timeout=60)
-            assert code == 0, stderr
+            await disrupt()
     return outcomes
 
 
