@@ -2,9 +2,9 @@
 
 HAProxy admits and relays; the kit (:class:`~asyncdeploy.workload.DrainController`) keeps the
 state, the window, the statistics and the drain's end. This mirrors the first into the second:
-every new stream on the engine backend (its ``stot`` grew) is an admission in the kit (which
+every new stream on the engine backends (their ``stot`` grew) is an admission in the kit (which
 also notes the request in the propagation window), and the kit holds as many admissions as the
-backend has streams open (``scur``): when it has fewer, the oldest are released (completed, or
+backends have streams open (``scur``): when it has fewer, the oldest are released (completed, or
 failed for each new connect or answer error, client-disconnected for each abort). A stream that began and ended between two reads
 is admitted and released in the same read.
 
@@ -17,12 +17,12 @@ have refused, let in during the flip, is still waited for).
 from __future__ import annotations
 
 import collections
+from collections.abc import Sequence
 
 import attrs
 
 from asyncdeploy.workload import Admission, DrainController, RequestOutcome
 
-from ._haproxy import ENGINE_BACKEND
 from ._runtime import Counters, Runtime
 
 __all__ = ["INTERVAL", "InFlight"]
@@ -32,9 +32,12 @@ INTERVAL = 0.05
 
 
 class InFlight:
-    def __init__(self, controller: DrainController, runtime: Runtime) -> None:
+    def __init__(
+        self, controller: DrainController, runtime: Runtime, backends: Sequence[str]
+    ) -> None:
         self._controller = controller
         self._runtime = runtime
+        self._backends = tuple(backends)  # every backend to the engine: their streams together
         self._admissions: collections.deque[Admission] = collections.deque()
         self._seen: Counters | None = None
         #: Streams HAProxy holds that the kit did not admit (let in while admission flipped).
@@ -44,7 +47,7 @@ class InFlight:
 
     async def read(self) -> Counters:
         """Read HAProxy's counters once and bring the kit's count in line with them."""
-        counters = await self._runtime.counters(ENGINE_BACKEND)
+        counters = await self._runtime.counters(self._backends)
         self.apply(counters)
         return counters
 

@@ -38,8 +38,10 @@ __all__ = [
     "BUFFER_SIZE",
     "DATA_FRONTEND",
     "ENGINE_BACKEND",
+    "KEPT_BACKEND",
     "MAX_REWRITE",
     "Plane",
+    "engine_backends",
     "engine_down_answer",
     "initial_map",
     "render_config",
@@ -47,6 +49,13 @@ __all__ = [
 
 DATA_FRONTEND = "data"
 ENGINE_BACKEND = "engine"
+#: The engine again, on kept-alive connections: for requests a retry may repeat (RFC 9110
+#: §9.2.2: an idempotent method, or an ``Idempotency-Key``). A connection the engine closed as
+#: the next request went out (llama-server closes after each streamed answer) is retried on a
+#: fresh one; every other request (a POST without a key) gets a fresh connection of its own in
+#: ENGINE_BACKEND, and is never sent twice. HTTP/1.1 engines only: an h2c engine's one
+#: connection carries every stream.
+KEPT_BACKEND = "engine_kept"
 ADMIN_BACKEND = "admin"
 #: HAProxy's buffer (``tune.bufsize``): a request head must fit in it less ``MAX_REWRITE``; a
 #: stream holds at most two of them (one each way) plus the connections' own, so it bounds
@@ -120,6 +129,11 @@ def _server_proto(plane: Plane) -> str:
     return " proto h2" if plane.upstream_protocol == "h2c" else ""
 
 
+def engine_backends(plane: Plane) -> tuple[str, ...]:
+    """The backends that reach the engine: what is in flight is their streams together."""
+    return (ENGINE_BACKEND,) if plane.upstream_protocol == "h2c" else (ENGINE_BACKEND, KEPT_BACKEND)
+
+
 def initial_map() -> str:
     """The map the controller flips: ``admit`` (1: relay, 0: refuse), the kit's ``state``, and
     ``goaway`` (1 once an h2c gate's data frontend was shut: HTTP/2 streams are relayed)."""
@@ -133,6 +147,33 @@ def engine_down_answer() -> str:
         "HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\n"
         f"content-length: {len(body)}\r\ncache-control: no-cache\r\n\r\n{body}"
     )
+
+
+_RETRYABLE = (
+    "    acl idempotent method GET HEAD OPTIONS TRACE PUT DELETE",
+    "    acl keyed req.hdr(idempotency-key) -m found",
+)
+
+
+def _engine_backend(plane: Plane) -> list[str]:
+    """A backend's lines to the engine (after its connection mode)."""
+    return [
+        # each chunk of a streamed answer (a token of an SSE stream) goes out as it comes: at
+        # HAProxy's default, small chunks wait for more data (about 100 ms a token, measured)
+        "    option http-no-delay",
+        # a body is waited for (up to a buffer) before the engine is reached, under the head
+        # timeout: a stalled small body is a 408 and never ties an engine thread; one past the
+        # buffer that stalls is bounded by the engine timeout (``timeout server``: HAProxy
+        # 2.6 applies it, not ``timeout client``, while a body is forwarded)
+        "    option http-buffer-request",
+        # the engine unreachable is a 502 (as nginx says it), never the 503 of a refusal
+        f"    errorfile 503 {plane.engine_down_file}",
+        "    retries 2",
+        "    retry-on conn-failure empty-response",
+        *_RETRYABLE,
+        "    http-request disable-l7-retry if !idempotent !keyed",
+        f"    server e {plane.upstream_host}:{plane.upstream_port}{_server_proto(plane)}",
+    ]
 
 
 def render_config(plane: Plane) -> str:
@@ -206,26 +247,23 @@ def render_config(plane: Plane) -> str:
         # while draining every answer says so: a keep-alive client reconnects (elsewhere)
         f"    http-after-response set-header connection close if {{ {state} -m str draining }}",
         "    use_backend local if local_path local_method",
+    ]
+    kept = KEPT_BACKEND in engine_backends(plane)
+    if kept:
+        lines += [
+            *_RETRYABLE,
+            f"    use_backend {KEPT_BACKEND} if idempotent or keyed",
+        ]
+    lines += [
         f"    default_backend {ENGINE_BACKEND}",
         "",
         f"backend {ENGINE_BACKEND}",
         "    option http-server-close",
-        # each chunk of a streamed answer (a token of an SSE stream) goes out as it comes: at
-        # HAProxy's default, small chunks wait for more data (about 100 ms a token, measured)
-        "    option http-no-delay",
-        # a body is waited for (up to a buffer) before the engine is reached, under the head
-        # timeout: a stalled small body is a 408 and never ties an engine thread; one past the
-        # buffer that stalls is bounded by the engine timeout (``timeout server``: HAProxy
-        # 2.6 applies it, not ``timeout client``, while a body is forwarded)
-        "    option http-buffer-request",
-        # the engine unreachable is a 502 (as nginx says it), never the 503 of a refusal
-        f"    errorfile 503 {plane.engine_down_file}",
-        "    retries 2",
-        "    retry-on conn-failure empty-response",
-        "    acl idempotent method GET HEAD OPTIONS TRACE PUT DELETE",
-        "    acl keyed req.hdr(idempotency-key) -m found",
-        "    http-request disable-l7-retry if !idempotent !keyed",
-        f"    server e {plane.upstream_host}:{plane.upstream_port}{_server_proto(plane)}",
+        *_engine_backend(plane),
+    ]
+    if kept:
+        lines += ["", f"backend {KEPT_BACKEND}", *_engine_backend(plane)]
+    lines += [
         "",
         "backend local",
         f"    server c unix@{plane.local_socket}",

@@ -88,6 +88,16 @@ async def _serve_one(stream: SocketStream, handler: LocalHandler) -> None:
                     pass
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
+        except RuntimeError:  # uvloop's write_eof on a transport HAProxy closed meanwhile
+            pass
+
+
+async def _serve_guarded(stream: SocketStream, handler: LocalHandler) -> None:
+    """One connection; whatever it raises ends it alone, never the gate (logged: a defect)."""
+    try:
+        await _serve_one(stream, handler)
+    except Exception:
+        logger.exception("a local answer failed")
 
 
 async def serve_local(
@@ -101,6 +111,6 @@ async def serve_local(
             task_status.started()
             async with anyio.create_task_group() as tg:
                 while True:
-                    tg.start_soon(_serve_one, await accept_stream(listening), handler)
+                    tg.start_soon(_serve_guarded, await accept_stream(listening), handler)
     finally:
         unlink_if_ours(str(path), inode)

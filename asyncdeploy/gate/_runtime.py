@@ -8,6 +8,7 @@ controller never soft-stops HAProxy before the drain is over), so no master CLI 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
@@ -85,8 +86,16 @@ class Runtime:
         if reply.strip():
             raise RuntimeAPIError(f"set map {key} {value}: {reply.strip()}")
 
-    async def counters(self, backend: str) -> Counters:
-        return parse_backend_counters(await self.command(f"show stat {backend} 2 -1"), backend)
+    async def counters(self, backends: Sequence[str]) -> Counters:
+        """The ``backends``' counters together, from one read (one moment of HAProxy's)."""
+        stats = await self.command("show stat -1 2 -1")
+        each = [parse_backend_counters(stats, backend) for backend in backends]
+        return Counters(
+            current=sum(c.current for c in each),
+            total=sum(c.total for c in each),
+            failed=sum(c.failed for c in each),
+            client_gone=sum(c.client_gone for c in each),
+        )
 
     async def stop_frontend(self, frontend: str) -> None:
         """Close ``frontend``'s listener for good (``shutdown frontend``): its HTTP/2 connections

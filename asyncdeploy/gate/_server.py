@@ -37,7 +37,7 @@ from asyncdeploy.workload import (
 
 from ._admin import AdminHost
 from ._counting import INTERVAL, InFlight
-from ._haproxy import DATA_FRONTEND, ENGINE_BACKEND, Plane
+from ._haproxy import DATA_FRONTEND, Plane, engine_backends
 from ._http import answer, status_of
 from ._limits import Limits, connections
 from ._local import LocalAnswer, Request, serve_local
@@ -101,11 +101,18 @@ def _listener(host: str, port: int) -> socket.socket:
 class _Gate:
     """The controller's state: the kit's machine, HAProxy's runtime, the engine's health."""
 
-    def __init__(self, config: GateConfig, controller: DrainController, runtime: Runtime) -> None:
+    def __init__(
+        self,
+        config: GateConfig,
+        controller: DrainController,
+        runtime: Runtime,
+        backends: tuple[str, ...],
+    ) -> None:
         self.config = config
         self.controller = controller
         self.runtime = runtime
-        self.in_flight = InFlight(controller, runtime)
+        self.backends = backends  # the data plane's backends to the engine
+        self.in_flight = InFlight(controller, runtime, backends)
         self.upstream_healthy = False
         self._applied: tuple[bool, str] | None = None
         self._goaway_sent = False
@@ -224,11 +231,12 @@ class _Gate:
         return False
 
     async def watch_cut(self) -> None:
-        """At the drain deadline, shut every stream still open on the engine backend."""
+        """At the drain deadline, shut every stream still open on the engine backends."""
         await self.controller.draining.wait()
         reason = await self.controller.wait_cut()
         self.in_flight.release_all(RequestOutcome.CUT_AT_DEADLINE)
-        await self.runtime.cut(ENGINE_BACKEND, "e")
+        for backend in self.backends:
+            await self.runtime.cut(backend, "e")
         logger.warning("open exchanges cut: %s", reason)
 
     async def watch_window(self) -> None:
@@ -331,7 +339,7 @@ async def serve_gate(
                 ),
             )
             runtime = Runtime(plane.runtime_socket, plane.map_file)
-            gate = _Gate(config, controller, runtime)
+            gate = _Gate(config, controller, runtime, engine_backends(plane))
             host = AdminHost(gate, config.admin_token)
             async with anyio.create_task_group() as tg:
                 await tg.start(serve_local, plane.local_socket, gate.local)

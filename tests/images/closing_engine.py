@@ -9,6 +9,7 @@ recorded here: the FIN follows the last chunk by 0.02-0.15 ms, the answer's head
                                      (``--close-delay-ms`` after the last chunk); without
                                      ``stream`` a JSON answer on a kept connection
 - ``GET /requests``                  how many chat requests it received (each counted once)
+- ``GET /connections``               how many connections it accepted
 """
 
 import argparse
@@ -16,10 +17,12 @@ import asyncio
 import json
 
 REQUESTS = 0
+CONNECTIONS = 0
 
 
 async def handle(reader, writer, args):
-    global REQUESTS
+    global REQUESTS, CONNECTIONS
+    CONNECTIONS += 1
     try:
         while True:
             line = await reader.readline()
@@ -61,6 +64,8 @@ async def handle(reader, writer, args):
                 return  # the close llama-server makes after every streamed answer
             if target == "/requests":
                 answer = str(REQUESTS).encode()
+            elif target == "/connections":
+                answer = str(CONNECTIONS).encode()
             else:
                 answer = b'{"status":"ok"}'
             writer.write(

@@ -64,10 +64,14 @@ async def gate_url(closing_engine: int) -> AsyncIterator[str]:
         tg.cancel_scope.cancel()
 
 
-async def chat(client: httpx.AsyncClient, url: str, *, stream: bool) -> str:
-    """One chat completion; what went wrong, or '' for a whole answer."""
+async def chat(client: httpx.AsyncClient, url: str, *, stream: bool, key: str | None = None) -> str:
+    """One chat completion (with an ``Idempotency-Key``, when given); what went wrong, or ''
+    for a whole answer."""
     body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": stream}
-    async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
+    headers = {"Idempotency-Key": key} if key else {}
+    async with client.stream(
+        "POST", f"{url}/v1/chat/completions", json=body, headers=headers
+    ) as response:
         text = (await response.aread()).decode()
     if response.status_code != 200:
         return f"{response.status_code} {text[:60]}"
@@ -112,3 +116,44 @@ async def test_pipelined_posts_behind_a_stream_are_each_answered_once(gate_url: 
     assert received.count(b"HTTP/1.1 200 OK") == 2
     async with httpx.AsyncClient() as client:
         assert (await client.get(f"{gate_url}/requests")).text == "2"
+
+
+async def _engine_count(client: httpx.AsyncClient, url: str, what: str) -> int:
+    return int((await client.get(f"{url}/{what}")).text)
+
+
+async def test_gets_share_kept_engine_connections_and_a_post_gets_a_fresh_one(
+    gate_url: str,
+) -> None:
+    """What a retry may repeat (a GET) rides kept-alive engine connections: the gate's cost
+    per request is HAProxy's. A POST without an ``Idempotency-Key`` gets an engine connection
+    of its own, so that it is never sent where the engine may close under it."""
+    async with httpx.AsyncClient(timeout=20) as client:
+        before = await _engine_count(client, gate_url, "connections")
+        for _ in range(CALLS):
+            assert (await client.get(f"{gate_url}/health")).status_code == 200
+        after_gets = await _engine_count(client, gate_url, "connections")
+        for _ in range(10):
+            assert await chat(client, gate_url, stream=False) == ""
+        after_posts = await _engine_count(client, gate_url, "connections")
+    # (each count is a GET of its own: on a kept connection too)
+    assert after_gets - before <= 2, f"{CALLS} GETs took {after_gets - before} engine connections"
+    assert after_posts - after_gets >= 10, "each POST on a fresh engine connection"
+
+
+async def test_keyed_posts_to_an_engine_that_closes_after_each_stream_are_retried_once(
+    gate_url: str,
+) -> None:
+    """Streaming POSTs with an ``Idempotency-Key`` ride kept connections: the one the engine
+    closed after the previous stream fails the next request before the engine read it, and the
+    gate retries it on a fresh one (RFC 9110 §9.2.2 allows it: the client said a repeat is
+    safe). Every answer whole, each request received once."""
+    failures: list[str] = []
+    async with httpx.AsyncClient(timeout=20) as client:
+        before = await _engine_count(client, gate_url, "requests")
+        for i in range(CALLS):
+            if failure := await chat(client, gate_url, stream=True, key=f"k{i}"):
+                failures.append(failure)
+        received = await _engine_count(client, gate_url, "requests") - before
+    assert failures == []
+    assert received == CALLS
