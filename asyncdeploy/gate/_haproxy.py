@@ -38,6 +38,7 @@ __all__ = [
     "BUFFER_SIZE",
     "DATA_FRONTEND",
     "ENGINE_BACKEND",
+    "GRPC_HEALTH_PATH",
     "KEPT_BACKEND",
     "MAX_REWRITE",
     "Plane",
@@ -57,6 +58,9 @@ ENGINE_BACKEND = "engine"
 #: connection carries every stream.
 KEPT_BACKEND = "engine_kept"
 ADMIN_BACKEND = "admin"
+#: gRPC's health check (``grpc.health.v1``): from the drain's start an h2c gate answers it
+#: itself, ``NOT_SERVING`` (the engine, which knows nothing of the drain, would say SERVING)
+GRPC_HEALTH_PATH = "/grpc.health.v1.Health/Check"
 #: HAProxy's buffer (``tune.bufsize``): a request head must fit in it less ``MAX_REWRITE``; a
 #: stream holds at most two of them (one each way) plus the connections' own, so it bounds
 #: memory per active connection (docs/gate.md). HAProxy's default is 16 KiB.
@@ -248,6 +252,11 @@ def render_config(plane: Plane) -> str:
         f"    http-after-response set-header connection close if {{ {state} -m str draining }}",
         "    use_backend local if local_path local_method",
     ]
+    if plane.upstream_protocol == "h2c":
+        lines += [
+            f"    acl grpc_health path {GRPC_HEALTH_PATH}",
+            f"    use_backend local if grpc_health {{ {state} -m str draining stopped }}",
+        ]
     kept = KEPT_BACKEND in engine_backends(plane)
     if kept:
         lines += [

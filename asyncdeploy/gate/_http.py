@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-__all__ = ["MAX_HEAD", "REASONS", "answer", "status_of"]
+__all__ = ["MAX_HEAD", "REASONS", "answer", "grpc_health_answer", "status_of"]
 
 MAX_HEAD = 64 * 1024
 """The largest head the controller reads (the engine's health answer, the drain's answer)."""
@@ -59,3 +59,23 @@ def status_of(head: bytes) -> int:
     if match is None:
         raise ValueError(f"not an HTTP/1.x status line: {head[:40]!r}")
     return int(match.group(1))
+
+
+# grpc.health.v1.HealthCheckResponse's one field, ``status`` (field 1, a varint): SERVING = 1,
+# NOT_SERVING = 2; in gRPC's length-prefixed frame (no compression, 4-byte big-endian length)
+_HEALTH_STATUS = {True: b"\x08\x01", False: b"\x08\x02"}
+
+
+def grpc_health_answer(serving: bool) -> bytes:
+    """A whole ``grpc.health.v1.Health/Check`` answer in HTTP/1.1, as HAProxy passes it on to
+    the client in HTTP/2: the response message in one chunk, then ``grpc-status: 0`` as a
+    trailer (gRPC reads the call's status from the trailers)."""
+    message = _HEALTH_STATUS[serving]
+    frame = b"\x00" + len(message).to_bytes(4, "big") + message
+    return (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/grpc\r\n"
+        b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+        + b"%x\r\n" % len(frame)
+        + frame
+        + b"\r\n0\r\ngrpc-status: 0\r\n\r\n"
+    )

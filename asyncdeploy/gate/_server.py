@@ -37,8 +37,8 @@ from asyncdeploy.workload import (
 
 from ._admin import AdminHost
 from ._counting import INTERVAL, InFlight
-from ._haproxy import DATA_FRONTEND, Plane, engine_backends
-from ._http import answer, status_of
+from ._haproxy import DATA_FRONTEND, GRPC_HEALTH_PATH, Plane, engine_backends
+from ._http import answer, grpc_health_answer, status_of
 from ._limits import Limits, connections
 from ._local import LocalAnswer, Request, serve_local
 from ._process import DataPlaneError, Process, find_haproxy, run_dir, running_haproxy
@@ -129,6 +129,8 @@ class _Gate:
             )
             if p is not None
         }
+        if config.upstream_protocol == "h2c":  # HAProxy sends it here once the drain began
+            self._local[GRPC_HEALTH_PATH.encode()] = self._grpc_health
 
     # --- admission and counting -----------------------------------------------------------------
     async def apply_admission(self) -> None:
@@ -292,6 +294,10 @@ class _Gate:
 
     def _startup(self, request: Request) -> bytes:
         return self._probe(request, self.controller.state is not DrainState.STARTING)
+
+    def _grpc_health(self, request: Request) -> bytes:
+        serving = self.controller.state is DrainState.SERVING
+        return grpc_health_answer(serving)
 
     def _metrics(self, request: Request) -> bytes:
         text = render_metrics(self.controller).encode()

@@ -31,6 +31,9 @@ __all__ = ["anyio_backend"]
 
 pytestmark = pytest.mark.anyio
 
+# grpc.health.v1.HealthCheckResponse: status SERVING (1) or NOT_SERVING (2), field 1
+SERVING, NOT_SERVING = b"\x08\x01", b"\x08\x02"
+HEALTH = "/grpc.health.v1.Health/Check"
 UNARY = "/asyncdeploy.test.Engine/Slow"
 STREAM = "/asyncdeploy.test.Engine/Tokens"
 #: A unary call's work and a stream's tokens (x TOKEN_SECONDS): both outlast the window.
@@ -45,7 +48,13 @@ class Engine:
     def __init__(self) -> None:
         self.started = 0
         self.finished = 0
+        self.health_checks = 0
         self._lock = threading.Lock()
+
+    def health(self, request: bytes, context: object) -> bytes:
+        """``grpc.health.v1.Health/Check``: SERVING (it knows nothing of a drain)."""
+        self._count("health_checks")
+        return SERVING
 
     def _count(self, field: str) -> None:
         with self._lock:
@@ -73,8 +82,12 @@ def serving_engine() -> Iterator[tuple[Engine, int]]:
         "Slow": grpc.unary_unary_rpc_method_handler(engine.slow),
         "Tokens": grpc.unary_stream_rpc_method_handler(engine.tokens),
     }
+    health = {"Check": grpc.unary_unary_rpc_method_handler(engine.health)}
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler("asyncdeploy.test.Engine", handlers),)
+        (
+            grpc.method_handlers_generic_handler("asyncdeploy.test.Engine", handlers),
+            grpc.method_handlers_generic_handler("grpc.health.v1.Health", health),
+        )
     )
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
@@ -96,10 +109,12 @@ def drain_timeout() -> float:
 
 
 @contextlib.asynccontextmanager
-async def serving_gate(engine_port: int, drain_timeout: float) -> AsyncIterator[Gate]:
+async def serving_gate(
+    engine_port: int, drain_timeout: float, window: float = 0.5
+) -> AsyncIterator[Gate]:
     controller = DrainController(
         drain_timeout=drain_timeout,
-        propagation=PropagationWindow(max_seconds=0.5, quiet_seconds=0.5),
+        propagation=PropagationWindow(max_seconds=window, quiet_seconds=window),
     )
     config = GateConfig(
         listen_port=0,
@@ -251,3 +266,37 @@ async def test_the_deadline_cuts_what_is_still_open(
     with channel:  # type: ignore[attr-defined]
         await _run_calls(channel, outcomes, drain)
     assert all(o.code != grpc.StatusCode.OK for o in outcomes), [o.code for o in outcomes]
+
+
+async def test_the_health_check_says_not_serving_from_the_drains_start(
+    grpc_engine: tuple[Engine, int],
+) -> None:
+    """``grpc.health.v1.Health/Check`` reaches the engine while the gate serves (SERVING, the
+    engine's own answer); from the drain's start, through the window while calls are still
+    admitted, the gate answers it itself: NOT_SERVING, so a health-checking client or
+    balancer takes the replica out before its port closes. The engine, which knows nothing of
+    the drain, is not asked again."""
+    engine, port = grpc_engine
+    async with serving_gate(port, 30.0, window=5.0) as gate:
+        with grpc.insecure_channel(f"127.0.0.1:{gate.port}") as channel:  # type: ignore[attr-defined]
+            check = channel.unary_unary(HEALTH)
+
+            def health() -> bytes:
+                return check(b"", timeout=10)  # type: ignore[no-any-return]
+
+            assert await anyio.to_thread.run_sync(health) == SERVING
+            asked = engine.health_checks
+            assert asked == 1
+            gate.controller.begin_drain()
+
+            async def not_serving() -> bool:
+                return await anyio.to_thread.run_sync(health) == NOT_SERVING
+
+            await until(not_serving, timeout=5, interval=0.1)
+            assert gate.controller.accepting, "still inside the window: calls still admitted"
+            for _ in range(3):
+                assert await anyio.to_thread.run_sync(health) == NOT_SERVING
+            outcome = Outcome()
+            await anyio.to_thread.run_sync(_unary, channel, outcome)
+            assert outcome.code == grpc.StatusCode.OK, outcome.details
+        assert engine.health_checks <= asked + 1  # (one may have crossed the map's flip)
