@@ -40,6 +40,8 @@ SITE=/usr/local/lib/python3.11/dist-packages
 
 log() { printf '[build-demo-image %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
+# shellcheck source=ci/retry.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/retry.sh"
 want() { case " $2 " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 
@@ -162,7 +164,7 @@ fi
 smoke() { # smoke ENGINE
     local cli
     if [ "$1" = docker ]; then cli=("${DOCKER[@]}"); else cli=(podman); fi
-    "${cli[@]}" run --rm --network none "$IMAGE" python3 -c '
+    tries 3 "${cli[@]}" run --rm --network none "$IMAGE" python3 -c '
 import asyncdeploy.workload.demo, asyncdeploy.workload.drain_cmd, importlib.metadata as m, os, stat
 assert stat.S_IMODE(os.stat("/run/asyncdeploy").st_mode) == 0o700
 print("asyncdeploy", m.version("asyncdeploy"), "uvicorn", m.version("uvicorn"))' >&2 \
