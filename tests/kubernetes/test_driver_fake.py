@@ -751,6 +751,21 @@ async def test_a_failing_watch_is_retried_and_a_refused_one_ends_the_drain_with_
     assert isinstance(events[-1], DrainFinished)
 
 
+async def test_watches_that_end_at_once_are_not_followed_by_a_list_at_once(
+    driver: KubernetesDriver, fake: FakeApiServer
+) -> None:
+    """Every watch answered 410 at once (an API server, or a proxy in front of it, that ends
+    them all): the follower lists again after a growing pause, not at once (it listed and
+    watched a few milliseconds apart, for minutes, and a test on the fake spun a CPU at it),
+    and the wait still ends when the Pod is ready."""
+    fake.start_delay = 3.0  # ready 3 s after its start
+    fake.inject("GET", PODS, 410, watch=True, times=1000)
+    await driver.apply(plan())
+    await driver.wait_ready("demo", timeout=30)
+    watches = [r for r in fake.requests if r.path == PODS and r.query.get("watch")]
+    assert 3 <= len(watches) <= 8, len(watches)  # 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s: 3.1 s
+
+
 async def test_a_pod_that_never_goes_is_an_error_after_grace_plus_margin(
     driver: KubernetesDriver, fake: FakeApiServer
 ) -> None:

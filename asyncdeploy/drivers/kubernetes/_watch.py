@@ -43,6 +43,9 @@ __all__ = ["MAX_WATCH_SECONDS", "KubeletEvents", "PodChange", "PodEvent", "PodFo
 
 MAX_WATCH_SECONDS = 300
 MIN_WATCH_SECONDS = 0.05
+# a watch that ends sooner than this with nothing new is followed by a pause (WATCH's) before
+# the next list
+QUICK_END_SECONDS = 1.0
 _log = logging.getLogger(__name__)
 
 
@@ -75,6 +78,7 @@ class PodFollower:
     last_error: str | None = attrs.field(default=None, init=False)
     _failures: int = attrs.field(default=0, init=False)
     _done: bool = attrs.field(default=False, init=False)
+    _quick_ends: int = attrs.field(default=0, init=False)  # watches in a row that ended at once
 
     async def run(
         self,
@@ -118,11 +122,23 @@ class PodFollower:
 
     async def _watch(self, handle: Handler, version: str, poll: Callable[[], float]) -> None:
         wanted = min(max(poll(), MIN_WATCH_SECONDS), MAX_WATCH_SECONDS)
+        started, news = anyio.current_time(), False
         # timeoutSeconds is whole seconds: the cancel scope hands control back on time.
-        with anyio.move_on_after(wanted):
-            await self._stream(handle, version, math.ceil(wanted))
+        with anyio.move_on_after(wanted) as scope:
+            news = await self._stream(handle, version, math.ceil(wanted))
+        if self._done or news or scope.cancelled_caught:
+            self._quick_ends = 0
+            return
+        if anyio.current_time() - started < min(QUICK_END_SECONDS, wanted / 2):
+            # ended at once with nothing new (a 410 again and again, a proxy that closes every
+            # watch): listing again at once would hammer the API server, and did (a list and a
+            # watch a few milliseconds apart, for minutes)
+            self._quick_ends += 1
+            await anyio.sleep(WATCH.after(self._quick_ends))
 
-    async def _stream(self, handle: Handler, version: str, seconds: int) -> None:
+    async def _stream(self, handle: Handler, version: str, seconds: int) -> bool:
+        """One watch; whether it handed an event over."""
+        news = False
         try:
             async with self.api.watch(
                 self.namespace,
@@ -141,9 +157,10 @@ class PodFollower:
                         code = int(body.get("code") or 0)
                         raise status_error(code, body, f"watch {self.resource} in {self.namespace}")
                     self._failures = 0
+                    news = True
                     if handle(PodChange(str(kind), body)):
                         self._done = True
-                        return
+                        return news
         except ENGINE_FAILURES as exc:
             if not _transient(exc):
                 raise
@@ -152,6 +169,8 @@ class PodFollower:
                 _log.debug("%s; listing afresh", exc.message)
             else:
                 await self._failed(exc)
+                return True  # paused already: no second pause for it
+        return news
 
     async def _failed(self, exc: EngineFailure) -> None:
         self._failures += 1
