@@ -92,12 +92,12 @@ start() {
         log "starting dockerd in netns $NETNS on tcp://$ADDR:$PORT"
         # nsenter, not `ip netns exec`: that one mounts a fresh /sys, without the cgroup mounts
         # dockerd needs; setsid: its own session, so that a CI job's end does not take it down
-        setsid nsenter --net="/run/netns/$NETNS" dockerd \
+        (cd / && exec setsid nsenter --net="/run/netns/$NETNS" dockerd \
             --data-root "$DATA_ROOT" --exec-root "$EXEC_ROOT" --pidfile "$PIDFILE" \
             -H "tcp://$ADDR:$PORT" --tlsverify --tlscacert "$CERTS/ca.pem" \
             --tlscert "$CERTS/server-cert.pem" --tlskey "$CERTS/server-key.pem" \
             --bip "$BRIDGE_CIDR" --default-address-pool "base=$POOL,size=24" \
-            --exec-opt native.cgroupdriver=cgroupfs --log-level=warn \
+            --exec-opt native.cgroupdriver=cgroupfs --log-level=warn) \
             >"$STATE_DIR/dockerd.log" 2>&1 </dev/null &
         local started=$! deadline=$(($(date +%s) + WAIT_S))
         until answers; do

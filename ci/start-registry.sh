@@ -97,7 +97,7 @@ start_port() { # start_port PORT [auth]
     fi
     stop_port "$port"
     answers "$port" && die "127.0.0.1:$port answers but is not a registry started here"
-    nohup "$BINARY" serve "$STATE_DIR/config-$port.yml" >>"$STATE_DIR/registry-$port.log" 2>&1 </dev/null &
+    (cd / && exec nohup "$BINARY" serve "$STATE_DIR/config-$port.yml") >>"$STATE_DIR/registry-$port.log" 2>&1 </dev/null &
     pid=$!
     echo "$pid" >"$STATE_DIR/registry-$port.pid"
     for _ in $(seq 1 100); do
