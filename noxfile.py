@@ -149,7 +149,8 @@ def bench(session: nox.Session) -> None:
     (bench-results/bench-many-<engine>.json; $ASYNCDEPLOY_BENCH_COMPARE=DIR runs another
     checkout's code in the same rounds); then image pulls from the local registry, asyncdeploy
     beside `docker pull` / `podman pull`; then the drain gate's cost beside HAProxy and nginx in
-    front of the same server (bench-results/bench-gate.json).
+    front of the same server (bench-results/bench-gate.json), and for gRPC beside HAProxy alone
+    (bench-results/bench-gate-grpc.json).
 
     Prints a table per engine and writes bench-results/bench-<engine>.json (about 20 minutes;
     `nox -s bench -- --quick` is a smoke run, `-- --engines docker --runs 5` and `--no-peer`
@@ -206,9 +207,13 @@ def bench(session: nox.Session) -> None:
     )
     # the drain gate's cost beside HAProxy and nginx (needs wrk, haproxy, nginx; no engine):
     # the gate's own framing and loop (its extra), and the ASGI stack it was first measured beside
-    session.install("-e", ".[gate]", "uvicorn", "httpx")
+    session.install("-e", ".[gate]", "uvicorn", "httpx", "grpcio")
     session.run(
         "python", "benchmarks/gate.py", *(["--smoke"] if "--quick" in session.posargs else [])
+    )
+    # the same for gRPC (h2c both ways): the gate beside HAProxy alone
+    session.run(
+        "python", "benchmarks/gate_grpc.py", *(["--smoke"] if "--quick" in session.posargs else [])
     )
 
 
