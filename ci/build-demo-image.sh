@@ -40,8 +40,6 @@ SITE=/usr/local/lib/python3.11/dist-packages
 
 log() { printf '[build-demo-image %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
-# shellcheck source=ci/retry.sh
-. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/retry.sh"
 want() { case " $2 " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 
@@ -161,6 +159,8 @@ else
 fi
 
 # --- smoke test: the CMD serves, and the preStop command exists -----------------------------
+# shellcheck source=ci/retry.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/retry.sh"
 smoke() { # smoke ENGINE
     local cli
     if [ "$1" = docker ]; then cli=("${DOCKER[@]}"); else cli=(podman); fi
