@@ -27,24 +27,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gate import REPO, cpu_seconds, free_port, wait_port
+from gate import HAPROXY_CONFIG, REPO, cpu_seconds, free_port, wait_port
 
 ENGINE = REPO / "tests" / "images" / "grpc_engine.py"
-HAPROXY_H2 = """\
-global
-    nbthread 1
-    maxconn 4096
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-frontend front
-    bind 127.0.0.1:{port} proto h2
-    default_backend engine
-backend engine
-    server engine 127.0.0.1:{upstream} proto h2
-"""
+#: HAProxy alone as gate.py runs it, speaking h2c on its listener and to its server
+HAPROXY_H2 = HAPROXY_CONFIG.replace(
+    "bind 127.0.0.1:{port}", "bind 127.0.0.1:{port} proto h2"
+).replace("server engine 127.0.0.1:{upstream}", "server engine 127.0.0.1:{upstream} proto h2")
 
 # the client: unary calls from THREADS threads on one channel until the time is up; prints the
 # number of calls that ended OK (and fails on any other end)
