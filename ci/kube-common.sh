@@ -295,15 +295,23 @@ make_cgroup_root() { # CGROUP: the kubelet wants its cgroup root to exist in eve
     return 0
 }
 
-start_node() { # BIN NODE: its containerd, then its kubelet (not waited for: the nodes come up together)
+DEVICE_PLUGIN_SOCKET=/var/lib/kubelet/device-plugins/kubelet.sock # fixed in the kubelet
+
+start_node() { # BIN NODE: its containerd, then its kubelet (waited for until it binds its sockets)
     local bin=$1 node=$2 dir
     dir=$(node_dir "$node")
     write_node_config "$node"
     make_cgroup_root "$(node_cgroup "$node")"
     running "containerd@$node" || spawn "containerd@$node" containerd --config "$dir/containerd/config.toml"
     wait_for "containerd of node $node answering" "containerd@$node" 20 containerd_up "$(node_sock "$node")" "containerd@$node"
+    # Every kubelet binds /var/lib/kubelet/device-plugins/kubelet.sock whatever its --root-dir,
+    # after removing what that directory holds: two starting together can both clean before
+    # either binds, and the second then exits ("bind: address already in use"). One at a time:
+    # each is waited for until it has bound, and the next removes that socket before binding.
+    rm -f "$DEVICE_PLUGIN_SOCKET"
     spawn "kubelet@$node" "$bin/kubelet" --config="$dir/kubelet-config.yaml" --kubeconfig="$KUBECONFIG_OUT" \
         --root-dir="$dir/kubelet" --cert-dir="$dir/kubelet/pki" --hostname-override="$node" --v=1
+    wait_for "kubelet@$node's device-plugin socket" "kubelet@$node" 60 test -S "$DEVICE_PLUGIN_SOCKET"
 }
 
 start_cluster() { # BIN: every component, in order, each waited for

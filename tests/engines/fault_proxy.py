@@ -4,7 +4,9 @@
 keeps accepting; ``down()`` also makes it hang up on every new connection at once, until
 ``heal()``. That is how a restarting engine socket or a flaky network hop looks to a client.
 ``freeze()`` is an engine that deadlocked: it keeps accepting, and nothing more is forwarded
-either way, on old connections or new ones, until ``release()``.
+either way, on old connections or new ones, until ``release()``. ``slow(method)`` is an engine
+slow to answer one kind of call (a loaded one's removals, queued behind one another): each
+request of that method waits until ``release()``, the others go on as before.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class EngineProxy:
         self._released.set()
         self._flowing = anyio.Event()
         self._flowing.set()
+        self._slow: bytes | None = None  # the request line's start of the calls held
+        self.held = anyio.Event()  # set once a slow call was held
 
     def cut(self) -> None:
         """Drop every connection open now; new ones are served as before."""
@@ -54,6 +58,13 @@ class EngineProxy:
     def release(self) -> None:
         self._released.set()
         self._flowing.set()
+        self._slow = None
+
+    def slow(self, method: str) -> None:
+        """Hold each request of ``method`` (HTTP/1.1 without pipelining: a request starts a
+        chunk) until :meth:`release`."""
+        self._slow = f"{method} ".encode()
+        self._flowing = anyio.Event()  # what is held waits on it; the rest goes by
 
     def freeze(self) -> None:
         """Accept, and forward nothing more on any connection, until :meth:`release`."""
@@ -64,7 +75,10 @@ class EngineProxy:
         async def pump(source: ByteStream, sink: ByteStream, pair: anyio.CancelScope) -> None:
             try:
                 async for chunk in source:
-                    await self._flowing.wait()
+                    if self._slow is None or chunk.startswith(self._slow):
+                        if self._slow is not None:
+                            self.held.set()
+                        await self._flowing.wait()
                     await sink.send(chunk)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass

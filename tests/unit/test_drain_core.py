@@ -334,6 +334,38 @@ def test_a_call_the_engine_took_and_never_answered_is_not_asked_again() -> None:
     assert m.lost  # past the deadline and the give-up margin: its line in the summary
 
 
+def test_a_removal_may_take_the_whole_cleanup_bound_and_a_follower_as_long() -> None:
+    """A loaded engine's removals queue behind one another (Podman, forty workloads on two
+    loaded cores: over 30 s, so that CI's eight deleters once failed past the call margin with
+    every container ended): once the clean-up has begun, a removal may take to its end; a
+    follower's looks wait behind the owner's removals, which begin by the deadline."""
+    timings = DrainTimings()
+    m = machine(APP)  # grace 5
+    m.start()
+    m.observe(("claim", ""), ClaimAnswer.CLAIMED, now=0.0)
+    assert m.call_bound(0.1) == 5.0 + timings.call_margin - 0.1  # draining: the margin
+    m.observe(("signal", "app"), Sent(True, since=3, before_stream=False), now=0.1)
+    step = m.observe(("exit", "app"), Exited(0), now=1.0)
+    assert Remove(APP) in ops(step)
+    assert m.call_bound(1.0, removal=True) == timings.cleanup_timeout  # to its end: 1.0 + 60
+    assert m.call_bound(20.0, removal=True) == 1.0 + timings.cleanup_timeout - 20.0
+    assert m.call_bound(50.0, removal=True) == timings.call_margin  # at least the margin
+    # any other call, a kill say, as before: an engine that does not answer it is not waited
+    # for to the clean-up's end
+    assert m.call_bound(2.0) == 5.0 + timings.call_margin - 2.0
+    m.observe(("remove", "app"), Done.DONE, now=40.0)  # answered past the deadline's margin
+    assert not m.lost and m.unreachable_since is None
+
+    paused = ContainerRef(id="p", name="pause", role="pause", running=True, paused=True)
+    snapshot = WorkloadSnapshot(name="w", grace_period_seconds=5, containers=(paused, APP))
+    follower = WorkloadDrain(
+        snapshot, grace=5, started=0.0, wall_started=0.0, timings=timings, me=ME
+    )
+    follower.start()
+    assert follower.state == "following"
+    assert follower.call_bound(2.0) == 5.0 + timings.cleanup_timeout - 2.0
+
+
 def test_a_stop_signal_whose_answer_was_lost_is_taken_as_sent_and_never_sent_again() -> None:
     """It may have landed: a signal twice is not a drain. Its end is waited for, from a look
     once the exit stream is open (an exit since it went out is not in the stream's count)."""

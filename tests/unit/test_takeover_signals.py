@@ -26,9 +26,13 @@ def event(actor: str, container: str, action: str, at: float, **attributes: str)
             "Type": "container",
             "Action": action,
             "Actor": {"ID": actor, "Attributes": labels},
-            "timeNano": int(at * 1e9),
+            "timeNano": ns(at),
         }
     )
+
+
+def ns(at: float) -> int:
+    return int(at * 1e9)
 
 
 def test_an_earlier_workload_of_the_same_name_was_not_signalled_by_this_drain() -> None:
@@ -82,11 +86,12 @@ def test_only_this_workloads_containers_are_ever_named(
     to that very container (its id), other than SIGKILL, after the pause's last pause."""
     lines = [event(actor, "app", action, at, signal=sig) for actor, action, at, sig in raw]
     found = signalled_after_pause(lines, "new-pause", {"new-app": "app"})
-    pauses = [at for actor, action, at, _ in raw if actor == "new-pause" and action == "pause"]
-    since = max(pauses, default=0.0)
+    # compared as the engine reports them, in whole nanoseconds (0.0 and 7.7e-145 are one time)
+    pauses = [ns(at) for actor, action, at, _ in raw if actor == "new-pause" and action == "pause"]
+    since = max(pauses, default=0)
     expected = any(
         actor == "new-app"
-        and at >= since
+        and ns(at) >= since
         and (action == "stop" or (action == "kill" and sig != "9"))
         for actor, action, at, sig in raw
     )

@@ -38,6 +38,7 @@ from asyncdeploy.drivers._replaced import drain_replaced
 from asyncdeploy.drivers.base import Found
 from asyncdeploy.drivers.engine import _build
 from asyncdeploy.drivers.engine._address import ContextError, EngineAddress, plain_address
+from asyncdeploy.drivers.engine._answer import answer_timeout
 from asyncdeploy.drivers.engine._claim_marks import ClaimMarks
 from asyncdeploy.drivers.engine._container_ops import EngineContainerOps
 from asyncdeploy.drivers.engine._create import CreateAttempt
@@ -49,7 +50,7 @@ from asyncdeploy.drivers.engine._markers import EngineMarkers
 from asyncdeploy.drivers.engine._ops import WorkloadSnapshot
 from asyncdeploy.drivers.engine._pull import ImagePuller
 from asyncdeploy.drivers.engine._ready import wait_until_ready
-from asyncdeploy.drivers.engine._session import EngineSession, answer_timeout
+from asyncdeploy.drivers.engine._session import EngineSession
 from asyncdeploy.drivers.engine._state import (
     just_created,
     matching,

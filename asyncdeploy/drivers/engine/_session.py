@@ -16,7 +16,6 @@ from __future__ import annotations
 import builtins
 import codecs
 import json
-import os
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any, ClassVar
@@ -38,10 +37,11 @@ from asyncdeploy._errors import (
 from asyncdeploy._results import ExecResult
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._address import EngineAddress
+from asyncdeploy.drivers.engine._answer import answer_bound
 from asyncdeploy.drivers.engine._libpod import libpod_spec
 from asyncdeploy.labels import LABEL_WORKLOAD
 
-__all__ = ["EngineSession", "NoAnswer", "PodmanSession", "answer_timeout"]
+__all__ = ["EngineSession", "NoAnswer", "PodmanSession"]
 
 # A connection cut while a response streams in is a lost connection, like a refused one.
 _CONNECTION_LOST = (
@@ -51,13 +51,6 @@ _CONNECTION_LOST = (
     FileNotFoundError,
 )
 LIBPOD_API = "v4.0.0/libpod"  # the libpod API on the same socket; any v4 prefix is served
-# A call the engine took and does not answer within this is an engine that is not answering
-# (EngineUnavailable): a daemon that deadlocked must not hang a deployer. The calls that wait
-# by design (wait, stop, exec, logs, events, pulls) are not bounded by it; a drain's own are,
-# by its deadline plus this margin. ``ASYNCDEPLOY_ENGINE_TIMEOUT`` (seconds) sets it, as
-# ``COMPOSE_HTTP_TIMEOUT`` does for docker compose.
-ANSWER_TIMEOUT = 30.0
-TIMEOUT_VARIABLE = "ASYNCDEPLOY_ENGINE_TIMEOUT"
 # The connections of one deployer's short calls (list, inspect, signal, pause, remove ...): a
 # burst of drains queues on this side, not as unbounded work on the engine. 40 drains' calls
 # take the same engine CPU at 16, 32 and 100 connections, and 10 % more wall time at 32 than
@@ -157,7 +150,7 @@ class EngineSession:
         except aiohttp.ServerTimeoutError as exc:  # a deadlocked daemon: no answer, no error
             raise NoAnswer(
                 f"{what}: the engine took the call and gave no answer within "
-                f"{answer_timeout():g} s ({self.address}; ASYNCDEPLOY_ENGINE_TIMEOUT sets how long)",
+                f"{answer_bound():g} s ({self.address}; ASYNCDEPLOY_ENGINE_TIMEOUT sets how long)",
                 engine=self.engine,
             ) from exc
         except _CONNECTION_LOST as exc:
@@ -413,30 +406,31 @@ class PodmanSession(EngineSession):
         return None if code is None else int(code)
 
 
-def answer_timeout() -> float:
-    """How long an engine may take to answer one call (``ASYNCDEPLOY_ENGINE_TIMEOUT``, else
-    ``ANSWER_TIMEOUT``); a value that is not a positive number is ignored."""
-    try:
-        value = float(os.environ.get(TIMEOUT_VARIABLE, ""))
-    except ValueError:
-        return ANSWER_TIMEOUT
-    return value if 0 < value < float("inf") else ANSWER_TIMEOUT
-
-
 def _bounded(more: float = 0) -> aiohttp.ClientTimeout:
-    """The answer bound (plus ``more`` seconds the call may wait by design), to the answer's
-    headers and between its reads."""
-    bound = answer_timeout()
+    """The answer bound (or the longer one of ``answer_within``; plus ``more`` seconds the
+    call may wait by design), to the answer's headers and between its reads."""
+    bound = answer_bound()
     return aiohttp.ClientTimeout(sock_connect=bound, sock_read=bound + more)
 
 
+class _Client(aiodocker.Docker):
+    """aiodocker's client, its calls bounded by :func:`_bounded` as it stands when each call is
+    made (aiodocker reads ``_timeout`` per request, for every call not given its own)."""
+
+    @property
+    def _timeout(self) -> aiohttp.ClientTimeout:
+        return _bounded()
+
+    @_timeout.setter
+    def _timeout(self, _: object) -> None:
+        pass  # aiodocker's own default, set as it starts: the property stands instead
+
+
 def _client(address: EngineAddress, api_version: str, *, limit: int) -> aiodocker.Docker:
-    """An aiodocker client whose short calls are bounded by :func:`answer_timeout` and whose
+    """An aiodocker client whose short calls are bounded by :func:`_bounded` and whose
     connections are at most ``limit`` (0: no limit); aiodocker's refusals are ``ValueError``."""
     try:
-        client = aiodocker.Docker(
-            url=address.url, ssl_context=address.tls, api_version=api_version, timeout=_bounded()
-        )
+        client = _Client(url=address.url, ssl_context=address.tls, api_version=api_version)
     except aiodocker.DockerError as exc:  # its SSH transport refusing an address
         raise ValueError(exc.message) from None
     # aiodocker builds the connector from the address; its pool size is set before any call

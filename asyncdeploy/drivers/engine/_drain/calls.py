@@ -15,6 +15,7 @@ from typing import Protocol, TypeVar
 import anyio
 
 from asyncdeploy._errors import ENGINE_FAILURES, EngineUnavailable
+from asyncdeploy.drivers.engine._answer import answer_within
 from asyncdeploy.drivers.engine._claim import ClaimRecord
 from asyncdeploy.drivers.engine._drain.protocol import (
     DrainTimings,
@@ -137,18 +138,19 @@ class Calls:
     def __init__(self, ops: ContainerOps, exits: ExitWatch, timings: DrainTimings) -> None:
         self.ops, self.exits, self.timings = ops, exits, timings
 
-    async def call(self, bound: Bound, call: Callable[[], Awaitable[T]]) -> T:
+    async def call(self, bound: Bound, call: Callable[[], Awaitable[T]], what: str) -> T:
         """``call()``, once, bounded by ``bound`` (the core's
         :meth:`~.context.DrainContext.call_bound`): an engine that takes the call and never
-        answers raises ``CallUnanswered``."""
+        answers raises ``CallUnanswered``, naming ``what`` was asked."""
         started = anyio.current_time()
         limit = bound(started)
         try:
-            with anyio.fail_after(limit):
+            # the session's own answer bound gives way to this one, when longer
+            with anyio.fail_after(limit), answer_within(limit):
                 return await call()
         except TimeoutError:
             raise CallUnanswered(
-                f"no answer in {limit:.0f} s", engine=getattr(self.ops, "name", "")
+                f"{what}: no answer in {limit:.0f} s", engine=getattr(self.ops, "name", "")
             ) from None
 
     # --- a container's way out ---------------------------------------------------------------
@@ -196,11 +198,13 @@ class Calls:
         await self.exits.wait_change([r.id for r in look.refs], look.until)
         return Seen(self._reported(look.refs))
 
-    async def follow_look(self, bound: Bound, look: FollowLook) -> Seen:
+    async def follow_look(self, bound: Bound, look: FollowLook, what: str) -> Seen:
         """A look at each container."""
         looks: dict[str, ContainerLook | None] = {}
         for ref in look.refs:
-            looks[ref.id] = await self.call(bound, functools.partial(self.ops.look, ref))
+            looks[ref.id] = await self.call(
+                bound, functools.partial(self.ops.look, ref), f"{what} {ref.name}"
+            )
         return Seen(looks)
 
     def _reported(self, refs: Sequence[ContainerRef]) -> dict[str, ContainerLook | None]:

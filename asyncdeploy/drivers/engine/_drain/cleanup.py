@@ -45,8 +45,8 @@ class Cleanup:
 
     def start(self) -> None:
         m = self.m
-        bound = m.now + m.timings.cleanup_timeout
-        m.wake(("cleanup", ""), bound, self._cleanup_timed_out)
+        m.cleanup_ends = m.now + m.timings.cleanup_timeout
+        m.wake(("cleanup", ""), m.cleanup_ends, self._cleanup_timed_out)
         for ref in m.snapshot.containers:
             if ref.role not in DRAINED or ref.id in m.gone:
                 continue

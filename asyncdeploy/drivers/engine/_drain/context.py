@@ -107,6 +107,7 @@ class DrainContext:
         self.gone: set[str] = set()  # ids of containers seen removed
         self.signalled: set[str] = set()  # names: stop signal sent, or about to be
         self.pause_killed = False
+        self.cleanup_ends: float | None = None  # the clean-up's bound, once it has begun
         self.record: ClaimRecord | None = None  # this drain's, once it holds one
         self.record_written = False
         self.summary: DrainSummary | None = None
@@ -219,13 +220,21 @@ class DrainContext:
             after=self.timings.give_up_after,
         )
 
-    def call_bound(self, now: float) -> float:
+    def call_bound(self, now: float, *, removal: bool = False) -> float:
         """How long one engine call may go unanswered from ``now``: to the deadline plus the
-        call margin, and at least that margin; once the engine was given up on, the give-up
-        margin alone."""
+        call margin, and at least that margin. A loaded engine's removals queue behind one
+        another, and so do looks at the containers being removed (Podman, forty workloads on
+        two loaded cores: over 30 s): a ``removal`` in the clean-up may take to the end of the
+        clean-up's bound, and a follower's calls to the end of the owner's (which begins by
+        the deadline). Once the engine was given up on, the give-up margin alone."""
         if self.lost:
             return self.timings.give_up_after
-        return max(self.books.deadline, now) + self.timings.call_margin - now
+        until = max(self.books.deadline, now) + self.timings.call_margin
+        if removal and self.cleanup_ends is not None:
+            until = max(until, self.cleanup_ends)
+        elif self.state == "following":
+            until = max(until, self.books.deadline + self.timings.cleanup_timeout)
+        return until - now
 
     def cancel(self, keys: Iterable[Key]) -> None:
         for key in list(keys):

@@ -21,6 +21,7 @@ cancellation, which propagates once they are done.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
@@ -157,18 +158,23 @@ class DrainLoop:
                 await anyio.sleep_until(command.at)
             else:
                 try:
-                    answer = await self._operate(self._machines[index], command.operation)
+                    answer = await self._operate(
+                        self._machines[index], command.operation, command.key
+                    )
                 except ENGINE_FAILURES as exc:
                     answer = exc
             self._send.send_nowait((index, command.key, serial, answer))
 
-    async def _operate(self, m: WorkloadDrain, op: EngineOp) -> Answer:
+    async def _operate(self, m: WorkloadDrain, op: EngineOp, key: Key) -> Answer:
         ops, calls = self.ops, self.calls
 
         bound = m.call_bound
+        if isinstance(op, Remove | RemoveVolumes):
+            bound = functools.partial(m.call_bound, removal=True)
+        what = " ".join(part for part in key if part)  # its step and container, in an error
 
         def call(fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:
-            return calls.call(bound, fn)
+            return calls.call(bound, fn, what)
 
         if isinstance(op, Claim):
             return await call(lambda: ops.claim(op.pause, op.record))
@@ -218,7 +224,7 @@ class DrainLoop:
             await call(lambda: ops.remove_volumes(op.owner))
             return Done.DONE
         if isinstance(op, FollowLook):
-            return await calls.follow_look(bound, op)
+            return await calls.follow_look(bound, op, what)
         if isinstance(op, FollowStream):
             return await calls.follow_stream(op)
 
