@@ -89,6 +89,9 @@ start() {
     mkdir -p "$STATE_DIR" "$DATA_ROOT"
     if ! answers; then
         alive && die "dockerd (pid $(daemon_pid)) runs but does not answer; see $STATE_DIR/dockerd.log"
+        # stale (its daemon is gone; the machine's PIDs moved on): dockerd refuses to start while
+        # its pidfile names any live process (seen: the registry's)
+        rm -f "$PIDFILE"
         log "starting dockerd in netns $NETNS on tcp://$ADDR:$PORT"
         # nsenter, not `ip netns exec`: that one mounts a fresh /sys, without the cgroup mounts
         # dockerd needs; setsid: its own session, so that a CI job's end does not take it down

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import TextIO
@@ -376,7 +377,9 @@ class LiveView:
                 left = f"{max(0.0, self._deadlines.get(workload, 0) - now):5.1f}s"
             ends, step = self._windows.get((workload, name), (0.0, ""))
             if ends > now and workload not in self._finished:
-                state = f"{step}: waiting for balancers to notice, up to {ends - now:.0f} s"
+                # rounded up: "up to" holds to the end, never "up to 0 s" while it lasts
+                window = math.ceil(ends - now)
+                state = f"{step}: waiting for balancers to notice, up to {window} s"
             rows.append([workload, name, role, state, left])
         header = ["WORKLOAD", "CONTAINER", "ROLE", "STATE", "LEFT"]
         widths = _fit([header, *rows], width - 1 - 2)

@@ -196,6 +196,8 @@ def test_a_propagation_window_is_named_with_the_time_left_until_it_ends() -> Non
     assert "app: SIGTERM sent (new requests still served up to 10 s, until balancers notice)" in (
         out.getvalue()
     )
+    view.show(attrs.evolve(SIGNAL, propagation_seconds=0.4))  # rounded up: never "up to 0 s"
+    assert "SIGTERM: waiting for balancers to notice, up to 1 s" in _last_table(out)
     view.show(attrs.evolve(SIGNAL, propagation_seconds=0.01))  # (a window already over)
     time.sleep(0.02)
     view.redraw()
