@@ -258,8 +258,8 @@ class Markers(Protocol):
 
     async def retire_marker(self, key: str, record: str) -> None:
         """Remove everything left of the marker ``key``, which holds ``record`` (its caller holds
-        it, and what it locked is gone): no free remains are left behind, as ``drop_marker``
-        leaves them on Docker and Podman. Nothing when it no longer holds ``record``."""
+        it, and is done with it): no free remains are left behind, as ``drop_marker`` leaves
+        them on Docker and Podman. Nothing when it no longer holds ``record``."""
         ...
 
 

@@ -10,14 +10,12 @@ leaves it stuck for ever (on the same host not even for a moment). A record from
 (or one that cannot be checked from here, within its bound) makes the replace fail at once
 with :class:`~asyncdeploy._errors.ReplaceInProgress` (exit 1), naming the owner.
 
-What is left of a plan's lock goes with the plan (:func:`retire_locks`): after the delete of
-its last instance, or by ``reconcile`` when a dead run left it, the lock is *taken* (as a
-replace takes it: a live replace's lock is never touched, a dead one's is taken over), the plan
-is looked up again under it, and only when no instance of it is left is the marker retired
-(``Driver.retire_marker``: nothing of it stays). A replace that starts meanwhile finds the lock
-held and fails at once (``ReplaceInProgress``, as against another replace: run it again); one
-that made an instance before it was taken keeps its lock's remains, which go with that
-instance's delete.
+A replace that ends, however it ends, leaves nothing of its lock: it retires the marker it
+holds (``Driver.retire_marker``). What a killed one left goes with the plan
+(:func:`retire_locks`): after the delete of one of its instances, or by ``reconcile``, the lock
+is *taken* as a replace takes it (a live replace's lock is never touched, a dead one's is taken
+over) and released. A replace that starts meanwhile finds the lock held and fails at once
+(``ReplaceInProgress``, as against another replace: run it again).
 """
 
 from __future__ import annotations
@@ -95,7 +93,8 @@ async def replace_lock(
     driver: Driver, plan_name: str, *, bound: float, labels: dict[str, str]
 ) -> AsyncIterator[LockRecord]:
     """Hold the replace lock of ``plan_name`` for the block; ``bound``: seconds the replacement
-    may take at most (its record is stale after it). Released (shielded) on the way out."""
+    may take at most (its record is stale after it). Released (shielded) on the way out, and
+    nothing of it is left."""
     key = lock_key(plan_name)
     now = time.time()
     mine = LockRecord(owner=Owner.this_process(), started=now, expires=now + bound)
@@ -121,16 +120,19 @@ async def replace_lock(
     try:
         yield mine
     finally:
+        # retired, not dropped: a replace that ends (done, failed, rolled back, interrupted)
+        # leaves nothing of its lock; the marker's free remains (a volume on Docker and Podman)
+        # outlived it, and only a delete of one of the plan's instances removed them
         with anyio.CancelScope(shield=True), anyio.move_on_after(30):
             try:
-                await driver.drop_marker(key, record)
+                await driver.retire_marker(key, record)
             except AsyncDeployError:
                 pass  # stale once this process is gone: the next replace takes it over
 
 
 async def retire_locks(driver: Driver, names: Iterable[str] | None = None) -> list[str]:
-    """Remove what is left of the replace locks of plans with no instance left (the module's
-    rule); ``names``: the workloads just deleted (a plan's lock is looked at when one of them is
+    """Remove what killed replaces left of the locks of these plans (the module's rule);
+    ``names``: the workloads just deleted (a plan's lock is looked at when one of them is
     the plan or, by the name a replace gives, ``PLAN-xxxxxx``, one of its instances); None:
     every plan that has a lock (``reconcile``). The plans whose lock was retired."""
     plans = [p for p in map(lock_plan, await driver.marker_keys()) if p is not None]
@@ -168,11 +170,9 @@ async def retire_quietly(driver: Driver, names: Iterable[str]) -> None:
 
 async def _retire(driver: Driver, plan_name: str) -> bool:
     try:
-        async with replace_lock(driver, plan_name, bound=RETIRE_BOUND, labels={}) as mine:
-            if await has_instance(driver, plan_name):
-                return False  # a replace made one before the lock was taken: it stays
-            await driver.retire_marker(lock_key(plan_name), mine.to_json())
-            return True
+        async with replace_lock(driver, plan_name, bound=RETIRE_BOUND, labels={}):
+            pass  # taken (a dead replace's record taken over), then released: nothing stays
+        return True
     except ReplaceInProgress:
         return False  # a live replace holds it: its lock, not ours to remove
 

@@ -49,8 +49,8 @@ class SilentEngine:
     async def hold_marker(self, key: str, record: str, *, labels: Mapping[str, str]) -> None:
         self.markers[key] = record
 
-    async def drop_marker(self, key: str, record: str) -> None:
-        self.markers.pop(key, None)
+    async def retire_marker(self, key: str, record: str) -> None:
+        self.markers.pop(key, None)  # (a replace that ends gives its lock back so)
 
     async def find_matching(self, selector: object) -> Found:
         return Found(names=())

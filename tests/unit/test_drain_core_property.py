@@ -9,7 +9,8 @@ kill request, timers firing. Whatever the interleaving, the promises of docs/dra
 - nothing is SIGKILLed before the deadline unless the caller asked to kill now, however often
   the connection is lost (a call lost with it is the core's to ask again, by its give-up rule);
 - no stop signal is sent twice: asked again only after an answer that says it never reached
-  the engine (``CallNotSent``);
+  the engine (``CallNotSent``) or no process (not delivered: a container restarting under its
+  policy, signalled again once it runs);
 - one summary, naming each drained container once.
 
 The loop's own contract is kept by the driver here: a timer fires at its time and not before,
@@ -257,12 +258,15 @@ def check_promises(run: Run, snapshot: WorkloadSnapshot, grace: int) -> None:
         if isinstance(op, RunHook | Signal | Stop) and op.ref.role in ("init", "run"):
             first.setdefault(op.ref.name, step)
     assert len(set(first.values())) <= 1, first
-    # no stop signal twice: asked again only after an answer that it never reached the engine
+    # no stop signal twice: asked again only after an answer that it never reached the engine,
+    # or never reached a process (not delivered: the container was between two runs under its
+    # restart policy, and is signalled again once it runs)
     signals = [op.ref.name for _, _, op in run.asked if isinstance(op, Signal | Stop)]
     not_sent = [
         op.ref.name
         for _, op, answer in run.answered
-        if isinstance(op, Signal | Stop) and isinstance(answer, CallNotSent)
+        if isinstance(op, Signal | Stop)
+        and (isinstance(answer, CallNotSent) or (isinstance(answer, Sent) and not answer.delivered))
     ]
     for name in set(signals):
         assert signals.count(name) <= 1 + not_sent.count(name), (signals, not_sent)

@@ -12,12 +12,12 @@ another replace has just made. A marker is a sequence of generations, ``KEY.1``,
 - holding: the next generation above the highest (free: none, or a tombstone) is created; the
   engine gives that name to one creator only. Looking again, a creator that finds a higher
   generation than its own has lost. The holder removes the generations below its own.
-- dropping (a release, or a stale record taken over): a tombstone (an empty record) is created
+- dropping (a stale record taken over): a tombstone (an empty record) is created
   above the generation that holds the record, then that generation is removed. Only names
   below the highest are ever removed, so no removal, however slow, can take the marker from
-  whoever holds it; the last tombstone stays (one small volume per key) and is removed by the
-  next holder.
-- retiring (what the marker locked is gone: the delete of a plan's last instance, ``reconcile``):
+  whoever holds it; the tombstone stays until the next holder removes it.
+- retiring (a replace's release; after a killed one, the delete of a plan's last instance or
+  ``reconcile``):
   its caller holds the marker (its generation is the highest, with its live record), so no one
   else creates a generation meanwhile (a holder found live is never taken over). It removes
   every generation below its own, then its own: nothing is left. The name it removes last is
