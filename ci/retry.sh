@@ -10,7 +10,8 @@ tries() { # tries N COMMAND...: COMMAND until it succeeds, N times at most; its 
     for i in $(seq 1 "$n"); do
         "$@" && return 0
         status=$?
-        [ "$i" -lt "$n" ] && log "attempt $i of $n failed (exit $status): $1 $2 ...; again"
+        [ "$i" -lt "$n" ] || break
+        log "attempt $i of $n failed (exit $status): $1 $2 ...; again"
         sleep 1
     done
     return "$status"
