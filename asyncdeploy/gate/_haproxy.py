@@ -39,8 +39,10 @@ __all__ = [
     "DATA_FRONTEND",
     "ENGINE_BACKEND",
     "GRPC_HEALTH_PATH",
+    "GRPC_WATCH_PATH",
     "KEPT_BACKEND",
     "MAX_REWRITE",
+    "WATCH_BACKEND",
     "Plane",
     "engine_backends",
     "engine_down_answer",
@@ -61,6 +63,12 @@ ADMIN_BACKEND = "admin"
 #: gRPC's health check (``grpc.health.v1``): from the drain's start an h2c gate answers it
 #: itself, ``NOT_SERVING`` (the engine, which knows nothing of the drain, would say SERVING)
 GRPC_HEALTH_PATH = "/grpc.health.v1.Health/Check"
+#: ...and its Watch, a stream that lasts as long as its client: while serving it reaches the
+#: engine through WATCH_BACKEND, which is not work in flight (a Watch held there would keep
+#: the drain to its deadline); at the drain's start those streams are shut, and the Watch a
+#: client opens again is the gate's own: ``NOT_SERVING``, held open.
+GRPC_WATCH_PATH = "/grpc.health.v1.Health/Watch"
+WATCH_BACKEND = "engine_watch"
 #: HAProxy's buffer (``tune.bufsize``): a request head must fit in it less ``MAX_REWRITE``; a
 #: stream holds at most two of them (one each way) plus the connections' own, so it bounds
 #: memory per active connection (docs/gate.md). HAProxy's default is 16 KiB.
@@ -255,7 +263,10 @@ def render_config(plane: Plane) -> str:
     if plane.upstream_protocol == "h2c":
         lines += [
             f"    acl grpc_health path {GRPC_HEALTH_PATH}",
-            f"    use_backend local if grpc_health {{ {state} -m str draining stopped }}",
+            f"    acl grpc_watch path {GRPC_WATCH_PATH}",
+            f"    acl not_serving {state} -m str draining stopped",
+            "    use_backend local if grpc_health not_serving or grpc_watch not_serving",
+            f"    use_backend {WATCH_BACKEND} if grpc_watch",
         ]
     kept = KEPT_BACKEND in engine_backends(plane)
     if kept:
@@ -272,6 +283,8 @@ def render_config(plane: Plane) -> str:
     ]
     if kept:
         lines += ["", f"backend {KEPT_BACKEND}", *_engine_backend(plane)]
+    if plane.upstream_protocol == "h2c":
+        lines += ["", f"backend {WATCH_BACKEND}", *_engine_backend(plane)]
     lines += [
         "",
         "backend local",

@@ -9,7 +9,14 @@ from __future__ import annotations
 import json
 import re
 
-__all__ = ["MAX_HEAD", "REASONS", "answer", "grpc_health_answer", "status_of"]
+__all__ = [
+    "MAX_HEAD",
+    "REASONS",
+    "answer",
+    "grpc_health_answer",
+    "grpc_health_watch_start",
+    "status_of",
+]
 
 MAX_HEAD = 64 * 1024
 """The largest head the controller reads (the engine's health answer, the drain's answer)."""
@@ -70,6 +77,13 @@ def grpc_health_answer(serving: bool) -> bytes:
     """A whole ``grpc.health.v1.Health/Check`` answer in HTTP/1.1, as HAProxy passes it on to
     the client in HTTP/2: the response message in one chunk, then ``grpc-status: 0`` as a
     trailer (gRPC reads the call's status from the trailers)."""
+    return grpc_health_watch_start(serving) + b"0\r\ngrpc-status: 0\r\n\r\n"
+
+
+def grpc_health_watch_start(serving: bool) -> bytes:
+    """The start of a ``grpc.health.v1.Health/Watch`` answer: the head and one message, the
+    stream left open (a Watch that ends is asked again at once by gRPC's health clients,
+    which back off only after an attempt that brought no message)."""
     message = _HEALTH_STATUS[serving]
     frame = b"\x00" + len(message).to_bytes(4, "big") + message
     return (
@@ -77,5 +91,5 @@ def grpc_health_answer(serving: bool) -> bytes:
         b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
         + b"%x\r\n" % len(frame)
         + frame
-        + b"\r\n0\r\ngrpc-status: 0\r\n\r\n"
+        + b"\r\n"
     )

@@ -3,7 +3,8 @@
 HAProxy parses and bounds what clients send (its head timeout, its head size, its framing);
 what reaches these sockets is one well-formed HTTP/1.1 request a connection, from HAProxy
 itself. So this reads a head, answers, and closes: no keep-alive, no pipelining, no framing
-of its own beyond skipping a request body it does not need.
+of its own beyond skipping a request body it does not need. One answer is a stream held open
+(:class:`Held`: a gRPC health Watch), until HAProxy closes it or the gate stops.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from asyncdeploy.workload._unix import (
 
 from ._reader import Reader
 
-__all__ = ["LocalAnswer", "Request", "parse_request", "serve_local"]
+__all__ = ["Held", "LocalAnswer", "LocalHandler", "Request", "parse_request", "serve_local"]
 
 logger = logging.getLogger("asyncdeploy.gate")
 
@@ -46,8 +47,17 @@ class Request:
     keep_alive: bool = False
 
 
-LocalAnswer = bytes | Callable[[], Awaitable[bytes]]
-"""What the controller answers: the bytes now, or a coroutine function that makes them."""
+@attrs.frozen
+class Held:
+    """An answer's start, the stream then held open until HAProxy closes it (its client gone,
+    its timeout) or the gate stops."""
+
+    start: bytes
+
+
+LocalAnswer = bytes | Held | Callable[[], Awaitable[bytes]]
+"""What the controller answers: the bytes now, a held stream's start, or a coroutine function
+that makes the bytes."""
 
 LocalHandler = Callable[[Request], LocalAnswer]
 
@@ -77,8 +87,13 @@ async def _serve_one(stream: SocketStream, handler: LocalHandler) -> None:
         except (ValueError, anyio.BrokenResourceError, OSError):
             return
         answer = handler(request)
-        data = answer if isinstance(answer, bytes) else await answer()
         try:
+            if isinstance(answer, Held):
+                await stream.send(answer.start)
+                while await reader.some():  # (the request's body, then nothing until closed)
+                    pass
+                return
+            data = answer if isinstance(answer, bytes) else await answer()
             await stream.send(data)
             await stream.send_eof()
             # read what is left (a body) until HAProxy closes: closing with unread bytes

@@ -37,10 +37,17 @@ from asyncdeploy.workload import (
 
 from ._admin import AdminHost
 from ._counting import INTERVAL, InFlight
-from ._haproxy import DATA_FRONTEND, GRPC_HEALTH_PATH, Plane, engine_backends
-from ._http import answer, grpc_health_answer, status_of
+from ._haproxy import (
+    DATA_FRONTEND,
+    GRPC_HEALTH_PATH,
+    GRPC_WATCH_PATH,
+    WATCH_BACKEND,
+    Plane,
+    engine_backends,
+)
+from ._http import answer, grpc_health_answer, grpc_health_watch_start, status_of
 from ._limits import Limits, connections
-from ._local import LocalAnswer, Request, serve_local
+from ._local import Held, LocalAnswer, LocalHandler, Request, serve_local
 from ._process import DataPlaneError, Process, find_haproxy, run_dir, running_haproxy
 from ._reader import Reader
 from ._runtime import Runtime, RuntimeAPIError
@@ -119,7 +126,7 @@ class _Gate:
         self._map_lock = anyio.Lock()
         self._task_group: TaskGroup | None = None
         paths = config.paths
-        self._local = {
+        self._local: dict[bytes, LocalHandler] = {
             p.encode(): handler
             for p, handler in (
                 (paths.ready, self._ready),
@@ -129,8 +136,10 @@ class _Gate:
             )
             if p is not None
         }
-        if config.upstream_protocol == "h2c":  # HAProxy sends it here once the drain began
+        if config.upstream_protocol == "h2c":  # HAProxy sends them here once the drain began
             self._local[GRPC_HEALTH_PATH.encode()] = self._grpc_health
+            self._local[GRPC_WATCH_PATH.encode()] = self._grpc_watch
+        self._watches_shut = False
 
     # --- admission and counting -----------------------------------------------------------------
     async def apply_admission(self) -> None:
@@ -146,6 +155,8 @@ class _Gate:
             await self.runtime.set_map("state", state)
             await self.runtime.set_map("admit", "1" if admit else "0")
             self._applied = wanted
+            if self.controller.draining.is_set():
+                await self._shut_watches()
             logger.debug("haproxy admission: admit=%d state=%s", admit, state)
 
     async def _goaway(self) -> None:
@@ -166,6 +177,15 @@ class _Gate:
             return
         await self.runtime.set_map("goaway", "1")
         logger.info("window closed: data port shut, GOAWAY sent to its HTTP/2 clients")
+
+    async def _shut_watches(self) -> None:
+        """At the drain's start (the map says draining: a Watch opened again is the gate's),
+        shut the engine's health Watch streams, which would say SERVING for as long as their
+        clients hold them."""
+        if self.config.upstream_protocol != "h2c" or self._watches_shut:
+            return
+        self._watches_shut = True
+        await self.runtime.cut(WATCH_BACKEND, "e")
 
     async def sync(self) -> None:
         await self.apply_admission()
@@ -298,6 +318,9 @@ class _Gate:
     def _grpc_health(self, request: Request) -> bytes:
         serving = self.controller.state is DrainState.SERVING
         return grpc_health_answer(serving)
+
+    def _grpc_watch(self, request: Request) -> Held:
+        return Held(grpc_health_watch_start(self.controller.state is DrainState.SERVING))
 
     def _metrics(self, request: Request) -> bytes:
         text = render_metrics(self.controller).encode()

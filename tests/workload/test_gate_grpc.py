@@ -34,6 +34,7 @@ pytestmark = pytest.mark.anyio
 # grpc.health.v1.HealthCheckResponse: status SERVING (1) or NOT_SERVING (2), field 1
 SERVING, NOT_SERVING = b"\x08\x01", b"\x08\x02"
 HEALTH = "/grpc.health.v1.Health/Check"
+WATCH = "/grpc.health.v1.Health/Watch"
 UNARY = "/asyncdeploy.test.Engine/Slow"
 STREAM = "/asyncdeploy.test.Engine/Tokens"
 #: A unary call's work and a stream's tokens (x TOKEN_SECONDS): both outlast the window.
@@ -49,12 +50,21 @@ class Engine:
         self.started = 0
         self.finished = 0
         self.health_checks = 0
+        self.watches = 0
         self._lock = threading.Lock()
 
     def health(self, request: bytes, context: object) -> bytes:
         """``grpc.health.v1.Health/Check``: SERVING (it knows nothing of a drain)."""
         self._count("health_checks")
         return SERVING
+
+    def watch(self, request: bytes, context: object) -> Iterator[bytes]:
+        """``grpc.health.v1.Health/Watch``: SERVING, then nothing more for as long as the
+        client holds the stream (the engine knows nothing of a drain)."""
+        self._count("watches")
+        yield SERVING
+        while context.is_active():  # type: ignore[attr-defined]
+            time.sleep(0.05)
 
     def _count(self, field: str) -> None:
         with self._lock:
@@ -82,7 +92,10 @@ def serving_engine() -> Iterator[tuple[Engine, int]]:
         "Slow": grpc.unary_unary_rpc_method_handler(engine.slow),
         "Tokens": grpc.unary_stream_rpc_method_handler(engine.tokens),
     }
-    health = {"Check": grpc.unary_unary_rpc_method_handler(engine.health)}
+    health = {
+        "Check": grpc.unary_unary_rpc_method_handler(engine.health),
+        "Watch": grpc.unary_stream_rpc_method_handler(engine.watch),
+    }
     server.add_generic_rpc_handlers(
         (
             grpc.method_handlers_generic_handler("asyncdeploy.test.Engine", handlers),
@@ -300,3 +313,41 @@ async def test_the_health_check_says_not_serving_from_the_drains_start(
             await anyio.to_thread.run_sync(_unary, channel, outcome)
             assert outcome.code == grpc.StatusCode.OK, outcome.details
         assert engine.health_checks <= asked + 1  # (one may have crossed the map's flip)
+
+
+async def test_a_health_watch_ends_at_the_drains_start_and_the_gate_says_not_serving(
+    grpc_engine: tuple[Engine, int],
+) -> None:
+    """``grpc.health.v1.Health/Watch`` (what gRPC's client-side health checking holds open)
+    reaches the engine while the gate serves: SERVING. At the drain's start the gate ends that
+    stream (the engine would say SERVING for as long as it is held, and a stream held on the
+    engine was work in flight: the drain waited for it to its deadline), and the Watch the
+    client opens again is the gate's own: NOT_SERVING, held open (a Watch that ends is asked
+    again at once). The drain is over as soon as the window is: nothing in flight."""
+    engine, port = grpc_engine
+    async with serving_gate(port, 30.0, window=0.5) as gate:
+        with grpc.insecure_channel(f"127.0.0.1:{gate.port}") as channel:  # type: ignore[attr-defined]
+            watch = channel.unary_stream(WATCH)
+            before = watch(b"", timeout=60)
+            assert await anyio.to_thread.run_sync(next, before) == SERVING
+            assert engine.watches == 1
+
+            def the_rest(stream: Iterator[bytes]) -> tuple[list[bytes], object]:
+                received: list[bytes] = []
+                try:
+                    received.extend(stream)
+                except grpc.RpcError as exc:
+                    return received, exc.code()
+                return received, grpc.StatusCode.OK
+
+            gate.controller.begin_drain()
+            with anyio.fail_after(10):  # (held to the drain's deadline, 30 s, before)
+                received, _ = await anyio.to_thread.run_sync(the_rest, before)
+            assert received == [], "the engine's stream said nothing more: it was ended"
+            again = watch(b"", timeout=60)
+            assert await anyio.to_thread.run_sync(next, again) == NOT_SERVING
+            assert engine.watches == 1, "the gate's own Watch: the engine is not asked"
+            with anyio.fail_after(10):
+                assert await gate.controller.wait_drained(10), "a Watch is not work in flight"
+            assert not again.done(), "the gate's Watch stays open"  # type: ignore[attr-defined]
+            again.cancel()  # type: ignore[attr-defined]
