@@ -353,6 +353,9 @@ def test_a_removal_may_take_the_whole_cleanup_bound_and_a_follower_as_long() -> 
     # any other call, a kill say, as before: an engine that does not answer it is not waited
     # for to the clean-up's end
     assert m.call_bound(2.0) == 5.0 + timings.call_margin - 2.0
+    # which is which, by the operation the loop carries
+    assert m.bound_for(Remove(APP))(2.0) == m.call_bound(2.0, removal=True)
+    assert m.bound_for(Kill(APP))(2.0) == m.call_bound(2.0)
     m.observe(("remove", "app"), Done.DONE, now=40.0)  # answered past the deadline's margin
     assert not m.lost and m.unreachable_since is None
 

@@ -34,6 +34,8 @@ from asyncdeploy.drivers.engine._drain.protocol import (
     EngineOp,
     Fired,
     Key,
+    Remove,
+    RemoveVolumes,
     Tell,
     Then,
     TrackedRef,
@@ -235,6 +237,11 @@ class DrainContext:
         elif self.state == "following":
             until = max(until, self.books.deadline + self.timings.cleanup_timeout)
         return until - now
+
+    def bound_for(self, op: EngineOp) -> Callable[[float], float]:
+        """The bound of a call carrying ``op``, from the time it is made (:meth:`call_bound`)."""
+        removal = isinstance(op, Remove | RemoveVolumes)
+        return lambda now: self.call_bound(now, removal=removal)
 
     def cancel(self, keys: Iterable[Key]) -> None:
         for key in list(keys):

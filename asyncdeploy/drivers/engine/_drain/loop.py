@@ -21,7 +21,6 @@ cancellation, which propagates once they are done.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
@@ -168,9 +167,7 @@ class DrainLoop:
     async def _operate(self, m: WorkloadDrain, op: EngineOp, key: Key) -> Answer:
         ops, calls = self.ops, self.calls
 
-        bound = m.call_bound
-        if isinstance(op, Remove | RemoveVolumes):
-            bound = functools.partial(m.call_bound, removal=True)
+        bound = m.bound_for(op)
         what = " ".join(part for part in key if part)  # its step and container, in an error
 
         def call(fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:
