@@ -23,7 +23,7 @@ import yaml
 
 from asyncdeploy import Deployer, PreStopFinished, WorkloadPlan
 from asyncdeploy.drivers.engine._netcheck import tcp_open, workload_address
-from asyncdeploy.labels import LABEL_PROBE_OF
+from asyncdeploy.labels import LABEL_PROBE_OF, LABEL_WORKLOAD
 from asyncdeploy.plan import plan_to_mapping
 from tests.engines.cli_process import start_cli
 from tests.engines.conftest import (
@@ -90,16 +90,32 @@ async def pause_address(deployer: Deployer, name: str) -> str:
     return address
 
 
-async def helpers_left(deployer: Deployer) -> list[str]:
-    """Helper containers still there 10 s on (each removes itself as its check ends; Podman's
-    auto-remove runs in its cleanup process, a moment after the exit)."""
+async def workload_ids(deployer: Deployer, name: str) -> set[str]:
+    """The ids of the workload's containers: the ones its helpers join."""
+    listed = await deployer.driver.session.containers({LABEL_WORKLOAD: name})  # type: ignore[attr-defined]
+    return {str(item["Id"]) for item in listed}
+
+
+async def _helpers(deployer: Deployer, joined: set[str], *options: str) -> list[bytes]:
+    """This workload's helpers (each labelled with the container it joins): another run's,
+    say one a daemon failed to remove (Docker 20.10 keeps a ghost "Removal In Progress"), are
+    not this test's."""
     cli = shutil.which(deployer.driver_name)
     assert cli is not None
     remote = ["--remote"] if deployer.driver_name == "podman" else []  # CONTAINER_HOST's engine
-    filtered = ["ps", "-a", "-q", "--filter", f"label={LABEL_PROBE_OF}"]
+    found: list[bytes] = []
+    for ident in sorted(joined):
+        filtered = ["ps", "-q", *options, "--filter", f"label={LABEL_PROBE_OF}={ident}"]
+        found += (await anyio.run_process([cli, *remote, *filtered])).stdout.split()
+    return found
+
+
+async def helpers_left(deployer: Deployer, joined: set[str]) -> list[str]:
+    """This workload's helper containers still there 10 s on (each removes itself as its check
+    ends; Podman's auto-remove runs in its cleanup process, a moment after the exit)."""
     listed: list[bytes] = []
     for _ in range(50):
-        listed = (await anyio.run_process([cli, *remote, *filtered])).stdout.split()
+        listed = await _helpers(deployer, joined, "-a")
         if not listed:
             break
         await anyio.sleep(0.2)
@@ -143,7 +159,7 @@ async def test_a_readiness_check_works_where_the_workload_address_is_unreachable
                 await deployer.wait_ready(plan.name, timeout=1.0)
         status = await deployer.wait_ready(plan.name, timeout=60)
         assert status.name == plan.name
-    assert await helpers_left(deployer) == []
+    assert await helpers_left(deployer, await workload_ids(deployer, plan.name)) == []
 
 
 async def test_a_gated_drain_works_where_the_workload_address_is_unreachable(
@@ -193,13 +209,14 @@ async def test_an_http_hook_without_a_gate_runs_in_a_helper(
     await deployer.create(plan)
     await deployer.wait_ready(plan.name, timeout=60)
     address = await pause_address(deployer, plan.name)
+    joined = await workload_ids(deployer, plan.name)  # (taken while it exists)
     events: list[Any] = []
     with unreachable_from_here(address, [8001]):
         async with deployer.terminate(plan.name) as drain:
             events.extend([event async for event in drain])
     hooks = [e for e in events if isinstance(e, PreStopFinished)]
     assert [(h.container, h.exit_code) for h in hooks] == [("web", 0)], events
-    assert await helpers_left(deployer) == []
+    assert await helpers_left(deployer, joined) == []
 
 
 async def test_a_deployer_killed_during_a_wait_leaves_no_helper_behind(
@@ -215,9 +232,11 @@ async def test_a_deployer_killed_during_a_wait_leaves_no_helper_behind(
     plan_file = tmp_path / "plan.yaml"
     plan_file.write_text(plan_yaml(plan))
     cli = await start_cli(deployer.driver_name, "create", "-f", str(plan_file), "--wait")
+    joined: set[str] = set()
     try:
         for _ in range(300):  # its first check starts a helper (60 s at most)
-            if await helpers_of(deployer, "running"):
+            joined = await workload_ids(deployer, plan.name)
+            if joined and await helpers_of(deployer, joined, "running"):
                 break
             await anyio.sleep(0.2)
         else:
@@ -225,17 +244,13 @@ async def test_a_deployer_killed_during_a_wait_leaves_no_helper_behind(
     finally:
         cli.process.kill()  # SIGKILL: no cleanup of its own
         await cli.process.wait()
-    assert await helpers_left(deployer) == []
+    assert await helpers_left(deployer, joined | await workload_ids(deployer, plan.name)) == []
     summary = await deployer.delete(plan.name)
     assert not summary.errors, summary
 
 
-async def helpers_of(deployer: Deployer, status: str) -> list[str]:
-    cli = shutil.which(deployer.driver_name)
-    assert cli is not None
-    remote = ["--remote"] if deployer.driver_name == "podman" else []
-    filtered = ["ps", "-q", "--filter", f"label={LABEL_PROBE_OF}", "--filter", f"status={status}"]
-    return (await anyio.run_process([cli, *remote, *filtered])).stdout.decode().split()
+async def helpers_of(deployer: Deployer, joined: set[str], status: str) -> list[str]:
+    return [i.decode() for i in await _helpers(deployer, joined, "--filter", f"status={status}")]
 
 
 def plan_yaml(plan: WorkloadPlan) -> str:
