@@ -32,6 +32,7 @@ from asyncdeploy.labels import LABEL_PLAN_DIGEST, LABEL_WORKLOAD
 from asyncdeploy.plan import plan_digest
 from tests.engines.conftest import BUSYBOX, ENGINES, PYTHON, ROOTLESS_PODMAN, open_engine
 from tests.engines.helpers import graceful, plan, read_markers, started
+from tests.polling import until
 
 pytestmark = pytest.mark.anyio
 
@@ -230,6 +231,15 @@ async def test_autoheal_is_removed_before_any_signal_and_pause_last(
     with anyio.fail_after(15):
         while [m for _, m in read_markers(markers)].count("start") < 2:  # noqa: ASYNC110 - a file
             await anyio.sleep(0.2)
+
+    async def app_running() -> bool:
+        app = [c for c in (await deployer.get(workload)).containers if c.name == "app"]
+        return [c.state for c in app] == ["running"]
+
+    # ...and the engine says so too: the restarted app writes its marker before the engine
+    # records it running, and a drain that looked in between found it exited (so it was not
+    # signalled: a clean-clone run on Docker saw no SignalSent)
+    await until(app_running, timeout=15, interval=0.1)
 
     events, _ = await drain_events(deployer, workload)
     kinds = [type(e).__name__ for e in events]
