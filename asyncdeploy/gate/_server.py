@@ -147,17 +147,16 @@ class _Gate:
         controller = self.controller
         async with self._map_lock:
             wanted = (controller.accepting, controller.state.value)
-            if wanted == self._applied:
-                return
-            admit, state = wanted
-            if not admit and self.controller.draining.is_set():
-                await self._goaway()
-            await self.runtime.set_map("state", state)
-            await self.runtime.set_map("admit", "1" if admit else "0")
-            self._applied = wanted
-            if self.controller.draining.is_set():
+            if wanted != self._applied:
+                admit, state = wanted
+                if not admit and self.controller.draining.is_set():
+                    await self._goaway()
+                await self.runtime.set_map("state", state)
+                await self.runtime.set_map("admit", "1" if admit else "0")
+                self._applied = wanted
+                logger.debug("haproxy admission: admit=%d state=%s", admit, state)
+            if self.controller.draining.is_set():  # once the map says so (a no-op after)
                 await self._shut_watches()
-            logger.debug("haproxy admission: admit=%d state=%s", admit, state)
 
     async def _goaway(self) -> None:
         """An h2c gate's refusal: gRPC clients hold one connection and open streams on it; a
@@ -184,8 +183,12 @@ class _Gate:
         clients hold them."""
         if self.config.upstream_protocol != "h2c" or self._watches_shut:
             return
+        try:
+            await self.runtime.cut(WATCH_BACKEND, "e")
+        except RuntimeAPIError as exc:  # tried again at the next admission read
+            logger.warning("shutting the engine's health watches: %s", exc)
+            return
         self._watches_shut = True
-        await self.runtime.cut(WATCH_BACKEND, "e")
 
     async def sync(self) -> None:
         await self.apply_admission()
