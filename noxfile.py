@@ -6,33 +6,42 @@ import nox
 
 nox.options.sessions = ["tests", "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = True
+# uv where it is installed (ci/setup.sh puts it beside nox): it makes the tests' venv in seconds
+# where pip took minutes of CI's time; virtualenv and pip otherwise
+nox.options.default_venv_backend = "uv|virtualenv"
 
 PYPROJECT = nox.project.load_toml("pyproject.toml")
 PEER_REQUIREMENT = "gpustack-runtime==0.2.6"  # the version the README's figures were measured with
 
 
 def install(session: nox.Session, *groups: str) -> None:
-    """The package with every driver extra (docker, kubernetes), then the dependency groups."""
-    session.install("-e", ".[all]")
-    for group in groups:
-        session.install(*nox.project.dependency_groups(PYPROJECT, group))
+    """The package with every driver extra (docker, kubernetes) and the dependency groups, in
+    one resolution; and pip, which a venv made by uv lacks: `images build` downloads the
+    images' wheels with the running Python's pip, as a user's pip-made venv has it."""
+    needs = [need for group in groups for need in nox.project.dependency_groups(PYPROJECT, group)]
+    session.install("-e", ".[all]", "pip", *needs)
 
 
-# Streams of the suite side by side, for time (each mostly waits on drains and grace periods):
-# each engine's tests in two halves (tests/conftest.py's SECOND_STREAM), and everything else
-# (the real cluster's tests, the engine-free suite). They partition the suite, share no
-# workload (every test names its workloads by its run), and the first runs in the foreground.
-# Then ALONE (tests/conftest.py says which, and why): the tests that rebuild the images the
-# streams run, and the forty-at-once drains, whose load on Podman's API is their subject. (No
-# test is alone for time: none holds the product to a wall-clock bound.)
-_SOLO = "not alone"
-STREAMS = (
-    f"docker and not second_stream and {_SOLO}",
-    f"docker and second_stream and {_SOLO}",
-    f"podman and not docker and not second_stream and {_SOLO}",
-    f"podman and not docker and second_stream and {_SOLO}",
-    f"not (docker or podman) and {_SOLO}",
+# Streams of the suite side by side, for time. The engines' tests mostly wait (drains, grace
+# periods, a real balancer's checks) and the machine is left idle by one file at a time, so each
+# engine's stream runs its files on workers of its own (pytest-xdist, one file to a worker at a
+# time: a file's module fixtures stay whole; each worker names its workloads by its own run id,
+# as separate processes always did). The real cluster's tests run in one stream (its two nodes'
+# kubelets are the bound, not this machine), the engine-free suite on two workers. They
+# partition the suite and share no workload.
+# ALONE (tests/conftest.py says which, and why) runs once the two engine streams have ended,
+# beside what is left of the others (which use neither engine): the tests that rebuild the
+# images the engine streams run, and the forty-at-once drains, whose load on Podman's API is
+# their subject. (No test is alone for time: none holds the product to a wall-clock bound.)
+ENGINE_WORKERS = ("-n", "3", "--dist", "loadfile")
+ENGINE_FREE_WORKERS = ("-n", "2", "--dist", "loadfile")
+STREAMS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("docker and not alone", ENGINE_WORKERS),
+    ("podman and not docker and not alone", ENGINE_WORKERS),
+    ("cluster and not alone", ()),
+    ("not (docker or podman or cluster) and not alone", ENGINE_FREE_WORKERS),
 )
+ENGINE_STREAMS = 2  # the first two: ALONE waits for them, and for them only
 ALONE = "alone"
 
 
@@ -43,7 +52,8 @@ def tests(session: nox.Session) -> None:
 
     Set ASYNCDEPLOY_REQUIRE_ENGINES=docker,podman to fail (not skip) when an engine is missing,
     ASYNCDEPLOY_REQUIRE_KUBERNETES=1 to fail when the cluster is. With no arguments the suite
-    runs as streams side by side (STREAMS), then ALONE; with pytest arguments, as one run.
+    runs as streams side by side (STREAMS), and ALONE once the engines' streams have ended; with
+    pytest arguments, as one run.
     """
     import contextlib
     import os
@@ -63,27 +73,38 @@ def tests(session: nox.Session) -> None:
         else:
             env[key] = value
     env["PATH"] = f"{session.bin}{os.pathsep}{os.environ['PATH']}"
-    pytest = [f"{session.bin}/pytest", "--durations=15", "-p", "no:cacheprovider", "-m"]
+    pytest = [f"{session.bin}/pytest", "--durations=15", "-p", "no:cacheprovider"]
+    runs = (*STREAMS, (ALONE, ()))
     with contextlib.ExitStack() as stack:
-        logs = [stack.enter_context(tempfile.TemporaryFile("w+")) for _ in STREAMS[1:]]
-        side = [
-            subprocess.Popen([*pytest, stream], stdout=log, stderr=subprocess.STDOUT, env=env)
-            for stream, log in zip(STREAMS[1:], logs, strict=True)
-        ]
+        logs = [stack.enter_context(tempfile.TemporaryFile("w+")) for _ in runs]
+        started: list[subprocess.Popen[bytes]] = []
+
+        def start(index: int) -> None:
+            marks, workers = runs[index]
+            command = [*pytest, *workers, "-m", marks]
+            log = logs[index]
+            started.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env))
+
+        def finish(index: int) -> int:
+            code = started[index].wait()  # a Ctrl-C reaches all: they are one process group
+            logs[index].seek(0)
+            sys.stdout.write(f"\n===== -m {runs[index][0]!r} =====\n{logs[index].read()}")
+            sys.stdout.flush()
+            return code
+
         try:
-            codes = [subprocess.run([*pytest, STREAMS[0]], env=env, check=False).returncode]
+            for index in range(len(STREAMS)):
+                start(index)
+            codes = [finish(index) for index in range(ENGINE_STREAMS)]
+            start(len(STREAMS))  # ALONE, beside what is left of the engine-free streams
+            codes += [finish(index) for index in range(ENGINE_STREAMS, len(runs))]
         finally:
-            for stream, process, log in zip(STREAMS[1:], side, logs, strict=True):
-                codes.append(process.wait())  # a Ctrl-C reaches all: they are one process group
-                log.seek(0)
-                sys.stdout.write(f"\n===== the stream -m {stream!r} =====\n{log.read()}")
-                sys.stdout.flush()
-    sys.stdout.write(f"\n===== alone: -m {ALONE!r} =====\n")
-    sys.stdout.flush()
-    codes.append(subprocess.run([*pytest, ALONE], env=env, check=False).returncode)
+            for process in started:
+                if process.poll() is None:
+                    process.terminate()
+                    process.wait()
     if any(codes):
-        runs = (*STREAMS, ALONE)
-        said = ", ".join(f"{c} (-m {s!r})" for c, s in zip(codes, runs, strict=True))
+        said = ", ".join(f"{c} (-m {marks!r})" for c, (marks, _) in zip(codes, runs, strict=True))
         session.error(f"pytest exited {said}")
 
 

@@ -43,10 +43,11 @@ if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' >
     apt-get update -q >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-venv python3-pip >&2
 fi
-if [ ! -x "$venv/bin/nox" ]; then
-    log "installing nox into $venv"
-    python3 -m venv "$venv" >&2
-    "$venv/bin/pip" install -q --disable-pip-version-check nox >&2
+if [ ! -x "$venv/bin/nox" ] || [ ! -x "$venv/bin/uv" ]; then
+    # uv beside nox: nox makes the tests' venv with it (noxfile.py), in seconds
+    log "installing nox and uv into $venv"
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2
+    "$venv/bin/pip" install -q --disable-pip-version-check nox uv >&2
 fi
 
 # 3b. the real load balancers and load generator of the tests: `asyncdeploy verify --balancer

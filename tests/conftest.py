@@ -31,31 +31,18 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "unit/test_typing.py": ("slow",),  # runs mypy over the package, twice
 }
 
-# CI runs the suite as streams side by side (noxfile.STREAMS): each engine's tests in two
-# halves, these files in the second, chosen to balance the halves' time.
-SECOND_STREAM = (
-    "engines/test_verify*.py",
-    "engines/test_llama_server.py",
-    "engines/test_gate.py",
-    "engines/test_example*.py",
-    "engines/test_replace*.py",
-    "engines/test_reconcile.py",
-    "engines/test_engine_hang.py",
-    "engines/test_live_view_pty.py",
-    "engines/test_cli_exec_bound.py",
-)
-# Tests that run alone after the streams, each for a reason of its own. None is there for time:
-# no test holds the product to a wall-clock bound (the forty-at-once drains' latency is
-# `nox -s bench`'s figure).
+# Tests that run alone once the engine streams have ended (noxfile.STREAMS), each for a reason
+# of its own. None is there for time: no test holds the product to a wall-clock bound (the
+# forty-at-once drains' latency is `nox -s bench`'s figure).
 ALONE = (
     # forty workloads drained at once by one deployer, then by eight deleter processes: they
     # fill Podman's few API workers (3 x CPUs + 1) by themselves; beside the streams' drains,
     # Podman stopped answering either for 35 s ("engine unreachable", seen here)
     "engines/test_drain_many.py",
-    # rebuilds and re-tags the built-in images (`images build`) that every stream's tests run
+    # rebuilds and re-tags the built-in images (`images build`) that the engine streams' tests run
     "engines/test_builtin_images.py",
     # the README's first hour from a wheel: builds localhost/asyncdeploy/demo and runs
-    # ci/demo.sh, which re-tags the demo image the streams' tests start
+    # ci/demo.sh, which re-tags the demo image the engine streams' tests start
     "engines/test_newcomer.py",
 )
 
@@ -108,7 +95,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if fnmatch(where, prefix) or where.startswith(prefix + "/"):
                 for marker in markers:
                     item.add_marker(marker)
-        if any(fnmatch(where, pattern) for pattern in SECOND_STREAM):
-            item.add_marker("second_stream")
         if any(fnmatch(where, pattern) for pattern in ALONE):
             item.add_marker("alone")
