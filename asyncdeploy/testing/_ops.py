@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import ClassVar
 
 import anyio
@@ -323,6 +323,11 @@ class FakeOps:
         box = await self._enter("run_http_hook", pause, f"{port} {path}")
         await anyio.sleep(box.hook)
         return box.hook_code
+
+    def http_hooks_ahead(
+        self, pause: ContainerRef, hooks: Sequence[tuple[int, str]]
+    ) -> AbstractAsyncContextManager[None]:
+        return nullcontext()  # a fake hook costs nothing to send
 
     async def remove_volumes(self, workload: str) -> None:
         self.log.append(("remove_volumes", workload, ""))

@@ -4,9 +4,9 @@
 keeps accepting; ``down()`` also makes it hang up on every new connection at once, until
 ``heal()``. That is how a restarting engine socket or a flaky network hop looks to a client.
 ``freeze()`` is an engine that deadlocked: it keeps accepting, and nothing more is forwarded
-either way, on old connections or new ones, until ``release()``. ``slow(method)`` is an engine
-slow to answer one kind of call (a loaded one's removals, queued behind one another): each
-request of that method waits until ``release()``, the others go on as before.
+either way, on old connections or new ones, until ``release()``. ``slow(method, path_part)``
+is an engine slow to answer one kind of call (a loaded one's removals, queued behind one
+another; a claim): each such request waits until ``release()``, the others go on as before.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class EngineProxy:
         self._flowing = anyio.Event()
         self._flowing.set()
         self._slow: bytes | None = None  # the request line's start of the calls held
+        self._slow_path = b""  # and what their path has in it
         self.held = anyio.Event()  # set once a slow call was held
 
     def cut(self) -> None:
@@ -60,11 +61,18 @@ class EngineProxy:
         self._flowing.set()
         self._slow = None
 
-    def slow(self, method: str) -> None:
+    def slow(self, method: str, path_part: str = "") -> None:
         """Hold each request of ``method`` (HTTP/1.1 without pipelining: a request starts a
-        chunk) until :meth:`release`."""
+        chunk), of those whose path has ``path_part`` in it, until :meth:`release`."""
         self._slow = f"{method} ".encode()
+        self._slow_path = path_part.encode()
         self._flowing = anyio.Event()  # what is held waits on it; the rest goes by
+
+    def _held(self, chunk: bytes) -> bool:
+        if self._slow is None:
+            return True  # frozen: everything waits
+        line = chunk.split(b"\r\n", 1)[0]
+        return line.startswith(self._slow) and self._slow_path in line
 
     def freeze(self) -> None:
         """Accept, and forward nothing more on any connection, until :meth:`release`."""
@@ -75,7 +83,7 @@ class EngineProxy:
         async def pump(source: ByteStream, sink: ByteStream, pair: anyio.CancelScope) -> None:
             try:
                 async for chunk in source:
-                    if self._slow is None or chunk.startswith(self._slow):
+                    if self._held(chunk):
                         if self._slow is not None:
                             self.held.set()
                         await self._flowing.wait()

@@ -10,8 +10,10 @@ concurrent deletes; a ``replace`` then waited over 20 minutes.)
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -23,9 +25,11 @@ import pytest
 from anyio.streams.text import TextReceiveStream
 
 from asyncdeploy import Deployer
+from asyncdeploy.drivers.engine._claim import claim_volume
 from asyncdeploy.labels import LABEL_CONTAINER, LABEL_WORKLOAD
 from tests.engines.fault_proxy import EngineProxy
 from tests.engines.helpers import graceful, plan, plan_file
+from tests.engines.test_gate import free_port, order, require_images, stock_plan
 from tests.polling import until
 
 pytestmark = pytest.mark.anyio
@@ -230,3 +234,73 @@ async def test_a_replacement_whose_engine_stops_answering_is_exit_3(
     proxy.release()  # (what the frozen CLI had sent reaches the engine now)
     listed = await deployer.driver.session.containers({LABEL_WORKLOAD: workload})  # type: ignore[attr-defined]
     assert not [c for c in listed if c["Labels"].get(LABEL_CONTAINER) == "new"], listed
+
+
+async def engine_events(engine: str, since: float, until: float) -> list[tuple[int, str, str]]:
+    """Each engine event from ``since`` to ``until`` (wall clock): its time in nanoseconds,
+    what happened (Docker's action, Podman's status: ``exec_create: …``, ``exec``, ``pause``,
+    ``create``) and to what (a container's id, a volume's name)."""
+    cli = shutil.which(engine)
+    assert cli is not None
+    window = ["--since", f"{since:.3f}", "--until", f"{until:.3f}"]
+    shape = ["--format", "{{json .}}"] if engine == "docker" else ["--format", "json"]
+    done = await anyio.run_process([cli, "events", *window, *shape])
+    events: list[tuple[int, str, str]] = []
+    for line in done.stdout.decode().splitlines():
+        event = json.loads(line)
+        if engine == "docker":
+            events.append((int(event["timeNano"]), event["Action"], event["Actor"]["ID"]))
+        else:  # RFC 3339 with nanoseconds, in UTC: 2026-12-07T12:36:57.77522587Z
+            whole, _, fraction = event["Time"].rstrip("Z").partition(".")
+            seconds = calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S"))
+            nanoseconds = seconds * 10**9 + int((fraction or "0").ljust(9, "0")[:9])
+            events.append((nanoseconds, event["Status"], event.get("ID") or event.get("Name", "")))
+    return events
+
+
+async def test_a_gated_drains_hook_is_made_ready_beside_its_claim(
+    deployer: Deployer, proxy: EngineProxy, name: Callable[[str], str]
+) -> None:
+    """The gate's drain call goes out through a probe program started in the gate container
+    at the drain's start, beside the claim, not after it: with the engine slow to answer the
+    claim, the engine started that exec before it made the claim (before: the exec came after
+    the claim, an exec's start, a tenth to a fifth of a second here, between the drain's start
+    and the engine's stop signal). The drain itself is as without it: the hook answered 0,
+    then the engine's signal."""
+    engine = deployer.driver_name
+    require_images(engine)
+    workload = name("ahead")
+    await deployer.create(stock_plan(workload, free_port(), gated=True))
+    await deployer.wait_ready(workload, timeout=90)
+    containers = (await deployer.inspect(workload))["containers"]
+    gate, pause = containers["engine-gate"]["Id"], containers["pause"]["Id"]
+    # the claim: Docker creates the pause container's claim volume, Podman pauses it
+    claimed = ("create", claim_volume(pause)) if engine == "docker" else ("pause", pause)
+    proxy.slow("POST", "/volumes/create" if engine == "docker" else f"/{pause}/pause")
+    env = {**os.environ, "DOCKER_HOST": proxy.url, "CONTAINER_HOST": proxy.url}
+    command = [sys.executable, "-m", "asyncdeploy", "--driver", engine]
+
+    async def release_later() -> None:
+        await proxy.held.wait()
+        await anyio.sleep(3)  # an exec's start takes a fraction of this
+        proxy.release()
+
+    since = time.time()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(release_later)
+        with anyio.fail_after(120):
+            done = await anyio.run_process(
+                [*command, "delete", workload, "--output", "json"], env=env, check=False
+            )
+        tg.cancel_scope.cancel()
+    assert done.returncode == 0, done.stderr.decode()
+    assert proxy.held.is_set()
+    lines = [json.loads(line) for line in done.stdout.decode().splitlines() if line]
+    hook = next(line for line in lines if line.get("event") == "PreStopFinished")
+    assert (hook["container"], hook["exit_code"]) == ("engine", 0), hook
+    assert order(lines, "PreStopFinished", "engine") < order(lines, "SignalSent", "engine")
+    events = await engine_events(engine, since, time.time() + 1)
+    execs = [at for at, what, whom in events if whom == gate and what.startswith("exec")]
+    claims = [at for at, what, whom in events if (what, whom) == claimed]
+    assert execs and claims, events
+    assert min(execs) < min(claims), (execs, claims)

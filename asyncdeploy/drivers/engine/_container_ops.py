@@ -10,8 +10,8 @@ import json
 import math
 import tarfile
 import time
-from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import aiohttp
@@ -36,7 +36,14 @@ from asyncdeploy.drivers.engine._claim import (
 from asyncdeploy.drivers.engine._coalesce import Rounds
 from asyncdeploy.drivers.engine._exits import ExitHub, ExitWatch
 from asyncdeploy.drivers.engine._history import events_query, signalled_after_pause
-from asyncdeploy.drivers.engine._inside import Inside, passes, probe_argv
+from asyncdeploy.drivers.engine._inside import (
+    ENGINE_BOUND,
+    HookAhead,
+    Inside,
+    NotAhead,
+    passes,
+    probe_argv,
+)
 from asyncdeploy.drivers.engine._netcheck import http_get, workload_address
 from asyncdeploy.drivers.engine._ops import CallNotSent, ClaimAnswer, ContainerLook, ContainerRef
 from asyncdeploy.drivers.engine._session import EngineSession
@@ -72,6 +79,8 @@ class EngineContainerOps:
         self.claims = Rounds(self._list_claims)
         # checks and HTTP hooks sent inside a workload's network namespace
         self.inside = Inside(session)
+        # HTTP hooks' probes started ahead, by (pause container id, port, path)
+        self._ahead: dict[tuple[str, int, str], HookAhead] = {}
 
     @property
     def name(self) -> str:
@@ -282,11 +291,41 @@ class EngineContainerOps:
             return None
         return workload_address(inspect)
 
+    @asynccontextmanager
+    async def http_hooks_ahead(
+        self, pause: ContainerRef, hooks: Sequence[tuple[int, str]]
+    ) -> AsyncIterator[None]:
+        """For the block, each of these HTTP hooks' probe started ahead (:class:`HookAhead`),
+        for :meth:`run_http_hook` to send through; abandoned at the block's end (bounded)."""
+        made = {
+            (pause.id, port, path): HookAhead(
+                self.inside, pause.workload, f"pre_stop_http of {pause.workload}"
+            )
+            for port, path in hooks
+        }
+        async with anyio.create_task_group() as tg:
+            for ahead in made.values():
+                tg.start_soon(ahead.run)
+            self._ahead.update(made)
+            try:
+                yield
+            finally:
+                for key, ahead in made.items():
+                    self._ahead.pop(key, None)
+                    ahead.abandon()
+                tg.cancel_scope.deadline = anyio.current_time() + ENGINE_BOUND
+
     async def run_http_hook(self, pause: ContainerRef, port: int, path: str) -> int:
         """``GET path`` on the workload's ``port``: 0 for a 2xx answer, else 1. Sent inside the
-        workload's network namespace (``_inside``: its own loopback), else from here to its
-        address when nothing can run inside. Bounded by the caller (the drain's deadline), as an
-        exec hook is."""
+        workload's network namespace (``_inside``: its own loopback) — through the probe
+        started ahead where there is one —, else from here to its address when nothing can
+        run inside. Bounded by the caller (the drain's deadline), as an exec hook is."""
+        ahead = self._ahead.pop((pause.id, port, path), None)
+        if ahead is not None:
+            try:
+                return 0 if passes(await ahead.ask(port, path), high=300) else 1
+            except NotAhead:
+                pass  # nothing was sent: sent below, as without it
         with self.session.errors(f"list the containers of {pause.workload}"):
             members = await self.inside.members(pause.workload)
         if await self.inside.available(members):

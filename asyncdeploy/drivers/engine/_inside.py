@@ -36,7 +36,9 @@ from asyncdeploy.labels import LABEL_PROBE_OF, LABEL_ROLE, LABEL_WORKLOAD
 __all__ = [
     "ENGINE_BOUND",
     "PROBE",
+    "HookAhead",
     "Inside",
+    "NotAhead",
     "ProbeAnswer",
     "Prober",
     "WaitProbes",
@@ -53,7 +55,7 @@ ENGINE_BOUND = 10.0  # the engine's own part of one check: an exec, or a helper'
 # Run as ``python3 -I -S -c PROBE KIND PORT TIMEOUT [PATH]``: one line out, ``status N``,
 # ``open`` or ``none`` (no connection, or no HTTP answer, within TIMEOUT; ``inf``: none). As
 # ``python3 -I -S -c PROBE serve``: the same for each ``KIND PORT TIMEOUT PATH`` line read on its
-# input, until its end.
+# input, until its end; ``once``: for the first such line only (none: nothing), then it ends.
 PROBE = r"""
 import socket, sys
 def probe(kind, port, timeout, path="/"):
@@ -78,6 +80,10 @@ def probe(kind, port, timeout, path="/"):
     return "none"
 if sys.argv[1] == "serve":
     for line in sys.stdin:
+        print(probe(*line.rstrip("\n").split(" ", 3)), flush=True)
+elif sys.argv[1] == "once":
+    line = sys.stdin.readline()
+    if line:
         print(probe(*line.rstrip("\n").split(" ", 3)), flush=True)
 else:
     print(probe(*sys.argv[1:5]), flush=True)
@@ -263,6 +269,91 @@ class Inside:
             while (message := await stream.read_out()) is not None:
                 output += message.data
         return output.decode("utf-8", "replace")
+
+
+class NotAhead(Exception):
+    """The hook's probe started ahead could not take its request (no carrier, or its exec
+    failed first): nothing was sent, the hook is to be sent the usual way."""
+
+
+class HookAhead:
+    """One HTTP hook's probe, started before the hook is asked for: ``PROBE once`` in an exec
+    of the workload's carrier (the gate or kit container), its input kept open until the hook's
+    one request has been answered (or until :meth:`abandon`); it ends after that answer. A drain starts it beside its claim, so the hook's
+    request goes out the moment it is asked, not after an exec's start (a tenth to a fifth of
+    a second measured here, between the drain's start and the engine's stop signal)."""
+
+    def __init__(self, inside: Inside, workload: str, what: str) -> None:
+        self.inside, self.workload, self.what = inside, workload, what
+        self._requests, self._next = anyio.create_memory_object_stream[str](1)
+        self._sent = False  # the request was handed to the exec's input: it may have gone
+        self._heard = ""
+        self._answer: ProbeAnswer = None
+        self._answered = anyio.Event()
+        self._finished = anyio.Event()  # answered, or abandoned: the input may end
+        self._ended = anyio.Event()
+
+    async def run(self) -> None:
+        """The exec, to its end (after the request's answer, or once abandoned)."""
+        try:
+            carrier = _carrier(await self.inside.members(self.workload))
+            if carrier is not None:
+                argv = ["python3", "-I", "-S", "-c", PROBE, "once"]
+                await self.inside.session.exec(
+                    carrier, argv, self.what, self._hear, stdin=self._request()
+                )
+        except ENGINE_FAILURES:
+            pass  # the hook is sent the usual way (ask says so), or nothing was asked
+        finally:
+            self._ended.set()
+
+    async def ask(self, port: int, path: str) -> ProbeAnswer:
+        """The hook's ``GET path`` on the workload's ``port``: its answer (None: none came).
+        Raises :class:`NotAhead` when nothing was sent."""
+        if self._ended.is_set():
+            raise NotAhead(self.what)
+        request = " ".join(_request("http", port, float("inf"), path)) + "\n"
+        try:
+            self._requests.send_nowait(request)
+        except (anyio.WouldBlock, anyio.ClosedResourceError):
+            raise NotAhead(self.what) from None  # asked once already, or abandoned
+        async with anyio.create_task_group() as tg:
+
+            async def until(event: anyio.Event) -> None:
+                await event.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(until, self._answered)
+            tg.start_soon(until, self._ended)
+        if self._answered.is_set():
+            return self._answer
+        if not self._sent:
+            raise NotAhead(self.what)
+        return None  # sent, and the exec ended without an answer: the hook failed
+
+    def abandon(self) -> None:
+        """No request will come (or its answer is no longer awaited): the program reads the
+        end of its input and ends."""
+        self._requests.close()
+        self._finished.set()
+
+    async def _request(self) -> AsyncIterator[bytes]:
+        """The exec's input: the request, then its end once the answer came (or none will).
+        Not ended right after the request: a hop that does not carry a half-close (a TLS
+        connection to a remote engine, a proxy) would close the exec before its answer."""
+        async with self._next:
+            async for line in self._next:
+                self._sent = True
+                yield line.encode()
+                break
+        await self._finished.wait()
+
+    def _hear(self, text: str) -> None:
+        self._heard += text
+        if "\n" in self._heard and not self._answered.is_set():
+            self._answer = answer_of(self._heard.partition("\n")[0])
+            self._answered.set()
+            self._finished.set()
 
 
 class ProberLost(Exception):

@@ -34,6 +34,7 @@ from asyncdeploy._errors import (
     WorkloadConflict,
     WorkloadNotFound,
 )
+from asyncdeploy._groups import lone_error
 from asyncdeploy._results import ExecResult
 from asyncdeploy.drivers.engine import _spec as spec
 from asyncdeploy.drivers.engine._address import EngineAddress
@@ -270,19 +271,25 @@ class EngineSession:
             execution = await self._waiting(ident).exec(
                 list(command), stdin=stdin is not None, tty=tty
             )
-            async with execution.start(detach=False) as stream, anyio.create_task_group() as tg:
-                if size is not None:
-                    await execution.resize(w=size[0], h=size[1])
-                if stdin is not None:
-                    tg.start_soon(self._feed, stream, stdin)
-                if stdin is not None or tty:  # the engine may keep such a stream open past the end
-                    tg.start_soon(self._until_ended, execution, tg.cancel_scope)
-                while (message := await stream.read_out()) is not None:
-                    text = decoder.decode(message.data)
-                    output.append(text)
-                    if on_output is not None and text:
-                        on_output(text)
-                tg.cancel_scope.cancel()  # the command ended: its input is no longer read
+            try:
+                async with (
+                    execution.start(detach=False) as stream,
+                    anyio.create_task_group() as tg,
+                ):
+                    if size is not None:
+                        await execution.resize(w=size[0], h=size[1])
+                    if stdin is not None:
+                        tg.start_soon(self._feed, stream, stdin)
+                    if stdin is not None or tty:  # the engine may keep it open past the end
+                        tg.start_soon(self._until_ended, execution, tg.cancel_scope)
+                    while (message := await stream.read_out()) is not None:
+                        text = decoder.decode(message.data)
+                        output.append(text)
+                        if on_output is not None and text:
+                            on_output(text)
+                    tg.cancel_scope.cancel()  # the command ended: its input is no longer read
+            except BaseExceptionGroup as group:
+                raise lone_error(group) from None  # translated above, as the call's own
             exit_code = (await execution.inspect())["ExitCode"]
         return ExecResult(
             exit_code=int(exit_code if exit_code is not None else -1), output="".join(output)
@@ -294,7 +301,13 @@ class EngineSession:
         keeps the connection open after the command's exit until the client closes it."""
         while True:
             await anyio.sleep(EXEC_POLL_SECONDS)
-            if not (await execution.inspect()).get("Running", True):
+            try:
+                running = (await execution.inspect()).get("Running", True)
+            except aiodocker.DockerError as exc:
+                if exc.status != 404:
+                    raise
+                running = False  # its container ended, and the engine dropped the exec with it
+            if not running:
                 await anyio.sleep(EXEC_POLL_SECONDS)  # its last output, still on its way
                 scope.cancel()
                 return

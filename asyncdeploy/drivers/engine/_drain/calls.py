@@ -84,6 +84,14 @@ class ContainerOps(Protocol):
         """GET ``path`` on the workload's ``port`` (its pause container's address): 0 for 2xx."""
         ...
 
+    def http_hooks_ahead(
+        self, pause: ContainerRef, hooks: Sequence[tuple[int, str]]
+    ) -> AbstractAsyncContextManager[None]:
+        """For the block (a drain, from its start), ready what these HTTP hooks (port, path) of
+        the workload will need, so that :meth:`run_http_hook` costs no more than its request
+        when asked (the engine's: a probe program started in the workload; a fake: nothing)."""
+        ...
+
     async def remove_volumes(self, plan_name: str) -> None:
         """Remove the volumes asyncdeploy created for this plan that no container uses any
         more (an instance of the same plan may still run: its volume stays)."""
@@ -159,7 +167,7 @@ class Calls:
         """The hook, one call; its failure is its answer."""
         try:
             if ref.pre_stop_http is not None and pause is not None:
-                # sent from here to the workload's address: nothing runs inside the image
+                # a GET inside the workload's network namespace (ops.run_http_hook says how)
                 return Hooked(await self.ops.run_http_hook(pause, *ref.pre_stop_http), False)
             if ref.pre_stop:
                 return Hooked(await self.ops.run_hook(ref, ref.pre_stop), False)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from typing import TypeVar
 
 import anyio
@@ -100,13 +101,24 @@ class DrainLoop:
         async with anyio.create_task_group() as caller:
             caller.start_soon(self._kill_on_cancel)  # the caller's cancellation, observed
             with anyio.CancelScope(shield=True):
-                async with anyio.create_task_group() as tasks:
-                    for index, machine in enumerate(self._machines):
-                        self._carry(tasks, index, machine.start())
-                    await self._until_finished(tasks)
-                    tasks.cancel_scope.cancel()
+                async with AsyncExitStack() as ahead:
+                    for machine in self._machines:  # (their task groups outlive the one below)
+                        await self._hooks_ahead(ahead, machine)
+                    async with anyio.create_task_group() as tasks:
+                        for index, machine in enumerate(self._machines):
+                            self._carry(tasks, index, machine.start())
+                        await self._until_finished(tasks)
+                        tasks.cancel_scope.cancel()
             caller.cancel_scope.cancel()
         await anyio.lowlevel.checkpoint()  # a caller's cancellation propagates from here
+
+    async def _hooks_ahead(self, stack: AsyncExitStack, machine: WorkloadDrain) -> None:
+        """The workload's HTTP hooks made ready from the drain's start, beside its claim (an
+        I/O matter, not the core's: the hook is still asked for when the core says)."""
+        hooks = [r.pre_stop_http for r in machine.snapshot.containers if r.running]
+        wanted = [hook for hook in hooks if hook is not None]
+        if wanted and machine.pause is not None and not machine.finished:
+            await stack.enter_async_context(self.ops.http_hooks_ahead(machine.pause, wanted))
 
     async def _kill_on_cancel(self) -> None:
         try:
