@@ -22,24 +22,24 @@ def install(session: nox.Session, *groups: str) -> None:
     session.install("-e", ".[all]", "pip", *needs)
 
 
-# Streams of the suite side by side, for time. The engines' tests mostly wait (drains, grace
-# periods, a real balancer's checks) and the machine is left idle by one file at a time, so each
-# engine's stream runs its files on workers of its own (pytest-xdist, one file to a worker at a
-# time: a file's module fixtures stay whole; each worker names its workloads by its own run id,
-# as separate processes always did). The real cluster's tests run in one stream (its two nodes'
-# kubelets are the bound, not this machine), the engine-free suite on two workers. They
-# partition the suite and share no workload.
+# Streams of the suite side by side, for time: most of their time is spent waiting on drains,
+# grace periods and real balancers' checks. Each engine's tests on two pytest-xdist workers
+# (one file to a worker at a time: a file's module fixtures stay whole; each worker names its
+# workloads by its own run id), so that the two halves end together whatever the files take;
+# the real cluster's tests in one stream, the engine-free suite in another (one file at a
+# time: some of its tests read a real HAProxy's reuse of its connections, which a neighbour's
+# load changes). Three workers per engine saturated this 2-core machine and were no faster.
+# They partition the suite and share no workload.
 # ALONE (tests/conftest.py says which, and why) runs once the two engine streams have ended,
 # beside what is left of the others (which use neither engine): the tests that rebuild the
 # images the engine streams run, and the forty-at-once drains, whose load on Podman's API is
 # their subject. (No test is alone for time: none holds the product to a wall-clock bound.)
-ENGINE_WORKERS = ("-n", "3", "--dist", "loadfile")
-ENGINE_FREE_WORKERS = ("-n", "2", "--dist", "loadfile")
+ENGINE_WORKERS = ("-n", "2", "--dist", "loadfile")
 STREAMS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("docker and not alone", ENGINE_WORKERS),
     ("podman and not docker and not alone", ENGINE_WORKERS),
     ("cluster and not alone", ()),
-    ("not (docker or podman or cluster) and not alone", ENGINE_FREE_WORKERS),
+    ("not (docker or podman or cluster) and not alone", ()),
 )
 ENGINE_STREAMS = 2  # the first two: ALONE waits for them, and for them only
 ALONE = "alone"

@@ -116,8 +116,11 @@ async def test_a_container_restarted_during_its_hook_is_waited_for(
     if marks[("app", "start")] == 1:
         # Not restarted: the drain's stop (Podman's stop call, or Docker's kill during its
         # restart back-off) came first and the engine kept it down: exit 1, seen at once (a
-        # cut hook made Podman's wait last until the deadline).
-        assert (got.outcome, got.exit_code) == ("exited", 1), summary
+        # cut hook made Podman's wait last until the deadline). Or restarted, and its new life
+        # got the drain's SIGTERM before it wrote its start (seen on a loaded machine: 143).
+        restarted_then_signalled = (markers / "crashed").exists() and got.exit_code == 143
+        assert got.outcome == "exited", summary
+        assert got.exit_code == 1 or restarted_then_signalled, summary
         assert summary.seconds < summary.grace_period_seconds / 2, summary
         return
     assert marks[("app", "start")] == 2, (marks, summary)  # crashed once, restarted once

@@ -438,14 +438,21 @@ def test_the_configuration_is_stock_and_asks_for_no_retry() -> None:
 
 
 def _haproxy_pids() -> set[int]:
+    """This process's own HAProxy children: the other streams' tests run theirs meanwhile."""
     pids = set()
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
                 cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+                status = (proc / "status").read_text()
             except OSError:
                 continue
-            if any(b"asyncdeploy-haproxy-" in part for part in cmdline):
+            parent = next(
+                (line.split()[1] for line in status.splitlines() if line.startswith("PPid:")), ""
+            )
+            if parent == str(os.getpid()) and any(
+                b"asyncdeploy-haproxy-" in part for part in cmdline
+            ):
                 pids.add(int(proc.name))
     return pids
 
