@@ -23,18 +23,16 @@ def install(session: nox.Session, *groups: str) -> None:
 
 
 # Streams of the suite side by side, for time: most of their time is spent waiting on drains,
-# grace periods and real balancers' checks. Each engine's tests on two pytest-xdist workers
+# grace periods and real balancers' checks. Each engine's tests on three pytest-xdist workers
 # (one file to a worker at a time: a file's module fixtures stay whole; each worker names its
-# workloads by its own run id), so that the two halves end together whatever the files take;
-# the real cluster's tests in one stream, the engine-free suite in another (one file at a
-# time: some of its tests read a real HAProxy's reuse of its connections, which a neighbour's
-# load changes). Three workers per engine saturated this 2-core machine and were no faster.
-# They partition the suite and share no workload.
+# workloads by its own run id); the real cluster's tests in one stream, the engine-free suite
+# in another, a file at a time (measured on the 2-core CI machine: two workers per engine took
+# 17.4 and 18.7 min, three 14.7 and 15.6). They partition the suite and share no workload.
 # ALONE (tests/conftest.py says which, and why) runs once the two engine streams have ended,
 # beside what is left of the others (which use neither engine): the tests that rebuild the
 # images the engine streams run, and the forty-at-once drains, whose load on Podman's API is
 # their subject. (No test is alone for time: none holds the product to a wall-clock bound.)
-ENGINE_WORKERS = ("-n", "2", "--dist", "loadfile")
+ENGINE_WORKERS = ("-n", "3", "--dist", "loadfile")
 STREAMS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("docker and not alone", ENGINE_WORKERS),
     ("podman and not docker and not alone", ENGINE_WORKERS),
@@ -166,6 +164,7 @@ def bench(session: nox.Session) -> None:
     """Benchmark the drain on Docker and Podman: raw Engine API, the peer, asyncdeploy; then
     the CLI's start (`list` beside `docker ps` / `podman ps`, bench-results/bench-start.json);
     create -> ready -> delete with and without the settle wait (bench-results/bench-ready.json);
+    how soon a gated drain signals its engine (bench-results/bench-hook.json);
     forty operations at once through one deployer beside the engine CLI in parallel
     (bench-results/bench-many-<engine>.json; $ASYNCDEPLOY_BENCH_COMPARE=DIR runs another
     checkout's code in the same rounds); then image pulls from the local registry, asyncdeploy
@@ -212,6 +211,10 @@ def bench(session: nox.Session) -> None:
     # create -> ready -> delete: the settle wait's cost (default, 0, a readiness check)
     session.run(
         "python", "benchmarks/ready.py", *(["--quick"] if "--quick" in session.posargs else [])
+    )
+    # how soon a gated drain signals its engine, by the way its gate's drain call is sent
+    session.run(
+        "python", "benchmarks/hook.py", *(["--quick"] if "--quick" in session.posargs else [])
     )
     # many at once through one deployer beside the engine CLI in parallel (issue 25):
     # $ASYNCDEPLOY_BENCH_COMPARE names another checkout to run in the same rounds (before/after)

@@ -12,7 +12,9 @@ Engine API. That process is a stdlib-only Python program (:data:`PROBE`) run
   removes itself when the program ends (the engine's auto-remove), so a deployer killed during a
   check leaves nothing behind once the check's own timeout is past.
 
-Each check is one such process. Measured on this project's CI machine: a Podman exec or helper
+Each check is one such process; a drain's HTTP hook (the gate's drain call) is one started at
+the drain's start, beside its claim (:class:`HookAhead`), so that it is sent the moment it is
+asked for. Measured on this project's CI machine: a Podman exec or helper
 run costs about 0.2 s, Docker's 0.1 s and 0.3 s; the checks' own timeouts are the plan's, the
 engine's part of the call is bounded apart (:data:`ENGINE_BOUND`). Without either (no carrier,
 and the engine lacks the gate image) the caller falls back to sending from here (``_netcheck``).
