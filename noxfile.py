@@ -28,19 +28,21 @@ def install(session: nox.Session, *groups: str) -> None:
 # workloads by its own run id); the real cluster's tests in one stream, the engine-free suite
 # in another, a file at a time (measured on the 2-core CI machine: two workers per engine took
 # 17.4 and 18.7 min, three 14.7 and 15.6). They partition the suite and share no workload.
-# ALONE (tests/conftest.py says which, and why) runs once the two engine streams have ended,
-# beside what is left of the others (which use neither engine): the tests that rebuild the
-# images the engine streams run, and the forty-at-once drains, whose load on Podman's API is
-# their subject. (No test is alone for time: none holds the product to a wall-clock bound.)
+# The `alone` tests (tests/conftest.py says which, and why) after them: the ones that rebuild
+# Docker's images once Docker's stream has ended, the forty-at-once drains (their load on the
+# engines' APIs is their subject) once both engine streams and those have ended; each beside
+# what is left of the cluster's and the engine-free streams, which use neither engine. (No test
+# is alone for time: none holds the product to a wall-clock bound.)
 ENGINE_WORKERS = ("-n", "3", "--dist", "loadfile")
-STREAMS: tuple[tuple[str, tuple[str, ...]], ...] = (
+DOCKER, PODMAN, CLUSTER, ENGINE_FREE, REBUILDERS, DRAINS_AT_ONCE = range(6)
+RUNS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("docker and not alone", ENGINE_WORKERS),
     ("podman and not docker and not alone", ENGINE_WORKERS),
     ("cluster and not alone", ()),
     ("not (docker or podman or cluster) and not alone", ()),
+    ("alone and rebuilds_images", ()),
+    ("alone and not rebuilds_images", ()),
 )
-ENGINE_STREAMS = 2  # the first two: ALONE waits for them, and for them only
-ALONE = "alone"
 
 
 @nox.session
@@ -50,8 +52,8 @@ def tests(session: nox.Session) -> None:
 
     Set ASYNCDEPLOY_REQUIRE_ENGINES=docker,podman to fail (not skip) when an engine is missing,
     ASYNCDEPLOY_REQUIRE_KUBERNETES=1 to fail when the cluster is. With no arguments the suite
-    runs as streams side by side (STREAMS), and ALONE once the engines' streams have ended; with
-    pytest arguments, as one run.
+    runs as streams side by side, then the alone tests (RUNS says which, and when); with pytest
+    arguments, as one run.
     """
     import contextlib
     import os
@@ -72,37 +74,41 @@ def tests(session: nox.Session) -> None:
             env[key] = value
     env["PATH"] = f"{session.bin}{os.pathsep}{os.environ['PATH']}"
     pytest = [f"{session.bin}/pytest", "--durations=15", "-p", "no:cacheprovider"]
-    runs = (*STREAMS, (ALONE, ()))
     with contextlib.ExitStack() as stack:
-        logs = [stack.enter_context(tempfile.TemporaryFile("w+")) for _ in runs]
-        started: list[subprocess.Popen[bytes]] = []
+        logs = [stack.enter_context(tempfile.TemporaryFile("w+")) for _ in RUNS]
+        started: dict[int, subprocess.Popen[bytes]] = {}
+        codes: dict[int, int] = {}
 
-        def start(index: int) -> None:
-            marks, workers = runs[index]
-            command = [*pytest, *workers, "-m", marks]
-            log = logs[index]
-            started.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env))
+        def start(*indexes: int) -> None:
+            for index in indexes:
+                marks, workers = RUNS[index]
+                command = [*pytest, *workers, "-m", marks]
+                output = logs[index]
+                started[index] = subprocess.Popen(
+                    command, stdout=output, stderr=subprocess.STDOUT, env=env
+                )
 
-        def finish(index: int) -> int:
-            code = started[index].wait()  # a Ctrl-C reaches all: they are one process group
-            logs[index].seek(0)
-            sys.stdout.write(f"\n===== -m {runs[index][0]!r} =====\n{logs[index].read()}")
-            sys.stdout.flush()
-            return code
+        def finish(*indexes: int) -> None:
+            for index in indexes:
+                codes[index] = started[index].wait()  # a Ctrl-C reaches all: one process group
+                logs[index].seek(0)
+                sys.stdout.write(f"\n===== -m {RUNS[index][0]!r} =====\n{logs[index].read()}")
+                sys.stdout.flush()
 
         try:
-            for index in range(len(STREAMS)):
-                start(index)
-            codes = [finish(index) for index in range(ENGINE_STREAMS)]
-            start(len(STREAMS))  # ALONE, beside what is left of the engine-free streams
-            codes += [finish(index) for index in range(ENGINE_STREAMS, len(runs))]
+            start(DOCKER, PODMAN, CLUSTER, ENGINE_FREE)
+            finish(DOCKER)
+            start(REBUILDERS)
+            finish(PODMAN, REBUILDERS)
+            start(DRAINS_AT_ONCE)
+            finish(CLUSTER, ENGINE_FREE, DRAINS_AT_ONCE)
         finally:
-            for process in started:
+            for process in started.values():
                 if process.poll() is None:
                     process.terminate()
                     process.wait()
-    if any(codes):
-        said = ", ".join(f"{c} (-m {marks!r})" for c, (marks, _) in zip(codes, runs, strict=True))
+    if any(codes.values()):
+        said = ", ".join(f"{codes[i]} (-m {RUNS[i][0]!r})" for i in sorted(codes))
         session.error(f"pytest exited {said}")
 
 

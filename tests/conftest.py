@@ -31,19 +31,21 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "unit/test_typing.py": ("slow",),  # runs mypy over the package, twice
 }
 
-# Tests that run alone once the engine streams have ended (noxfile.STREAMS), each for a reason
-# of its own. None is there for time: no test holds the product to a wall-clock bound (the
-# forty-at-once drains' latency is `nox -s bench`'s figure).
+# Tests that do not run in the streams (noxfile.RUNS), each for a reason of its own. None is
+# there for time: no test holds the product to a wall-clock bound (the forty-at-once drains'
+# latency is `nox -s bench`'s figure).
+# These rebuild and re-tag the built-in images (`images build`) and the demo image (the README's
+# first hour from a wheel; ci/demo.sh) in Docker, which the Docker stream's tests start: they
+# run once that stream has ended, beside the others' last tests (Podman's tests see the same
+# images loaded again, unchanged).
+REBUILDS_IMAGES = ("engines/test_builtin_images.py", "engines/test_newcomer.py")
 ALONE = (
     # forty workloads drained at once by one deployer, then by eight deleter processes: they
     # fill Podman's few API workers (3 x CPUs + 1) by themselves; beside the streams' drains,
-    # Podman stopped answering either for 35 s ("engine unreachable", seen here)
+    # Podman stopped answering either for 35 s ("engine unreachable", seen here). They run
+    # once both engine streams and the tests above have ended.
     "engines/test_drain_many.py",
-    # rebuilds and re-tags the built-in images (`images build`) that the engine streams' tests run
-    "engines/test_builtin_images.py",
-    # the README's first hour from a wheel: builds localhost/asyncdeploy/demo and runs
-    # ci/demo.sh, which re-tags the demo image the engine streams' tests start
-    "engines/test_newcomer.py",
+    *REBUILDS_IMAGES,
 )
 
 
@@ -97,3 +99,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                     item.add_marker(marker)
         if any(fnmatch(where, pattern) for pattern in ALONE):
             item.add_marker("alone")
+        if any(fnmatch(where, pattern) for pattern in REBUILDS_IMAGES):
+            item.add_marker("rebuilds_images")
