@@ -138,6 +138,7 @@ async def test_a_recreates_downtime_is_what_its_clients_saw(
             strategy="recreate",
             on_event=events.append,
         )
+        returned = anyio.current_time()
         await until(lambda: any(got == "v2" for _, got in answers), timeout=15)
         tg.cancel_scope.cancel()
     last_v1 = max(when for when, got in answers if got == "v1")
@@ -145,9 +146,12 @@ async def test_a_recreates_downtime_is_what_its_clients_saw(
     seen = first_v2 - last_v1  # what the clients saw: no answer in between
     [downtime] = [e for e in events if isinstance(e, ReplaceDowntime)]
     assert result.downtime == downtime.seconds
-    # the reported figure is what the clients saw, give or take a readiness period and a poll
-    # (never the 4 s of the hook, during which the old one answered)
-    assert seen - 1.0 <= downtime.seconds <= seen + 1.5, (downtime, seen)
+    # it is counted from the old one's stop, never from the drain's start: within the time from
+    # the last v1 answer to the replace's end (never the 4 s of the hook, during which the old
+    # one answered); its end is the deployer's readiness wait, which lags the first v2 answer
+    # by up to a check period and the check's own time (1.7 s on a loaded machine here: a
+    # figure of the machine, not asserted)
+    assert seen - 1.0 <= downtime.seconds <= returned - last_v1, (downtime, seen)
     assert downtime.drain_seconds >= 4, downtime  # it served through its hook
     code_line = describe_replace(downtime)
     assert f"{downtime.drain_seconds:.1f} s into its drain" in code_line
