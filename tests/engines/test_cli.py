@@ -74,6 +74,7 @@ async def test_a_failed_delete_still_prints_its_summary_table(
     name = f"t{RUN_ID}-cli-fail-{deployer.driver_name}"
     app = Container(name="app", image=BUSYBOX, command=["graceful", "app", "0"])
     await deployer.create(plan(name, [app]))
+    await deployer.wait_ready(name, timeout=30)  # its TERM trap set (else: 143, seen under load)
     remove = EngineContainerOps.remove
 
     async def refuse_app(self: EngineContainerOps, ref: Any) -> None:

@@ -240,6 +240,8 @@ async def test_autoheal_is_removed_before_any_signal_and_pause_last(
     # records it running, and a drain that looked in between found it exited (so it was not
     # signalled: a clean-clone run on Docker saw no SignalSent)
     await until(app_running, timeout=15, interval=0.1)
+    # ...and ready again (running 2 s): "start" is marked before the TERM trap is set
+    await deployer.wait_ready(workload, timeout=30)
 
     events, _ = await drain_events(deployer, workload)
     kinds = [type(e).__name__ for e in events]
