@@ -105,6 +105,27 @@ async def proxy(deployer: Deployer, tmp_path: Path) -> Any:
         tg.cancel_scope.cancel()
 
 
+async def delete_while_held(
+    proxy: EngineProxy, command: list[str], env: dict[str, str], workload: str, held: float
+) -> Any:
+    """``delete WORKLOAD --output json`` through the proxy, each call ``proxy.slow`` names held
+    ``held`` seconds from the first one held; the finished process."""
+
+    async def release_later() -> None:
+        await proxy.held.wait()
+        await anyio.sleep(held)
+        proxy.release()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(release_later)
+        with anyio.fail_after(120):
+            done = await anyio.run_process(
+                [*command, "delete", workload, "--output", "json"], env=env, check=False
+            )
+        tg.cancel_scope.cancel()
+    return done
+
+
 async def test_a_delete_whose_engine_stops_answering_is_exit_3(
     deployer: Deployer, proxy: EngineProxy, name: Callable[[str], str], markers: Path
 ) -> None:
@@ -147,18 +168,7 @@ async def test_a_removal_answered_past_the_deadlines_margin_is_no_failure(
     command = [sys.executable, "-m", "asyncdeploy", "--driver", deployer.driver_name]
     proxy.slow("DELETE")
 
-    async def release_later() -> None:
-        await proxy.held.wait()
-        await anyio.sleep(held)
-        proxy.release()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(release_later)
-        with anyio.fail_after(120):
-            done = await anyio.run_process(
-                [*command, "delete", workload, "--output", "json"], env=env, check=False
-            )
-        tg.cancel_scope.cancel()
+    done = await delete_while_held(proxy, command, env, workload, held)
     error = done.stderr.decode()
     assert done.returncode == 0, error
     assert proxy.held.is_set()
@@ -280,19 +290,8 @@ async def test_a_gated_drains_hook_is_made_ready_beside_its_claim(
     env = {**os.environ, "DOCKER_HOST": proxy.url, "CONTAINER_HOST": proxy.url}
     command = [sys.executable, "-m", "asyncdeploy", "--driver", engine]
 
-    async def release_later() -> None:
-        await proxy.held.wait()
-        await anyio.sleep(3)  # an exec's start takes a fraction of this
-        proxy.release()
-
     since = time.time()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(release_later)
-        with anyio.fail_after(120):
-            done = await anyio.run_process(
-                [*command, "delete", workload, "--output", "json"], env=env, check=False
-            )
-        tg.cancel_scope.cancel()
+    done = await delete_while_held(proxy, command, env, workload, 3)  # an exec starts in less
     assert done.returncode == 0, done.stderr.decode()
     assert proxy.held.is_set()
     lines = [json.loads(line) for line in done.stdout.decode().splitlines() if line]
