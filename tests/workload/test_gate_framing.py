@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import socket
 import subprocess
 import sys
@@ -37,15 +38,28 @@ if not os.path.exists("/usr/sbin/haproxy"):
 
 
 class RecordingEngine:
-    """Answers every request (h11) with 200 and the count of requests it has read."""
+    """Answers every request (h11) with 200 and the count of requests it has read.
+
+    ``settled()`` says whether it has read and answered everything sent to it: no connection
+    with bytes (or an end) waiting unread, and no thread between a read and its answer. A
+    thread waits for its socket to be readable before it claims it is busy, under the same
+    lock the look takes, so the look cannot fall between the two."""
 
     def __init__(self) -> None:
         self.requests: list[tuple[bytes, bytes, bytes]] = []
         self.errors: list[str] = []
         self.lock = threading.Lock()
+        self.idle: dict[socket.socket, bool] = {}
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def settled(self) -> bool:
+        with self.lock:
+            if not all(self.idle.values()):
+                return False
+            waiting, _, _ = select.select(list(self.idle), [], [], 0)
+            return not waiting
 
     def _accept(self) -> None:
         while True:
@@ -53,52 +67,70 @@ class RecordingEngine:
                 conn, _ = self.listener.accept()
             except OSError:
                 return
+            with self.lock:
+                self.idle[conn] = False  # a new connection is work until its first wait
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        try:
+            with conn:
+                self._parse(conn)
+        finally:
+            with self.lock:
+                del self.idle[conn]
+
+    def _receive(self, conn: socket.socket) -> bytes:
+        with self.lock:
+            self.idle[conn] = True
+        readable, _, _ = select.select([conn], [], [], 10)
+        with self.lock:
+            self.idle[conn] = False
+        if not readable:
+            return b""  # ten quiet seconds: given up, as a timeout would
+        try:
+            return conn.recv(65536)
+        except OSError:
+            return b""
+
+    def _parse(self, conn: socket.socket) -> None:
         parser = h11.Connection(h11.SERVER)
         current: list[object] = []
-        with conn:
-            conn.settimeout(10)
-            while True:
+        while True:
+            try:
+                event = parser.next_event()
+            except h11.RemoteProtocolError as exc:
+                with self.lock:
+                    self.errors.append(repr(exc))
+                return
+            if event is h11.NEED_DATA:
+                data = self._receive(conn)
+                parser.receive_data(data)
+                if not data:
+                    return
+                continue
+            if isinstance(event, h11.Request):
+                current = [event.method, event.target, b""]
+            elif isinstance(event, h11.Data):
+                current[2] += event.data  # type: ignore[operator]
+            elif isinstance(event, h11.EndOfMessage):
+                method, target, body = current
+                with self.lock:
+                    if target != b"/health":
+                        self.requests.append((method, target, body))  # type: ignore[arg-type]
+                    count = len(self.requests)
+                answer = b"engine %d" % count
                 try:
-                    event = parser.next_event()
-                except h11.RemoteProtocolError as exc:
-                    with self.lock:
-                        self.errors.append(repr(exc))
+                    conn.sendall(parser.send(h11.Response(status_code=200, headers=[
+                        ("content-length", str(len(answer))), ("x-engine", "1")])))  # fmt: skip
+                    conn.sendall(parser.send(h11.Data(data=answer)))
+                    conn.sendall(parser.send(h11.EndOfMessage()))
+                except (OSError, h11.LocalProtocolError):
                     return
-                if event is h11.NEED_DATA:
-                    try:
-                        data = conn.recv(65536)
-                    except OSError:
-                        return
-                    parser.receive_data(data)
-                    if not data:
-                        return
-                    continue
-                if isinstance(event, h11.Request):
-                    current = [event.method, event.target, b""]
-                elif isinstance(event, h11.Data):
-                    current[2] += event.data  # type: ignore[operator]
-                elif isinstance(event, h11.EndOfMessage):
-                    method, target, body = current
-                    with self.lock:
-                        if target != b"/health":
-                            self.requests.append((method, target, body))  # type: ignore[arg-type]
-                        count = len(self.requests)
-                    answer = b"engine %d" % count
-                    try:
-                        conn.sendall(parser.send(h11.Response(status_code=200, headers=[
-                            ("content-length", str(len(answer))), ("x-engine", "1")])))  # fmt: skip
-                        conn.sendall(parser.send(h11.Data(data=answer)))
-                        conn.sendall(parser.send(h11.EndOfMessage()))
-                    except (OSError, h11.LocalProtocolError):
-                        return
-                    if parser.our_state is h11.MUST_CLOSE:
-                        return
-                    parser.start_next_cycle()
-                elif isinstance(event, h11.ConnectionClosed):
+                if parser.our_state is h11.MUST_CLOSE:
                     return
+                parser.start_next_cycle()
+            elif isinstance(event, h11.ConnectionClosed):
+                return
 
 
 @pytest.fixture(scope="module")
@@ -112,13 +144,14 @@ def gate_port(engine: RecordingEngine) -> Iterator[int]:
     process = subprocess.Popen(
         [sys.executable, "-m", "asyncdeploy.gate", "--listen-host", "127.0.0.1",
          "--listen", str(port), "--upstream", str(engine.port), "--check-interval", "0.1",
-         "--header-timeout", "2s", "--idle-timeout", "2s", "--log-level", "WARNING"],
+         "--header-timeout", "1s", "--idle-timeout", "0.25s", "--log-level", "WARNING",
+         "--propagation-wait", "0"],  # (no balancer to wait for at the end)
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                if b" 200 " in send(port, b"GET /ready HTTP/1.1\r\nHost: a\r\n\r\n", close=True):
+                if b" 200 " in send(port, b"GET /ready HTTP/1.1\r\nHost: a\r\n\r\n"):
                     break
             except OSError:
                 pass
@@ -131,23 +164,22 @@ def gate_port(engine: RecordingEngine) -> Iterator[int]:
         process.wait(30)
 
 
-def send(port: int, raw: bytes, pieces: int = 1, *, close: bool = False) -> bytes:
-    """``raw`` in ``pieces`` writes, then read until the gate closes or goes quiet."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+def send(port: int, raw: bytes, pieces: int = 1) -> bytes:
+    """``raw`` in ``pieces`` writes, then everything the gate sends back until it closes: at
+    once after a refusal, at its idle timeout after the last answer, at its head timeout
+    inside an unfinished message (the fixture's timeouts are short for this)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         step = max(1, -(-len(raw) // pieces))
         try:
             for i in range(0, len(raw), step):
                 s.sendall(raw[i : i + step])
-            if close:
-                s.shutdown(socket.SHUT_WR)
         except OSError:
             pass  # the gate answered (and closed) before the rest: what came back says why
         received = b""
-        s.settimeout(1.0)
         while True:
             try:
                 data = s.recv(65536)
-            except (TimeoutError, ConnectionResetError):
+            except ConnectionResetError:
                 return received
             if not data:
                 return received
@@ -161,10 +193,17 @@ def engine_answers(received: bytes) -> int:
 def exchange(
     engine: RecordingEngine, port: int, raw: bytes, pieces: int = 1
 ) -> tuple[bytes, list[tuple[bytes, bytes, bytes]]]:
+    """What the client got back and what the engine read of it. The gate forwards a request
+    whole (``http-buffer-request``) before it answers it, so once the gate has closed the
+    client's connection whatever it forwarded is in the engine's sockets: the engine settles
+    when it has read and answered that."""
     with engine.lock:
         before = len(engine.requests)
     received = send(port, raw, pieces)
-    time.sleep(0.3)  # the engine's own threads record what they read
+    deadline = time.monotonic() + 10
+    while not engine.settled():
+        assert time.monotonic() < deadline, "the engine never settled"
+        time.sleep(0.005)
     with engine.lock:
         return received, engine.requests[before:]
 
