@@ -21,12 +21,13 @@ from tests.workload.test_gate_proxy import (
     Gate,
     anyio_backend,
     engine,
+    load_seconds,
     free_port,
     raw_exchange,
     until_ready,
 )
 
-__all__ = ["anyio_backend", "engine"]  # fixtures shared with the gate's proxy tests
+__all__ = ["anyio_backend", "engine", "load_seconds"]  # fixtures shared with the gate's proxy tests
 
 pytestmark = pytest.mark.anyio
 TOKEN = "s3cret-token_for-this-workload"
@@ -73,7 +74,8 @@ async def test_the_drain_trigger_on_the_data_port_is_refused_and_changes_nothing
                 assert answer.status_code in (403, 404), (method, path)
         # pipelined, and with the token: the data port takes no token at all
         flood = b"GET /-/drain?timeout=0&token=%s HTTP/1.1\r\nHost: g\r\n\r\n" % TOKEN.encode()
-        answers = await raw_exchange(gate, flood * 5)
+        last = b"GET /live HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n"
+        answers = await raw_exchange(gate, flood * 5 + last)
         assert answers.count(b"HTTP/1.1 403 ") == 5
         assert gate.controller.state is DrainState.SERVING
         assert (await client.get(f"{gate.url}/ready")).status_code == 200

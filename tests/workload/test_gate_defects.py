@@ -23,9 +23,9 @@ from asyncdeploy.gate import GateConfig, serve_gate
 from asyncdeploy.gate._limits import Limits
 from asyncdeploy.workload import DrainController, PropagationWindow
 from tests.polling import until
-from tests.workload.test_gate_proxy import Gate, engine, free_port, until_ready
+from tests.workload.test_gate_proxy import Gate, engine, free_port, load_seconds, until_ready
 
-__all__ = ["engine"]
+__all__ = ["engine", "load_seconds"]
 
 pytestmark = pytest.mark.anyio
 TOKEN = "defects-token"

@@ -254,8 +254,9 @@ async def test_calls_after_the_window_go_elsewhere_without_an_error(
                     gate.controller.begin_drain()
                     await until(lambda: data_port_closed(gate), timeout=10)  # the GOAWAY left
                     await anyio.sleep(0.2)  # and the client read it (loopback)
-                    for outcome in late:
-                        await anyio.to_thread.run_sync(_unary, channel, outcome)
+                    async with anyio.create_task_group() as calls:  # side by side
+                        for outcome in late:
+                            calls.start_soon(anyio.to_thread.run_sync, _unary, channel, outcome)
 
                 await _run_calls(channel, outcomes, drain)
     assert [o.code for o in outcomes] == [grpc.StatusCode.OK] * 4, [o.details for o in outcomes]

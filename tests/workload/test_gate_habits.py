@@ -29,11 +29,12 @@ from tests.workload.test_gate_proxy import (
     Gate,
     anyio_backend,
     engine,
+    load_seconds,
     raw_exchange,
     until_ready,
 )
 
-__all__ = ["anyio_backend", "engine"]  # fixtures shared with the gate's proxy tests
+__all__ = ["anyio_backend", "engine", "load_seconds"]  # fixtures shared with the gate's proxy tests
 
 pytestmark = pytest.mark.anyio
 
@@ -72,8 +73,10 @@ def h11_exchanges(raw: bytes, methods: list[bytes]) -> list[tuple[int, bytes]]:
     """The answers h11 reads from ``raw``, for requests of ``methods`` in order."""
     client = h11.Connection(h11.CLIENT)
     client.receive_data(raw)
-    out = []
+    out: list[tuple[int, bytes]] = []
     for method in methods:
+        if out:
+            client.start_next_cycle()
         client.send(h11.Request(method=method, target="/", headers=[("host", "g")]))
         client.send(h11.EndOfMessage())
         status, body = 0, b""
@@ -87,7 +90,6 @@ def h11_exchanges(raw: bytes, methods: list[bytes]) -> list[tuple[int, bytes]]:
             elif isinstance(event, h11.EndOfMessage):
                 break
         out.append((status, body))
-        client.start_next_cycle()
     return out
 
 
@@ -97,7 +99,10 @@ async def test_head_is_answered_without_a_body_everywhere_through_h11(gate: Gate
     async with httpx.AsyncClient() as client:
         await until_ready(client, gate)
     for path in (b"/ready", b"/live", b"/startup", b"/-/metrics", b"/short"):
-        request = b"HEAD %s HTTP/1.1\r\nHost: g\r\n\r\nGET %s HTTP/1.1\r\nHost: g\r\n\r\n"
+        request = (
+            b"HEAD %s HTTP/1.1\r\nHost: g\r\n\r\n"
+            b"GET %s HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n"
+        )
         raw = await raw_exchange(gate, request % (path, path))
         (head_status, head_body), (get_status, get_body) = h11_exchanges(raw, [b"HEAD", b"GET"])
         assert (head_status, head_body) == (200, b""), path
@@ -131,7 +136,7 @@ async def test_three_pipelined_requests_inside_the_window_are_all_answered(
     await anyio.sleep(0.2)  # the controller tells HAProxy (its next tick)
     admitted = gate.controller.statistics().admitted
     three = b"GET /short HTTP/1.1\r\nHost: g\r\n\r\n" * 3
-    inside = await raw_exchange(gate, three, until_closed=True)
+    inside = await raw_exchange(gate, three)
     assert re.findall(rb"HTTP/1\.1 (\d{3}) ", inside) == [b"200"]
     assert inside.count(b'{"ok":true}') == 1
     assert inside.lower().count(b"connection: close") == 1
@@ -142,7 +147,7 @@ async def test_three_pipelined_requests_inside_the_window_are_all_answered(
     gate.controller.begin_drain(propagation=0)  # the window closes
     await until(lambda: gate.controller.try_admit() is None, timeout=5)
     await anyio.sleep(0.2)  # the controller has told HAProxy
-    after = await raw_exchange(gate, three, until_closed=True)
+    after = await raw_exchange(gate, three)
     # refused with 503 and closed: the other two were neither relayed nor answered
     assert re.findall(rb"HTTP/1\.1 (\d{3}) ", after) == [b"503"]
     assert gate.controller.state is DrainState.DRAINING
@@ -157,7 +162,8 @@ async def test_an_upgrade_the_engine_refuses_leaves_the_connection_http(gate: Ga
         b"GET /short HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
         b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
     )
-    answers = await raw_exchange(gate, upgrade + b"GET /short HTTP/1.1\r\nHost: g\r\n\r\n")
+    last = b"GET /short HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n"
+    answers = await raw_exchange(gate, upgrade + last)
     assert re.findall(rb"HTTP/1\.1 (\d{3}) ", answers) == [b"200", b"200"]
     assert answers.count(b'{"ok":true}') == 2
     await until(lambda: gate.controller.in_flight == 0, timeout=5)  # one read behind HAProxy
