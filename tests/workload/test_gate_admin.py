@@ -21,8 +21,8 @@ from tests.workload.test_gate_proxy import (
     Gate,
     anyio_backend,
     engine,
-    load_seconds,
     free_port,
+    load_seconds,
     raw_exchange,
     until_ready,
 )
