@@ -91,6 +91,51 @@ class _Server(uvicorn.Server):
     def capture_signals(self) -> Generator[None, None, None]:
         yield  # the drain kit owns SIGTERM/SIGINT; uvicorn must not exit on them
 
+    async def shutdown(self, sockets: Any = None) -> None:
+        """uvicorn's shutdown, without waiting on clients that stopped reading.
+
+        A connection uvicorn has closed keeps its socket open until its unsent bytes are read
+        (asyncio flushes before it closes), and uvicorn waits for it up to its graceful
+        timeout, then leaves it open: a client that stopped reading held the exit past the
+        drain's deadline by that timeout (5 s), its socket open until the process ended. Such
+        a connection is aborted once its bytes stop moving; one still read, however slowly,
+        is waited for as before."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_abort_stalled, self.server_state)
+            await super().shutdown(sockets)
+            tg.cancel_scope.cancel()
+        for connection in list(self.server_state.connections):
+            _transport(connection).abort()  # past uvicorn's timeout: nothing is left open
+
+
+#: How long a closed connection's unsent bytes may stay unread before it is aborted.
+_STALLED_AFTER = 1.0
+
+
+def _transport(connection: Any) -> Any:
+    return connection.transport  # uvicorn's protocols keep theirs here (h11 and httptools)
+
+
+async def _abort_stalled(state: uvicorn.server.ServerState) -> None:
+    """Abort each closed connection whose unsent bytes have not moved for ``_STALLED_AFTER``."""
+    moved: dict[Any, tuple[int, float]] = {}  # connection: (unsent bytes, when they last moved)
+    while True:
+        now = anyio.current_time()
+        for connection in list(state.connections):
+            transport = _transport(connection)
+            if not transport.is_closing():
+                continue  # still serving: uvicorn's shutdown ends it
+            unsent = transport.get_write_buffer_size()
+            last = moved.get(connection)
+            if last is None or unsent != last[0]:
+                moved[connection] = (unsent, now)
+            elif unsent and now - last[1] >= _STALLED_AFTER:
+                logger.warning(
+                    "a client stopped reading: %d bytes unsent, connection aborted", unsent
+                )
+                transport.abort()
+        await anyio.sleep(0.1)
+
 
 async def serve_with_drain(
     app: ASGIApp,

@@ -184,7 +184,7 @@ async def test_a_slow_readers_cut_is_accounted_before_the_server_exits(
             client.sendall(b"GET /s HTTP/1.1\r\nHost: t\r\n\r\n")
             await anyio.sleep(0.5)  # the buffers fill up; the client reads nothing
             termination.request("test")
-        body = _read_all(client)
+        body, closed = _read_all(client)
     finally:
         client.close()
     assert "still in flight" not in caplog.text
@@ -192,14 +192,18 @@ async def test_a_slow_readers_cut_is_accounted_before_the_server_exits(
     stats = controller.statistics()
     assert (stats.cut_at_deadline, stats.in_flight) == (1, 0)
     assert not body.endswith(b"0\r\n\r\n")  # the chunked body was never ended
+    assert closed  # the server left its connection closed, not open until its process ends
 
 
-def _read_all(client: socket.socket) -> bytes:
+def _read_all(client: socket.socket) -> tuple[bytes, bool]:
+    """What the server sent, and whether it closed (or reset) the connection behind it."""
     client.settimeout(5)
     data = b""
     try:
         while chunk := client.recv(1 << 20):
             data += chunk
-    except (TimeoutError, ConnectionResetError):
+    except TimeoutError:
+        return data, False
+    except ConnectionResetError:
         pass
-    return data
+    return data, True
