@@ -171,8 +171,10 @@ async def test_the_demo_serves_or_refuses_new_work_during_a_drain(
     tmp_path: Path, flags: tuple[str, ...], during_drain: int
 ) -> None:
     """By default a new request during the drain is served (the propagation window);
-    --refuse-at-once answers it 503 + Retry-After at once. Readiness fails either way."""
-    async with demo_process(tmp_path, *flags) as (process, base, _):
+    --refuse-at-once answers it 503 + Retry-After at once. Readiness fails either way. (The
+    deployer's ``traffic-left`` then ends the window early, as the Kubernetes driver's does:
+    without it the window runs to its 10 s.)"""
+    async with demo_process(tmp_path, *flags) as (process, base, sock):
         async with httpx.AsyncClient(base_url=base, trust_env=False, timeout=10) as client:
             first = anyio.Event()
             async with anyio.create_task_group() as tg:
@@ -182,6 +184,12 @@ async def test_the_demo_serves_or_refuses_new_work_during_a_drain(
                 await anyio.sleep(0.2)
                 assert (await client.get("/ready")).status_code == 503
                 response = await client.get("/short")
+                told = await anyio.run_process(
+                    [sys.executable, "-m", "asyncdeploy.workload.drain_cmd", "--socket",
+                     str(sock), "--traffic-left"],
+                    env=_ENV, check=False,
+                )  # fmt: skip
+                assert told.returncode == 0, told.stderr
             assert response.status_code == during_drain
             if during_drain == 503:
                 assert response.headers["retry-after"] == "5"
