@@ -162,7 +162,7 @@ async def test_replace_works_in_the_plans_namespace(
     """replace of a plan naming default, from a context in asyncdeploy-test: the new instance
     is made, waited for and kept there, the old one drained there; nothing elsewhere."""
     path = _plan_in_default(tmp_path)
-    code, out = await cli(kubeconfig, "create", "-f", str(path), "--wait")
+    code, out = await cli(kubeconfig, "create", "-f", str(path), "--wait", "--settle", "0")
     assert code == 0, out
     result = await invoke_in_thread(
         "--driver", "kubernetes", "replace", "-f", str(path), "--name", "nsplan-2",
@@ -209,6 +209,7 @@ async def test_a_pod_still_torn_down_at_the_timeout_is_exit_4_not_a_failure(
     assert code == 4, out
     assert "(its Pod still being torn down)" in out  # the summary table says it too
     await until(lambda: not [key for key in fake.pods if key[1] == "slow"], timeout=10)
+    fake.final_delay = 0.5  # a node that tears down within the timeout
     assert (await cli(kubeconfig, "create", "-f", str(path), "--wait", "--settle", "0"))[0] == 0
     code, out = await cli(kubeconfig, "delete", "slow", "--timeout", "30s")
     assert code == 0, out
