@@ -111,7 +111,7 @@ async def _stop_one_under_traffic(tmp_path: Path, window: str, *, dense: bool = 
                 tg.start_soon(_short_requests, base, stop, statuses, 0 if dense else SHORT_EVERY)
             for _ in range(2 if dense else 1):
                 tg.start_soon(_streams, base, stop, streams, 0 if dense else STREAM_PAUSE)
-            await until(lambda: statuses[200] >= 2 and streams, timeout=30)  # traffic flows
+            await until(lambda: statuses[200] >= 2, timeout=30)  # flowing; a first stream open
             await anyio.sleep(0.5)  # (a loaded machine starts slowly)
             # what a delete does: the engine's preStop (the gate's drain), its SIGTERM, the gate's
             hook = await anyio.run_process(
