@@ -29,7 +29,7 @@ __all__ = ["engine", "load_seconds"]
 
 pytestmark = pytest.mark.anyio
 TOKEN = "defects-token"
-IDLE = 2.0
+IDLE = 1.0
 
 
 @pytest.fixture
@@ -171,10 +171,10 @@ async def test_an_answer_never_read_is_closed_at_the_idle_timeout(gate: Gate) ->
 async def test_a_stream_with_bytes_flowing_is_never_cut_by_the_idle_timeout(gate: Gate) -> None:
     """A stream three times longer than the idle timeout, a token every 100 ms: whole."""
     async with httpx.AsyncClient(timeout=30) as client:
-        url = f"{gate.url}/stream?tokens=60&ms=100"
+        url = f"{gate.url}/stream?tokens=30&ms=100"
         async with client.stream("GET", url) as response:
             lines = [line async for line in response.aiter_lines() if line.startswith("data: ")]
-    assert len(lines) == 61 and lines[-1] == "data: [DONE]"
+    assert len(lines) == 31 and lines[-1] == "data: [DONE]"
 
 
 async def test_a_connection_that_stops_reading_is_closed(gate: Gate) -> None:
@@ -183,7 +183,7 @@ async def test_a_connection_that_stops_reading_is_closed(gate: Gate) -> None:
         async with await anyio.connect_tcp("127.0.0.1", port_of(gate)) as stream:
             with anyio.move_on_after(2):
                 await stream.send(flood)
-            await anyio.sleep(IDLE + 3)  # not reading: the gate closes it
+            await anyio.sleep(IDLE + 2)  # not reading: the gate closes it
             closed = False
             try:
                 while True:  # what the gate sent before it closed, then its end
@@ -213,10 +213,10 @@ async def test_an_oversized_header_field_is_refused_at_once(gate: Gate, size: in
                     sent += 65536
             except (anyio.BrokenResourceError, OSError):
                 pass
-        async with httpx.AsyncClient() as client:
-            started = time.monotonic()
-            assert (await client.get(f"{gate.url}/ready")).status_code == 200
-            assert time.monotonic() - started < 2
+        with anyio.fail_after(10):  # a hang's bound, not a speed's
+            async with httpx.AsyncClient() as client:
+                # answered while the oversized head's connection is held, unread: not behind it
+                assert (await client.get(f"{gate.url}/ready")).status_code == 200
         with anyio.fail_after(5):
             try:
                 while True:
