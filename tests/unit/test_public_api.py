@@ -74,6 +74,18 @@ def session_of(driver: type[DockerDriver]) -> EngineSession:
             "container x has dependent containers which must be removed before it",
             errors.WorkloadConflict,
         ),
+        (
+            PodmanDriver,
+            500,
+            "container 75b7 is a dependency of the following containers: bdae: dependency exists",
+            errors.WorkloadConflict,
+        ),
+        (
+            PodmanDriver,
+            500,
+            'getting container from store "75b7": container not known',
+            errors.WorkloadNotFound,
+        ),
         (PodmanDriver, 500, "something else broke", errors.EngineAPIError),
     ],
 )
@@ -87,6 +99,35 @@ def test_engine_errors_are_mapped_at_the_edge(
     assert type(caught.value) is expected
     assert isinstance(caught.value.__cause__, aiodocker.DockerError)
     assert f"engine={driver.name}" in str(caught.value)
+
+
+class _ListingClient:
+    """aiodocker's containers.list, answering Podman's recorded 500s first (a list that met a
+    container another client removed: seen in a CI run of two engine streams)."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures, self.calls = failures, 0
+        self.containers = self
+
+    async def list(self, **_: object) -> list[object]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            message = 'getting container from store "75b7": container not known'
+            raise aiodocker.DockerError(500, {"message": message})
+        return []
+
+
+@pytest.mark.anyio
+async def test_a_list_that_met_a_removal_is_asked_again() -> None:
+    edge = session_of(PodmanDriver)
+    edge.client = _ListingClient(failures=2)  # type: ignore[assignment]
+    assert await edge.containers({}) == []
+    assert edge.client.calls == 3  # type: ignore[attr-defined]
+    edge.client = _ListingClient(failures=3)  # type: ignore[assignment]
+    with pytest.raises(errors.EngineAPIError) as caught:
+        await edge.containers({})
+    assert type(caught.value) is errors.EngineAPIError  # never "not found": a list misses nothing
+    assert "container not known" in str(caught.value)
 
 
 def test_transport_errors_are_mapped() -> None:

@@ -13,6 +13,7 @@ from aiohttp import web
 from asyncdeploy._events import ContainerOutcome, DrainFinished, DrainSummary
 from asyncdeploy.verify.report import VerifyReport
 from asyncdeploy.verify.requests import parse_request
+from asyncdeploy.verify.run import LASTING_AFTER, _lasting
 from asyncdeploy.verify.traffic import (
     Endpoint,
     RequestRecord,
@@ -204,3 +205,15 @@ async def test_clients_keep_their_connections_alive_as_sdks_do(
         assert len(set(peers)) <= 4, peers  # the requests of each client share its pool
     else:
         assert len(set(peers)) == len(peers)  # a connection each
+
+
+def test_the_disruption_waits_for_a_request_that_will_still_be_in_flight() -> None:
+    """A short request just sent has often ended by the time the drain begins (a replace's
+    routing first): verify waits for one answering, or outstanding half a second."""
+    now = 1000.0
+    just_sent = RequestRecord(id="a", kind="short", started=now - 0.01)
+    answering = RequestRecord(id="b", kind="stream", started=now - 0.01, bytes=120)
+    outstanding = RequestRecord(id="c", kind="completion", started=now - LASTING_AFTER)
+    ended = RequestRecord(id="d", kind="stream", started=now - 5, ended=now - 1, bytes=900)
+    assert not _lasting(just_sent, now) and not _lasting(ended, now)
+    assert _lasting(answering, now) and _lasting(outstanding, now)

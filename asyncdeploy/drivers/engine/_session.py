@@ -60,7 +60,16 @@ LIBPOD_API = "v4.0.0/libpod"  # the libpod API on the same socket; any v4 prefix
 POOL_SIZE = 32
 _ENDLESS = aiohttp.ClientTimeout(total=None, sock_read=None)
 EXEC_POLL_SECONDS = 0.25  # how often an interactive exec looks whether its command has ended
-_PODMAN_CONFLICTS = ("state improper", "already in use", "dependent containers")
+_PODMAN_MISSING = ("no such container", "container not known")
+#: How many times a list of containers is asked when the engine says one went missing meanwhile.
+_LIST_TRIES = 3
+# "dependency exists": Podman 4.3's words for a pause container others still share
+_PODMAN_CONFLICTS = (
+    "state improper",
+    "already in use",
+    "dependent containers",
+    "dependency exists",
+)
 
 
 class NoAnswer(EngineUnavailable):
@@ -197,11 +206,21 @@ class EngineSession:
         return answer
 
     async def containers(self, labels: Mapping[str, str]) -> builtins.list[dict[str, Any]]:
-        """asyncdeploy's containers carrying exactly these (non-empty) label values."""
+        """asyncdeploy's containers carrying exactly these (non-empty) label values.
+
+        A list has nothing to miss: an answer that a container is missing means one was
+        removed while the engine listed (Podman answers 500 "container not known" when another
+        client's delete takes one away mid-list), and the list is asked again."""
         wanted = [LABEL_WORKLOAD] + [f"{k}={v}" for k, v in labels.items()]
-        with self.errors("list containers"):
-            found = await self.client.containers.list(all=True, filters={"label": wanted})
-        return [c._container for c in found]
+        for attempt in range(_LIST_TRIES):
+            try:
+                with self.errors("list containers"):
+                    found = await self.client.containers.list(all=True, filters={"label": wanted})
+                return [c._container for c in found]
+            except WorkloadNotFound as exc:
+                if attempt == _LIST_TRIES - 1:
+                    raise EngineAPIError(str(exc), engine=self.engine, status=500) from exc
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def _handle(self, ident: str) -> aiodocker.containers.DockerContainer:
         return self.client.containers.container(ident)
@@ -373,9 +392,11 @@ class PodmanSession(EngineSession):
     labelled_events: ClassVar[bool] = False  # 4.3's compatible stream: nothing under a label filter
 
     def missing(self, exc: aiodocker.DockerError) -> bool:
-        """A container removed while the call ran: 500 "no such container" (another delete)."""
+        """A container removed while the call ran: 500 "no such container" (another delete),
+        or "container not known" (a list that met one being removed)."""
+        message = str(exc.message).lower()
         return exc.status == 404 or (
-            exc.status == 500 and "no such container" in str(exc.message).lower()
+            exc.status == 500 and any(m in message for m in _PODMAN_MISSING)
         )
 
     def conflict(self, exc: aiodocker.DockerError) -> bool:

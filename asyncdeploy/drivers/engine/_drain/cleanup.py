@@ -12,7 +12,7 @@ kill landed is ``exited``, with its code.
 
 from __future__ import annotations
 
-from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, WorkloadNotFound
+from asyncdeploy._errors import ENGINE_FAILURES, EngineFailure, WorkloadConflict, WorkloadNotFound
 from asyncdeploy._events import ContainerForceKilled
 from asyncdeploy.drivers.engine._drain.context import DRAINED, DrainContext
 from asyncdeploy.drivers.engine._drain.ends import Ends
@@ -32,6 +32,10 @@ from asyncdeploy.drivers.engine._drain.protocol import (
 from asyncdeploy.drivers.engine._ops import ContainerRef
 
 __all__ = ["Cleanup"]
+
+#: How long to wait before asking again to remove a pause container held by a container made
+#: after the drain's look (a create racing the delete, whose roll-back removes it).
+PAUSE_HELD_RETRY = 0.5
 
 
 class Cleanup:
@@ -131,6 +135,10 @@ class Cleanup:
 
         def then(answer: Done | EngineFailure) -> None:
             self._removals.discard(ref.name)
+            if ref.role == "pause" and self._held_by_a_late_container(answer):
+                again = self.m.now + PAUSE_HELD_RETRY
+                self.m.wake(("pauseheld", ""), again, lambda _: self._remove(ref))
+                return
             if isinstance(answer, ENGINE_FAILURES) and not isinstance(answer, WorkloadNotFound):
                 self.m.failed(f"remove {ref.name}", answer)
             else:  # a container gone already (by hand, or another delete) is no failure
@@ -142,6 +150,18 @@ class Cleanup:
                 self._removals_ended()
 
         self.m.do(("remove", ref.name), Remove(ref), then)
+
+    def _held_by_a_late_container(self, answer: Done | EngineFailure) -> bool:
+        """The pause container's removal refused for its dependents (Podman) when every
+        container this drain knew is gone: one made after the drain's look holds it (a create
+        racing this delete: it finds its containers gone and removes what it made). Asked again
+        while the clean-up's bound leaves time; past it, the refusal is the drain's error."""
+        if not isinstance(answer, WorkloadConflict):
+            return False
+        m = self.m
+        known = [ref for ref in m.snapshot.containers if ref.role != "pause"]
+        time_left = m.cleanup_ends is not None and m.now + PAUSE_HELD_RETRY < m.cleanup_ends
+        return time_left and all(ref.id in m.gone for ref in known)
 
     def _removals_ended(self) -> None:
         if self._kills or self._removals or not self._pause_kill_done or self._pause_removal:
