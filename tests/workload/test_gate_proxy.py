@@ -209,7 +209,9 @@ async def test_the_drain_serves_through_the_window_then_refuses_and_waits_for_st
         tokens: list[str] = []
 
         async def stream() -> None:
-            url = f"{gate.url}/stream?tokens=30&ms=50"
+            # 5 s: it outlasts the 1 s window and the polls after it by seconds (at 1.5 s a
+            # loaded machine saw it end before the refusal below, and the drain answer)
+            url = f"{gate.url}/stream?tokens=100&ms=50"
             async with httpx.AsyncClient(timeout=30) as own, own.stream("GET", url) as response:
                 tokens.extend(
                     [line async for line in response.aiter_lines() if line.startswith("data: ")]
@@ -236,7 +238,7 @@ async def test_the_drain_serves_through_the_window_then_refuses_and_waits_for_st
             assert after.status_code == 503
             assert after.headers["retry-after"] == "5" and after.headers["connection"] == "close"
             assert not drain  # the stream still runs: the drain has not answered
-    assert len(tokens) == 31 and tokens[-1] == "data: [DONE]"
+    assert len(tokens) == 101 and tokens[-1] == "data: [DONE]"
     report = drain[0].json()
     assert drain[0].status_code == 200 and report["drained"] is True
     assert report["statistics"]["failed"] == 0 and report["statistics"]["in_flight"] == 0
