@@ -45,7 +45,11 @@ async def create_on_both(
     for driver, url in engines:
         async with open_deployer(driver, url=url) as deployer:  # type: ignore[call-overload]
             containers = [graceful("ok", 1, markers), graceful("stubborn", 0, markers, ignore=True)]
-            await deployer.create(plan(name("fleet"), containers, {FLEET_LABEL: fleet}))
+            workload = name("fleet")
+            await deployer.create(plan(workload, containers, {FLEET_LABEL: fleet}))
+            # ready (running 2 s): each shell has set its TERM trap (the stubborn one, drained
+            # before its trap was set, ended 143 on a loaded clean clone instead of ignoring it)
+            await deployer.wait_ready(workload, timeout=30)
     return fleet
 
 

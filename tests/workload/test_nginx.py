@@ -97,10 +97,8 @@ async def test_nginx_at_its_defaults_shows_clients_the_503s(tmp_path: Path) -> N
     """The control: nginx's defaults retry a connection error only; the 503s the drained server
     answers after its window (while the streams it admitted just before keep it up) reach the
     clients. Dense traffic: sparse, it may have nothing in flight when the window closes, and
-    exit at once (a refused connection nginx does retry). nginx never takes the server out by
-    itself, so the window's length changes only when the 503s start: 2 s, not the default 10."""
-    statuses, _, drained = await _sigterm_under_traffic(
-        tmp_path, "stock", "--propagation-window", "2s", dense=True
-    )
+    exit at once (a refused connection nginx does retry). (A 2 s window was tried for time: its
+    streams had often all ended when it closed, and the server exited without a 503.)"""
+    statuses, _, drained = await _sigterm_under_traffic(tmp_path, "stock", dense=True)
     assert statuses[503] > 0, statuses
     assert drained.exit_statistics()["rejected_while_draining"] > 0
