@@ -19,6 +19,7 @@ class CLIProcess:
     process: Process
     stdout: BufferedByteReceiveStream
     lines: list[dict[str, Any]] = attrs.field(factory=list)
+    stderr_read: bytearray = attrs.field(factory=bytearray)  # what :meth:`said` has read
 
     async def next_event(self, event: str, *, timeout: float = 30) -> dict[str, Any]:
         """Read JSON lines until one of type ``event`` (kept in ``lines``)."""
@@ -32,6 +33,15 @@ class CLIProcess:
     def send(self, signum: signal.Signals) -> None:
         os.killpg(self.process.pid, signum)
 
+    async def said(self, text: bytes, *, timeout: float = 30) -> None:
+        """Read stderr until ``text`` (kept for :meth:`finish`). Before a second signal: two
+        sent before the process ran are one to the kernel (a pending signal is not queued),
+        which a loaded machine showed, and the drain then ran to its deadline."""
+        assert self.process.stderr is not None
+        with anyio.fail_after(timeout):
+            while text not in self.stderr_read:
+                self.stderr_read += await self.process.stderr.receive()
+
     async def finish(self, *, timeout: float = 90) -> tuple[int, str]:
         """Wait for the exit; return the exit code and stderr (stdout lines go to ``lines``)."""
         with anyio.fail_after(timeout):
@@ -39,7 +49,8 @@ class CLIProcess:
             assert self.process.stdout is not None and self.process.stderr is not None
             async for chunk in self.process.stdout:
                 rest += chunk
-            stderr = b"".join([chunk async for chunk in self.process.stderr]).decode()
+            read = bytes(self.stderr_read)
+            stderr = (read + b"".join([chunk async for chunk in self.process.stderr])).decode()
             code = await self.process.wait()
         text = rest.decode().splitlines()
         self.lines += [json.loads(line) for line in text if line.startswith("{")]

@@ -86,7 +86,7 @@ async def test_two_sigints_kill_the_survivors_at_once_and_clean_up(
     await cli.next_event("SignalSent")
     await anyio.sleep(0.5)
     cli.send(signal.SIGINT)
-    await anyio.sleep(0.05)
+    await cli.said(b"again")  # the first was taken ("press Ctrl-C again to kill ...")
     cli.send(signal.SIGINT)
     code, stderr = await cli.finish()
 
@@ -190,7 +190,7 @@ async def test_delete_all_under_two_signals_finishes_every_workload(
     await cli.next_event("SignalSent")
     await cli.next_event("SignalSent")
     cli.send(signal.SIGTERM)
-    await anyio.sleep(0.05)
+    await cli.said(b"again")  # the first was taken
     cli.send(signal.SIGTERM)
     code, stderr = await cli.finish()
 

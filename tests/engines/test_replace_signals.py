@@ -123,7 +123,7 @@ async def test_two_sigints_during_the_old_drain_kill_it_and_keep_the_new(
     await cli.next_event("SignalSent")
     await anyio.sleep(0.5)
     cli.send(signal.SIGINT)
-    await anyio.sleep(0.05)
+    await cli.said(b"again")  # the first was taken ("press Ctrl-C again to kill ...")
     cli.send(signal.SIGINT)
     code, stderr = await cli.finish()
 
