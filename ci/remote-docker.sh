@@ -10,7 +10,8 @@
 #   bash remote-docker.sh stop      stop the daemon (by its pidfile) and remove the namespace
 #   bash remote-docker.sh status    say whether it answers
 #
-# Idempotent: a daemon that answers, certificates and images already there are left alone.
+# Idempotent: a daemon that answers, certificates and images already there (the same ID as the
+# local Docker's) are left alone.
 # Separate from the shared dockerd in everything: its data root, exec root, pidfile, its own
 # containerd (dockerd's managed one, under its exec root), its network namespace with its own
 # iptables rules and bridge (10.232.0.0/24, unroutable from the host: the deployer cannot reach
@@ -110,9 +111,11 @@ start() {
         done
         log "dockerd answers (pid $(daemon_pid))"
     fi
+    local id
     for image in $IMAGES; do
-        remote image inspect "$image" >/dev/null 2>&1 && continue
-        docker image inspect "$image" >/dev/null 2>&1 || { log "skip $image: not in the local Docker"; continue; }
+        id=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null) || { log "skip $image: not in the local Docker"; continue; }
+        # the same ID (save and load keep it): a rebuilt local image is loaded again
+        [ "$(remote image inspect -f '{{.Id}}' "$image" 2>/dev/null)" = "$id" ] && continue
         log "loading $image"
         docker save "$image" | remote load -q >&2
     done

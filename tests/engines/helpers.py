@@ -63,12 +63,14 @@ def read_markers(markers: Path) -> list[tuple[str, str]]:
     return [tuple(line.split()[:2]) for line in path.read_text().splitlines() if line.strip()]  # type: ignore[misc]
 
 
-async def started(markers: Path, *names: str, timeout: float = 20) -> None:
-    """Wait until each named graceful container has written its start marker: "running" (or a
-    returned create) does not mean the script inside has got that far."""
+async def started(markers: Path, *names: str, times: int = 1, timeout: float = 20) -> None:
+    """Wait until each named graceful container has written its start marker (``times`` times:
+    runs that share a marker file): "running" (or a returned create) does not mean the script
+    inside has got that far. It marks start once its TERM trap is set, so a drain from here on
+    meets the trap."""
 
     def all_started() -> bool:
-        seen = {name for name, mark in read_markers(markers) if mark == "start"}
-        return set(names) <= seen
+        marks = read_markers(markers)
+        return all(marks.count((name, "start")) >= times for name in names)
 
     await until(all_started, timeout=timeout, interval=0.05)

@@ -228,9 +228,7 @@ async def test_autoheal_is_removed_before_any_signal_and_pause_last(
     # The negative control: with the sidecar running, an exit is undone.
     app_id = await deployer.driver._container_id(workload, "app")  # type: ignore[attr-defined]
     await deployer.driver.session.client.containers.container(app_id).kill(signal="SIGTERM")  # type: ignore[attr-defined]
-    with anyio.fail_after(15):
-        while [m for _, m in read_markers(markers)].count("start") < 2:  # noqa: ASYNC110 - a file
-            await anyio.sleep(0.2)
+    await started(markers, "app", times=2, timeout=15)  # restarted, its TERM trap set
 
     async def app_running() -> bool:
         app = [c for c in (await deployer.get(workload)).containers if c.name == "app"]
@@ -240,8 +238,6 @@ async def test_autoheal_is_removed_before_any_signal_and_pause_last(
     # records it running, and a drain that looked in between found it exited (so it was not
     # signalled: a clean-clone run on Docker saw no SignalSent)
     await until(app_running, timeout=15, interval=0.1)
-    # ...and ready again (running 2 s): "start" is marked before the TERM trap is set
-    await deployer.wait_ready(workload, timeout=30)
 
     events, _ = await drain_events(deployer, workload)
     kinds = [type(e).__name__ for e in events]

@@ -20,7 +20,7 @@ from asyncdeploy._events import ContainerExited, ContainerForceKilled, DrainStar
 from asyncdeploy.fleet import EngineFailed, FleetDrain, FleetDrainError, FleetEvent, open_fleet
 from tests.engines.conftest import RUN_ID, RUN_LABEL
 from tests.engines.fault_proxy import EngineProxy
-from tests.engines.helpers import graceful, plan
+from tests.engines.helpers import graceful, plan, started
 from tests.engines.remote import Remote, docker_context, remote_daemon
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker, pytest.mark.engine]
@@ -42,14 +42,14 @@ async def create_on_both(
     1 s on SIGTERM, the other ignores it (killed at the deadline)."""
     fleet = secrets.token_hex(3)
     engines = [("docker", LOCAL), ("docker", remote.host)] + [("podman", None)] * podman
-    for driver, url in engines:
+    for count, (driver, url) in enumerate(engines, start=1):
         async with open_deployer(driver, url=url) as deployer:  # type: ignore[call-overload]
             containers = [graceful("ok", 1, markers), graceful("stubborn", 0, markers, ignore=True)]
             workload = name("fleet")
             await deployer.create(plan(workload, containers, {FLEET_LABEL: fleet}))
-            # ready (running 2 s): each shell has set its TERM trap (the stubborn one, drained
-            # before its trap was set, ended 143 on a loaded clean clone instead of ignoring it)
-            await deployer.wait_ready(workload, timeout=30)
+            # each shell has set its TERM trap (the stubborn one, drained before that, ended
+            # 143 on a loaded clean clone instead of ignoring the signal)
+            await started(markers, "ok", "stubborn", times=count, timeout=30)
     return fleet
 
 

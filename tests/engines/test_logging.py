@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from asyncdeploy import Deployer
-from tests.engines.helpers import graceful, plan
+from tests.engines.helpers import graceful, plan, started
 
 pytestmark = pytest.mark.anyio
 
@@ -26,9 +26,9 @@ async def test_a_real_drain_logs_each_step(
     await deployer.create(
         plan(workload, [graceful("app", 0.5, markers)], termination_grace_period_seconds=10)
     )
-    # ready (running 2 s): its shell has set its TERM trap (a SIGTERM 0.02 s after the create,
-    # before the trap, ended it 143 on a loaded machine)
-    await deployer.wait_ready(workload, timeout=30)
+    # its shell has set its TERM trap (a SIGTERM 0.02 s after the create, before the trap,
+    # ended it 143 on a loaded machine)
+    await started(markers, "app", timeout=30)
     caplog.set_level(logging.DEBUG, logger="asyncdeploy")
     summary = await deployer.delete(workload)
     records: list[Any] = [r for r in caplog.records if r.name == "asyncdeploy"]
