@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -22,6 +21,7 @@ from asyncdeploy._errors import CreateError
 from asyncdeploy._events import Event, PullStarted
 from asyncdeploy.builtin_images import DEMO_IMAGE, GATE_IMAGE
 from asyncdeploy.cli.images import base_missing
+from asyncdeploy.verify._ports import free_port
 from tests.cli_runner import invoke_in_thread
 from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL
 from tests.engines.helpers import plan
@@ -70,12 +70,6 @@ async def test_a_base_image_that_cannot_be_had_is_said_in_one_line(
 def bases_as_a_file(tmp_path: Path) -> Iterator[Path]:
     with bases_file(tmp_path) as tar:
         yield tar
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _sh(args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
@@ -161,7 +155,7 @@ def test_from_a_wheel_with_no_checkout(tmp_path: Path, bases_as_a_file: Path) ->
     gated = (
         f"name: t{RUN_ID}-wheel-gated\nlabels: {{{RUN_LABEL}: '{RUN_ID}'}}\npause_image: {PAUSE}\n"
         f"containers:\n  - name: engine\n    image: {STOCK_IMAGE}\n"
-        f"    ports: [{{container_port: 8000, host_port: {_free_port()}, host_ip: 127.0.0.1}}]\n"
+        f"    ports: [{{container_port: 8000, host_port: {free_port()}, host_ip: 127.0.0.1}}]\n"
         "    gate: {upstream: 8001, ready: {path: /health}, propagation_seconds: 1}\n"
     )
     [load] = block("offline")

@@ -20,7 +20,6 @@ import errno
 import logging
 import os
 import shutil
-import socket
 import subprocess
 from collections import Counter
 from collections.abc import Callable
@@ -31,6 +30,7 @@ import httpx
 import pytest
 
 from asyncdeploy import Deployer, WorkloadPlan
+from asyncdeploy.verify._ports import free_port
 from tests.engines.cli_process import start_cli
 from tests.engines.conftest import PAUSE, RUN_ID, RUN_LABEL
 
@@ -40,12 +40,6 @@ logger = logging.getLogger(__name__)
 GATE_IMAGE = os.environ.get("ASYNCDEPLOY_TEST_GATE_IMAGE", "localhost/asyncdeploy/gate:latest")
 STOCK_IMAGE = "asyncdeploy-test/stock-engine:latest"
 TOKENS = 30  # a stream: 30 tokens at 20/s, 1.5 s
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def require_images(engine: str) -> None:

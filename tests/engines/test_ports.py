@@ -10,7 +10,6 @@ without it binds every address, as ``docker run -p 8000:8000``. ``list``'s PORTS
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 
 from asyncdeploy import Deployer, WorkloadPlan
 from asyncdeploy.labels import LABEL_ROLE
+from asyncdeploy.verify._ports import free_port
 from tests.cli_runner import invoke_in_thread
 from tests.engines.conftest import BUSYBOX
 from tests.engines.helpers import plan_file
@@ -26,12 +26,6 @@ from tests.engines.helpers import plan_file
 pytestmark = pytest.mark.anyio
 
 EVERY_ADDRESS = {"", "0.0.0.0", "::"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def bindings(inspected: dict[str, Any]) -> dict[str, list[dict[str, str]]]:

@@ -25,6 +25,7 @@ from asyncdeploy import (
 )
 from asyncdeploy.labels import LABEL_INSTANCE_OF
 from asyncdeploy.replace.events import ReplaceDowntime, ReplaceStrategy, describe_replace
+from asyncdeploy.verify._ports import free_port
 from tests.cli_runner import invoke_in_thread
 from tests.engines.conftest import BUSYBOX, RUN_ID, RUN_LABEL
 from tests.engines.helpers import plan, plan_file
@@ -37,12 +38,6 @@ HTTPD = (
     "mkdir -p /www && echo $VERSION > /www/index.html && touch /tmp/ready && "
     "httpd -f -p 8080 -h /www & trap 'kill $!; exit 0' TERM; wait"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def web_server(version: str, port: int, mounts: list[Mount] | None = None) -> Container:

@@ -32,8 +32,8 @@ from tests.workload.test_haproxy import (
     _ENV,
     SHORT_EVERY,
     STREAM_PAUSE,
-    _free_port,
     _short_requests,
+    free_port,
     haproxy,
 )
 from tests.workload.test_haproxy import pytestmark as haproxy_marks
@@ -50,7 +50,7 @@ class Pair:
 @asynccontextmanager
 async def gated_engine(directory: Path, window: str) -> AsyncIterator[Pair]:
     await anyio.Path(directory).mkdir()
-    upstream, port, admin, log = _free_port(), _free_port(), _free_port(), directory / "gate.log"
+    upstream, port, admin, log = free_port(), free_port(), free_port(), directory / "gate.log"
     engine = await anyio.open_process(
         [sys.executable, str(ENGINE), "--host", "127.0.0.1", "--port", str(upstream),
          "--load-seconds", "0.5", "--short-ms", "2", "--token-ms", "100"],

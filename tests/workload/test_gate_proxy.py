@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 
 from asyncdeploy.gate import GateConfig, serve_gate
 from asyncdeploy.gate._limits import Limits
+from asyncdeploy.verify._ports import free_port
 from asyncdeploy.workload import DrainController, DrainState, PropagationWindow
 from tests.polling import until
 
@@ -38,12 +38,6 @@ def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, bool]]
     if request.param[1]["use_uvloop"]:
         pytest.importorskip("uvloop", reason="uvloop is in the test dependency group")
     return request.param  # type: ignore[no-any-return]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

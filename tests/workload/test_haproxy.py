@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from collections import Counter
@@ -31,6 +30,7 @@ import pytest
 from anyio.abc import Process
 
 import asyncdeploy
+from asyncdeploy.verify._ports import free_port
 from asyncdeploy.workload._unix import connect_unix
 from tests.polling import until
 
@@ -65,12 +65,6 @@ backend servers
     http-check expect status 200
 {servers}
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Demo:
@@ -141,7 +135,7 @@ async def _haproxy_servers_up(stats: Path) -> set[str]:
 async def haproxy(directory: Path, demos: list[Demo], check: str = "") -> AsyncIterator[str]:
     """A stock HAProxy in front of ``demos`` (``check``: settings after ``check``, e.g.
     ``inter 500 fall 1``; none: HAProxy's defaults); yields its URL once every server is UP."""
-    port, stats = _free_port(), directory / "haproxy.sock"
+    port, stats = free_port(), directory / "haproxy.sock"
     servers = "\n".join(
         f"    server s{index} 127.0.0.1:{demo.port} check {check}".rstrip()
         for index, demo in enumerate(demos)

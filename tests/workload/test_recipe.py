@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ import pytest
 from anyio.abc import Process
 
 import asyncdeploy
+from asyncdeploy.verify._ports import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -47,19 +47,13 @@ def recipe() -> str:
     raise AssertionError(f"no {_MARKER} line in any of {[str(d) for d in _DOCUMENTS]}")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @asynccontextmanager
 async def run_recipe(tmp_path: Path) -> AsyncIterator[tuple[Process, str, Path, Path]]:
     program = tmp_path / "app.py"
     program.write_text(recipe())
     sock = tmp_path / "run" / "control.sock"
     log = tmp_path / "app.log"
-    port = _free_port()
+    port = free_port()
     env = {**_ENV, "PORT": str(port), "CONTROL_SOCKET": str(sock)}
     with log.open("wb") as out:
         process = await anyio.open_process(
