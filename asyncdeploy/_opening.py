@@ -93,8 +93,7 @@ async def _open_deployer(driver: str | None, options: Mapping[str, Any]) -> Asyn
     try:
         yield deployer
     finally:
-        with anyio.CancelScope(shield=True):
-            await deployer.aclose()
+        await deployer.aclose()  # shielded: a block ended by cancellation still closes it
 
 
 def _require_asyncio() -> None:

@@ -68,6 +68,8 @@ __all__ = [
     "ReplaceResult",
 ]
 
+CLOSE_BOUND = 10.0  # closing the engine clients: their sessions and connectors, no engine call
+
 
 def _everything_or(selector: SelectorLike | None, *, all: bool) -> Selector | None:
     """The selector a drain of many takes: ``None`` (everything) only when asked by name."""
@@ -538,5 +540,8 @@ class Deployer:
         return Replacement(lambda kill: _replace.replacing(self.driver, plan, options, kill))
 
     async def aclose(self) -> None:
-        """Close the engine client (``open_deployer`` does it when its block ends)."""
-        await self.driver.aclose()
+        """Close the engine client (``open_deployer`` does it when its block ends). Shielded:
+        called from a cancelled task (a caller's own ``finally``), an unshielded close gives up
+        at its first await and leaves the client's connections open."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_BOUND):
+            await self.driver.aclose()

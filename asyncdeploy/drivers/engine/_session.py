@@ -212,15 +212,16 @@ class EngineSession:
         removed while the engine listed (Podman answers 500 "container not known" when another
         client's delete takes one away mid-list), and the list is asked again."""
         wanted = [LABEL_WORKLOAD] + [f"{k}={v}" for k, v in labels.items()]
-        for attempt in range(_LIST_TRIES):
+        tries = 1
+        while True:
             try:
                 with self.errors("list containers"):
                     found = await self.client.containers.list(all=True, filters={"label": wanted})
                 return [c._container for c in found]
             except WorkloadNotFound as exc:
-                if attempt == _LIST_TRIES - 1:
+                if tries == _LIST_TRIES:
                     raise EngineAPIError(str(exc), engine=self.engine, status=500) from exc
-        raise AssertionError("unreachable")  # the loop returns or raises
+                tries += 1
 
     def _handle(self, ident: str) -> aiodocker.containers.DockerContainer:
         return self.client.containers.container(ident)
