@@ -6,7 +6,11 @@ bind. The kernel's own picks come from its ephemeral range: a bind to port 0 and
 port of every outgoing connection (a run's own traffic opens thousands). Below that range a
 port is taken only by a program that names it, so the port is drawn at random there and
 tried. (A port from the range was taken so once: an engine refused to publish it, "address
-already in use".)
+already in use".) A port that can be bound may still be in use: a published port that no
+process listens on, only the firewall forwards (Docker with ``userland-proxy: false``, a
+Kubernetes hostPort through the CNI portmap plugin), is seen by connecting to it: a port
+nothing holds refuses at once. The probe waits up to ``PROBE_SECONDS``: call ``free_port``
+off the event loop.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LINUX_EPHEMERAL_RANGE = (32768, 60999)  # Linux's default; below macOS's (49152-65535) too
 LOWEST = 10000  # below: well-known and commonly configured services
 TRIES = 50
+PROBE_SECONDS = 0.05  # loopback refuses within microseconds; a forwarded port may not answer
 
 
 def unclaimed_ports(ephemeral_range_text: str | None) -> range:
@@ -51,13 +56,27 @@ def _bindable(port: int) -> bool:
         return True
 
 
+def _refused(port: int) -> bool:
+    """Whether a connection to the port is refused (nothing there, nothing forwarding it);
+    accepted, or unanswered within ``PROBE_SECONDS`` (forwarded somewhere), it is in use."""
+    with socket.socket() as probe:
+        probe.settimeout(PROBE_SECONDS)
+        try:
+            probe.connect(("127.0.0.1", port))
+        except ConnectionRefusedError:
+            return True
+        except OSError:  # timed out: forwarded to something that does not answer yet
+            return False
+        return False
+
+
 def free_port() -> int:
-    """A loopback port nothing holds, from below the ephemeral range when it can be (else
-    the kernel's pick)."""
+    """A loopback port nothing holds or forwards, from below the ephemeral range when it can
+    be (else the kernel's pick). Blocks up to ``PROBE_SECONDS`` a try."""
     candidates = unclaimed_ports(_ephemeral_range_text())
     if candidates:
         for port in random.sample(candidates, min(TRIES, len(candidates))):
-            if _bindable(port):
+            if _bindable(port) and _refused(port):
                 return port
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -216,7 +216,7 @@ async def running_haproxy(
     directory = Path(await anyio.to_thread.run_sync(_make_directory))
     try:
         socket_path = str(directory / "admin.sock")
-        port = free_port()
+        port = await anyio.to_thread.run_sync(free_port)  # it probes: off the loop
         config = directory / "haproxy.cfg"
         text = haproxy_config(
             frontend_port=port, servers=servers, runtime_socket=socket_path, options=options

@@ -145,7 +145,7 @@ async def running_nginx(
         )
     directory = Path(await anyio.to_thread.run_sync(_make_directory))
     try:
-        port = free_port()
+        port = await anyio.to_thread.run_sync(free_port)  # it probes: off the loop
         text = nginx_config(
             frontend_port=port, servers=servers, directory=str(directory), config=config
         )

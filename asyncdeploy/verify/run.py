@@ -216,9 +216,9 @@ def ready_path(plan: WorkloadPlan, port: int) -> str:
     return "/ready"
 
 
-def _instance(plan: WorkloadPlan, name: str, port: int, run: str) -> tuple[WorkloadPlan, int]:
+async def _instance(plan: WorkloadPlan, name: str, port: int, run: str) -> tuple[WorkloadPlan, int]:
     """The plan under ``name``, its traffic port published on a free loopback port."""
-    host_port = free_port()
+    host_port = await anyio.to_thread.run_sync(free_port)  # it probes: off the loop
     containers = []
     for container in plan.containers:
         ports = tuple(
@@ -270,8 +270,8 @@ async def run_verify(
     )
     disruption = DISRUPTIONS[options.mode]
     names = _names(plan, options.instance_count())
-    instances = [_instance(plan, n, options.port, verify.run) for n in names]
-    successor = _instance(plan, f"{plan.name[:58]}-next", options.port, verify.run)
+    instances = [await _instance(plan, n, options.port, verify.run) for n in names]
+    successor = await _instance(plan, f"{plan.name[:58]}-next", options.port, verify.run)
     # a balancer is told of every server it may send to at its start: the successor too
     declared = [*instances, *([successor] if disruption.starts_successor else [])]
     await _refuse_taken(deployer, [p.name for p, _ in declared])

@@ -51,3 +51,25 @@ def test_the_ports_drawn_from_never_meet_the_ephemeral_range(low: int, high: int
 def test_any_range_text_gives_ports_from_the_lowest_on_or_none(text: str) -> None:
     ports = unclaimed_ports(text)
     assert ports.stop <= 65536 and (not ports or ports.start == LOWEST)
+
+
+def test_a_port_something_answers_on_is_in_use_and_a_closed_one_refuses() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert not _ports._refused(port)
+    assert _ports._refused(port)
+
+
+def test_a_bindable_port_that_answers_is_never_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a forwarded port looks like (Docker without its userland proxy, a Kubernetes
+    hostPort): nothing holds it here, a connection reaches something."""
+    with socket.socket() as first, socket.socket() as second:
+        first.bind(("127.0.0.1", 0))
+        second.bind(("127.0.0.1", 0))
+        forwarded, spare = first.getsockname()[1], second.getsockname()[1]
+    monkeypatch.setattr(_ports, "unclaimed_ports", lambda _: range(LOWEST, 65536))
+    monkeypatch.setattr(_ports.random, "sample", lambda *_: [forwarded, spare])
+    monkeypatch.setattr(_ports, "_refused", lambda port: port != forwarded)
+    assert free_port() == spare
