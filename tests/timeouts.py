@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import signal
 import threading
 from typing import Any
@@ -24,6 +25,10 @@ from pytest_timeout import dump_stacks
 # to turn a hang into a failure with its stacks, not to time a test.
 BOUNDS = {"cluster": 600.0, "engine": 600.0, "slow": 600.0}
 DEFAULT_BOUND = 300.0
+# The timeout's failure is raised in whatever frame the signal lands in; caught there (a task
+# other than the test's, a callback the event loop guards), the test hangs on: once it has
+# still not ended this long after, the process ends (a red run in minutes, not CI's 90).
+LAST_RESORT_AFTER = 30.0
 
 
 def bound_of(item: pytest.Item) -> float:
@@ -64,7 +69,22 @@ def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
         terminal.write(task_stacks())
         dump_stacks(terminal)  # every other thread
         terminal.sep("+", title="Timeout")
+        signal.signal(signal.SIGALRM, last_resort)
+        signal.setitimer(signal.ITIMER_REAL, LAST_RESORT_AFTER)
         pytest.fail(f"Timeout: the test ran past {settings.timeout:g} s (stacks above)")
+
+    def last_resort(signum: int, frame: object) -> None:
+        capture = item.config.pluginmanager.getplugin("capturemanager")
+        if capture is not None:  # (else the words go to the test's captured output, and are lost)
+            capture.suspend_global_capture(in_=True)
+        terminal = item.config.get_terminal_writer()
+        terminal.sep("+", title=f"{item.nodeid}: still running {LAST_RESORT_AFTER:g} s after")
+        terminal.write(
+            "its timeout's failure was raised where something caught it (another task, a "
+            "callback the event loop guards): the run ends here\n"
+        )
+        terminal.flush()
+        os._exit(3)
 
     def cancel() -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)

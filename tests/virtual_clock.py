@@ -84,17 +84,28 @@ def _in_flight(fds: list[int]) -> bool:
 
 
 def _settling(select: Callable[..., Any], selector: Any) -> Callable[..., Any]:
+    """``select``, its empty polls made to wait for bytes in flight, once: bytes that have not
+    arrived within ``IN_FLIGHT_WAIT`` are not on their way (a peer that stopped reading, a
+    handshake nothing answers), and the polls after it do not wait again until one finds
+    something ready. (Waiting on every poll, the clock crawled: looptime counts some 40 empty
+    polls before it moves, 20 s of real time per step, and a fake-API test spun for minutes.)"""
+    stalled = False
+
     def settled_select(timeout: float | None = None) -> Any:
+        nonlocal stalled
         ready = select(timeout=timeout)
-        if ready or timeout != 0:
+        if ready:
+            stalled = False
+        if ready or timeout != 0 or stalled:
             return ready
         until = time.monotonic() + IN_FLIGHT_WAIT
         while time.monotonic() < until:
             if not _in_flight([key.fd for key in list(selector.get_map().values())]):
-                break
+                return ready
             ready = select(timeout=0.001)
             if ready:
-                break
+                return ready
+        stalled = True  # still "in flight" after the whole wait: stuck, not on its way
         return ready
 
     return settled_select

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from asyncdeploy import Checks, Container, Deployer, Probe, WorkloadNotFound
-from asyncdeploy.cli import main
+from asyncdeploy.cli import _common, main
 from tests.cli_runner import invoke_in_thread
 from tests.engines.conftest import BUSYBOX, RUN_ID
 from tests.engines.helpers import plan, plan_file
@@ -45,8 +45,11 @@ def _complete_now(shell: str, words: str, cword: str) -> list[str]:
 
 
 async def test_workload_and_container_names_complete(
-    deployer: Deployer, name: Callable[[str], str]
+    deployer: Deployer, name: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A completion asks the engine for 5 s at most (a slow one completes nothing); a loaded
+    # clean clone's Docker took longer to list, and the names are this test's subject
+    monkeypatch.setattr(_common, "COMPLETION_SECONDS", 60.0)
     workload = name("complete")
     await _sleepers(deployer, workload, side=True)
     driver = deployer.driver_name

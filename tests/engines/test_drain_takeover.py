@@ -59,10 +59,24 @@ async def _start_deleter(driver: str, workload: str, point: str) -> Process:
     return await anyio.open_process(command, cwd=Path.cwd(), start_new_session=True)
 
 
-async def _line(output: BufferedByteReceiveStream, wanted: str, timeout: float = 60) -> None:
+async def _line(
+    output: BufferedByteReceiveStream, wanted: str, process: Process, timeout: float = 60
+) -> None:
     with anyio.fail_after(timeout):
-        while (await output.receive_until(b"\n", 1 << 20)).decode() != wanted:
-            pass
+        try:
+            while (await output.receive_until(b"\n", 1 << 20)).decode() != wanted:
+                pass
+        except (anyio.IncompleteRead, anyio.EndOfStream):
+            # the deleter ended before it got there: say how, and what it wrote
+            assert process.stderr is not None
+            said = b""
+            with anyio.move_on_after(5):  # (a zombie's shell holds it open)
+                async for chunk in process.stderr:
+                    said += chunk
+            raise AssertionError(
+                f"the deleter ended (exit {process.returncode}) before {wanted!r}:\n"
+                + said.decode(errors="replace")
+            ) from None
 
 
 def _state(pid: int) -> str:
@@ -80,12 +94,12 @@ async def _kill_at(deployer: Deployer, workload: str, point: str, markers: Path)
     process = await _start_deleter(deployer.driver_name, workload, point)
     assert process.stdout is not None and process.stdin is not None
     output = BufferedByteReceiveStream(process.stdout)
-    await _line(output, "ready")
+    await _line(output, "ready", process)
     await process.stdin.send(b"go\n")
     if point == "hook":
         await until(lambda: ("app", "hook-start") in read_markers(markers), timeout=30)
     else:
-        await _line(output, f"at {'recorded' if point == 'zombie' else point}")
+        await _line(output, f"at {'recorded' if point == 'zombie' else point}", process)
     if point != "zombie":
         process.send_signal(signal.SIGKILL)
         return process

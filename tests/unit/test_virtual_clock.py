@@ -83,3 +83,35 @@ async def test_a_round_trip_through_the_loops_own_sockets_takes_no_virtual_time(
             await anyio.sleep(30)
             assert anyio.current_time() - started >= 30
             tg.cancel_scope.cancel()
+
+
+def test_bytes_stuck_in_flight_are_waited_for_once_not_on_every_poll(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Something that stays "in flight" past the wait (a peer that stopped reading) is waited
+    for once; the polls after it return at once, until one finds something ready."""
+    monkeypatch.setattr(virtual_clock, "IN_FLIGHT_WAIT", 0.05)
+    monkeypatch.setattr(virtual_clock, "_in_flight", lambda fds: True)
+    answers: list[list[str]] = []
+    polls: list[float | None] = []
+
+    def select(timeout: float | None = None) -> list[str]:
+        polls.append(timeout)
+        return answers.pop(0) if answers else []
+
+    class Selector:
+        def get_map(self) -> dict[int, object]:
+            return {}
+
+    settled = virtual_clock._settling(select, Selector())
+    assert settled(0) == []
+    waited = len(polls)
+    assert waited > 2  # the first empty poll waited (1 ms polls)
+    for _ in range(40):  # looptime's count of empty polls before the clock moves
+        assert settled(0) == []
+    assert len(polls) == waited + 40  # none of them waited
+    answers.append(["ready"])
+    assert settled(0) == ["ready"]  # something moved: the next empty poll waits again
+    before = len(polls)
+    assert settled(0) == []
+    assert len(polls) > before + 2
